@@ -1,0 +1,310 @@
+//! Assembly as md does it: group members by array UUID, trust the freshest event
+//! counter, leave stale and faulty members out, and check that what remains is enough.
+
+use std::path::PathBuf;
+
+use xraid_format::{Superblock, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE};
+use xraid_layout::{Geometry, Layout, Level, MemberIdx, SECTOR_BYTES};
+use xraid_member::{DirectMode, FileMember, Member, OpenOptions};
+
+use crate::scan::{expand, read_superblock};
+use crate::ArrayError;
+
+/// A member that takes part in the array.
+#[derive(Debug)]
+pub struct FoundMember {
+    pub path: PathBuf,
+    pub member: FileMember,
+    pub superblock: Superblock,
+}
+
+/// Why a member with this array's UUID was left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeftOutReason {
+    /// Its event counter is behind the freshest member's: it missed writes.
+    Stale { events: u64, freshest: u64 },
+    /// The freshest superblock records it as faulty.
+    Faulty,
+    /// A hot spare: holds no data yet.
+    Spare,
+    /// A journal device (md's RAID-5 journal), which xraid does not use.
+    Journal,
+}
+
+impl std::fmt::Display for LeftOutReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeftOutReason::Stale { events, freshest } => {
+                write!(f, "stale (events {events}, array at {freshest})")
+            }
+            LeftOutReason::Faulty => f.write_str("faulty"),
+            LeftOutReason::Spare => f.write_str("spare"),
+            LeftOutReason::Journal => f.write_str("journal"),
+        }
+    }
+}
+
+/// A member with the array's UUID that is not used for data.
+#[derive(Debug)]
+pub struct LeftOut {
+    pub path: PathBuf,
+    pub role: Option<u16>,
+    pub reason: LeftOutReason,
+    pub superblock: Superblock,
+}
+
+/// The result of assembly: the geometry and, per role, the member serving it.
+#[derive(Debug)]
+pub struct Assembled {
+    pub geometry: Geometry,
+    /// The freshest superblock: the array's identity and state.
+    pub superblock: Superblock,
+    /// One entry per role; `None` where the member is missing.
+    pub roles: Vec<Option<FoundMember>>,
+    pub left_out: Vec<LeftOut>,
+    /// Files in a named folder that hold no md superblock (ignored).
+    pub ignored: Vec<PathBuf>,
+}
+
+impl Assembled {
+    pub fn name(&self) -> String {
+        self.superblock.name()
+    }
+
+    pub fn missing_roles(&self) -> Vec<u16> {
+        (0..self.roles.len())
+            .filter(|&r| self.roles[r].is_none())
+            .map(|r| u16::try_from(r).expect("roles fit u16"))
+            .collect()
+    }
+
+    pub fn is_degraded(&self) -> bool {
+        self.roles.iter().any(Option::is_none)
+    }
+}
+
+/// Finds the members among `paths` (files, block devices or folders), opens them with
+/// `options` and assembles the array they form.
+pub fn assemble(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, ArrayError> {
+    let candidates = expand(paths)?;
+    let mut found: Vec<FoundMember> = Vec::new();
+    let mut ignored = Vec::new();
+    for candidate in candidates {
+        let member = FileMember::open(&candidate.path, options)?;
+        match read_superblock(&member, &candidate.path)? {
+            Some(superblock) => found.push(FoundMember {
+                path: candidate.path,
+                member,
+                superblock,
+            }),
+            None if candidate.explicit => {
+                return Err(ArrayError::NotMember {
+                    path: candidate.path,
+                })
+            }
+            None => ignored.push(candidate.path),
+        }
+    }
+    let Some(first) = found.first() else {
+        let path = paths.first().cloned().unwrap_or_default();
+        return Err(ArrayError::EmptyFolder { path });
+    };
+    if let Some(other) = found
+        .iter()
+        .find(|m| m.superblock.set_uuid != first.superblock.set_uuid)
+    {
+        return Err(ArrayError::MixedArrays {
+            first: first.path.clone(),
+            first_array: array_label(&first.superblock),
+            second: other.path.clone(),
+            second_array: array_label(&other.superblock),
+        });
+    }
+    let freshest = found
+        .iter()
+        .max_by_key(|m| m.superblock.events)
+        .expect("at least one member")
+        .superblock
+        .clone();
+    let geometry = geometry_of(&freshest, &found[0].path)?;
+    let raid_disks = usize::from(geometry.raid_disks());
+    let mut roles: Vec<Option<FoundMember>> = (0..raid_disks).map(|_| None).collect();
+    let mut left_out = Vec::new();
+    for m in found {
+        let role = m.superblock.role();
+        let recorded = freshest
+            .dev_roles
+            .get(m.superblock.dev_number as usize)
+            .copied();
+        let reason = if m.superblock.events < freshest.events {
+            Some(LeftOutReason::Stale {
+                events: m.superblock.events,
+                freshest: freshest.events,
+            })
+        } else if recorded == Some(ROLE_FAULTY) || role == Some(ROLE_FAULTY) {
+            Some(LeftOutReason::Faulty)
+        } else if role == Some(ROLE_SPARE) {
+            Some(LeftOutReason::Spare)
+        } else if role == Some(ROLE_JOURNAL) {
+            Some(LeftOutReason::Journal)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            left_out.push(LeftOut {
+                path: m.path,
+                role,
+                reason,
+                superblock: m.superblock,
+            });
+            continue;
+        }
+        let Some(role) = role.filter(|&r| usize::from(r) < raid_disks) else {
+            left_out.push(LeftOut {
+                path: m.path,
+                role,
+                reason: LeftOutReason::Faulty,
+                superblock: m.superblock,
+            });
+            continue;
+        };
+        check_length(&m, &geometry)?;
+        check_raid0_zone(&m, &geometry)?;
+        let slot = &mut roles[usize::from(role)];
+        if let Some(other) = slot {
+            return Err(ArrayError::RoleConflict {
+                path: m.path,
+                other: other.path.clone(),
+                role,
+            });
+        }
+        *slot = Some(m);
+    }
+    let assembled = Assembled {
+        geometry,
+        superblock: freshest,
+        roles,
+        left_out,
+        ignored,
+    };
+    check_enough(&assembled)?;
+    Ok(assembled)
+}
+
+/// An array as messages name it: `'name' (uuid)`.
+fn array_label(sb: &Superblock) -> String {
+    format!(
+        "'{}' ({})",
+        sb.name(),
+        Superblock::uuid_string(&sb.set_uuid)
+    )
+}
+
+/// The array's geometry from its superblock.
+fn geometry_of(sb: &Superblock, path: &std::path::Path) -> Result<Geometry, ArrayError> {
+    let unsupported = |what: String| ArrayError::Unsupported {
+        path: path.to_path_buf(),
+        what,
+    };
+    if sb.feature_map & !xraid_format::SUPPORTED_FEATURES != 0 {
+        return Err(unsupported(format!("feature map {:#x}", sb.feature_map)));
+    }
+    let level = Level::from_md(sb.level)?;
+    let layout = match level {
+        Level::Raid0 | Level::Raid1 => Layout::None,
+        _ => Layout::from_md(level, sb.layout)?,
+    };
+    let raid_disks = u16::try_from(sb.raid_disks)
+        .map_err(|_| unsupported(format!("{} raid disks", sb.raid_disks)))?;
+    let chunk = if level == Level::Raid1 {
+        0
+    } else {
+        sb.chunksize
+    };
+    let member_sectors = if sb.size > 0 && level != Level::Raid0 {
+        sb.size
+    } else {
+        sb.data_size
+    };
+    Ok(Geometry::new(
+        level,
+        layout,
+        raid_disks,
+        chunk,
+        member_sectors,
+    )?)
+}
+
+/// Refuses a member file shorter than the array says it is.
+fn check_length(m: &FoundMember, geometry: &Geometry) -> Result<(), ArrayError> {
+    let need = (m.superblock.data_offset + geometry.member_sectors()) * SECTOR_BYTES;
+    let size = m.member.size_bytes();
+    if size < need {
+        return Err(ArrayError::Truncated {
+            path: m.path.clone(),
+            size,
+            need,
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a RAID-0 member whose data area differs in size from the others': md
+/// would have laid such an array out in several zones, which xraid does not map.
+fn check_raid0_zone(m: &FoundMember, geometry: &Geometry) -> Result<(), ArrayError> {
+    if geometry.level() != Level::Raid0 {
+        return Ok(());
+    }
+    let chunk = u64::from(geometry.chunk_sectors());
+    if m.superblock.data_size / chunk * chunk != geometry.member_sectors() {
+        return Err(ArrayError::Unsupported {
+            path: m.path.clone(),
+            what: "a raid0 of members with unequal sizes (md's multi-zone layout)".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses to start an array that misses more members than its level survives.
+fn check_enough(a: &Assembled) -> Result<(), ArrayError> {
+    let states = a
+        .roles
+        .iter()
+        .map(|r| match r {
+            Some(_) => xraid_engine::MemberState::Active,
+            None => xraid_engine::MemberState::Failed,
+        })
+        .collect();
+    let engine = xraid_engine::Engine::new(a.geometry, states);
+    if engine.lost_error().is_none() {
+        return Ok(());
+    }
+    let present = a.roles.iter().filter(|r| r.is_some()).count();
+    let missing = a
+        .missing_roles()
+        .iter()
+        .map(|r| format!("role {r}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(ArrayError::TooManyMissing {
+        name: a.name(),
+        present,
+        raid_disks: a.geometry.raid_disks(),
+        level: a.geometry.level(),
+        missing: format!("missing {missing}"),
+    })
+}
+
+/// Options for opening members of an array to read or to write.
+pub(crate) fn member_options(write: bool) -> OpenOptions {
+    OpenOptions {
+        write,
+        direct: DirectMode::Auto,
+        lock: true,
+    }
+}
+
+/// Role of a member as a [`MemberIdx`].
+pub(crate) fn role_idx(role: usize) -> MemberIdx {
+    MemberIdx(u16::try_from(role).expect("roles fit u16"))
+}

@@ -1,0 +1,277 @@
+//! `create`: checks everything first, then makes member files, initialises parity where
+//! members held old data, and writes md superblocks — so bad input changes nothing.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
+use xraid_format::{NewArray, Superblock};
+use xraid_layout::{Geometry, Layout, Level, MemberIdx, SECTOR_BYTES};
+use xraid_member::{FileMember, Member};
+
+use crate::assemble::member_options;
+use crate::scan::{io_error, read_superblock, refuse_duplicates, MemberPath};
+use crate::ArrayError;
+
+/// Where member data starts: 1 MiB, as mdadm chooses for small members; leaves room
+/// for the superblock at 4 KiB, a bad-block log and a write-intent bitmap.
+pub const DATA_OFFSET_SECTORS: u64 = 2048;
+
+/// Bytes of array data rewritten per request when initialising parity.
+const SYNC_REQUEST_BYTES: u64 = 1 << 20;
+
+/// What `xraid create` was asked for.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    pub level: Level,
+    pub layout: Option<Layout>,
+    pub chunk_bytes: u64,
+    pub name: String,
+    /// Size of member files to create where they do not exist.
+    pub size_bytes: Option<u64>,
+    pub members: Vec<PathBuf>,
+    /// Overwrite members that already belong to an md array.
+    pub force: bool,
+    pub backend: BackendChoice,
+}
+
+/// What was created.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub geometry: Geometry,
+    pub uuid: String,
+    pub name: String,
+    pub members: Vec<PathBuf>,
+    /// Whether old member contents were read to initialise parity (or mirrors).
+    pub synced: bool,
+}
+
+/// Creates an array. `progress(done, total)` is told about the initial sync, if any.
+pub fn create(
+    opts: &CreateOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Created, ArrayError> {
+    let level = opts.level;
+    let n = opts.members.len();
+    if n < usize::from(level.min_members()) || n > usize::from(level.max_members()) {
+        return Err(ArrayError::MemberCount {
+            level,
+            given: n,
+            min: level.min_members(),
+            max: level.max_members(),
+        });
+    }
+    let raid_disks = u16::try_from(n).expect("checked against max_members");
+    let layout = opts.layout.unwrap_or_else(|| Layout::default_for(level));
+    let chunk_sectors = chunk_sectors(level, opts.chunk_bytes)?;
+    // Validate level, layout and chunk before touching any file.
+    Geometry::new(level, layout, raid_disks, chunk_sectors, 1 << 32)?;
+    let paths: Vec<MemberPath> = opts
+        .members
+        .iter()
+        .map(|p| MemberPath {
+            path: p.clone(),
+            explicit: true,
+        })
+        .collect();
+    refuse_duplicates(&paths)?;
+    refuse_same_new_path(&opts.members)?;
+    let unit = u64::from(chunk_sectors.max(8));
+    let need = (DATA_OFFSET_SECTORS + unit) * SECTOR_BYTES;
+    let mut existing: Vec<Option<FileMember>> = Vec::with_capacity(n);
+    let mut member_bytes = u64::MAX;
+    for path in &opts.members {
+        if !path.exists() {
+            let size = opts
+                .size_bytes
+                .ok_or_else(|| ArrayError::MissingFile { path: path.clone() })?;
+            if size < need {
+                return Err(ArrayError::TooSmall {
+                    path: path.clone(),
+                    size,
+                    need,
+                });
+            }
+            member_bytes = member_bytes.min(size);
+            existing.push(None);
+            continue;
+        }
+        let member = FileMember::open(path, &member_options(true))?;
+        let size = member.size_bytes();
+        if size < need {
+            return Err(ArrayError::TooSmall {
+                path: path.clone(),
+                size,
+                need,
+            });
+        }
+        if !opts.force {
+            if let Some(sb) = read_superblock(&member, path)? {
+                return Err(ArrayError::AlreadyMember {
+                    path: path.clone(),
+                    name: sb.name(),
+                    uuid: Superblock::uuid_string(&sb.set_uuid),
+                });
+            }
+        }
+        member_bytes = member_bytes.min(size);
+        existing.push(Some(member));
+    }
+    let data_sectors = (member_bytes / SECTOR_BYTES - DATA_OFFSET_SECTORS) / unit * unit;
+    let geometry = Geometry::new(level, layout, raid_disks, chunk_sectors, data_sectors)?;
+    let synced = existing.iter().any(Option::is_some);
+    let mut members: Vec<Box<dyn Member>> = Vec::with_capacity(n);
+    for (path, member) in opts.members.iter().zip(existing) {
+        let member = match member {
+            Some(member) => member,
+            None => {
+                let size = opts.size_bytes.expect("checked above");
+                FileMember::create_sparse(path, size)?;
+                FileMember::open(path, &member_options(true))?
+            }
+        };
+        members.push(Box::new(member));
+    }
+    let slots = members
+        .into_iter()
+        .map(|member| {
+            Some(MemberSlot {
+                member,
+                data_offset_bytes: DATA_OFFSET_SECTORS * SECTOR_BYTES,
+            })
+        })
+        .collect();
+    let mut driver = ArrayDriver::new(geometry, slots, opts.backend)?;
+    if synced {
+        initial_sync(&mut driver, progress)?;
+    }
+    let set_uuid = random_uuid();
+    let ctime = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let new = NewArray {
+        set_uuid,
+        name: opts.name.clone(),
+        level: level.md_level(),
+        layout: layout.md_value(),
+        chunk_sectors,
+        raid_disks: u32::from(raid_disks),
+        ctime,
+        data_offset_sectors: DATA_OFFSET_SECTORS,
+    };
+    for role in 0..n {
+        let slot = driver
+            .member(MemberIdx(u16::try_from(role).expect("fits")))
+            .expect("every member is present at create");
+        let avail = slot.member.size_bytes() / SECTOR_BYTES - DATA_OFFSET_SECTORS;
+        let mut sb = Superblock::new_member(
+            &new,
+            u32::try_from(role).expect("fits"),
+            random_uuid(),
+            avail,
+        );
+        sb.size = geometry.member_sectors();
+        write_superblock(slot.member.as_ref(), &sb, &opts.members[role])?;
+    }
+    driver.flush()?;
+    Ok(Created {
+        geometry,
+        uuid: Superblock::uuid_string(&set_uuid),
+        name: opts.name.clone(),
+        members: opts.members.clone(),
+        synced,
+    })
+}
+
+fn chunk_sectors(level: Level, chunk_bytes: u64) -> Result<u32, ArrayError> {
+    if level == Level::Raid1 {
+        return Ok(0);
+    }
+    // Geometry::new explains what is wrong with a chunk that is not a power of two.
+    let sectors = chunk_bytes / SECTOR_BYTES;
+    let sectors = if !chunk_bytes.is_multiple_of(SECTOR_BYTES) {
+        sectors | 1
+    } else {
+        sectors
+    };
+    Ok(u32::try_from(sectors).unwrap_or(u32::MAX))
+}
+
+/// Two spellings of one file that does not exist yet would both be created as one.
+fn refuse_same_new_path(paths: &[PathBuf]) -> Result<(), ArrayError> {
+    let canonical: Vec<PathBuf> = paths.iter().map(|p| canonical_new(p)).collect();
+    for (i, a) in canonical.iter().enumerate() {
+        if let Some(j) = canonical[..i].iter().position(|b| b == a) {
+            return Err(ArrayError::Duplicate {
+                first: paths[j].clone(),
+                second: paths[i].clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn canonical_new(path: &Path) -> PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let parent = parent.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let parent = parent.canonicalize().unwrap_or(parent);
+    match path.file_name() {
+        Some(name) => parent.join(name),
+        None => parent,
+    }
+}
+
+/// Makes parity (or mirror copies) agree with the data already on the members by
+/// rewriting the array in whole stripes, as md's initial resync does.
+fn initial_sync(
+    driver: &mut ArrayDriver,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(), ArrayError> {
+    let geo = *driver.engine().geometry();
+    let total = geo.array_sectors() * SECTOR_BYTES;
+    let unit = match geo.level() {
+        Level::Raid4 | Level::Raid5 | Level::Raid6 => geo.stripe_data_sectors() * SECTOR_BYTES,
+        _ => SECTOR_BYTES * 8,
+    };
+    let step = (SYNC_REQUEST_BYTES / unit).max(1) * unit;
+    let mut buf = vec![0u8; usize::try_from(step).expect("1 MiB-ish")];
+    let mut at = 0;
+    while at < total {
+        let len = usize::try_from(step.min(total - at)).expect("fits");
+        driver.read_at(&mut buf[..len], at)?;
+        driver.write_at(&buf[..len], at)?;
+        at += len as u64;
+        progress(at, total);
+    }
+    Ok(())
+}
+
+/// Writes a superblock at 4 KiB.
+pub(crate) fn write_superblock(
+    member: &dyn Member,
+    sb: &Superblock,
+    path: &Path,
+) -> Result<(), ArrayError> {
+    member
+        .write_at(&sb.to_bytes(), xraid_format::SUPERBLOCK_OFFSET_BYTES)
+        .map_err(|source| io_error(path, source))
+}
+
+/// A random UUID from the kernel's generator (or, where getrandom is refused, from
+/// the clock and the process id, which is unique enough for naming an array).
+pub(crate) fn random_uuid() -> [u8; 16] {
+    let mut uuid = [0u8; 16];
+    // SAFETY: the pointer and length describe `uuid`, which outlives the call.
+    let got = unsafe { libc::getrandom(uuid.as_mut_ptr().cast(), uuid.len(), 0) };
+    if usize::try_from(got).ok() != Some(uuid.len()) {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mixed = nanos ^ (u128::from(std::process::id()) << 64);
+        uuid = mixed.to_le_bytes();
+    }
+    uuid
+}

@@ -1,0 +1,77 @@
+//! Everything that can stop creating, assembling or opening an array, each message one
+//! line that names the thing and the fix.
+
+use std::path::PathBuf;
+
+use xraid_layout::Level;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArrayError {
+    #[error("no members given: name the member files, or a folder that holds them")]
+    NoMembers,
+    #[error("{path}: no md members in this folder")]
+    EmptyFolder { path: PathBuf },
+    #[error(transparent)]
+    Member(#[from] xraid_member::MemberError),
+    #[error("{path}: {source}")]
+    Superblock {
+        path: PathBuf,
+        source: xraid_format::FormatError,
+    },
+    #[error("{path}: not an md member (no md superblock at 4 KiB): check the path, or make an array with `xraid create`")]
+    NotMember { path: PathBuf },
+    #[error("{first} and {second} are the same file: give each member once")]
+    Duplicate { first: PathBuf, second: PathBuf },
+    #[error("members of two different arrays: {first} belongs to {first_array} but {second} to {second_array}; name the members of one array")]
+    MixedArrays {
+        first: PathBuf,
+        /// The array's name and UUID, as `'name' (uuid)`.
+        first_array: String,
+        second: PathBuf,
+        second_array: String,
+    },
+    #[error("{level} needs {min} to {max} members, {given} given")]
+    MemberCount {
+        level: Level,
+        given: usize,
+        min: u16,
+        max: u16,
+    },
+    #[error("{path} holds {size} bytes but a member needs at least {need}: give a larger --size or a larger member")]
+    TooSmall { path: PathBuf, size: u64, need: u64 },
+    #[error("{path} is truncated: it holds {size} bytes but its superblock says the array uses {need}; restore the full file")]
+    Truncated { path: PathBuf, size: u64, need: u64 },
+    #[error("{path} does not exist: give --size to create member files")]
+    MissingFile { path: PathBuf },
+    #[error("{path} already belongs to array '{name}' ({uuid}): pass --force to overwrite it")]
+    AlreadyMember {
+        path: PathBuf,
+        name: String,
+        uuid: String,
+    },
+    #[error("{path} and {other} both claim role {role} of the array: leave one of them out")]
+    RoleConflict {
+        path: PathBuf,
+        other: PathBuf,
+        role: u16,
+    },
+    #[error("cannot start '{name}': {present} of {raid_disks} members present and {level} needs more ({missing})")]
+    TooManyMissing {
+        name: String,
+        present: usize,
+        raid_disks: u16,
+        level: Level,
+        missing: String,
+    },
+    #[error("invalid geometry: {0}")]
+    Layout(#[from] xraid_layout::LayoutError),
+    #[error("{path}: the superblock describes {what}, which xraid does not support yet")]
+    Unsupported { path: PathBuf, what: String },
+    #[error(transparent)]
+    Driver(#[from] xraid_driver::DriverError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}

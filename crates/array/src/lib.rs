@@ -1,0 +1,19 @@
+//! Arrays as users name them: creating an md array on member paths, finding and
+//! assembling the members of an existing one, and opening it for I/O.
+//!
+//! An array is named by its members — paths, or a folder holding them — and
+//! recognised by the md superblocks on them. Assembly follows md: members are grouped by
+//! array UUID, a member whose event counter is behind the freshest is stale and left
+//! out, and the array runs degraded while its level's redundancy allows.
+
+mod assemble;
+mod create;
+mod error;
+mod open;
+mod scan;
+
+pub use assemble::{assemble, Assembled, FoundMember, LeftOut, LeftOutReason};
+pub use create::{create, CreateOptions, Created, DATA_OFFSET_SECTORS};
+pub use error::ArrayError;
+pub use open::{Array, OpenMode};
+pub use scan::{read_superblock, MemberPath};

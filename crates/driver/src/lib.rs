@@ -1,0 +1,360 @@
+//! The real driver: runs one array's [`Engine`] on the calling thread, hands its member
+//! I/Os to the kernel (io_uring, or a pread/pwrite thread pool where io_uring is not
+//! allowed) and feeds completions back.
+//!
+//! The engine stays free of the OS; everything it needs from the OS is here: member
+//! descriptors, the data offset of each member, the choice between the O_DIRECT and
+//! the buffered descriptor for each I/O, and the clock.
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::Instant;
+
+use xraid_engine::{
+    BufId, Engine, EngineError, IoFailed, IoId, IoKind, MemberIo, MemberState, Nanos, Reply,
+    Request, RequestId, RequestKind, SECTOR_BYTES,
+};
+use xraid_layout::{Geometry, MemberIdx};
+use xraid_member::Member;
+use xraid_uring::{Backend, BackendKind, Completion, IoOp, OpKind};
+
+pub use xraid_uring::BackendChoice;
+
+/// Member I/Os the driver keeps in the kernel at once; more wait in the engine's queue.
+const QUEUE_DEPTH: u32 = 256;
+
+/// Why the driver could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The I/O backend itself failed (not one member's I/O).
+    #[error("I/O backend failed: {0}")]
+    Backend(String),
+    /// A request failed in the engine.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// Reading the input or writing the output of a stream failed.
+    #[error("{0}")]
+    Stream(#[source] io::Error),
+    /// A byte offset or length that is not a whole number of sectors.
+    #[error("offset {offset} and length {length} must be multiples of 512 bytes")]
+    Unaligned { offset: u64, length: u64 },
+}
+
+/// One member of the array as the driver sees it.
+#[derive(Debug)]
+pub struct MemberSlot {
+    pub member: Box<dyn Member>,
+    /// Where the member's data area starts, in bytes (md's data_offset).
+    pub data_offset_bytes: u64,
+}
+
+/// A member I/O failure the driver saw, for the front end to report.
+#[derive(Debug)]
+pub struct MemberFailure {
+    pub member: MemberIdx,
+    pub name: String,
+    pub error: io::Error,
+}
+
+/// An array being driven: the engine, its members and the I/O backend.
+#[derive(Debug)]
+pub struct ArrayDriver {
+    engine: Engine,
+    members: Vec<Option<MemberSlot>>,
+    backend: Backend,
+    completions: Vec<Completion>,
+    /// Completions of I/Os done inline (members without a kernel descriptor).
+    inline_done: VecDeque<(IoId, Result<(), IoFailed>)>,
+    replies: VecDeque<Reply>,
+    failures: Vec<MemberFailure>,
+    epoch: Instant,
+    next_request: u64,
+}
+
+impl ArrayDriver {
+    /// Drives `geo` over `members` (one per role; `None` for a missing member).
+    pub fn new(
+        geo: Geometry,
+        members: Vec<Option<MemberSlot>>,
+        backend: BackendChoice,
+    ) -> Result<ArrayDriver, DriverError> {
+        let states = members
+            .iter()
+            .map(|m| match m {
+                Some(_) => MemberState::Active,
+                None => MemberState::Failed,
+            })
+            .collect();
+        let backend =
+            Backend::new(backend, QUEUE_DEPTH).map_err(|e| DriverError::Backend(e.to_string()))?;
+        Ok(ArrayDriver {
+            engine: Engine::new(geo, states),
+            members,
+            backend,
+            completions: Vec::new(),
+            inline_done: VecDeque::new(),
+            replies: VecDeque::new(),
+            failures: Vec::new(),
+            epoch: Instant::now(),
+            next_request: 0,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    /// The member in `role`, if present.
+    pub fn member(&self, role: MemberIdx) -> Option<&MemberSlot> {
+        self.members.get(role.index()).and_then(Option::as_ref)
+    }
+
+    pub fn backend_kind(&self) -> BackendKind {
+        self.backend.kind()
+    }
+
+    /// Member failures seen so far (each member once), oldest first.
+    pub fn take_failures(&mut self) -> Vec<MemberFailure> {
+        std::mem::take(&mut self.failures)
+    }
+
+    fn now(&self) -> Nanos {
+        Nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// Hands a request to the engine; its reply arrives through [`ArrayDriver::poll`].
+    pub fn submit(
+        &mut self,
+        kind: RequestKind,
+        sector: u64,
+        sectors: u64,
+        buf: Option<BufId>,
+    ) -> RequestId {
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        let now = self.now();
+        self.engine.handle_request(
+            Request {
+                id,
+                kind,
+                sector,
+                sectors,
+                buf,
+            },
+            now,
+        );
+        id
+    }
+
+    /// Moves work along: submits the engine's member I/Os, and, when `wait` is set and
+    /// something is in flight, blocks for at least one completion. Replies are queued for
+    /// [`ArrayDriver::next_reply`].
+    pub fn pump(&mut self, wait: bool) -> Result<(), DriverError> {
+        loop {
+            while let Some(io) = self.engine.poll_member_io() {
+                self.dispatch(io);
+            }
+            if let Some((id, result)) = self.inline_done.pop_front() {
+                let now = self.now();
+                self.engine.handle_completion(id, result, now);
+                continue;
+            }
+            break;
+        }
+        self.drain_replies();
+        let must_wait = wait && self.replies.is_empty() && self.backend.in_flight() > 0;
+        self.completions.clear();
+        self.backend
+            .wait(usize::from(must_wait), &mut self.completions)
+            .map_err(|e| DriverError::Backend(e.to_string()))?;
+        let done = std::mem::take(&mut self.completions);
+        for c in &done {
+            let (id, member) = decode_token(c.token);
+            let result = match &c.result {
+                Ok(_) => Ok(()),
+                Err(error) => {
+                    self.note_failure(member, error);
+                    Err(IoFailed)
+                }
+            };
+            let now = self.now();
+            self.engine.handle_completion(id, result, now);
+        }
+        self.completions = done;
+        if !self.completions.is_empty() {
+            // Completions may have produced new member I/Os and replies.
+            return self.pump(false);
+        }
+        self.drain_replies();
+        Ok(())
+    }
+
+    fn drain_replies(&mut self) {
+        while let Some(reply) = self.engine.poll_reply() {
+            self.replies.push_back(reply);
+        }
+    }
+
+    /// The next reply, if one is ready.
+    pub fn next_reply(&mut self) -> Option<Reply> {
+        self.replies.pop_front()
+    }
+
+    /// Whether requests or member I/Os are still in flight.
+    pub fn busy(&self) -> bool {
+        !self.engine.is_idle() || !self.replies.is_empty()
+    }
+
+    fn note_failure(&mut self, member: MemberIdx, error: &io::Error) {
+        if !self.failures.iter().any(|f| f.member == member) {
+            let name = self.member_name(member);
+            self.failures.push(MemberFailure {
+                member,
+                name,
+                error: io::Error::new(error.kind(), error.to_string()),
+            });
+        }
+    }
+
+    fn member_name(&self, member: MemberIdx) -> String {
+        self.members[member.index()].as_ref().map_or_else(
+            || format!("role {}", member.0),
+            |m| m.member.name().to_owned(),
+        )
+    }
+
+    /// Sends one member I/O to the kernel, or performs it inline for members that have
+    /// no descriptor (in-memory members).
+    fn dispatch(&mut self, io: MemberIo) {
+        let slot = self.members[io.member.index()]
+            .as_ref()
+            .expect("the engine sends I/O only to present members");
+        let offset = slot.data_offset_bytes + io.sector * SECTOR_BYTES;
+        let ptr = self.engine.buffers().raw_ptr(io.buf);
+        let Some(direct) = slot.member.direct_fd() else {
+            let result = self.perform_inline(&io, offset);
+            if let Err(error) = &result {
+                self.note_failure(io.member, error);
+            }
+            self.inline_done
+                .push_back((io.id, result.map_err(|_| IoFailed)));
+            return;
+        };
+        let aligned = |v: usize| v.is_multiple_of(direct.align);
+        let use_direct = aligned(ptr as usize)
+            && aligned(io.buf.len)
+            && u64::try_from(direct.align).is_ok_and(|a| offset.is_multiple_of(a));
+        let fd = if use_direct {
+            direct.fd
+        } else {
+            direct.buffered_fd
+        };
+        let kind = match io.kind {
+            IoKind::Read => OpKind::Read,
+            IoKind::Write => OpKind::Write,
+            IoKind::Flush => OpKind::Fsync,
+        };
+        let op = IoOp {
+            token: encode_token(io.id, io.member),
+            fd,
+            kind,
+            offset,
+            ptr,
+            len: io.buf.len,
+        };
+        // SAFETY: the buffer behind `ptr` belongs to the engine's buffer table and stays
+        // allocated, unmoved and untouched by the engine until this I/O's completion is
+        // handed back (the engine frees scratch and the caller frees request buffers only
+        // after the reply); the member's descriptors live as long as `self.members`.
+        let submitted = unsafe { self.backend.submit(op) };
+        if let Err((error, op)) = submitted {
+            let error = io::Error::other(error.to_string());
+            self.note_failure(io.member, &error);
+            self.inline_done
+                .push_back((decode_token(op.token).0, Err(IoFailed)));
+        }
+    }
+
+    fn perform_inline(&mut self, io: &MemberIo, offset: u64) -> io::Result<()> {
+        let slot = self.members[io.member.index()]
+            .as_ref()
+            .expect("present member");
+        match io.kind {
+            IoKind::Read => {
+                let buf = self.engine.buffers_mut().slice_mut(io.buf);
+                slot.member.read_at(buf, offset)
+            }
+            IoKind::Write => slot
+                .member
+                .write_at(self.engine.buffers().slice(io.buf), offset),
+            IoKind::Flush => slot.member.flush(),
+        }
+    }
+
+    /// Runs until `id` has replied; returns its result. Other replies that arrive
+    /// meanwhile stay queued.
+    pub fn wait_for(&mut self, id: RequestId) -> Result<(), DriverError> {
+        loop {
+            if let Some(pos) = self.replies.iter().position(|r| r.id == id) {
+                let reply = self.replies.remove(pos).expect("position is valid");
+                return reply.result.map_err(DriverError::Engine);
+            }
+            self.pump(true)?;
+        }
+    }
+
+    /// Reads `out.len()` bytes at byte `offset` (both multiples of 512).
+    pub fn read_at(&mut self, out: &mut [u8], offset: u64) -> Result<(), DriverError> {
+        let (sector, sectors) = sector_range(offset, out.len() as u64)?;
+        let buf = self.engine.buffers_mut().alloc(out.len());
+        let id = self.submit(RequestKind::Read, sector, sectors, Some(buf));
+        let result = self.wait_for(id);
+        if result.is_ok() {
+            out.copy_from_slice(self.engine.buffers().get(buf));
+        }
+        self.engine.buffers_mut().free(buf);
+        result
+    }
+
+    /// Writes `data` at byte `offset` (both multiples of 512).
+    pub fn write_at(&mut self, data: &[u8], offset: u64) -> Result<(), DriverError> {
+        let (sector, sectors) = sector_range(offset, data.len() as u64)?;
+        let buf = self.engine.buffers_mut().alloc(data.len());
+        self.engine.buffers_mut().get_mut(buf).copy_from_slice(data);
+        let id = self.submit(RequestKind::Write, sector, sectors, Some(buf));
+        let result = self.wait_for(id);
+        self.engine.buffers_mut().free(buf);
+        result
+    }
+
+    /// Makes every completed write durable on every live member.
+    pub fn flush(&mut self) -> Result<(), DriverError> {
+        let id = self.submit(RequestKind::Flush, 0, 0, None);
+        self.wait_for(id)
+    }
+}
+
+/// Packs the engine's I/O id and the member into the backend's 64-bit token, so that a
+/// failed completion names its member without a lookup table.
+fn encode_token(id: IoId, member: MemberIdx) -> u64 {
+    debug_assert!(id.0 < 1 << 48, "I/O ids are slab indexes, far below 2^48");
+    (id.0 << 16) | u64::from(member.0)
+}
+
+fn decode_token(token: u64) -> (IoId, MemberIdx) {
+    (IoId(token >> 16), MemberIdx((token & 0xffff) as u16))
+}
+
+fn sector_range(offset: u64, length: u64) -> Result<(u64, u64), DriverError> {
+    if !offset.is_multiple_of(SECTOR_BYTES) || !length.is_multiple_of(SECTOR_BYTES) {
+        return Err(DriverError::Unaligned { offset, length });
+    }
+    Ok((offset / SECTOR_BYTES, length / SECTOR_BYTES))
+}
+
+mod stream;
+pub use stream::{StreamProgress, DEFAULT_STREAM_DEPTH, DEFAULT_STREAM_REQUEST_BYTES};

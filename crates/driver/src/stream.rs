@@ -1,0 +1,240 @@
+//! Streaming a byte range of the array out to a writer, or in from a reader, with
+//! many requests in flight and the bytes kept in order.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+
+use xraid_engine::{BufId, RequestId, RequestKind, SECTOR_BYTES};
+
+use crate::{sector_range, ArrayDriver, DriverError};
+
+/// Size of each request a stream issues: large enough to cover whole stripes of
+/// typical arrays, small enough to keep several in flight in little memory.
+pub const DEFAULT_STREAM_REQUEST_BYTES: usize = 1 << 20;
+/// Requests a stream keeps in flight: enough to keep every member of a wide array busy.
+pub const DEFAULT_STREAM_DEPTH: usize = 8;
+
+/// Told how many bytes a stream has moved so far, after each request.
+pub trait StreamProgress {
+    fn advance(&mut self, bytes: u64);
+}
+
+impl<F: FnMut(u64)> StreamProgress for F {
+    fn advance(&mut self, bytes: u64) {
+        self(bytes)
+    }
+}
+
+#[derive(Debug)]
+struct InFlight {
+    id: RequestId,
+    buf: BufId,
+    len: usize,
+}
+
+impl ArrayDriver {
+    /// Writes `length` bytes of the array from byte `offset` on to `out`, in order.
+    pub fn read_stream(
+        &mut self,
+        offset: u64,
+        length: u64,
+        out: &mut dyn Write,
+        progress: &mut dyn StreamProgress,
+    ) -> Result<(), DriverError> {
+        sector_range(offset, length)?;
+        let mut queue: VecDeque<InFlight> = VecDeque::new();
+        let mut next = offset;
+        let end = offset + length;
+        let mut done = 0u64;
+        let mut failure = None;
+        while failure.is_none() && (next < end || !queue.is_empty()) {
+            while next < end && queue.len() < DEFAULT_STREAM_DEPTH {
+                let len = (end - next).min(DEFAULT_STREAM_REQUEST_BYTES as u64);
+                let buf = self.engine.buffers_mut().alloc(len as usize);
+                let id = self.submit(
+                    RequestKind::Read,
+                    next / SECTOR_BYTES,
+                    len / SECTOR_BYTES,
+                    Some(buf),
+                );
+                queue.push_back(InFlight {
+                    id,
+                    buf,
+                    len: len as usize,
+                });
+                next += len;
+            }
+            let front = queue.front().expect("something is in flight");
+            let result = self.wait_for(front.id);
+            let front = queue.pop_front().expect("front exists");
+            match result {
+                Ok(()) => {
+                    let bytes = self.engine.buffers().get(front.buf);
+                    if let Err(error) = out.write_all(bytes) {
+                        failure = Some(DriverError::Stream(error));
+                    }
+                    done += front.len as u64;
+                    progress.advance(done);
+                }
+                Err(error) => failure = Some(error),
+            }
+            self.engine.buffers_mut().free(front.buf);
+        }
+        self.drain(queue);
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        out.flush().map_err(DriverError::Stream)
+    }
+
+    /// Writes everything `input` yields into the array from byte `offset` (a multiple of
+    /// 512) on, and flushes. A tail shorter than a sector is merged with the sector's
+    /// current contents. Returns the bytes written.
+    pub fn write_stream(
+        &mut self,
+        offset: u64,
+        input: &mut dyn Read,
+        progress: &mut dyn StreamProgress,
+    ) -> Result<u64, DriverError> {
+        sector_range(offset, 0)?;
+        let mut queue: VecDeque<InFlight> = VecDeque::new();
+        let mut next = offset;
+        let mut done = 0u64;
+        let mut failure = None;
+        let mut eof = false;
+        while failure.is_none() && (!eof || !queue.is_empty()) {
+            while !eof && queue.len() < DEFAULT_STREAM_DEPTH {
+                let buf = self
+                    .engine
+                    .buffers_mut()
+                    .alloc(DEFAULT_STREAM_REQUEST_BYTES);
+                let got = match fill(input, self.engine.buffers_mut().get_mut(buf)) {
+                    Ok(got) => got,
+                    Err(error) => {
+                        failure = Some(DriverError::Stream(error));
+                        self.engine.buffers_mut().free(buf);
+                        eof = true;
+                        break;
+                    }
+                };
+                if got < DEFAULT_STREAM_REQUEST_BYTES {
+                    eof = true;
+                }
+                if got == 0 {
+                    self.engine.buffers_mut().free(buf);
+                    break;
+                }
+                let len = (got as u64).next_multiple_of(SECTOR_BYTES) as usize;
+                if len != got {
+                    // Keep the bytes past the input's end as they are on the array.
+                    let tail_at = next + len as u64 - SECTOR_BYTES;
+                    let mut sector = [0u8; SECTOR_BYTES as usize];
+                    // Let earlier writes land first: they may cover this sector.
+                    self.drain_keep(&mut queue, &mut done, progress, &mut failure);
+                    if let Err(error) = self.read_at(&mut sector, tail_at) {
+                        failure = Some(error);
+                        self.engine.buffers_mut().free(buf);
+                        break;
+                    }
+                    let keep = got % SECTOR_BYTES as usize;
+                    let bytes = self.engine.buffers_mut().get_mut(buf);
+                    bytes[got..len].copy_from_slice(&sector[keep..]);
+                }
+                let buf = self.shrink(buf, len);
+                let id = self.submit(
+                    RequestKind::Write,
+                    next / SECTOR_BYTES,
+                    len as u64 / SECTOR_BYTES,
+                    Some(buf),
+                );
+                queue.push_back(InFlight { id, buf, len });
+                next += len as u64;
+            }
+            if let Some(front) = queue.pop_front() {
+                let result = self.wait_for(front.id);
+                self.engine.buffers_mut().free(front.buf);
+                match result {
+                    Ok(()) => {
+                        done += front.len as u64;
+                        progress.advance(done);
+                    }
+                    Err(error) => failure = Some(error),
+                }
+            }
+        }
+        self.drain(queue);
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        self.flush()?;
+        Ok(done)
+    }
+
+    /// Waits for every queued write, recording progress and the first error.
+    fn drain_keep(
+        &mut self,
+        queue: &mut VecDeque<InFlight>,
+        done: &mut u64,
+        progress: &mut dyn StreamProgress,
+        failure: &mut Option<DriverError>,
+    ) {
+        while let Some(front) = queue.pop_front() {
+            let result = self.wait_for(front.id);
+            self.engine.buffers_mut().free(front.buf);
+            match result {
+                Ok(()) => {
+                    *done += front.len as u64;
+                    progress.advance(*done);
+                }
+                Err(error) => {
+                    failure.get_or_insert(error);
+                }
+            }
+        }
+    }
+
+    /// Waits for everything still in flight after a failure, ignoring results.
+    fn drain(&mut self, queue: VecDeque<InFlight>) {
+        for f in queue {
+            let _ = self.wait_for(f.id);
+            self.engine.buffers_mut().free(f.buf);
+        }
+    }
+
+    /// A buffer of exactly `len` bytes holding the first `len` bytes of `buf`.
+    fn shrink(&mut self, buf: BufId, len: usize) -> BufId {
+        if self.engine.buffers().len(buf) == len {
+            return buf;
+        }
+        let small = self.engine.buffers_mut().alloc(len);
+        let (dst, src) = self.engine.buffers_mut().pair_mut(
+            xraid_engine::BufSlice {
+                buf: small,
+                offset: 0,
+                len,
+            },
+            xraid_engine::BufSlice {
+                buf,
+                offset: 0,
+                len,
+            },
+        );
+        dst.copy_from_slice(src);
+        self.engine.buffers_mut().free(buf);
+        small
+    }
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn fill(input: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match input.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}

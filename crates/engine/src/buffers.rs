@@ -1,0 +1,262 @@
+//! Buffers the engine lends by handle: client data, and scratch space for parity.
+//!
+//! Every byte the engine or a driver moves lives in one of these buffers. They are
+//! aligned to [`BUF_ALIGN`] so that a driver may hand them straight to O_DIRECT I/O,
+//! and they are recycled rather than freed so that the data path does not allocate
+//! (or zero) memory per request once warm.
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+
+/// Memory alignment of every buffer: the largest logical block size O_DIRECT asks for.
+pub const BUF_ALIGN: usize = 4096;
+
+/// Freed buffers kept for reuse, per size class; more are released to the allocator.
+/// Enough for a deep queue of 1 MiB requests without returning memory to the system.
+const KEEP_FREE_PER_CLASS: usize = 64;
+
+/// A handle to one buffer in [`Buffers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BufId(pub u32);
+
+/// A byte range inside one buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufSlice {
+    pub buf: BufId,
+    pub offset: usize,
+    pub len: usize,
+}
+
+/// One heap allocation aligned to [`BUF_ALIGN`]. Its bytes are always initialised
+/// (zeroed when first allocated), so handing them out as slices is sound.
+struct Aligned {
+    ptr: NonNull<u8>,
+    capacity: usize,
+}
+
+impl Aligned {
+    fn new(capacity: usize) -> Aligned {
+        let capacity = capacity.max(1).next_multiple_of(BUF_ALIGN);
+        let layout = Self::layout(capacity);
+        // SAFETY: the layout has a non-zero size (capacity >= BUF_ALIGN).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        Aligned { ptr, capacity }
+    }
+
+    fn layout(capacity: usize) -> Layout {
+        match Layout::from_size_align(capacity, BUF_ALIGN) {
+            Ok(layout) => layout,
+            Err(_) => panic!("buffer of {capacity} bytes exceeds the address space"),
+        }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: ptr came from alloc_zeroed with exactly this layout and is freed once.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.capacity)) }
+    }
+}
+
+// SAFETY: Aligned owns its allocation exclusively, like a Box<[u8]>.
+unsafe impl Send for Aligned {}
+
+struct Slot {
+    mem: Aligned,
+    len: usize,
+}
+
+/// The engine's buffer table: allocate, look up by handle, recycle.
+pub struct Buffers {
+    slots: Vec<Option<Slot>>,
+    free_ids: Vec<u32>,
+    /// Recycled allocations by size class (log2 of capacity).
+    spare: Vec<Vec<Aligned>>,
+}
+
+impl std::fmt::Debug for Buffers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let live = self.slots.iter().filter(|s| s.is_some()).count();
+        f.debug_struct("Buffers").field("live", &live).finish()
+    }
+}
+
+impl Default for Buffers {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn size_class(len: usize) -> usize {
+    len.max(BUF_ALIGN).next_power_of_two().trailing_zeros() as usize
+}
+
+impl Buffers {
+    pub fn new() -> Buffers {
+        Buffers {
+            slots: Vec::new(),
+            free_ids: Vec::new(),
+            spare: (0..usize::BITS).map(|_| Vec::new()).collect(),
+        }
+    }
+
+    /// A buffer of `len` bytes. Its contents are unspecified (a recycled buffer keeps
+    /// old bytes); callers overwrite what they use.
+    pub fn alloc(&mut self, len: usize) -> BufId {
+        let class = size_class(len);
+        let mem = self.spare[class]
+            .pop()
+            .unwrap_or_else(|| Aligned::new(1usize << class));
+        let slot = Some(Slot { mem, len });
+        match self.free_ids.pop() {
+            Some(id) => {
+                self.slots[id as usize] = slot;
+                BufId(id)
+            }
+            None => {
+                self.slots.push(slot);
+                BufId(u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 buffers"))
+            }
+        }
+    }
+
+    /// Returns a buffer for reuse. Freeing an unknown handle is a caller bug.
+    pub fn free(&mut self, id: BufId) {
+        let slot = self.slots[id.0 as usize]
+            .take()
+            .expect("freeing a buffer that is not allocated");
+        self.free_ids.push(id.0);
+        let class = size_class(slot.mem.capacity);
+        if self.spare[class].len() < KEEP_FREE_PER_CLASS {
+            self.spare[class].push(slot.mem);
+        }
+    }
+
+    /// Length the buffer was allocated with.
+    pub fn len(&self, id: BufId) -> usize {
+        self.slot(id).len
+    }
+
+    /// Whether no buffer is allocated (all were freed).
+    pub fn is_empty(&self) -> bool {
+        self.slots.iter().all(Option::is_none)
+    }
+
+    /// Number of buffers currently allocated.
+    pub fn live(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_some()).count()
+    }
+
+    fn slot(&self, id: BufId) -> &Slot {
+        self.slots[id.0 as usize]
+            .as_ref()
+            .expect("using a buffer that is not allocated")
+    }
+
+    pub fn get(&self, id: BufId) -> &[u8] {
+        let slot = self.slot(id);
+        // SAFETY: the allocation holds `capacity >= len` initialised bytes and lives as
+        // long as the slot; the shared borrow of self prevents mutation meanwhile.
+        unsafe { std::slice::from_raw_parts(slot.mem.ptr.as_ptr(), slot.len) }
+    }
+
+    pub fn get_mut(&mut self, id: BufId) -> &mut [u8] {
+        let slot = self.slot(id);
+        // SAFETY: as in `get`, and the exclusive borrow of self makes this the only view.
+        unsafe { std::slice::from_raw_parts_mut(slot.mem.ptr.as_ptr(), slot.len) }
+    }
+
+    pub fn slice(&self, s: BufSlice) -> &[u8] {
+        &self.get(s.buf)[s.offset..s.offset + s.len]
+    }
+
+    pub fn slice_mut(&mut self, s: BufSlice) -> &mut [u8] {
+        &mut self.get_mut(s.buf)[s.offset..s.offset + s.len]
+    }
+
+    /// Two disjoint views into different buffers at once (e.g. copy scratch → client).
+    pub fn pair_mut(&mut self, a: BufSlice, b: BufSlice) -> (&mut [u8], &mut [u8]) {
+        assert_ne!(a.buf, b.buf, "pair_mut needs two different buffers");
+        let pa = self.raw_ptr(a);
+        let pb = self.raw_ptr(b);
+        // SAFETY: the two slices lie in different allocations, both in bounds (checked by
+        // raw_ptr), and the exclusive borrow of self prevents any other view.
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(pa, a.len),
+                std::slice::from_raw_parts_mut(pb, b.len),
+            )
+        }
+    }
+
+    /// A raw pointer to a slice, for drivers that hand memory to the kernel (io_uring).
+    /// The pointer stays valid until the buffer is freed; buffers never move.
+    pub fn raw_ptr(&self, s: BufSlice) -> *mut u8 {
+        let slot = self.slot(s.buf);
+        assert!(
+            s.offset + s.len <= slot.len,
+            "slice out of the buffer's bounds"
+        );
+        // SAFETY: offset is within the allocation (checked just above).
+        unsafe { slot.mem.ptr.as_ptr().add(s.offset) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_is_aligned_and_recycled() {
+        let mut bufs = Buffers::new();
+        let a = bufs.alloc(5000);
+        assert_eq!(bufs.len(a), 5000);
+        let ptr = bufs.raw_ptr(BufSlice {
+            buf: a,
+            offset: 0,
+            len: 5000,
+        });
+        assert_eq!(ptr as usize % BUF_ALIGN, 0);
+        bufs.get_mut(a).fill(7);
+        bufs.free(a);
+        let b = bufs.alloc(6000);
+        assert_eq!(
+            bufs.raw_ptr(BufSlice {
+                buf: b,
+                offset: 0,
+                len: 1
+            }),
+            ptr
+        );
+        assert!(
+            bufs.get(b)[..5000].iter().all(|&x| x == 7),
+            "recycled, not zeroed"
+        );
+        assert_eq!(bufs.live(), 1);
+    }
+
+    #[test]
+    fn pair_mut_gives_disjoint_views() {
+        let mut bufs = Buffers::new();
+        let a = bufs.alloc(512);
+        let b = bufs.alloc(512);
+        let (x, y) = bufs.pair_mut(
+            BufSlice {
+                buf: a,
+                offset: 0,
+                len: 512,
+            },
+            BufSlice {
+                buf: b,
+                offset: 0,
+                len: 512,
+            },
+        );
+        x.fill(1);
+        y.copy_from_slice(x);
+        assert!(bufs.get(b).iter().all(|&v| v == 1));
+    }
+}

@@ -1,0 +1,35 @@
+//! Linux md's version-1.2 superblock (`struct mdp_superblock_1` of the kernel's
+//! `include/uapi/linux/raid/md_p.h`): parse and validate it, compute md's checksum,
+//! write it back byte for byte, make the superblocks of a new array the way mdadm does,
+//! and describe one in `mdadm --examine`'s words.
+//!
+//! Nothing here does I/O: callers read [`SUPERBLOCK_BYTES`] at
+//! [`SUPERBLOCK_OFFSET_BYTES`] of a member and hand the bytes over, and write back
+//! what [`Superblock::to_bytes`] returns at the same place.
+
+mod checksum;
+mod clock;
+mod constants;
+mod create;
+mod error;
+mod examine;
+mod human;
+mod names;
+mod superblock;
+
+pub use checksum::sb_checksum;
+pub use constants::{
+    MAX_DEVS, MD_FEATURE_BAD_BLOCKS, MD_FEATURE_BITMAP_OFFSET, MD_FEATURE_CLUSTERED,
+    MD_FEATURE_JOURNAL, MD_FEATURE_MULTIPLE_PPLS, MD_FEATURE_NEW_OFFSET, MD_FEATURE_PPL,
+    MD_FEATURE_RAID0_LAYOUT, MD_FEATURE_RECOVERY_BITMAP, MD_FEATURE_RECOVERY_OFFSET,
+    MD_FEATURE_REPLACEMENT, MD_FEATURE_RESHAPE_ACTIVE, MD_FEATURE_RESHAPE_BACKWARDS, MD_SB_MAGIC,
+    ROLE_FAULTY, ROLE_JOURNAL, ROLE_MAX, ROLE_SPARE, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET_BYTES,
+    SUPERBLOCK_OFFSET_SECTORS, SUPPORTED_FEATURES,
+};
+pub use create::NewArray;
+pub use error::FormatError;
+pub use examine::examine_text;
+pub use superblock::Superblock;
+
+#[cfg(test)]
+mod tests;

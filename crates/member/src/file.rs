@@ -1,0 +1,222 @@
+//! Members that are kernel files: regular files and block devices.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::{Path, PathBuf};
+
+use crate::device::{block_device_size, logical_block_size, FILE_DIRECT_ALIGN};
+use crate::direct::{open_direct, Direct};
+use crate::lock::{lock_exclusive, Locked};
+use crate::{DirectFd, DirectMode, Member, MemberError, OpenOptions};
+
+/// A regular file or block device used as a member.
+#[derive(Debug)]
+pub struct FileMember {
+    path: PathBuf,
+    name: String,
+    /// The page-cache descriptor: unaligned I/O, flush, and the flock.
+    buffered: File,
+    /// The O_DIRECT descriptor, where O_DIRECT works.
+    direct: Option<File>,
+    /// O_DIRECT alignment for `direct`.
+    align: usize,
+    size: u64,
+    /// Why O_DIRECT was wanted (Auto) but is not used.
+    direct_reason: Option<String>,
+}
+
+impl FileMember {
+    /// Opens a regular file or block device; see [`OpenOptions`] for locking and
+    /// O_DIRECT.
+    pub fn open(path: &Path, opts: &OpenOptions) -> Result<FileMember, MemberError> {
+        // Checked before opening too, so that a FIFO is never opened (that would block).
+        let meta = std::fs::metadata(path).map_err(|e| open_error(path, e))?;
+        if !(meta.is_file() || meta.file_type().is_block_device()) {
+            return Err(MemberError::NotFileOrBlock {
+                path: path.to_owned(),
+            });
+        }
+        let buffered = std::fs::OpenOptions::new()
+            .read(true)
+            .write(opts.write)
+            .open(path)
+            .map_err(|e| open_error(path, e))?;
+        let meta = buffered.metadata().map_err(|e| open_error(path, e))?;
+        let is_block = meta.file_type().is_block_device();
+        if !(meta.is_file() || is_block) {
+            return Err(MemberError::NotFileOrBlock {
+                path: path.to_owned(),
+            });
+        }
+        if opts.lock {
+            match lock_exclusive(&buffered) {
+                Ok(Locked::Yes) => {}
+                Ok(Locked::HeldElsewhere) => {
+                    return Err(MemberError::InUse {
+                        path: path.to_owned(),
+                    })
+                }
+                Err(source) => {
+                    return Err(MemberError::Lock {
+                        path: path.to_owned(),
+                        source,
+                    })
+                }
+            }
+        }
+        let size_error = |source| MemberError::Size {
+            path: path.to_owned(),
+            source,
+        };
+        let (size, align) = if is_block {
+            let size = block_device_size(&buffered).map_err(size_error)?;
+            (size, logical_block_size(&buffered).map_err(size_error)?)
+        } else {
+            (meta.len(), FILE_DIRECT_ALIGN)
+        };
+        let (direct, direct_reason) =
+            settle_direct(opts.direct, || open_direct(path, opts.write, size, align)).map_err(
+                |reason| MemberError::DirectRequired {
+                    path: path.to_owned(),
+                    reason,
+                },
+            )?;
+        Ok(FileMember {
+            path: path.to_owned(),
+            name: path.display().to_string(),
+            buffered,
+            direct,
+            align,
+            size,
+            direct_reason,
+        })
+    }
+
+    /// Creates a sparse regular file of `size` bytes; refuses a path that exists.
+    pub fn create_sparse(path: &Path, size: u64) -> Result<(), MemberError> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|source| match source.kind() {
+                io::ErrorKind::AlreadyExists => MemberError::Exists {
+                    path: path.to_owned(),
+                },
+                _ => MemberError::Create {
+                    path: path.to_owned(),
+                    source,
+                },
+            })?;
+        file.set_len(size).map_err(|source| {
+            // A file of the wrong size must not be left behind to be taken for a member.
+            let _ = std::fs::remove_file(path);
+            MemberError::Create {
+                path: path.to_owned(),
+                source,
+            }
+        })
+    }
+
+    /// Why O_DIRECT is not used, when it was wanted ([`DirectMode::Auto`]) but is
+    /// unavailable; `None` otherwise.
+    pub fn direct_unavailable_reason(&self) -> Option<&str> {
+        self.direct_reason.as_deref()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// What the member uses given the mode asked for and what O_DIRECT turned out to be:
+/// the O_DIRECT file and the reason it is missing, or, when O_DIRECT is required and
+/// unavailable, the reason as an error.
+fn settle_direct(
+    mode: DirectMode,
+    try_direct: impl FnOnce() -> Direct,
+) -> Result<(Option<File>, Option<String>), String> {
+    match mode {
+        DirectMode::Off => Ok((None, None)),
+        DirectMode::Auto | DirectMode::On => match (try_direct(), mode) {
+            (Direct::Available(file), _) => Ok((Some(file), None)),
+            (Direct::Unavailable(reason), DirectMode::On) => Err(reason),
+            (Direct::Unavailable(reason), _) => Ok((None, Some(reason))),
+        },
+    }
+}
+
+fn open_error(path: &Path, source: io::Error) -> MemberError {
+    let path = path.to_owned();
+    match source.raw_os_error() {
+        Some(libc::ENOENT) => MemberError::NotFound { path },
+        Some(libc::EISDIR) => MemberError::NotFileOrBlock { path },
+        _ => MemberError::Open { path, source },
+    }
+}
+
+// Reads and writes go through the page-cache descriptor: it takes any alignment, and
+// Linux keeps it coherent with the O_DIRECT descriptor the driver may use.
+impl Member for FileMember {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.buffered.read_exact_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.buffered.write_all_at(buf, offset)
+    }
+
+    // One fdatasync on any descriptor of the inode covers writes through both, and
+    // also flushes the device's volatile cache.
+    fn flush(&self) -> io::Result<()> {
+        self.buffered.sync_data()
+    }
+
+    fn direct_fd(&self) -> Option<DirectFd> {
+        let buffered_fd = self.buffered.as_raw_fd();
+        Some(match &self.direct {
+            Some(direct) => DirectFd {
+                fd: direct.as_raw_fd(),
+                buffered_fd,
+                align: self.align,
+            },
+            None => DirectFd {
+                fd: buffered_fd,
+                buffered_fd,
+                align: 1,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{settle_direct, Direct, DirectMode};
+
+    fn unavailable() -> Direct {
+        Direct::Unavailable("no O_DIRECT here".to_owned())
+    }
+
+    // tmpfs takes O_DIRECT since Linux 6.6, so the fallback is also checked without a
+    // file system that refuses it.
+    #[test]
+    fn unavailable_o_direct_falls_back_or_fails_by_mode() {
+        let (file, reason) = settle_direct(DirectMode::Auto, unavailable).expect("auto");
+        assert!(file.is_none());
+        assert_eq!(reason.as_deref(), Some("no O_DIRECT here"));
+        let err = settle_direct(DirectMode::On, unavailable).expect_err("on");
+        assert_eq!(err, "no O_DIRECT here");
+        let (file, reason) =
+            settle_direct(DirectMode::Off, || panic!("not tried when off")).expect("off");
+        assert!(file.is_none() && reason.is_none());
+    }
+}

@@ -1,0 +1,47 @@
+//! Member devices: regular files and block devices (O_DIRECT where the file system
+//! allows it, an exclusive flock so that two xraid processes never drive one member),
+//! and in-memory members for tests and the simulator.
+//!
+//! **Architecture invariant:** this crate knows nothing about arrays. A member is a
+//! flat range of bytes with positional, thread-safe reads and writes; the driver may
+//! also ask for its kernel descriptors to submit I/O itself.
+
+mod device;
+mod direct;
+mod error;
+mod file;
+mod lock;
+mod memory;
+mod options;
+
+pub use error::MemberError;
+pub use file::FileMember;
+pub use memory::MemoryMember;
+pub use options::{DirectFd, DirectMode, OpenOptions};
+
+/// A member device. Positional I/O at byte offsets; thread-safe reads/writes (&self).
+pub trait Member: std::fmt::Debug + Send + Sync {
+    /// A name for messages (the path).
+    fn name(&self) -> &str;
+
+    /// The member's size in bytes, as found when it was opened.
+    fn size_bytes(&self) -> u64;
+
+    /// Reads exactly `buf.len()` bytes at `offset`, whatever the alignment. A read that
+    /// runs past the end fails with [`std::io::ErrorKind::UnexpectedEof`].
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+
+    /// Writes all of `buf` at `offset`, whatever the alignment.
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()>;
+
+    /// Makes completed writes durable (fdatasync).
+    fn flush(&self) -> std::io::Result<()>;
+
+    /// Kernel descriptors for the io_uring/threads driver, or `None` for members that
+    /// are not kernel files (in-memory): the driver then calls
+    /// [`Member::read_at`]/[`Member::write_at`]/[`Member::flush`] inline.
+    fn direct_fd(&self) -> Option<DirectFd>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,31 @@
+//! The exclusive flock that keeps a second xraid (or anything else using flock(2),
+//! such as `flock(1)`) off a member while this process drives it.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+
+/// Whether the lock was taken, or someone else holds it.
+pub(crate) enum Locked {
+    Yes,
+    HeldElsewhere,
+}
+
+/// Takes an exclusive, non-blocking flock on `file`. The lock lives as long as the open
+/// file description, so it goes away when `file` is closed.
+pub(crate) fn lock_exclusive(file: &File) -> io::Result<Locked> {
+    loop {
+        // SAFETY: flock only reads its integer arguments; the descriptor belongs to
+        // `file`, which is borrowed for the duration of the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(Locked::Yes);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return Ok(Locked::HeldElsewhere),
+            _ => return Err(err),
+        }
+    }
+}

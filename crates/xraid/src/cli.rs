@@ -1,0 +1,156 @@
+//! The command line: every command and flag with its help, as clap definitions.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::size::parse_size;
+
+/// xraid: user-space RAID in Linux md's on-disk format.
+///
+/// An ARRAY is named by its members: the member files or block devices, or a folder
+/// that holds them. xraid recognises members by their md superblocks; a member left
+/// out or missing makes the array degraded, as md would.
+#[derive(Debug, Parser)]
+#[command(name = "xraid", version, about, long_about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+
+    /// How member I/O reaches the kernel: io_uring, a thread pool, or auto (io_uring
+    /// where the kernel allows it).
+    #[arg(long, global = true, value_enum, default_value_t = Backend::Auto)]
+    pub io_backend: Backend,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    Auto,
+    Uring,
+    Threads,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create an array on the given members (like `mdadm --create`).
+    Create(CreateArgs),
+    /// Show a member's md superblock (like `mdadm --examine`).
+    Examine(ExamineArgs),
+    /// Show an array: level, layout, size, each member's role and state.
+    Status(StatusArgs),
+    /// Copy the array's contents (or a part) to a file or standard output.
+    Read(ReadArgs),
+    /// Copy a file or standard input into the array.
+    Write(WriteArgs),
+    /// Create (or reuse) a demo RAID-5 of file members, write data and verify it.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// RAID level, with mdadm's names: raid0/0/stripe, raid1/1/mirror, raid4/4,
+    /// raid5/5, raid6/6, raid10/10.
+    #[arg(long, short = 'l')]
+    pub level: String,
+    /// Chunk size (power of two, 4K to 16M); K/M suffixes. Ignored by raid1.
+    #[arg(long, short = 'c', default_value = "512K", value_parser = parse_size)]
+    pub chunk: u64,
+    /// Layout, with mdadm's names: left-symmetric/ls (default), left-asymmetric/la,
+    /// right-symmetric/rs, right-asymmetric/ra, parity-first, parity-last for raid5/6;
+    /// n2, f2, o2 (near, far, offset copies) for raid10.
+    #[arg(long, short = 'p')]
+    pub layout: Option<String>,
+    /// Array name stored in the superblocks.
+    #[arg(long, short = 'N', default_value = "xraid")]
+    pub name: String,
+    /// Size of member files to create where they do not exist yet (sparse); K/M/G/T.
+    #[arg(long, short = 'z', value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Overwrite members that already belong to an md array.
+    #[arg(long)]
+    pub force: bool,
+    /// Member files or block devices, in role order.
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExamineArgs {
+    /// Member files or block devices.
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print a JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The array: member paths, or a folder that holds them.
+    #[arg(required = true)]
+    pub array: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// Where to start, in bytes (a multiple of 512); K/M/G/T.
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    pub offset: u64,
+    /// How much to read (a multiple of 512); default: to the end of the array.
+    #[arg(long, value_parser = parse_size)]
+    pub length: Option<u64>,
+    /// Write to this file instead of standard output.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// The array: member paths, or a folder that holds them.
+    #[arg(required = true)]
+    pub array: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct WriteArgs {
+    /// Where to start, in bytes (a multiple of 512); K/M/G/T.
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    pub offset: u64,
+    /// Read from this file instead of standard input.
+    #[arg(long, short = 'i')]
+    pub input: Option<PathBuf>,
+    /// The array: member paths, or a folder that holds them.
+    #[arg(required = true)]
+    pub array: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Folder for the demo members (created if missing).
+    #[arg(long, default_value = "xraid-demo")]
+    pub dir: PathBuf,
+    /// Size of each demo member file.
+    #[arg(long, default_value = "64M", value_parser = parse_size)]
+    pub member_size: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn create_takes_mdadm_style_flags() {
+        let cli = Cli::try_parse_from([
+            "xraid", "create", "-l", "5", "-c", "64K", "--size", "16M", "a", "b", "c",
+        ])
+        .expect("parses");
+        let Command::Create(args) = cli.command else {
+            panic!("create expected")
+        };
+        assert_eq!(args.chunk, 65536);
+        assert_eq!(args.size, Some(16 << 20));
+        assert_eq!(args.members.len(), 3);
+    }
+}

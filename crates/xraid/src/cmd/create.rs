@@ -1,0 +1,51 @@
+//! `xraid create`: a new array on the given members.
+
+use anyhow::Result;
+use xraid_array::{create, CreateOptions};
+use xraid_driver::BackendChoice;
+use xraid_layout::{Layout, Level};
+
+use crate::cli::CreateArgs;
+use crate::progress::bytes_bar;
+use crate::size::human;
+
+pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
+    let level: Level = args.level.parse()?;
+    let layout = args
+        .layout
+        .as_deref()
+        .map(|name| Layout::parse(level, name))
+        .transpose()?;
+    let opts = CreateOptions {
+        level,
+        layout,
+        chunk_bytes: args.chunk,
+        name: args.name,
+        size_bytes: args.size,
+        members: args.members,
+        force: args.force,
+        backend,
+    };
+    let bar = bytes_bar(0, "initialising parity");
+    let created = create(&opts, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
+    let geo = created.geometry;
+    println!(
+        "created {} array '{}' ({}) on {} members: {} ({} bytes), layout {}, chunk {}",
+        geo.level(),
+        created.name,
+        created.uuid,
+        geo.raid_disks(),
+        human(geo.array_sectors() * 512),
+        geo.array_sectors() * 512,
+        geo.layout(),
+        human(u64::from(geo.chunk_sectors()) * 512),
+    );
+    if created.synced {
+        println!("parity initialised from the members' existing contents");
+    }
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! One module per command; each turns parsed arguments into calls on the library crates
+//! and prints the result.
+
+mod create;
+mod demo;
+mod examine;
+mod io;
+mod status;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use xraid_array::{assemble, Array, Assembled, OpenMode};
+use xraid_driver::BackendChoice;
+use xraid_member::{DirectMode, OpenOptions};
+
+use crate::cli::{Backend, Cli, Command};
+
+pub fn run(cli: Cli) -> Result<()> {
+    let backend = match cli.io_backend {
+        Backend::Auto => BackendChoice::Auto,
+        Backend::Uring => BackendChoice::Uring,
+        Backend::Threads => BackendChoice::Threads,
+    };
+    match cli.command {
+        Command::Create(args) => create::run(args, backend),
+        Command::Examine(args) => examine::run(args),
+        Command::Status(args) => status::run(args),
+        Command::Read(args) => io::read(args, backend),
+        Command::Write(args) => io::write(args, backend),
+        Command::Demo(args) => demo::run(args, backend),
+    }
+}
+
+/// Assembles the array named by `paths` and opens it for I/O, warning (one line each)
+/// about members left out and members that cannot use O_DIRECT.
+pub(crate) fn open_array(
+    paths: &[PathBuf],
+    mode: OpenMode,
+    backend: BackendChoice,
+) -> Result<Array> {
+    let options = OpenOptions {
+        write: mode == OpenMode::ReadWrite,
+        direct: DirectMode::Auto,
+        lock: true,
+    };
+    let assembled = assemble(paths, &options)?;
+    warn_about(&assembled);
+    Ok(Array::open(assembled, mode, backend)?)
+}
+
+fn warn_about(assembled: &Assembled) {
+    for m in assembled.roles.iter().flatten() {
+        if let Some(reason) = m.member.direct_unavailable_reason() {
+            eprintln!(
+                "xraid: warning: {}: buffered I/O ({reason})",
+                m.path.display()
+            );
+        }
+    }
+    for l in &assembled.left_out {
+        eprintln!(
+            "xraid: warning: {} left out: {}",
+            l.path.display(),
+            l.reason
+        );
+    }
+    if assembled.is_degraded() {
+        let missing: Vec<String> = assembled
+            .missing_roles()
+            .iter()
+            .map(u16::to_string)
+            .collect();
+        eprintln!(
+            "xraid: warning: array '{}' is degraded: role(s) {} missing",
+            assembled.name(),
+            missing.join(", ")
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! Bad input gets a clear one-line error and changes nothing on disk.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::require_tool;
+use crate::util::{fails, hashes, ok, p, tempdir};
+
+fn raid5(dir: &std::path::Path) -> Vec<PathBuf> {
+    let members: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("m{i}.img"))).collect();
+    let mut args = vec!["create", "-l", "5", "-c", "16K", "--size", "4M"];
+    args.extend(members.iter().map(|m| p(m)));
+    ok(&args);
+    members
+}
+
+#[test]
+fn member_too_small() {
+    let dir = tempdir();
+    let a = dir.path().join("a.img");
+    let b = dir.path().join("b.img");
+    let err = fails(&["create", "-l", "1", "--size", "100K", p(&a), p(&b)]);
+    assert!(err.contains("needs at least"), "{err}");
+    assert!(!a.exists() && !b.exists(), "nothing is created");
+    // An existing file that is too small is left as it was.
+    std::fs::write(&a, vec![7u8; 8192]).expect("small file");
+    let err = fails(&["create", "-l", "1", "--size", "4M", p(&a), p(&b)]);
+    assert!(err.contains("needs at least"), "{err}");
+    assert_eq!(std::fs::read(&a).expect("a"), vec![7u8; 8192]);
+    assert!(!b.exists());
+}
+
+#[test]
+fn same_file_twice() {
+    let dir = tempdir();
+    let a = dir.path().join("a.img");
+    let err = fails(&["create", "-l", "1", "--size", "4M", p(&a), p(&a)]);
+    assert!(err.contains("same file"), "{err}");
+    assert!(!a.exists());
+    let members = raid5(dir.path());
+    let other = dir.path().join(".").join("m0.img");
+    let err = fails(&["status", p(&members[0]), p(&members[1]), p(&other)]);
+    assert!(err.contains("same file"), "{err}");
+}
+
+#[test]
+fn members_of_two_arrays() {
+    let dir = tempdir();
+    let one = dir.path().join("one");
+    let two = dir.path().join("two");
+    std::fs::create_dir_all(&one).expect("dir");
+    std::fs::create_dir_all(&two).expect("dir");
+    let a = raid5(&one);
+    let b = raid5(&two);
+    let before = hashes(&[a.clone(), b.clone()].concat());
+    let err = fails(&["read", "-o", "/dev/null", p(&a[0]), p(&a[1]), p(&b[2])]);
+    assert!(err.contains("two different arrays"), "{err}");
+    assert_eq!(hashes(&[a, b].concat()), before);
+}
+
+#[test]
+fn too_few_or_too_many_members() {
+    let dir = tempdir();
+    let m = |i: usize| dir.path().join(format!("m{i}.img"));
+    let err = fails(&["create", "-l", "5", "--size", "4M", p(&m(0)), p(&m(1))]);
+    assert!(err.contains("raid5 needs 3 to"), "{err}");
+    let err = fails(&[
+        "create",
+        "-l",
+        "6",
+        "--size",
+        "4M",
+        p(&m(0)),
+        p(&m(1)),
+        p(&m(2)),
+    ]);
+    assert!(err.contains("raid6 needs 4 to"), "{err}");
+    let many: Vec<PathBuf> = (0..70).map(m).collect();
+    let mut args = vec!["create", "-l", "0", "--size", "4M"];
+    args.extend(many.iter().map(|x| p(x)));
+    let err = fails(&args);
+    assert!(err.contains("needs 2 to 64"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+}
+
+#[test]
+fn chunk_not_a_power_of_two() {
+    let dir = tempdir();
+    let m: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("m{i}.img")))
+        .collect();
+    let err = fails(&[
+        "create",
+        "-l",
+        "5",
+        "-c",
+        "48K",
+        "--size",
+        "4M",
+        p(&m[0]),
+        p(&m[1]),
+        p(&m[2]),
+    ]);
+    assert!(err.contains("power of two"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+}
+
+#[test]
+fn member_already_in_use() {
+    require_tool!("flock");
+    let dir = tempdir();
+    let members = raid5(dir.path());
+    // Another process holds the member's lock, as a running xraid would.
+    let mut holder = Command::new("flock")
+        .args(["--exclusive", p(&members[1]), "sleep", "30"])
+        .spawn()
+        .expect("flock runs");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = hashes(&members);
+    let err = fails(&["write", "-i", "/dev/null", p(dir.path())]);
+    holder.kill().ok();
+    holder.wait().ok();
+    assert!(err.contains("in use"), "{err}");
+    assert_eq!(hashes(&members), before);
+}
+
+#[test]
+fn superblock_with_a_wrong_checksum() {
+    let dir = tempdir();
+    let members = raid5(dir.path());
+    // Flip one byte of the array name inside member 1's superblock.
+    let mut bytes = std::fs::read(&members[1]).expect("member");
+    bytes[4096 + 32] ^= 0x20;
+    std::fs::write(&members[1], &bytes).expect("corrupt");
+    let before = hashes(&members);
+    let err = fails(&["examine", p(&members[1])]);
+    assert!(err.contains("checksum"), "{err}");
+    let err = fails(&["read", "-o", "/dev/null", p(dir.path())]);
+    assert!(err.contains("checksum"), "{err}");
+    assert_eq!(hashes(&members), before);
+}
+
+#[test]
+fn not_an_md_member() {
+    let dir = tempdir();
+    let plain = dir.path().join("plain.img");
+    std::fs::write(&plain, vec![0u8; 1 << 20]).expect("plain");
+    let err = fails(&["examine", p(&plain)]);
+    assert!(err.contains("not an md member"), "{err}");
+    let err = fails(&["status", p(&plain)]);
+    assert!(err.contains("not an md member"), "{err}");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("dir");
+    let err = fails(&["status", p(&empty)]);
+    assert!(err.contains("no md members"), "{err}");
+}
+
+#[test]
+fn truncated_member_file() {
+    let dir = tempdir();
+    let members = raid5(dir.path());
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&members[2])
+        .expect("open");
+    f.set_len(2 << 20).expect("truncate");
+    drop(f);
+    let before = hashes(&members);
+    let err = fails(&["read", "-o", "/dev/null", p(dir.path())]);
+    assert!(err.contains("truncated"), "{err}");
+    assert_eq!(hashes(&members), before);
+}
+
+#[test]
+fn bad_sizes_levels_and_layouts() {
+    let dir = tempdir();
+    let m: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("m{i}.img")))
+        .collect();
+    let err = fails(&[
+        "create",
+        "-l",
+        "7",
+        "--size",
+        "4M",
+        p(&m[0]),
+        p(&m[1]),
+        p(&m[2]),
+    ]);
+    assert!(err.contains("level"), "{err}");
+    let err = fails(&[
+        "create",
+        "-l",
+        "5",
+        "--layout",
+        "f2",
+        "--size",
+        "4M",
+        p(&m[0]),
+        p(&m[1]),
+        p(&m[2]),
+    ]);
+    assert!(err.contains("layout"), "{err}");
+    let out = crate::util::xraid()
+        .args(["create", "-l", "5", "--size", "4Q", p(&m[0])])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown size suffix"));
+    let err = fails(&["create", "-l", "5", p(&m[0]), p(&m[1]), p(&m[2])]);
+    assert!(err.contains("give --size"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+}
+
+#[test]
+fn offsets_past_the_end_or_unaligned() {
+    let dir = tempdir();
+    raid5(dir.path());
+    let err = fails(&["read", "--offset", "100", p(dir.path())]);
+    assert!(err.contains("multiple of 512"), "{err}");
+    let err = fails(&["read", "--offset", "1G", p(dir.path())]);
+    assert!(err.contains("past the array's end"), "{err}");
+    let big = dir.path().join("big.bin");
+    std::fs::write(&big, vec![1u8; 9 << 20]).expect("big");
+    let err = fails(&["write", "-i", p(&big), p(dir.path())]);
+    assert!(err.contains("do not fit"), "{err}");
+}
