@@ -30,7 +30,7 @@ fn memcpy_rate(src: &[u8]) -> f64 {
     gib_per_s(bytes, start.elapsed())
 }
 
-fn array_rate(level: Level, disks: u16) -> f64 {
+fn array_rate(level: Level, disks: u16, degraded: bool) -> f64 {
     let member_sectors = 64 * 1024 * 2; // 64 MiB per member
     let geo = Geometry::new(
         level,
@@ -42,6 +42,22 @@ fn array_rate(level: Level, disks: u16) -> f64 {
     .expect("valid geometry");
     let mut array = SimArray::new(geo, 1);
     array.shuffle = false;
+    // Fill the array through the engine so every member page is real memory: untouched
+    // members would read from the kernel's shared zero page and flatter the engine.
+    let mut chunk = vec![0u8; 16 << 20];
+    let fill_sectors = chunk.len() as u64 / 512;
+    let mut at = 0;
+    while at < geo.array_sectors() {
+        let sectors = fill_sectors.min(geo.array_sectors() - at);
+        array.rng().fill(&mut chunk);
+        array
+            .write(at, &chunk[..sectors as usize * 512])
+            .expect("fill the array");
+        at += sectors;
+    }
+    if degraded {
+        array.kill_member(xraid_engine::MemberIdx(0));
+    }
     let requests = geo.array_sectors() / (REQUEST_BYTES as u64 / 512);
     let mut bytes = 0u64;
     let mut n = 0u64;
@@ -61,18 +77,22 @@ fn array_rate(level: Level, disks: u16) -> f64 {
 }
 
 fn main() {
-    let src = vec![0x5au8; 256 << 20];
+    // Random bytes, so the source is real memory (not the zero page) and larger than
+    // any cache, like the members.
+    let mut src = vec![0u8; 256 << 20];
+    xraid_engine::sim::SimRng::new(7).fill(&mut src);
     println!("workload,gib_per_s,ratio_to_memcpy");
     for round in 0..3 {
         let copy = memcpy_rate(&src);
         println!("memcpy-1MiB-run{round},{copy:.2},1.00");
-        for (name, level, disks) in [
-            ("raid5-4d", Level::Raid5, 4),
-            ("raid6-6d", Level::Raid6, 6),
-            ("raid0-4d", Level::Raid0, 4),
-            ("raid10-4d", Level::Raid10, 4),
+        for (name, level, disks, degraded) in [
+            ("raid5-4d", Level::Raid5, 4, false),
+            ("raid6-6d", Level::Raid6, 6, false),
+            ("raid0-4d", Level::Raid0, 4, false),
+            ("raid10-4d", Level::Raid10, 4, false),
+            ("raid5-4d-degraded", Level::Raid5, 4, true),
         ] {
-            let rate = array_rate(level, disks);
+            let rate = array_rate(level, disks, degraded);
             println!("{name}-1MiB-run{round},{rate:.2},{:.2}", rate / copy);
         }
     }
