@@ -18,7 +18,7 @@ use xraid_layout::{Geometry, MemberIdx};
 use xraid_member::Member;
 use xraid_uring::{Backend, BackendKind, Completion, IoOp, OpKind};
 
-pub use xraid_uring::BackendChoice;
+pub use xraid_uring::{BackendChoice, Waker};
 
 /// Member I/Os the driver keeps in the kernel at once; more wait in the engine's queue.
 const QUEUE_DEPTH: u32 = 256;
@@ -113,6 +113,14 @@ impl ArrayDriver {
         self.members.get(role.index()).and_then(Option::as_ref)
     }
 
+    /// A handle other threads use to end a blocking [`ArrayDriver::pump`] early (a new
+    /// request has arrived for the engine).
+    pub fn waker(&mut self) -> Result<Waker, DriverError> {
+        self.backend
+            .waker()
+            .map_err(|e| DriverError::Backend(e.to_string()))
+    }
+
     pub fn backend_kind(&self) -> BackendKind {
         self.backend.kind()
     }
@@ -151,8 +159,8 @@ impl ArrayDriver {
     }
 
     /// Moves work along: submits the engine's member I/Os, and, when `wait` is set and
-    /// something is in flight, blocks for at least one completion. Replies are queued for
-    /// [`ArrayDriver::next_reply`].
+    /// something is in flight, blocks for at least one completion (or a [`Waker`]).
+    /// Replies are queued for [`ArrayDriver::next_reply`].
     pub fn pump(&mut self, wait: bool) -> Result<(), DriverError> {
         loop {
             while let Some(io) = self.engine.poll_member_io() {

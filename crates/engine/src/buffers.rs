@@ -29,13 +29,18 @@ pub struct BufSlice {
 
 /// One heap allocation aligned to [`BUF_ALIGN`]. Its bytes are always initialised
 /// (zeroed when first allocated), so handing them out as slices is sound.
-struct Aligned {
+///
+/// Drivers make these on other threads (a network reader receives a write's payload
+/// straight into one) and lend them to the engine with [`Buffers::adopt`], so data
+/// crosses memory once between the socket and the members.
+pub struct IoBuf {
     ptr: NonNull<u8>,
     capacity: usize,
 }
 
-impl Aligned {
-    fn new(capacity: usize) -> Aligned {
+impl IoBuf {
+    /// A zeroed buffer of at least `capacity` bytes (rounded up to [`BUF_ALIGN`]).
+    pub fn new(capacity: usize) -> IoBuf {
         let capacity = capacity.max(1).next_multiple_of(BUF_ALIGN);
         let layout = Self::layout(capacity);
         // SAFETY: the layout has a non-zero size (capacity >= BUF_ALIGN).
@@ -43,7 +48,22 @@ impl Aligned {
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
-        Aligned { ptr, capacity }
+        IoBuf { ptr, capacity }
+    }
+
+    /// Usable bytes (a multiple of [`BUF_ALIGN`]).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the allocation holds `capacity` initialised bytes owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.capacity) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`; the exclusive borrow makes this the only view.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.capacity) }
     }
 
     fn layout(capacity: usize) -> Layout {
@@ -54,18 +74,26 @@ impl Aligned {
     }
 }
 
-impl Drop for Aligned {
+impl std::fmt::Debug for IoBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IoBuf")
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+impl Drop for IoBuf {
     fn drop(&mut self) {
         // SAFETY: ptr came from alloc_zeroed with exactly this layout and is freed once.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.capacity)) }
     }
 }
 
-// SAFETY: Aligned owns its allocation exclusively, like a Box<[u8]>.
-unsafe impl Send for Aligned {}
+// SAFETY: IoBuf owns its allocation exclusively, like a Box<[u8]>.
+unsafe impl Send for IoBuf {}
 
 struct Slot {
-    mem: Aligned,
+    mem: IoBuf,
     len: usize,
 }
 
@@ -74,7 +102,7 @@ pub struct Buffers {
     slots: Vec<Option<Slot>>,
     free_ids: Vec<u32>,
     /// Recycled allocations by size class (log2 of capacity).
-    spare: Vec<Vec<Aligned>>,
+    spare: Vec<Vec<IoBuf>>,
 }
 
 impl std::fmt::Debug for Buffers {
@@ -109,15 +137,37 @@ impl Buffers {
         let class = size_class(len);
         let mem = self.spare[class]
             .pop()
-            .unwrap_or_else(|| Aligned::new(1usize << class));
-        let slot = Some(Slot { mem, len });
+            .unwrap_or_else(|| IoBuf::new(1usize << class));
+        self.insert(Slot { mem, len })
+    }
+
+    /// Lends `buf` to the table as a buffer of `len` bytes (at most its capacity); take
+    /// it back with [`Buffers::release`].
+    pub fn adopt(&mut self, buf: IoBuf, len: usize) -> BufId {
+        assert!(
+            len <= buf.capacity,
+            "adopted length beyond the buffer's capacity"
+        );
+        self.insert(Slot { mem: buf, len })
+    }
+
+    /// Takes a buffer out of the table (adopted or allocated) without recycling it.
+    pub fn release(&mut self, id: BufId) -> IoBuf {
+        let slot = self.slots[id.0 as usize]
+            .take()
+            .expect("releasing a buffer that is not allocated");
+        self.free_ids.push(id.0);
+        slot.mem
+    }
+
+    fn insert(&mut self, slot: Slot) -> BufId {
         match self.free_ids.pop() {
             Some(id) => {
-                self.slots[id as usize] = slot;
+                self.slots[id as usize] = Some(slot);
                 BufId(id)
             }
             None => {
-                self.slots.push(slot);
+                self.slots.push(Some(slot));
                 BufId(u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 buffers"))
             }
         }
@@ -236,6 +286,21 @@ mod tests {
             "recycled, not zeroed"
         );
         assert_eq!(bufs.live(), 1);
+    }
+
+    #[test]
+    fn adopted_buffers_come_back_with_their_bytes() {
+        let mut bufs = Buffers::new();
+        let mut io = IoBuf::new(5000);
+        assert_eq!(io.capacity(), 8192);
+        io.as_mut_slice()[..3].copy_from_slice(b"abc");
+        let id = bufs.adopt(io, 4096);
+        assert_eq!(bufs.len(id), 4096);
+        assert_eq!(&bufs.get(id)[..3], b"abc");
+        bufs.get_mut(id)[3] = b'd';
+        let back = bufs.release(id);
+        assert_eq!(&back.as_slice()[..4], b"abcd");
+        assert!(bufs.is_empty());
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub mod sim;
 mod slab;
 mod stripe;
 
-pub use buffers::{BufId, BufSlice, Buffers, BUF_ALIGN};
+pub use buffers::{BufId, BufSlice, Buffers, IoBuf, BUF_ALIGN};
 pub use engine::Engine;
 pub use xraid_layout::{Geometry, MemberIdx, SECTOR_BYTES};
 

@@ -1,7 +1,9 @@
 //! The backend as the driver sees it: one closed enum over io_uring and the thread pool,
 //! and the choice between them.
 
-use crate::{BackendChoice, BackendError, BackendKind, Completion, IoOp, ThreadPool, UringBackend};
+use crate::{
+    BackendChoice, BackendError, BackendKind, Completion, IoOp, ThreadPool, UringBackend, Waker,
+};
 
 /// The most worker threads the fallback starts: beyond this, more threads add context
 /// switches rather than throughput.
@@ -43,6 +45,14 @@ impl Backend {
         }
     }
 
+    /// A handle another thread uses to end a blocked [`Backend::wait`] early.
+    pub fn waker(&mut self) -> Result<Waker, BackendError> {
+        match self {
+            Backend::Uring(ring) => ring.waker().map_err(BackendError::Setup),
+            Backend::Threads(pool) => Ok(pool.waker()),
+        }
+    }
+
     /// I/Os submitted and not yet returned by [`Backend::wait`].
     pub fn in_flight(&self) -> usize {
         match self {
@@ -68,7 +78,8 @@ impl Backend {
     }
 
     /// Submits everything queued, waits until at least `min` completions are available
-    /// (0: don't block; never more than are in flight), and appends all available
+    /// (0: don't block; never more than are in flight) or a [`Waker`] fired, and
+    /// appends all available
     /// completions to `out`. Every `Ok` completion transferred its whole length.
     pub fn wait(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<(), BackendError> {
         match self {

@@ -14,12 +14,14 @@ mod error;
 mod op;
 mod ring;
 mod threads;
+mod waker;
 
 pub use backend::Backend;
 pub use error::BackendError;
 pub use op::{BackendChoice, BackendKind, Completion, IoOp, OpKind};
 pub use ring::UringBackend;
 pub use threads::ThreadPool;
+pub use waker::Waker;
 
 #[cfg(test)]
 mod tests;

@@ -6,15 +6,20 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
 use crate::op::{advance, is_transient, Progress, MAX_PIECE};
-use crate::{BackendError, Completion, IoOp, OpKind};
+use crate::waker::{drain_eventfd, new_eventfd, WakerInner};
+use crate::{BackendError, Completion, IoOp, OpKind, Waker};
 
 /// user_data of the setup probe's NOP, which is no slot.
 const PROBE: u64 = u64::MAX;
+/// user_data of the poll on the waker's eventfd, which is no slot either.
+const WAKE: u64 = u64::MAX - 1;
 
 /// The kernel caps ring sizes; far fewer entries than this already keep a disk busy.
 const MAX_ENTRIES: u32 = 4096;
@@ -48,6 +53,12 @@ pub struct UringBackend {
     finished: Vec<Completion>,
     /// I/Os submitted and not yet returned by `wait`.
     in_flight: usize,
+    /// The eventfd wakers write to, once a waker was asked for.
+    wake_fd: Option<Arc<OwnedFd>>,
+    /// Whether a poll on `wake_fd` is in the kernel.
+    wake_armed: bool,
+    /// Whether the wake poll fired since the last `wait` began.
+    woken: bool,
 }
 
 impl fmt::Debug for UringBackend {
@@ -78,6 +89,9 @@ impl UringBackend {
             limit,
             finished: Vec::new(),
             in_flight: 0,
+            wake_fd: None,
+            wake_armed: false,
+            woken: false,
         };
         backend.nop_round_trip()?;
         Ok(backend)
@@ -107,6 +121,36 @@ impl UringBackend {
                     Ok(())
                 };
             }
+        }
+    }
+
+    /// A handle that makes a blocked [`UringBackend::wait`] return.
+    pub fn waker(&mut self) -> io::Result<Waker> {
+        let fd = match &self.wake_fd {
+            Some(fd) => Arc::clone(fd),
+            None => {
+                let fd = Arc::new(new_eventfd()?);
+                self.wake_fd = Some(Arc::clone(&fd));
+                fd
+            }
+        };
+        Ok(Waker(WakerInner::EventFd(fd)))
+    }
+
+    /// Puts a poll on the waker's eventfd into the kernel, so a wake ends a wait.
+    fn arm_wake(&mut self) {
+        let Some(fd) = &self.wake_fd else { return };
+        if self.wake_armed {
+            return;
+        }
+        let poll = opcode::PollAdd::new(types::Fd(fd.as_raw_fd()), libc::POLLIN as u32)
+            .build()
+            .user_data(WAKE);
+        // SAFETY: a poll refers to no memory; the eventfd stays open while the ring
+        // lives (this backend holds it), and Drop waits for the poll to complete.
+        if unsafe { self.ring.submission().push(&poll) }.is_ok() {
+            self.wake_armed = true;
+            self.in_kernel += 1;
         }
     }
 
@@ -186,11 +230,16 @@ impl UringBackend {
         let target = min.min(self.in_flight);
         let mut got = self.finished.len();
         out.append(&mut self.finished);
+        self.woken = false;
         loop {
             self.push_waiting();
             got += self.reap(out);
+            let ios_in_kernel = self.in_kernel - usize::from(self.wake_armed);
+            let must_wait = got < target && ios_in_kernel > 0 && !self.woken;
+            if must_wait {
+                self.arm_wake();
+            }
             let unsubmitted = !self.ring.submission().is_empty();
-            let must_wait = got < target && self.in_kernel > 0;
             if !unsubmitted && !must_wait {
                 break;
             }
@@ -218,6 +267,14 @@ impl UringBackend {
         let mut finished = 0;
         for cqe in self.ring.completion() {
             self.in_kernel -= 1;
+            if cqe.user_data() == WAKE {
+                self.wake_armed = false;
+                self.woken = true;
+                if let Some(fd) = &self.wake_fd {
+                    drain_eventfd(fd);
+                }
+                continue;
+            }
             let Ok(idx) = usize::try_from(cqe.user_data()) else {
                 continue;
             };
@@ -298,6 +355,12 @@ impl Drop for UringBackend {
     /// caller, who may free them once the backend is gone. I/Os still waiting in user
     /// space never reached the kernel and are simply forgotten.
     fn drop(&mut self) {
+        // Fire our own wake poll, if armed, so that it completes like every other SQE.
+        if self.wake_armed {
+            if let Ok(waker) = self.waker() {
+                waker.wake();
+            }
+        }
         while self.in_kernel > 0 {
             let entered = self.ring.submit_and_wait(1);
             self.in_kernel -= self.ring.completion().count();

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use crate::blocking::perform;
-use crate::{BackendError, Completion, IoOp};
+use crate::waker::{WakerInner, WAKE_TOKEN};
+use crate::{BackendError, Completion, IoOp, Waker};
 
 /// A pool of threads doing one blocking I/O at a time each.
 #[derive(Debug)]
@@ -14,6 +15,8 @@ pub struct ThreadPool {
     /// `None` only while dropping: closing the channel tells the workers to stop.
     jobs: Option<Sender<IoOp>>,
     done: Receiver<Completion>,
+    /// Kept for wakers, which post a marker completion.
+    done_tx: Sender<Completion>,
     workers: Vec<JoinHandle<()>>,
     in_flight: usize,
 }
@@ -27,6 +30,7 @@ impl ThreadPool {
         let mut pool = ThreadPool {
             jobs: Some(jobs),
             done,
+            done_tx: done_tx.clone(),
             workers: Vec::new(),
             in_flight: 0,
         };
@@ -65,17 +69,28 @@ impl ThreadPool {
         }
     }
 
-    /// Waits until at least `min` completions (at most those in flight) have arrived,
-    /// then appends every arrived completion to `out`.
+    /// A handle that makes a blocked [`ThreadPool::wait`] return.
+    pub fn waker(&self) -> Waker {
+        Waker(WakerInner::Channel(self.done_tx.clone()))
+    }
+
+    /// Waits until at least `min` completions (at most those in flight) have arrived or
+    /// a [`Waker`] fired, then appends every arrived completion to `out`.
     pub fn wait(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<(), BackendError> {
         let target = min.min(self.in_flight);
         let mut got = 0;
         while got < target {
             let completion = self.done.recv().map_err(|_| BackendError::WorkersGone)?;
+            if completion.token == WAKE_TOKEN {
+                break;
+            }
             out.push(completion);
             got += 1;
         }
         while let Ok(completion) = self.done.try_recv() {
+            if completion.token == WAKE_TOKEN {
+                continue;
+            }
             out.push(completion);
             got += 1;
         }

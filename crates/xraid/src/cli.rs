@@ -42,7 +42,11 @@ pub enum Command {
     Read(ReadArgs),
     /// Copy a file or standard input into the array.
     Write(WriteArgs),
-    /// Create (or reuse) a demo RAID-5 of file members, write data and verify it.
+    /// Serve arrays (or plain files) to NBD clients: qemu, nbdcopy, nbdfuse, fio, the
+    /// Linux nbd driver.
+    Serve(ServeArgs),
+    /// Create (or reuse) a demo RAID-5 of file members, write data, verify it, and
+    /// serve it over NBD.
     Demo(DemoArgs),
 }
 
@@ -121,6 +125,33 @@ pub struct WriteArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TCP address to listen on: ADDR:PORT, ADDR or :PORT [default: 127.0.0.1:10809].
+    /// Other addresses than loopback only when given here.
+    #[arg(long, conflicts_with = "socket")]
+    pub listen: Option<String>,
+    /// Listen on this Unix socket instead of TCP.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// Export name clients ask for (the export also answers the default name "").
+    #[arg(long, short = 'N', default_value = "xraid")]
+    pub name: String,
+    /// Refuse writes.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Connections served at once; more are refused with a log line.
+    #[arg(long, default_value_t = xraid_server::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Serve the exports a TOML file lists (see docs/SERVE.md) instead of ARRAY.
+    #[arg(long, conflicts_with_all = ["array", "name", "read_only"])]
+    pub config: Option<PathBuf>,
+    /// The array (member paths or a folder holding them), or one plain file, which is
+    /// served as it is.
+    #[arg(required_unless_present = "config")]
+    pub array: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Folder for the demo members (created if missing).
     #[arg(long, default_value = "xraid-demo")]
@@ -128,6 +159,12 @@ pub struct DemoArgs {
     /// Size of each demo member file.
     #[arg(long, default_value = "64M", value_parser = parse_size)]
     pub member_size: u64,
+    /// Where to serve the demo array afterwards [default: 127.0.0.1:10809].
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Stop after verifying instead of serving.
+    #[arg(long)]
+    pub no_serve: bool,
 }
 
 #[cfg(test)]

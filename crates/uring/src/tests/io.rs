@@ -5,7 +5,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 
 use super::{backends, fsync, op, pattern, run, scrambled_pages, Aligned, PAGE};
-use crate::{Backend, BackendChoice, BackendKind, OpKind};
+use crate::{Backend, BackendChoice, BackendKind, IoOp, OpKind};
 
 #[test]
 fn kinds_display_as_the_cli_names_them() {
@@ -314,4 +314,63 @@ fn o_direct_round_trip_where_supported() {
             assert!(b.bytes() == w.bytes(), "{kind}");
         }
     }
+}
+
+/// A read from an empty pipe never completes by itself: a waker must end the wait,
+/// and the read must still complete (and be reported) once data arrives.
+#[test]
+fn a_waker_ends_a_blocked_wait() {
+    let Ok(mut backend) = Backend::new(BackendChoice::Uring, 8) else {
+        eprintln!("skipped: io_uring is not available");
+        return;
+    };
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe writes two descriptors into the live array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let mut buf = [0u8; 4];
+    let read = IoOp {
+        token: 7,
+        fd: fds[0],
+        kind: OpKind::Read,
+        offset: 0,
+        ptr: buf.as_mut_ptr(),
+        len: buf.len(),
+    };
+    // SAFETY: buf and the pipe outlive the op: the test waits for its completion.
+    unsafe { backend.submit(read) }.expect("submit");
+    let waker = backend.waker().expect("waker");
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        waker.wake();
+    });
+    let mut out = Vec::new();
+    backend.wait(1, &mut out).expect("woken wait");
+    t.join().expect("waker thread");
+    assert!(out.is_empty(), "woken, not completed");
+    assert_eq!(backend.in_flight(), 1);
+    // SAFETY: writes 4 bytes from a live array to the pipe's write end.
+    let written = unsafe { libc::write(fds[1], b"data".as_ptr().cast(), 4) };
+    assert_eq!(written, 4);
+    backend.wait(1, &mut out).expect("completed wait");
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].token, 7);
+    assert_eq!(&buf, b"data");
+    // SAFETY: closing the pipe's own descriptors, no longer used.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+}
+
+/// A thread-pool waker's marker never shows up as a completion.
+#[test]
+fn a_thread_pool_wake_is_not_a_completion() {
+    let mut backend = Backend::new(BackendChoice::Threads, 4).expect("threads");
+    let waker = backend.waker().expect("waker");
+    waker.wake();
+    waker.wake();
+    let mut out = Vec::new();
+    backend.wait(0, &mut out).expect("wait");
+    assert!(out.is_empty());
+    assert_eq!(backend.in_flight(), 0);
 }

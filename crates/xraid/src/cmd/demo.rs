@@ -1,7 +1,7 @@
 //! `xraid demo`: the main job on an embedded default. Creates a RAID-5 of four file
 //! members in a folder (or reuses the one there), fills it with a fresh pattern through
 //! the array, reads it back, then reads it again with one member left out, so parity
-//! reconstruction is shown doing its work.
+//! reconstruction is shown doing its work; then serves it over NBD until Ctrl-C.
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -10,6 +10,7 @@ use anyhow::{bail, Result};
 use xraid_array::{create, CreateOptions, OpenMode};
 use xraid_driver::BackendChoice;
 use xraid_layout::{Layout, Level, SECTOR_BYTES};
+use xraid_server::{ExportConfig, ServeConfig, DEFAULT_MAX_CONNECTIONS};
 
 use super::open_array;
 use crate::cli::DemoArgs;
@@ -102,11 +103,24 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
         "member0 left out (rebuilt from parity)",
     )?;
     println!();
-    println!("next steps:");
+    println!("look at it:");
     println!("  xraid status {}", args.dir.display());
     println!("  xraid examine {}", members[0].display());
     println!("  xraid read {} | sha256sum", args.dir.display());
-    Ok(())
+    if args.no_serve {
+        return Ok(());
+    }
+    println!();
+    let config = ServeConfig {
+        listen: super::serve::listen_of(args.listen.as_deref(), None)?,
+        exports: vec![ExportConfig {
+            name: "demo".to_owned(),
+            paths: vec![args.dir.clone()],
+            read_only: false,
+        }],
+        max_connections: DEFAULT_MAX_CONNECTIONS,
+    };
+    super::serve::serve(&config, backend)
 }
 
 fn verify(

@@ -5,6 +5,7 @@ mod create;
 mod demo;
 mod examine;
 mod io;
+mod serve;
 mod status;
 
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Status(args) => status::run(args),
         Command::Read(args) => io::read(args, backend),
         Command::Write(args) => io::write(args, backend),
+        Command::Serve(args) => serve::run(args, backend),
         Command::Demo(args) => demo::run(args, backend),
     }
 }

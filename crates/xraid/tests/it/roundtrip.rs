@@ -146,10 +146,24 @@ fn stdin_and_stdout_pipe_through() {
 fn demo_runs_and_verifies() {
     let dir = tempdir();
     let demo = dir.path().join("demo");
-    let out = ok(&["demo", "--dir", p(&demo), "--member-size", "8M"]);
+    let out = ok(&[
+        "demo",
+        "--no-serve",
+        "--dir",
+        p(&demo),
+        "--member-size",
+        "8M",
+    ]);
     assert!(out.contains("verified"), "{out}");
     assert!(out.contains("left out"), "{out}");
     // A second run reuses the array.
-    let out = ok(&["demo", "--dir", p(&demo), "--member-size", "8M"]);
+    let out = ok(&[
+        "demo",
+        "--no-serve",
+        "--dir",
+        p(&demo),
+        "--member-size",
+        "8M",
+    ]);
     assert!(out.contains("reusing"), "{out}");
 }

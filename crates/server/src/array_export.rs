@@ -1,0 +1,478 @@
+//! An md array served over NBD: one worker thread owns the array's engine and driver;
+//! connection threads hand it jobs and it hands back replies.
+//!
+//! Two lanes: small requests are admitted to the engine as soon as they arrive, while
+//! large ones (a stream of 1 MiB writes, say) are admitted only while the large
+//! requests already in the engine stay under a byte budget. A 4 KiB read therefore
+//! never queues behind a deep pile of megabyte writes, in the engine or in the
+//! kernel's queues beneath it, which is what RAID-II's second network was for.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use xraid_array::Array;
+use xraid_driver::{DriverError, Waker};
+use xraid_engine::{BufId, EngineError, IoBuf, RequestId, RequestKind, SECTOR_BYTES};
+use xraid_nbd::consts::{EINVAL, EIO};
+
+use crate::log;
+
+/// Requests of at least this many bytes take the large lane.
+const LARGE_REQUEST_BYTES: usize = 128 * 1024;
+/// Bytes of large requests the engine works on at once.
+const LARGE_LANE_BUDGET: usize = 4 << 20;
+/// Pieces a WRITE_ZEROES is split into.
+const ZERO_PIECE_BYTES: usize = 1 << 20;
+
+/// What a connection asks the array to do.
+#[derive(Debug)]
+pub(crate) enum JobOp {
+    Read {
+        offset: u64,
+        len: usize,
+    },
+    Write {
+        offset: u64,
+        buf: IoBuf,
+        len: usize,
+        fua: bool,
+    },
+    WriteZeroes {
+        offset: u64,
+        len: u64,
+        fua: bool,
+    },
+    Flush,
+}
+
+impl JobOp {
+    fn bytes(&self) -> usize {
+        match self {
+            JobOp::Read { len, .. } | JobOp::Write { len, .. } => *len,
+            JobOp::WriteZeroes { len, .. } => usize::try_from(*len).unwrap_or(usize::MAX),
+            JobOp::Flush => 0,
+        }
+    }
+
+    fn writes(&self) -> bool {
+        matches!(self, JobOp::Write { .. } | JobOp::WriteZeroes { .. })
+    }
+}
+
+/// One client request for the worker.
+#[derive(Debug)]
+pub(crate) struct Job {
+    pub op: JobOp,
+    pub cookie: u64,
+    pub done: Sender<Done>,
+    /// Bytes the connection counts against its in-flight budget, handed back with the
+    /// reply.
+    pub flight_bytes: usize,
+}
+
+/// A finished job (or a reply the connection made itself), for the connection's writer.
+#[derive(Debug)]
+pub(crate) enum Done {
+    /// `Ok(Some(..))` carries a read's data.
+    Job {
+        cookie: u64,
+        result: Result<Option<ReadData>, u32>,
+        flight_bytes: usize,
+    },
+    /// A reply already encoded, and how many in-flight units it releases.
+    Raw { bytes: Vec<u8>, releases: usize },
+}
+
+#[derive(Debug)]
+pub(crate) struct ReadData {
+    pub offset: u64,
+    pub buf: IoBuf,
+    pub len: usize,
+}
+
+/// How connections reach an array's worker.
+#[derive(Debug, Clone)]
+pub(crate) struct ArrayHandle {
+    tx: Sender<Job>,
+    waker: Waker,
+    sleeping: Arc<AtomicBool>,
+    pub size: u64,
+    /// Bytes of one full stripe of data, the preferred request size.
+    pub stripe_bytes: u64,
+}
+
+impl ArrayHandle {
+    /// Hands a job to the worker; gives it back if the worker is gone.
+    pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
+        self.tx.send(job).map_err(|mpsc::SendError(job)| job)?;
+        // The worker sets `sleeping` before it blocks on member I/O and looks at its
+        // queue once more after; a job sent after that look finds the flag set.
+        if self.sleeping.swap(false, Ordering::SeqCst) {
+            self.waker.wake();
+        }
+        Ok(())
+    }
+}
+
+/// Starts the worker for `array`; it runs until every handle is dropped, then flushes
+/// and marks the array clean.
+pub(crate) fn spawn(
+    mut array: Array,
+    name: String,
+    read_only: bool,
+) -> Result<(ArrayHandle, JoinHandle<()>), DriverError> {
+    let (tx, rx) = mpsc::channel();
+    let sleeping = Arc::new(AtomicBool::new(false));
+    let waker = array.driver().waker()?;
+    let geo = *array.driver().engine().geometry();
+    let handle = ArrayHandle {
+        tx,
+        waker,
+        sleeping: Arc::clone(&sleeping),
+        size: geo.array_sectors() * SECTOR_BYTES,
+        stripe_bytes: geo.stripe_data_sectors() * SECTOR_BYTES,
+    };
+    let worker = Worker {
+        array,
+        name,
+        read_only,
+        rx,
+        sleeping,
+        small: VecDeque::new(),
+        large: VecDeque::new(),
+        large_bytes: 0,
+        parts: HashMap::new(),
+        running: HashMap::new(),
+        next_job: 0,
+        began_writes: false,
+    };
+    let thread = std::thread::Builder::new()
+        .name("xraid-array".to_owned())
+        .spawn(move || worker.run())
+        .map_err(|e| DriverError::Backend(format!("cannot start the array thread: {e}")))?;
+    Ok((handle, thread))
+}
+
+/// A job the engine is working on.
+#[derive(Debug)]
+struct Running {
+    cookie: u64,
+    flight_bytes: usize,
+    done: Sender<Done>,
+    /// Engine requests still out for it.
+    remaining: usize,
+    error: Option<u32>,
+    read: Option<(u64, BufId, usize)>,
+    large_bytes: usize,
+    fua: bool,
+    flushing: bool,
+}
+
+/// One engine request and the job it belongs to.
+#[derive(Debug)]
+struct Part {
+    job: u64,
+    /// A buffer to take back from the engine when the request is done (writes).
+    release: Option<BufId>,
+}
+
+struct Worker {
+    array: Array,
+    name: String,
+    read_only: bool,
+    rx: Receiver<Job>,
+    sleeping: Arc<AtomicBool>,
+    small: VecDeque<Job>,
+    large: VecDeque<Job>,
+    large_bytes: usize,
+    parts: HashMap<RequestId, Part>,
+    running: HashMap<u64, Running>,
+    next_job: u64,
+    began_writes: bool,
+}
+
+impl Worker {
+    fn run(mut self) {
+        if let Err(e) = self.serve() {
+            log::error(&format!("array '{}' stopped: {e}", self.name));
+            self.fail_everything();
+            return;
+        }
+        if let Err(e) = self.array.close() {
+            log::error(&format!(
+                "array '{}': could not mark it clean: {e}",
+                self.name
+            ));
+        }
+    }
+
+    fn serve(&mut self) -> Result<(), DriverError> {
+        loop {
+            let idle = self.small.is_empty() && self.large.is_empty() && !self.busy();
+            if idle {
+                match self.rx.recv() {
+                    Ok(job) => self.enqueue(job),
+                    Err(_) => return Ok(()),
+                }
+            }
+            while let Ok(job) = self.rx.try_recv() {
+                self.enqueue(job);
+            }
+            self.admit();
+            self.array.driver().pump(false)?;
+            self.collect();
+            if !self.busy() {
+                continue;
+            }
+            self.sleeping.store(true, Ordering::SeqCst);
+            if let Ok(job) = self.rx.try_recv() {
+                self.sleeping.store(false, Ordering::SeqCst);
+                self.enqueue(job);
+                continue;
+            }
+            self.array.driver().pump(true)?;
+            self.sleeping.store(false, Ordering::SeqCst);
+            self.collect();
+        }
+    }
+
+    fn busy(&mut self) -> bool {
+        self.array.driver().busy() || !self.running.is_empty()
+    }
+
+    fn enqueue(&mut self, job: Job) {
+        if job.op.bytes() >= LARGE_REQUEST_BYTES {
+            self.large.push_back(job);
+        } else {
+            self.small.push_back(job);
+        }
+    }
+
+    /// Small jobs go in at once; large ones while the large lane has budget (always
+    /// at least one, so a lone large job is never stuck).
+    fn admit(&mut self) {
+        while let Some(job) = self.small.pop_front() {
+            self.start(job, 0);
+        }
+        while self.large_bytes < LARGE_LANE_BUDGET {
+            let Some(job) = self.large.pop_front() else {
+                break;
+            };
+            let bytes = job.op.bytes().min(LARGE_LANE_BUDGET);
+            self.large_bytes += bytes;
+            self.start(job, bytes);
+        }
+    }
+
+    fn start(&mut self, job: Job, large_bytes: usize) {
+        let id = self.next_job;
+        self.next_job += 1;
+        if job.op.writes() && !self.read_only && !self.began_writes {
+            self.began_writes = true;
+            if let Err(e) = self.array.begin_writes() {
+                log::error(&format!(
+                    "array '{}': cannot mark it active: {e}",
+                    self.name
+                ));
+                let _ = job.done.send(Done::Job {
+                    cookie: job.cookie,
+                    result: Err(EIO),
+                    flight_bytes: job.flight_bytes,
+                });
+                self.large_bytes -= large_bytes;
+                return;
+            }
+        }
+        let mut running = Running {
+            cookie: job.cookie,
+            flight_bytes: job.flight_bytes,
+            done: job.done,
+            remaining: 0,
+            error: None,
+            read: None,
+            large_bytes,
+            fua: false,
+            flushing: false,
+        };
+        let driver = self.array.driver();
+        match job.op {
+            JobOp::Read { offset, len } => {
+                let buf = driver.engine_mut().buffers_mut().alloc(len);
+                let rid = driver.submit(
+                    RequestKind::Read,
+                    offset / SECTOR_BYTES,
+                    len as u64 / SECTOR_BYTES,
+                    Some(buf),
+                );
+                self.parts.insert(
+                    rid,
+                    Part {
+                        job: id,
+                        release: None,
+                    },
+                );
+                running.read = Some((offset, buf, len));
+                running.remaining = 1;
+            }
+            JobOp::Write {
+                offset,
+                buf,
+                len,
+                fua,
+            } => {
+                let buf = driver.engine_mut().buffers_mut().adopt(buf, len);
+                let rid = driver.submit(
+                    RequestKind::Write,
+                    offset / SECTOR_BYTES,
+                    len as u64 / SECTOR_BYTES,
+                    Some(buf),
+                );
+                self.parts.insert(
+                    rid,
+                    Part {
+                        job: id,
+                        release: Some(buf),
+                    },
+                );
+                running.remaining = 1;
+                running.fua = fua;
+            }
+            JobOp::WriteZeroes { offset, len, fua } => {
+                let mut at = offset;
+                while at < offset + len {
+                    let piece = (offset + len - at).min(ZERO_PIECE_BYTES as u64) as usize;
+                    let zeros = IoBuf::new(piece);
+                    let buf = driver.engine_mut().buffers_mut().adopt(zeros, piece);
+                    let rid = driver.submit(
+                        RequestKind::Write,
+                        at / SECTOR_BYTES,
+                        piece as u64 / SECTOR_BYTES,
+                        Some(buf),
+                    );
+                    self.parts.insert(
+                        rid,
+                        Part {
+                            job: id,
+                            release: Some(buf),
+                        },
+                    );
+                    running.remaining += 1;
+                    at += piece as u64;
+                }
+                running.fua = fua;
+            }
+            JobOp::Flush => {
+                let rid = driver.submit(RequestKind::Flush, 0, 0, None);
+                self.parts.insert(
+                    rid,
+                    Part {
+                        job: id,
+                        release: None,
+                    },
+                );
+                running.remaining = 1;
+            }
+        }
+        self.running.insert(id, running);
+    }
+
+    /// Takes the engine's replies and finishes the jobs they complete.
+    fn collect(&mut self) {
+        for failure in self.array.driver().take_failures() {
+            log::error(&format!(
+                "array '{}': member {} failed ({}): it is left out and the array runs degraded",
+                self.name, failure.name, failure.error
+            ));
+        }
+        while let Some(reply) = self.array.driver().next_reply() {
+            let Some(part) = self.parts.remove(&reply.id) else {
+                continue;
+            };
+            if let Some(buf) = part.release {
+                // The client's payload is no longer needed.
+                drop(self.array.driver().engine_mut().buffers_mut().release(buf));
+            }
+            let Some(running) = self.running.get_mut(&part.job) else {
+                continue;
+            };
+            running.remaining -= 1;
+            if let Err(e) = &reply.result {
+                running.error.get_or_insert(engine_errno(e));
+            }
+            if running.remaining > 0 {
+                continue;
+            }
+            if running.fua && !running.flushing && running.error.is_none() {
+                // Forced unit access: the write is acknowledged once it is durable.
+                running.flushing = true;
+                running.remaining = 1;
+                let rid = self.array.driver().submit(RequestKind::Flush, 0, 0, None);
+                self.parts.insert(
+                    rid,
+                    Part {
+                        job: part.job,
+                        release: None,
+                    },
+                );
+                continue;
+            }
+            let Some(done) = self.running.remove(&part.job) else {
+                continue;
+            };
+            self.finish(done);
+        }
+    }
+
+    fn finish(&mut self, job: Running) {
+        self.large_bytes -= job.large_bytes;
+        let result = match (job.error, job.read) {
+            (Some(e), read) => {
+                if let Some((_, buf, _)) = read {
+                    self.array.driver().engine_mut().buffers_mut().free(buf);
+                }
+                Err(e)
+            }
+            (None, Some((offset, buf, len))) => {
+                let buf = self.array.driver().engine_mut().buffers_mut().release(buf);
+                Ok(Some(ReadData { offset, buf, len }))
+            }
+            (None, None) => Ok(None),
+        };
+        // A connection that went away no longer wants its replies.
+        let _ = job.done.send(Done::Job {
+            cookie: job.cookie,
+            result,
+            flight_bytes: job.flight_bytes,
+        });
+    }
+
+    /// After a fatal driver error: every job, running or queued, fails with EIO.
+    fn fail_everything(&mut self) {
+        let fail = |done: &Sender<Done>, cookie: u64, flight_bytes: usize| {
+            let _ = done.send(Done::Job {
+                cookie,
+                result: Err(EIO),
+                flight_bytes,
+            });
+        };
+        for (_, r) in self.running.drain() {
+            fail(&r.done, r.cookie, r.flight_bytes);
+        }
+        for job in self.small.drain(..).chain(self.large.drain(..)) {
+            fail(&job.done, job.cookie, job.flight_bytes);
+        }
+        while let Ok(job) = self.rx.recv() {
+            fail(&job.done, job.cookie, job.flight_bytes);
+        }
+    }
+}
+
+fn engine_errno(e: &EngineError) -> u32 {
+    match e {
+        EngineError::OutOfRange { .. } | EngineError::BufferSize { .. } => EINVAL,
+        EngineError::DataLost { .. } => EIO,
+    }
+}

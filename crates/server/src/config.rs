@@ -1,0 +1,198 @@
+//! What to serve and where: from the command line or a TOML file.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::ServerError;
+
+/// The port NBD clients try when none is given.
+pub const DEFAULT_PORT: u16 = 10809;
+
+/// Connections served at once unless told otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Default for Listen {
+    fn default() -> Listen {
+        Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)))
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(addr) => write!(f, "{addr}"),
+            Listen::Unix(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// One export: an array (member paths or their folder) or a plain file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportConfig {
+    /// The name clients ask for; the first export also answers the default name "".
+    pub name: String,
+    /// Member paths, a folder holding them, or one plain file.
+    pub paths: Vec<PathBuf>,
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// Everything `xraid serve` needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeConfig {
+    pub listen: Listen,
+    pub exports: Vec<ExportConfig>,
+    pub max_connections: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    listen: Option<String>,
+    socket: Option<PathBuf>,
+    max_connections: Option<usize>,
+    #[serde(default, rename = "export")]
+    exports: Vec<ExportConfig>,
+}
+
+impl ServeConfig {
+    /// Reads a TOML file:
+    ///
+    /// ```toml
+    /// listen = "127.0.0.1:10809"   # or: socket = "/run/xraid.sock"
+    /// max_connections = 64
+    /// [[export]]
+    /// name = "media"
+    /// paths = ["/srv/disks"]
+    /// [[export]]
+    /// name = "scratch"
+    /// paths = ["/srv/scratch.img"]
+    /// read_only = true
+    /// ```
+    pub fn from_file(path: &Path) -> Result<ServeConfig, ServerError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ServerError::Config {
+            path: path.to_path_buf(),
+            detail: source.to_string(),
+        })?;
+        ServeConfig::from_toml(&text).map_err(|detail| ServerError::Config {
+            path: path.to_path_buf(),
+            detail,
+        })
+    }
+
+    fn from_toml(text: &str) -> Result<ServeConfig, String> {
+        let file: ConfigFile = toml::from_str(text).map_err(|e| {
+            // toml's messages span several lines; the first says what is wrong.
+            e.to_string()
+                .lines()
+                .next()
+                .unwrap_or("invalid TOML")
+                .to_owned()
+        })?;
+        let listen = match (file.listen, file.socket) {
+            (Some(_), Some(_)) => return Err("give either listen or socket, not both".to_owned()),
+            (Some(addr), None) => Listen::Tcp(parse_listen(&addr)?),
+            (None, Some(path)) => Listen::Unix(path),
+            (None, None) => Listen::default(),
+        };
+        let config = ServeConfig {
+            listen,
+            exports: file.exports,
+            max_connections: file.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Refuses configurations that cannot be served.
+    pub fn check(&self) -> Result<(), String> {
+        if self.exports.is_empty() {
+            return Err("no exports: add an [[export]] with a name and paths".to_owned());
+        }
+        if self.max_connections == 0 {
+            return Err("max_connections must be at least 1".to_owned());
+        }
+        for (i, e) in self.exports.iter().enumerate() {
+            if e.paths.is_empty() {
+                return Err(format!("export '{}' has no paths", e.name));
+            }
+            if e.name.len() > 4096 {
+                return Err(format!(
+                    "export {i}'s name is longer than NBD allows (4096 bytes)"
+                ));
+            }
+            if self.exports[..i].iter().any(|o| o.name == e.name) {
+                return Err(format!("export name '{}' is used twice", e.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `ADDR:PORT`, `ADDR` (port 10809) or `:PORT` (127.0.0.1).
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Some(port) = text.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("'{text}' is not a port number"))?;
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    if let Ok(ip) = text.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, DEFAULT_PORT));
+    }
+    Err(format!(
+        "'{text}' is not an address: use ADDR:PORT, e.g. 127.0.0.1:10809"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_with_two_exports() {
+        let c = ServeConfig::from_toml(
+            "socket = \"/tmp/x.sock\"\nmax_connections = 3\n[[export]]\nname = \"a\"\npaths = [\"d\"]\n[[export]]\nname = \"b\"\npaths = [\"f.img\"]\nread_only = true\n",
+        )
+        .expect("valid");
+        assert_eq!(c.listen, Listen::Unix("/tmp/x.sock".into()));
+        assert_eq!(c.max_connections, 3);
+        assert_eq!(c.exports.len(), 2);
+        assert!(c.exports[1].read_only);
+    }
+
+    #[test]
+    fn bad_configs_are_refused_in_one_line() {
+        for text in [
+            "",
+            "listen = \"nowhere\"\n[[export]]\nname = \"a\"\npaths = [\"d\"]\n",
+            "[[export]]\nname = \"a\"\npaths = []\n",
+            "[[export]]\nname = \"a\"\npaths = [\"d\"]\n[[export]]\nname = \"a\"\npaths = [\"e\"]\n",
+            "[[export]]\nname = \"a\"\npaths = [\"d\"]\ncolour = 1\n",
+            "[[export\n",
+        ] {
+            let err = ServeConfig::from_toml(text).expect_err(text);
+            assert!(!err.contains('\n'), "{err}");
+        }
+    }
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(parse_listen(":9000").expect("port").port(), 9000);
+        assert_eq!(parse_listen("127.0.0.2").expect("ip").port(), DEFAULT_PORT);
+        assert!(parse_listen("x:y").is_err());
+    }
+}

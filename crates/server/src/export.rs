@@ -1,0 +1,169 @@
+//! Exports: what a name served over NBD stands for, its size, the transmission flags
+//! that are true of it, and its block size constraints.
+
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use xraid_array::{assemble, read_superblock, Array, OpenMode};
+use xraid_driver::BackendChoice;
+use xraid_member::{DirectMode, FileMember, OpenOptions};
+use xraid_nbd::consts::*;
+
+use crate::array_export::{self, ArrayHandle};
+use crate::file_export::FileExport;
+use crate::{ExportConfig, ServerError};
+
+/// The largest request payload (and read) the server accepts: 32 MiB, as the protocol
+/// suggests and clients assume.
+pub(crate) const MAX_REQUEST_BYTES: u32 = 32 << 20;
+
+#[derive(Debug)]
+pub(crate) enum ExportKind {
+    File(FileExport),
+    Array(ArrayHandle),
+}
+
+#[derive(Debug)]
+pub(crate) struct Export {
+    pub name: String,
+    pub description: String,
+    pub read_only: bool,
+    pub kind: ExportKind,
+}
+
+impl Export {
+    pub(crate) fn size(&self) -> u64 {
+        match &self.kind {
+            ExportKind::File(f) => f.size(),
+            ExportKind::Array(a) => a.size,
+        }
+    }
+
+    /// Transmission flags: only what the export really does.
+    pub(crate) fn flags(&self, structured: bool) -> u16 {
+        let mut flags = FLAG_HAS_FLAGS
+            | FLAG_SEND_FLUSH
+            | FLAG_SEND_FUA
+            | FLAG_SEND_CACHE
+            // A flush goes to every member (or the file), so it covers every
+            // connection's completed writes.
+            | FLAG_CAN_MULTI_CONN;
+        if self.read_only {
+            flags |= FLAG_READ_ONLY;
+        } else {
+            flags |= FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES | FLAG_SEND_FAST_ZERO;
+        }
+        if structured {
+            flags |= FLAG_SEND_DF;
+        }
+        flags
+    }
+
+    /// Minimum, preferred and maximum block sizes. Arrays work in 512-byte sectors;
+    /// their preferred size is the largest power of two within a full stripe.
+    pub(crate) fn block_sizes(&self) -> (u32, u32, u32) {
+        match &self.kind {
+            ExportKind::File(_) => (1, 4096, MAX_REQUEST_BYTES),
+            ExportKind::Array(a) => {
+                let stripe = a.stripe_bytes.clamp(4096, u64::from(MAX_REQUEST_BYTES));
+                let preferred = 1u64 << (63 - stripe.leading_zeros());
+                (512, preferred as u32, MAX_REQUEST_BYTES)
+            }
+        }
+    }
+
+    pub(crate) fn min_block(&self) -> u32 {
+        self.block_sizes().0
+    }
+}
+
+/// Opens an export: a single path without an md superblock is a plain file; anything
+/// else is assembled as an array and gets a worker thread.
+pub(crate) fn open(
+    config: &ExportConfig,
+    backend: BackendChoice,
+) -> Result<(Export, Option<JoinHandle<()>>), ServerError> {
+    let name = config.name.clone();
+    if let [path] = config.paths.as_slice() {
+        if is_plain_file(path)? {
+            let file =
+                FileExport::open(path, config.read_only).map_err(|source| ServerError::Export {
+                    name: name.clone(),
+                    detail: format!("{}: {source}", path.display()),
+                })?;
+            let export = Export {
+                description: format!("plain file {}", path.display()),
+                name,
+                read_only: config.read_only,
+                kind: ExportKind::File(file),
+            };
+            return Ok((export, None));
+        }
+    }
+    let options = OpenOptions {
+        write: !config.read_only,
+        direct: DirectMode::Auto,
+        lock: true,
+    };
+    let export_error = |detail: String| ServerError::Export {
+        name: name.clone(),
+        detail,
+    };
+    let assembled = assemble(&config.paths, &options).map_err(|e| export_error(e.to_string()))?;
+    for l in &assembled.left_out {
+        crate::log::info(&format!(
+            "export '{name}': {} left out: {}",
+            l.path.display(),
+            l.reason
+        ));
+    }
+    if assembled.is_degraded() {
+        crate::log::info(&format!(
+            "export '{name}': array '{}' is degraded",
+            assembled.name()
+        ));
+    }
+    let description = format!(
+        "{} array '{}' of {} members",
+        assembled.geometry.level(),
+        assembled.name(),
+        assembled.geometry.raid_disks()
+    );
+    let mode = if config.read_only {
+        OpenMode::ReadOnly
+    } else {
+        OpenMode::ReadWrite
+    };
+    let array = Array::open(assembled, mode, backend).map_err(|e| export_error(e.to_string()))?;
+    let (handle, thread) = array_export::spawn(array, name.clone(), config.read_only)
+        .map_err(|e| export_error(e.to_string()))?;
+    let export = Export {
+        name,
+        description,
+        read_only: config.read_only,
+        kind: ExportKind::Array(handle),
+    };
+    Ok((export, Some(thread)))
+}
+
+/// Whether `path` is one file or block device that holds no md superblock.
+fn is_plain_file(path: &Path) -> Result<bool, ServerError> {
+    let meta = std::fs::metadata(path).map_err(|source| ServerError::Io {
+        path: PathBuf::from(path),
+        source,
+    })?;
+    if meta.is_dir() {
+        return Ok(false);
+    }
+    let options = OpenOptions {
+        write: false,
+        direct: DirectMode::Off,
+        lock: false,
+    };
+    let member = FileMember::open(path, &options).map_err(|e| ServerError::Export {
+        name: path.display().to_string(),
+        detail: e.to_string(),
+    })?;
+    // A damaged superblock still means "md member": assembly reports it properly.
+    Ok(matches!(read_superblock(&member, path), Ok(None)))
+}

@@ -1,0 +1,255 @@
+//! A plain file (or block device) served as it is: reads and writes go straight to it,
+//! holes are found with SEEK_DATA/SEEK_HOLE, trims punch holes.
+//!
+//! This is the export xraid's NBD path is compared with other servers through, and the
+//! way to serve an image that is not an md member.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use xraid_nbd::consts::{EIO, ENOSPC, ENOTSUP, EPERM, STATE_HOLE, STATE_ZERO};
+
+/// A served file.
+#[derive(Debug)]
+pub(crate) struct FileExport {
+    file: File,
+    size: u64,
+}
+
+/// One run of the file: data, or a hole that reads as zeros.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Extent {
+    pub offset: u64,
+    pub length: u64,
+    pub hole: bool,
+}
+
+impl Extent {
+    pub(crate) fn nbd_flags(&self) -> u32 {
+        if self.hole {
+            STATE_HOLE | STATE_ZERO
+        } else {
+            0
+        }
+    }
+}
+
+impl FileExport {
+    pub(crate) fn open(path: &Path, read_only: bool) -> io::Result<FileExport> {
+        let file = OpenOptions::new().read(true).write(!read_only).open(path)?;
+        let size = file_size(&file)?;
+        Ok(FileExport { file, size })
+    }
+
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<(), u32> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| errno_of(&e))
+    }
+
+    pub(crate) fn write(&self, buf: &[u8], offset: u64, fua: bool) -> Result<(), u32> {
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|e| errno_of(&e))?;
+        if fua {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn flush(&self) -> Result<(), u32> {
+        self.file.sync_data().map_err(|e| errno_of(&e))
+    }
+
+    /// Discards a range: punches a hole where the file system can, and otherwise does
+    /// nothing (a trim is only a hint).
+    pub(crate) fn trim(&self, offset: u64, length: u64, fua: bool) -> Result<(), u32> {
+        let _ = self.fallocate(
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset,
+            length,
+        );
+        if fua {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Makes a range read as zeros: a hole if allowed, else zeroed blocks; writes zeros
+    /// only when the file system can do neither, and never when `fast` was asked for.
+    pub(crate) fn write_zeroes(
+        &self,
+        offset: u64,
+        length: u64,
+        may_trim: bool,
+        fast: bool,
+        fua: bool,
+    ) -> Result<(), u32> {
+        let punched = may_trim
+            && self
+                .fallocate(
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    offset,
+                    length,
+                )
+                .is_ok();
+        let zeroed = punched
+            || self
+                .fallocate(
+                    libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+                    offset,
+                    length,
+                )
+                .is_ok();
+        if !zeroed {
+            if fast {
+                return Err(ENOTSUP);
+            }
+            let zeros = vec![0u8; 1 << 20];
+            let mut at = offset;
+            while at < offset + length {
+                let n = (offset + length - at).min(zeros.len() as u64) as usize;
+                self.file
+                    .write_all_at(&zeros[..n], at)
+                    .map_err(|e| errno_of(&e))?;
+                at += n as u64;
+            }
+        }
+        if fua {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Asks the kernel to read a range ahead into its cache.
+    pub(crate) fn cache(&self, offset: u64, length: u64) -> Result<(), u32> {
+        let (Ok(off), Ok(len)) = (i64::try_from(offset), i64::try_from(length)) else {
+            return Ok(());
+        };
+        // SAFETY: posix_fadvise takes no pointers; the descriptor is the open file.
+        unsafe { libc::posix_fadvise(self.file.as_raw_fd(), off, len, libc::POSIX_FADV_WILLNEED) };
+        Ok(())
+    }
+
+    /// The data and hole extents covering `offset..offset+length` (at most `max`
+    /// extents, the last one possibly cut short). Without SEEK_DATA support the whole
+    /// range is data.
+    pub(crate) fn extents(&self, offset: u64, length: u64, max: usize) -> Vec<Extent> {
+        let end = (offset + length).min(self.size);
+        let mut out = Vec::new();
+        let mut at = offset;
+        while at < end && out.len() < max {
+            let Some(data) = self.seek(at, libc::SEEK_DATA) else {
+                // ENXIO: no data after `at`, the rest is a hole; other errors: no
+                // SEEK_DATA here, call it data.
+                let hole = self.seek_failed_with_enxio();
+                out.push(Extent {
+                    offset: at,
+                    length: end - at,
+                    hole,
+                });
+                break;
+            };
+            if data > at {
+                let stop = data.min(end);
+                out.push(Extent {
+                    offset: at,
+                    length: stop - at,
+                    hole: true,
+                });
+                at = stop;
+                continue;
+            }
+            let hole = self.seek(at, libc::SEEK_HOLE).unwrap_or(end).min(end);
+            out.push(Extent {
+                offset: at,
+                length: hole - at,
+                hole: false,
+            });
+            at = hole;
+        }
+        out
+    }
+
+    fn seek(&self, offset: u64, whence: i32) -> Option<u64> {
+        let off = i64::try_from(offset).ok()?;
+        // SAFETY: lseek takes no pointers; the descriptor is the open file. The file's
+        // position is never used for I/O here (all I/O is positional).
+        let r = unsafe { libc::lseek(self.file.as_raw_fd(), off, whence) };
+        u64::try_from(r).ok()
+    }
+
+    fn seek_failed_with_enxio(&self) -> bool {
+        io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO)
+    }
+
+    fn fallocate(&self, mode: i32, offset: u64, length: u64) -> io::Result<()> {
+        let (Ok(off), Ok(len)) = (i64::try_from(offset), i64::try_from(length)) else {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        };
+        // SAFETY: fallocate takes no pointers; the descriptor is the open file.
+        if unsafe { libc::fallocate(self.file.as_raw_fd(), mode, off, len) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+/// The size of a regular file or a block device.
+fn file_size(file: &File) -> io::Result<u64> {
+    let meta = file.metadata()?;
+    if meta.is_file() {
+        return Ok(meta.len());
+    }
+    // SAFETY: lseek takes no pointers; the descriptor is the open file.
+    let end = unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_END) };
+    u64::try_from(end).map_err(|_| io::Error::last_os_error())
+}
+
+/// The NBD error for an I/O error.
+pub(crate) fn errno_of(e: &io::Error) -> u32 {
+    match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES | libc::EROFS) => EPERM,
+        Some(libc::ENOSPC | libc::EDQUOT) => ENOSPC,
+        _ => EIO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extents_find_holes_in_a_sparse_file() {
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let path = dir.path().join("f.img");
+        let f = File::create(&path).expect("create");
+        f.set_len(4 << 20).expect("size");
+        f.write_all_at(&[1u8; 65536], 1 << 20).expect("data");
+        drop(f);
+        let export = FileExport::open(&path, false).expect("open");
+        let ext = export.extents(0, 4 << 20, 100);
+        assert_eq!(ext.iter().map(|e| e.length).sum::<u64>(), 4 << 20);
+        let data: Vec<&Extent> = ext.iter().filter(|e| !e.hole).collect();
+        assert!(!data.is_empty());
+        assert!(data
+            .iter()
+            .all(|e| e.offset <= 1 << 20 && e.offset + e.length >= (1 << 20) + 65536));
+        assert!(ext[0].hole, "{ext:?}");
+        export.trim(1 << 20, 65536, false).expect("trim");
+        let mut buf = vec![9u8; 65536];
+        export.read(&mut buf, 1 << 20).expect("read");
+        assert!(
+            buf.iter().all(|&b| b == 0),
+            "trimmed range reads as zeros here"
+        );
+    }
+}

@@ -1,0 +1,322 @@
+//! Listening, accepting, one thread per connection, and an orderly stop: stop
+//! accepting, let every connection finish the requests it has read, then let each
+//! array's worker flush and mark the array clean.
+
+use std::collections::HashMap;
+use std::net::{Shutdown, TcpListener};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use xraid_driver::BackendChoice;
+
+use crate::export::{self, ExportKind};
+use crate::handshake::{negotiate, HandshakeError};
+use crate::stream::Stream;
+use crate::transmission::{serve_array, serve_file, ConnEnd};
+use crate::{log, Exports, Listen, ServeConfig, ServerError};
+
+/// A client that takes longer than this to finish the handshake, or to take a reply
+/// it asked for, is dropped.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug)]
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+/// Stops a running server from another thread (or a signal handler thread).
+#[derive(Debug, Clone)]
+pub struct ShutdownHandle {
+    inner: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    stopping: AtomicBool,
+    listener_fd: RawFd,
+    /// Open connections, so a stop can end their reading.
+    conns: Mutex<HashMap<u64, Stream>>,
+    active: AtomicUsize,
+    next_conn: AtomicU64,
+}
+
+impl ShutdownHandle {
+    /// Stops accepting and ends every connection once its requests are answered.
+    pub fn stop(&self) {
+        if self.inner.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // SAFETY: shutdown takes no pointers; the listener descriptor stays open until
+        // the accept loop, which this wakes, has returned.
+        unsafe { libc::shutdown(self.inner.listener_fd, libc::SHUT_RDWR) };
+        let conns = self
+            .inner
+            .conns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for stream in conns.values() {
+            // The reader sees the end of its stream after the requests it has read.
+            stream.shutdown(Shutdown::Read);
+        }
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.inner.stopping.load(Ordering::SeqCst)
+    }
+}
+
+/// A server with its exports open and its socket bound, ready to [`Server::run`].
+#[derive(Debug)]
+pub struct Server {
+    listener: Listener,
+    exports: Arc<Exports>,
+    workers: Vec<JoinHandle<()>>,
+    max_connections: usize,
+    shared: Arc<Shared>,
+    address: String,
+}
+
+impl Server {
+    /// Opens every export and binds the listening socket.
+    pub fn start(config: &ServeConfig, backend: BackendChoice) -> Result<Server, ServerError> {
+        config.check().map_err(ServerError::Invalid)?;
+        let mut exports = Exports::default();
+        let mut workers = Vec::new();
+        for e in &config.exports {
+            let (export, worker) = export::open(e, backend)?;
+            exports.list.push(Arc::new(export));
+            workers.extend(worker);
+        }
+        let listen_error = |source| ServerError::Listen {
+            listen: config.listen.to_string(),
+            source,
+        };
+        let (listener, address, fd) = match &config.listen {
+            Listen::Tcp(addr) => {
+                let l = TcpListener::bind(addr).map_err(listen_error)?;
+                let bound = l.local_addr().map_err(listen_error)?;
+                let fd = l.as_raw_fd();
+                (Listener::Tcp(l), bound.to_string(), fd)
+            }
+            Listen::Unix(path) => {
+                remove_stale_socket(path);
+                let l = UnixListener::bind(path).map_err(listen_error)?;
+                let fd = l.as_raw_fd();
+                (
+                    Listener::Unix(l, path.clone()),
+                    path.display().to_string(),
+                    fd,
+                )
+            }
+        };
+        Ok(Server {
+            listener,
+            exports: Arc::new(exports),
+            workers,
+            max_connections: config.max_connections,
+            shared: Arc::new(Shared {
+                stopping: AtomicBool::new(false),
+                listener_fd: fd,
+                conns: Mutex::new(HashMap::new()),
+                active: AtomicUsize::new(0),
+                next_conn: AtomicU64::new(0),
+            }),
+            address,
+        })
+    }
+
+    /// Where clients reach the server: `ADDR:PORT` or the socket's path.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The exports, as `(name, size in bytes, description)`.
+    pub fn exports(&self) -> Vec<(String, u64, String)> {
+        self.exports
+            .all()
+            .iter()
+            .map(|e| (e.name.clone(), e.size(), e.description.clone()))
+            .collect()
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            inner: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Accepts clients until stopped, then waits for every connection and every array
+    /// worker to finish (arrays are flushed and marked clean).
+    pub fn run(self) -> Result<(), ServerError> {
+        let mut threads: Vec<JoinHandle<()>> = Vec::new();
+        loop {
+            let accepted = match &self.listener {
+                Listener::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
+                Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            };
+            if self.shared.stopping.load(Ordering::SeqCst) {
+                break;
+            }
+            let stream = match accepted {
+                Ok(s) => s,
+                Err(e) => {
+                    log::error(&format!("accept failed: {e}"));
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            threads.retain(|t| !t.is_finished());
+            if self.shared.active.load(Ordering::SeqCst) >= self.max_connections {
+                log::error(&format!(
+                    "refused {}: {} connections already (raise --max-connections)",
+                    stream.peer(),
+                    self.max_connections
+                ));
+                continue;
+            }
+            self.shared.active.fetch_add(1, Ordering::SeqCst);
+            let exports = Arc::clone(&self.exports);
+            let shared = Arc::clone(&self.shared);
+            let spawned = std::thread::Builder::new()
+                .name("xraid-conn".to_owned())
+                .spawn(move || {
+                    connection(stream, &exports, &shared);
+                    shared.active.fetch_sub(1, Ordering::SeqCst);
+                });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    self.shared.active.fetch_sub(1, Ordering::SeqCst);
+                    log::error(&format!("cannot start a connection thread: {e}"));
+                }
+            }
+        }
+        for t in threads {
+            let _ = t.join();
+        }
+        let Server {
+            listener,
+            exports,
+            workers,
+            ..
+        } = self;
+        if let Listener::Unix(_, path) = &listener {
+            let _ = std::fs::remove_file(path);
+        }
+        // Dropping the exports drops the last handles to the array workers, which
+        // then flush and mark their arrays clean.
+        drop(exports);
+        for w in workers {
+            let _ = w.join();
+        }
+        Ok(())
+    }
+}
+
+/// One client, from handshake to goodbye.
+fn connection(stream: Stream, exports: &Exports, shared: &Shared) {
+    let peer = stream.peer();
+    let id = shared.next_conn.fetch_add(1, Ordering::SeqCst);
+    stream.set_nodelay();
+    let setup = stream
+        .set_write_timeout(Some(CLIENT_TIMEOUT))
+        .and_then(|()| stream.set_read_timeout(Some(CLIENT_TIMEOUT)))
+        .and_then(|()| stream.try_clone());
+    let registered = match setup {
+        Ok(s) => s,
+        Err(e) => {
+            log::error(&format!("{peer}: {e}"));
+            return;
+        }
+    };
+    {
+        let mut conns = shared.conns.lock().unwrap_or_else(PoisonError::into_inner);
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        conns.insert(id, registered);
+    }
+    let result = serve(stream, exports);
+    shared
+        .conns
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&id);
+    match result {
+        Ok(()) | Err(ConnEnd::Disconnect) => {}
+        Err(e) => log::error(&format!("{peer}: {e}; connection closed")),
+    }
+}
+
+fn serve(mut stream: Stream, exports: &Exports) -> Result<(), ConnEnd> {
+    let negotiated = match negotiate(&mut stream, exports) {
+        Ok(n) => n,
+        Err(HandshakeError::Left) => return Ok(()),
+        Err(HandshakeError::Io(e)) => return Err(ConnEnd::Io(e)),
+        Err(HandshakeError::Protocol(p)) => {
+            return Err(ConnEnd::Protocol(format!("handshake: {p}")))
+        }
+    };
+    // Idle clients are fine once connected; only replies have a deadline.
+    stream.set_read_timeout(None)?;
+    let reader = stream.try_clone()?;
+    match &negotiated.export.kind {
+        ExportKind::File(_) => serve_file(reader, stream, &negotiated),
+        ExportKind::Array(_) => serve_array(reader, stream, &negotiated),
+    }
+}
+
+/// Removes a Unix socket file no server answers on any more.
+fn remove_stale_socket(path: &std::path::Path) {
+    let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
+    if is_socket && UnixStream::connect(path).is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// SIGINT and SIGTERM, blocked in every thread so that one thread can wait for them.
+#[derive(Debug, Clone, Copy)]
+pub struct StopSignals(libc::sigset_t);
+
+/// Blocks SIGINT and SIGTERM in the calling thread. Call it before any other thread
+/// starts (threads inherit the mask), then hand the result to [`stop_on_signals`].
+pub fn block_stop_signals() -> std::io::Result<StopSignals> {
+    // SAFETY: sigset_t is plain data, initialised by sigemptyset before use; the
+    // pointers passed are to locals that outlive the calls.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        Ok(StopSignals(set))
+    }
+}
+
+/// Starts a thread that stops `handle` when SIGINT or SIGTERM arrives.
+pub fn stop_on_signals(signals: StopSignals, handle: ShutdownHandle) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("xraid-signals".to_owned())
+        .spawn(move || loop {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: the set is initialised and `sig` is a live local.
+            if unsafe { libc::sigwait(&signals.0, &mut sig) } == 0 {
+                log::info(&format!(
+                    "signal {sig}: finishing requests in flight, then stopping"
+                ));
+                handle.stop();
+                return;
+            }
+        })?;
+    Ok(())
+}

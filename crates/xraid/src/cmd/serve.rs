@@ -1,0 +1,63 @@
+//! `xraid serve`: exports arrays or plain files over NBD until SIGINT or SIGTERM.
+
+use anyhow::{anyhow, Result};
+use xraid_driver::BackendChoice;
+use xraid_server::{
+    block_stop_signals, parse_listen, stop_on_signals, ExportConfig, Listen, ServeConfig, Server,
+};
+
+use crate::cli::ServeArgs;
+use crate::size::human;
+
+pub fn run(args: ServeArgs, backend: BackendChoice) -> Result<()> {
+    let config = match &args.config {
+        Some(path) => ServeConfig::from_file(path)?,
+        None => ServeConfig {
+            listen: listen_of(args.listen.as_deref(), args.socket.clone())?,
+            exports: vec![ExportConfig {
+                name: args.name.clone(),
+                paths: args.array.clone(),
+                read_only: args.read_only,
+            }],
+            max_connections: args.max_connections,
+        },
+    };
+    serve(&config, backend)
+}
+
+/// Where to listen, from `--listen` / `--socket`.
+pub(crate) fn listen_of(
+    listen: Option<&str>,
+    socket: Option<std::path::PathBuf>,
+) -> Result<Listen> {
+    Ok(match (listen, socket) {
+        (_, Some(path)) => Listen::Unix(path),
+        (Some(addr), None) => {
+            Listen::Tcp(parse_listen(addr).map_err(|e| anyhow!("--listen: {e}"))?)
+        }
+        (None, None) => Listen::default(),
+    })
+}
+
+/// Starts the server, says how to reach it, and runs until a stop signal.
+pub(crate) fn serve(config: &ServeConfig, backend: BackendChoice) -> Result<()> {
+    // Before any thread starts, so that every thread inherits the blocked mask.
+    let signals = block_stop_signals()?;
+    let server = Server::start(config, backend)?;
+    stop_on_signals(signals, server.shutdown_handle())?;
+    let address = server.address().to_owned();
+    for (name, size, description) in server.exports() {
+        let uri = match &config.listen {
+            Listen::Tcp(_) => format!("nbd://{address}/{name}"),
+            Listen::Unix(path) => format!("nbd+unix:///{name}?socket={}", path.display()),
+        };
+        println!("serving '{name}' ({}, {description}) at {uri}", human(size));
+        println!("  qemu-img info {uri}");
+        println!("  nbdcopy {uri} copy.img");
+        println!("  nbdfuse mnt/disk {uri}");
+    }
+    println!("listening on {address}; stop with Ctrl-C or SIGTERM");
+    server.run()?;
+    println!("stopped; arrays flushed and marked clean");
+    Ok(())
+}
