@@ -10,6 +10,7 @@ use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
 use xraid_engine::MemberState;
 use xraid_format::{Superblock, ROLE_FAULTY};
 use xraid_layout::SECTOR_BYTES;
+use xraid_member::{FaultyMember, Member, MemberFault};
 
 use crate::assemble::role_idx;
 use crate::create::write_superblock;
@@ -42,13 +43,29 @@ impl Array {
         mode: OpenMode,
         backend: BackendChoice,
     ) -> Result<Array, ArrayError> {
+        Array::open_with_faults(assembled, mode, backend, &[])
+    }
+
+    /// Opens an assembled array with some members wrapped in a [`FaultyMember`]
+    /// (tests and demonstrations of the array surviving member failures).
+    pub fn open_with_faults(
+        assembled: Assembled,
+        mode: OpenMode,
+        backend: BackendChoice,
+        faults: &[MemberFault],
+    ) -> Result<Array, ArrayError> {
         let mut slots = Vec::with_capacity(assembled.roles.len());
         let mut superblocks = Vec::with_capacity(assembled.roles.len());
         for role in assembled.roles {
             match role {
                 Some(found) => {
+                    let role = slots.len();
+                    let mut member: Box<dyn Member> = Box::new(found.member);
+                    if let Some(f) = faults.iter().find(|f| usize::from(f.role) == role) {
+                        member = Box::new(FaultyMember::new(member, f.plan.clone()));
+                    }
                     slots.push(Some(MemberSlot {
-                        member: Box::new(found.member),
+                        member,
                         data_offset_bytes: found.superblock.data_offset * SECTOR_BYTES,
                     }));
                     superblocks.push(Some((found.path, found.superblock)));

@@ -1,6 +1,6 @@
 //! Member devices: regular files and block devices (O_DIRECT where the file system
 //! allows it, an exclusive flock so that two xraid processes never drive one member),
-//! and in-memory members for tests and the simulator.
+//! in-memory members for tests and the simulator, and a wrapper that injects faults.
 //!
 //! **Architecture invariant:** this crate knows nothing about arrays. A member is a
 //! flat range of bytes with positional, thread-safe reads and writes; the driver may
@@ -9,12 +9,14 @@
 mod device;
 mod direct;
 mod error;
+mod fault;
 mod file;
 mod lock;
 mod memory;
 mod options;
 
 pub use error::MemberError;
+pub use fault::{FaultPlan, FaultyMember, MemberFault};
 pub use file::FileMember;
 pub use memory::MemoryMember;
 pub use options::{DirectFd, DirectMode, OpenOptions};

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use xraid_member::MemberFault;
 
 use crate::ServerError;
 
@@ -45,6 +46,9 @@ pub struct ExportConfig {
     pub paths: Vec<PathBuf>,
     #[serde(default)]
     pub read_only: bool,
+    /// Members to wrap in injected faults (command line only, for demonstrations).
+    #[serde(skip)]
+    pub faults: Vec<MemberFault>,
 }
 
 /// Everything `xraid serve` needs.

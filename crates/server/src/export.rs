@@ -86,6 +86,12 @@ pub(crate) fn open(
     let name = config.name.clone();
     if let [path] = config.paths.as_slice() {
         if is_plain_file(path)? {
+            if !config.faults.is_empty() {
+                return Err(ServerError::Export {
+                    name,
+                    detail: "--fault applies to array members, and this is a plain file".to_owned(),
+                });
+            }
             let file =
                 FileExport::open(path, config.read_only).map_err(|source| ServerError::Export {
                     name: name.clone(),
@@ -134,7 +140,22 @@ pub(crate) fn open(
     } else {
         OpenMode::ReadWrite
     };
-    let array = Array::open(assembled, mode, backend).map_err(|e| export_error(e.to_string()))?;
+    if let Some(f) = config
+        .faults
+        .iter()
+        .find(|f| usize::from(f.role) >= usize::from(assembled.geometry.raid_disks()))
+    {
+        return Err(export_error(format!(
+            "--fault names role {}, but the array has roles 0 to {}",
+            f.role,
+            assembled.geometry.raid_disks() - 1
+        )));
+    }
+    for f in &config.faults {
+        crate::log::info(&format!("export '{name}': injecting faults into role {}: {:?}", f.role, f.plan));
+    }
+    let array = Array::open_with_faults(assembled, mode, backend, &config.faults)
+        .map_err(|e| export_error(e.to_string()))?;
     let (handle, thread) = array_export::spawn(array, name.clone(), config.read_only)
         .map_err(|e| export_error(e.to_string()))?;
     let export = Export {

@@ -8,6 +8,7 @@
 
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use xraid_engine::IoBuf;
@@ -27,7 +28,8 @@ const READ_BUFFER_BYTES: usize = 256 * 1024;
 /// Replies are sent once this much is batched, even with more requests waiting.
 const WRITE_BATCH_BYTES: usize = 1 << 20;
 /// Reads at least this long are checked for holes (shorter ones are sent as data:
-/// looking costs more than sending a few zeros).
+/// looking costs more than sending a few zeros), and their data goes from the file to
+/// the socket with sendfile(2) instead of through a buffer.
 const HOLE_CHECK_BYTES: u32 = 64 * 1024;
 /// Most extents in one block status reply.
 const MAX_EXTENTS: usize = 1024;
@@ -170,7 +172,7 @@ fn skip_payload<R: Read>(reader: &mut R, length: u32) -> Result<(), ConnEnd> {
 }
 
 /// Serves a plain-file export on this thread until the client leaves.
-pub(crate) fn serve_file<S: Read + Write>(
+pub(crate) fn serve_file<S: Read + Write + AsRawFd>(
     reader: S,
     mut writer: S,
     n: &Negotiated,
@@ -199,6 +201,12 @@ pub(crate) fn serve_file<S: Read + Write>(
                 skip_payload(&mut reader, req.length)?;
             }
             push_error(&mut out, n.structured, req.cookie, errno, &msg);
+            continue;
+        }
+        if req.command == Command::Read && req.length >= HOLE_CHECK_BYTES {
+            writer.write_all(&out)?;
+            out.clear();
+            send_file_read(file, &req, n.structured, &mut writer)?;
             continue;
         }
         handle_file_request(file, n, &req, &mut reader, &mut out, &mut payload)?;
@@ -271,59 +279,71 @@ fn handle_file_request<R: Read>(
     Ok(())
 }
 
-/// A file read, straight into the reply buffer; with structured replies, holes in
-/// long reads go out as hole chunks.
+/// A short file read, straight into the reply buffer.
 fn file_read(file: &FileExport, req: &Request, structured: bool, out: &mut Vec<u8>) {
     let cookie = req.cookie;
-    let split = structured && req.flags & CMD_FLAG_DF == 0 && req.length >= HOLE_CHECK_BYTES;
-    let extents = if split {
+    let start = out.len();
+    if structured {
+        out.extend_from_slice(&offset_data_header(
+            REPLY_FLAG_DONE,
+            cookie,
+            req.offset,
+            req.length,
+        ));
+    } else {
+        out.extend_from_slice(&simple_reply(0, cookie));
+    }
+    let at = out.len();
+    out.resize(at + req.length as usize, 0);
+    if let Err(errno) = file.read(&mut out[at..], req.offset) {
+        out.truncate(start);
+        push_error(out, structured, cookie, errno, "read error on the export");
+    }
+}
+
+/// A long file read: holes become hole chunks (structured replies), data goes from the
+/// page cache to the socket by sendfile(2). An error after data started flowing cannot
+/// be reported in the reply any more, so it ends the connection.
+fn send_file_read<S: Write + AsRawFd>(
+    file: &FileExport,
+    req: &Request,
+    structured: bool,
+    writer: &mut S,
+) -> Result<(), ConnEnd> {
+    let cookie = req.cookie;
+    let whole = [crate::file_export::Extent {
+        offset: req.offset,
+        length: u64::from(req.length),
+        hole: false,
+    }];
+    let mut extents = if structured && req.flags & CMD_FLAG_DF == 0 && file.may_have_holes() {
         file.extents(req.offset, u64::from(req.length), MAX_EXTENTS)
     } else {
         Vec::new()
     };
     let covered: u64 = extents.iter().map(|e| e.length).sum();
-    let start = out.len();
-    if !split
-        || extents.is_empty()
-        || covered < u64::from(req.length)
-        || extents.len() == 1 && !extents[0].hole
-    {
-        // One piece of data.
-        if structured {
-            out.extend_from_slice(&offset_data_header(
-                REPLY_FLAG_DONE,
-                cookie,
-                req.offset,
-                req.length,
-            ));
-        } else {
-            out.extend_from_slice(&simple_reply(0, cookie));
-        }
-        let at = out.len();
-        out.resize(at + req.length as usize, 0);
-        if let Err(errno) = file.read(&mut out[at..], req.offset) {
-            out.truncate(start);
-            push_error(out, structured, cookie, errno, "read error on the export");
-        }
-        return;
+    if covered != u64::from(req.length) {
+        extents = whole.to_vec();
+    }
+    if !structured {
+        writer.write_all(&simple_reply(0, cookie))?;
+        return file
+            .send_to(writer.as_raw_fd(), req.offset, u64::from(req.length))
+            .map_err(ConnEnd::Io);
     }
     let last = extents.len() - 1;
     for (i, e) in extents.iter().enumerate() {
         let flags = if i == last { REPLY_FLAG_DONE } else { 0 };
+        // Extents lie within one request, so each fits in u32.
         let length = e.length as u32;
         if e.hole {
-            out.extend_from_slice(&offset_hole_chunk(flags, cookie, e.offset, length));
-            continue;
-        }
-        out.extend_from_slice(&offset_data_header(flags, cookie, e.offset, length));
-        let at = out.len();
-        out.resize(at + length as usize, 0);
-        if let Err(errno) = file.read(&mut out[at..], e.offset) {
-            out.truncate(start);
-            push_error(out, structured, cookie, errno, "read error on the export");
-            return;
+            writer.write_all(&offset_hole_chunk(flags, cookie, e.offset, length))?;
+        } else {
+            writer.write_all(&offset_data_header(flags, cookie, e.offset, length))?;
+            file.send_to(writer.as_raw_fd(), e.offset, e.length)?;
         }
     }
+    Ok(())
 }
 
 /// Limits one connection's requests in flight (count and bytes).

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use xraid_member::MemberFault;
+
 use crate::size::parse_size;
 
 /// xraid: user-space RAID in Linux md's on-disk format.
@@ -143,8 +145,13 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = xraid_server::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Serve the exports a TOML file lists (see docs/SERVE.md) instead of ARRAY.
-    #[arg(long, conflicts_with_all = ["array", "name", "read_only"])]
+    #[arg(long, conflicts_with_all = ["array", "name", "read_only", "fault"])]
     pub config: Option<PathBuf>,
+    /// Inject faults into a member, for demonstrations and tests: `role=N` with
+    /// `fail-now`, `fail-after=IOS`, `errors=START..END` (member bytes, K/M/G) or
+    /// `latency=MSms`, e.g. `--fault role=1,fail-after=5000`. Repeatable.
+    #[arg(long)]
+    pub fault: Vec<MemberFault>,
     /// The array (member paths or a folder holding them), or one plain file, which is
     /// served as it is.
     #[arg(required_unless_present = "config")]

@@ -117,6 +117,7 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
             name: "demo".to_owned(),
             paths: vec![args.dir.clone()],
             read_only: false,
+            faults: Vec::new(),
         }],
         max_connections: DEFAULT_MAX_CONNECTIONS,
     };

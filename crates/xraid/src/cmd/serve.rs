@@ -18,6 +18,7 @@ pub fn run(args: ServeArgs, backend: BackendChoice) -> Result<()> {
                 name: args.name.clone(),
                 paths: args.array.clone(),
                 read_only: args.read_only,
+                faults: args.fault.clone(),
             }],
             max_connections: args.max_connections,
         },

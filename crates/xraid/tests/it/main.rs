@@ -1,9 +1,14 @@
 //! One integration-test binary that drives the real `xraid` binary and real tools
-//! (mdadm, xz, sha256sum). Each test works in its own temporary folder.
+//! (mdadm, xz, sha256sum; for `xraid serve`, NBD clients: qemu-img, libnbd's tools,
+//! fio, and a hand-written raw client). Each test works in its own temporary folder.
 
+mod nbd_raw;
+mod server;
 mod util;
 
 mod bad_input;
 mod create_examine;
 mod fixtures;
+mod nbd_bad_input;
+mod nbd_clients;
 mod roundtrip;

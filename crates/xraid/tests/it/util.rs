@@ -128,3 +128,16 @@ pub fn manifest(name: &str) -> serde_json::Value {
 pub fn hashes(paths: &[PathBuf]) -> Vec<String> {
     paths.iter().map(|p| sha256_file(p)).collect()
 }
+
+/// `len` bytes from a seeded xorshift generator: reproducible, and never all zeros.
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
