@@ -326,7 +326,7 @@ fn send_file_read<S: Write + AsRawFd>(
         extents = whole.to_vec();
     }
     if !structured {
-        writer.write_all(&simple_reply(0, cookie))?;
+        send_more(writer, &simple_reply(0, cookie))?;
         return file
             .send_to(writer.as_raw_fd(), req.offset, u64::from(req.length))
             .map_err(ConnEnd::Io);
@@ -339,9 +339,36 @@ fn send_file_read<S: Write + AsRawFd>(
         if e.hole {
             writer.write_all(&offset_hole_chunk(flags, cookie, e.offset, length))?;
         } else {
-            writer.write_all(&offset_data_header(flags, cookie, e.offset, length))?;
+            send_more(writer, &offset_data_header(flags, cookie, e.offset, length))?;
             file.send_to(writer.as_raw_fd(), e.offset, e.length)?;
         }
+    }
+    Ok(())
+}
+
+/// Sends a reply header that data will follow, telling the kernel more is coming so
+/// that header and data leave in the same segments (MSG_MORE).
+fn send_more<S: AsRawFd>(writer: &S, bytes: &[u8]) -> io::Result<()> {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        let rest = &bytes[sent..];
+        // SAFETY: the pointer and length describe `rest`, which outlives the call.
+        let n = unsafe {
+            libc::send(
+                writer.as_raw_fd(),
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_MORE | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+            continue;
+        }
+        sent += n.unsigned_abs();
     }
     Ok(())
 }
