@@ -15,9 +15,10 @@ few hundred milliseconds, too much to ignore), the second once fio has exited an
 seconds have passed (so forked connection handlers have been reaped).
 
 Prints one CSV fragment (no header):
-    iops,mb_s,ios,runtime_s,server_cpu_s,cpu_us_per_io,clat_p99_us,lat_p50_us,lat_p99_us,stream_mb_s
+    iops,mb_s,ios,runtime_s,server_cpu_s,cpu_us_per_io,clat_p99_us,lat_p50_us,lat_p99_us,stream_mb_s,client_cpu_pct
 for jobs[0] (the measured job); stream_mb_s is the throughput of the other jobs (empty if
-there are none); cpu_us_per_io divides the server CPU by the I/Os of all jobs. lat is
+there are none); client_cpu_pct is fio's own CPU use (usr+sys, % of one core, summed over
+jobs: near 100 per job means the client, not the server, sets the pace); cpu_us_per_io divides the server CPU by the I/Os of all jobs. lat is
 fio's total latency (submission to completion); clat leaves out the submission, which
 with the nbd engine already includes sending the request (and, on a fast server, part
 of the round trip), so lat is the one to compare.
@@ -151,6 +152,7 @@ def main():
         f"{cpu_s * 1e6 / all_ios:.3f}", f"{clat.get('99.000000', 0) / 1000:.1f}",
         f"{lat['50.000000'] / 1000:.1f}", f"{lat['99.000000'] / 1000:.1f}",
         "" if stream_bw is None else f"{stream_bw / 1e6:.2f}",
+        f"{sum(j['usr_cpu'] + j['sys_cpu'] for j in jobs):.1f}",
     ]))
 
 

@@ -109,13 +109,13 @@ mkdir -p "$out"
 csv="$out/nbd.csv"
 # Never clobber an earlier run's raw data: keep it under its modification time.
 [ -f "$csv" ] && mv "$csv" "$out/nbd.$(date -r "$csv" +%H%M%S).csv"
-echo "run,fs,server,target,workload,iops,mb_s,ios,runtime_s,server_cpu_s,cpu_us_per_io,clat_p99_us,lat_p50_us,lat_p99_us,stream_mb_s" > "$csv"
+echo "run,fs,server,target,workload,iops,mb_s,ios,runtime_s,server_cpu_s,cpu_us_per_io,clat_p99_us,lat_p50_us,lat_p99_us,stream_mb_s,client_cpu_pct" > "$csv"
 
 # ---- servers -------------------------------------------------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/xraid-nbd.XXXXXX")
 data_dirs=""
 running=""     # pids of servers we started and have not stopped yet
-srv_pid="" srv_port="" srv_uri="" srv_log=""
+srv_pid="" srv_port="" srv_uri="" srv_log="" n_log=0 cur_fs="" cur_dir=""
 
 alive() { # pid: running and not a zombie
     local st
@@ -159,7 +159,8 @@ free_port() {
 start_server() {
     local server=$1 target=$2 dir=$3 port name="" i
     port=$(free_port)
-    srv_log="$work/$server-$target-$(basename "$dir").$(date +%s%N).log"
+    n_log=$((n_log + 1))
+    srv_log="$work/$(printf %03d "$n_log")-$cur_fs-$server-$target.log"
     case $server in
         nbdkit)
             # -t 16 is nbdkit's default thread count, spelled out; default page-cache I/O.
@@ -227,10 +228,12 @@ one() {
         -- fio "${common[@]}" "$@" 2>"$work/fio.err") ||
         { cat "$work/fio.err" "$srv_log" >&2; die "fio failed: $label against $server ($target, $fs)"; }
     echo "$run,$fs,$server,$target,$label,$line" >> "$csv"
-    local iops mbs cpu cpu_io p99 stream
-    IFS=, read -r iops mbs _ _ cpu cpu_io _ _ p99 stream <<< "$line"
-    log "  $label: $iops IOPS, $mbs MB/s, p99 latency $p99 us, server cpu $cpu s = $cpu_io us/IO${stream:+, stream $stream MB/s}"
-    sync   # write-back of what this run dirtied must not land in the next measurement
+    local iops mbs cpu cpu_io p99 stream client
+    IFS=, read -r iops mbs _ _ cpu cpu_io _ _ p99 stream client <<< "$line"
+    log "  $label: $iops IOPS, $mbs MB/s, p99 latency $p99 us, server cpu $cpu s = $cpu_io us/IO, fio cpu $client%${stream:+, stream $stream MB/s}"
+    # The write-back of what this run dirtied must not land in the next measurement
+    # (fsync of the bench files only: others may be writing to the same disk).
+    sync -- "$cur_dir"/plain.img "$cur_dir"/raid/m*.img 2>/dev/null || true
 }
 workload() { # RUN FS SERVER TARGET WORKLOAD
     local a=("$1" "$2" "$3" "$4")
@@ -268,7 +271,8 @@ echo
 peer_or_xfile=0
 for t in "${targets[@]}"; do [ "${t#*:}" = file ] && peer_or_xfile=1; done
 for f in $FS; do
-    d="$(fs_dir "$f")/xraid-nbd.$$"
+    cur_fs=$f
+    d="$(fs_dir "$f")/xraid-nbd.$$" cur_dir="$(fs_dir "$f")/xraid-nbd.$$"
     mkdir -p "$d"
     data_dirs="$data_dirs $d"
     if [ "$peer_or_xfile" = 1 ]; then
@@ -292,14 +296,15 @@ for f in $FS; do
             { cat "$work/fio.err" "$srv_log" >&2; die "filling the RAID-5 failed"; }
         stop_server
     fi
+    sync -- "$d"/plain.img "$d"/raid/m*.img 2>/dev/null || true
 done
-sync
 
 # ---- runs ----------------------------------------------------------------------------
 n=${#targets[@]}
 for run in $(seq 1 "$RUNS"); do
     for f in $FS; do
-        d="$(fs_dir "$f")/xraid-nbd.$$"
+        cur_fs=$f
+        d="$(fs_dir "$f")/xraid-nbd.$$" cur_dir="$(fs_dir "$f")/xraid-nbd.$$"
         for i in $(seq 0 $((n - 1))); do
             t=${targets[$(( (i + run - 1) % n ))]}
             server=${t%%:*} target=${t#*:}

@@ -58,7 +58,7 @@ def main(path):
         groups[(r["fs"], r["server"], r["target"], r["workload"])].append(r)
 
     def m(fs, server, target, workload, col):
-        return med(fnum(r[col]) for r in groups.get((fs, server, target, workload), []))
+        return med(fnum(r.get(col)) for r in groups.get((fs, server, target, workload), []))
 
     runs = sorted({len(v) for v in groups.values()})
     runs_text = str(runs[0]) if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
@@ -74,9 +74,10 @@ def main(path):
     cols += [(p, "file", p) for p in peers]
     have_xraid = any(c[0] == "xraid" for c in cols)
 
-    print(f"Medians of {runs_text} runs per cell. Cell: IOPS or MB/s (10^6 B/s), and in brackets "
-          "the server's CPU time per I/O in µs (utime+stime of the server process and its "
-          "children, over fio's measured I/Os).")
+    print(f"Medians of {runs_text} runs per cell. Cell: IOPS or MB/s (10^6 B/s); in brackets "
+          "the server's CPU time per I/O (utime+stime of the server process, its threads and "
+          "children, over fio's measured I/Os) and fio's own CPU use in % of one core (near 100: "
+          "the single-threaded client, not the server, sets the pace).")
     if have_xraid and peers:
         print("Ratios are xraid / peer on medians; \"best\" is the best of "
               + ", ".join(peers) + " for that row.")
@@ -97,8 +98,11 @@ def main(path):
             for server, target, _ in cols:
                 v = m(fs, server, target, wl, col)
                 cpu = m(fs, server, target, wl, "cpu_us_per_io")
+                client = m(fs, server, target, wl, "client_cpu_pct")
                 vals[(server, target)] = v
-                cells.append(fmt_metric(v, unit) + ("" if cpu is None else f" ({cpu:.1f})"))
+                extra = [] if cpu is None else [f"{cpu:.1f} µs"]
+                extra += [] if client is None else [f"fio {client:.0f}%"]
+                cells.append(fmt_metric(v, unit) + (f" ({', '.join(extra)})" if extra else ""))
             if have_xraid and peers:
                 peer_vals = [vals[(p, "file")] for p in peers if vals.get((p, "file"))]
                 best = max(peer_vals) if peer_vals else None

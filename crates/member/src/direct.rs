@@ -11,6 +11,12 @@ use std::path::Path;
 const PROBE_BYTES: usize = 4096;
 
 const UNSUPPORTED: &str = "the file system does not support O_DIRECT";
+const IN_MEMORY: &str =
+    "the file system keeps files in memory (tmpfs): O_DIRECT would bypass nothing and make every I/O wait for a kernel worker";
+
+/// statfs magic numbers of the file systems that live in memory.
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+const RAMFS_MAGIC: i64 = 0x8584_58f6;
 
 /// The O_DIRECT descriptor, or why there is none.
 pub(crate) enum Direct {
@@ -21,6 +27,9 @@ pub(crate) enum Direct {
 /// Opens `path` again with O_DIRECT and, when the member is large enough, reads its
 /// first block through it.
 pub(crate) fn open_direct(path: &Path, write: bool, size: u64, align: usize) -> Direct {
+    if in_memory(path) {
+        return Direct::Unavailable(IN_MEMORY.to_owned());
+    }
     let file = match std::fs::OpenOptions::new()
         .read(true)
         .write(write)
@@ -39,6 +48,24 @@ pub(crate) fn open_direct(path: &Path, write: bool, size: u64, align: usize) -> 
             Direct::Unavailable(UNSUPPORTED.to_owned())
         }
         Err(e) => Direct::Unavailable(format!("an O_DIRECT test read failed: {e}")),
+    }
+}
+
+/// Whether `path` lies on tmpfs or ramfs. There the page cache is the storage: reads
+/// and writes through it complete at once (io_uring does them inline), while O_DIRECT
+/// ones are handed to kernel workers.
+fn in_memory(path: &Path) -> bool {
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs writes into the zeroed local struct; the path is NUL-terminated.
+    unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        if libc::statfs(c_path.as_ptr(), &mut st) != 0 {
+            return false;
+        }
+        let magic = st.f_type as i64;
+        magic == TMPFS_MAGIC || magic == RAMFS_MAGIC
     }
 }
 

@@ -165,9 +165,16 @@ mod tests {
             .expect("valid");
         assert_eq!(f.role, 1);
         assert_eq!(f.plan.fail_after, Some(10));
-        assert_eq!(f.plan.error_ranges, [1 << 20..2 << 20]);
+        assert_eq!(f.plan.error_ranges.len(), 1);
+        assert_eq!(f.plan.error_ranges[0], 1 << 20..2 << 20);
         assert_eq!(f.plan.latency, Some(Duration::from_millis(5)));
-        for bad in ["fail-now", "role=x", "role=1,errors=5..1", "role=1,boom", "role=1,latency=5"] {
+        for bad in [
+            "fail-now",
+            "role=x",
+            "role=1,errors=5..1",
+            "role=1,boom",
+            "role=1,latency=5",
+        ] {
             let err = bad.parse::<MemberFault>().expect_err(bad);
             assert!(err.contains("fault"), "{err}");
         }
@@ -177,7 +184,7 @@ mod tests {
     fn fails_after_n_ios_and_in_bad_ranges() {
         let plan = FaultPlan {
             fail_after: Some(3),
-            error_ranges: vec![4096..8192],
+            error_ranges: std::iter::once(4096..8192).collect(),
             latency: None,
         };
         let m = FaultyMember::new(Box::new(MemoryMember::new("m", 1 << 16)), plan);

@@ -21,7 +21,7 @@ use xraid_nbd::consts::{EINVAL, EIO};
 use crate::log;
 
 /// Requests of at least this many bytes take the large lane.
-const LARGE_REQUEST_BYTES: usize = 128 * 1024;
+const LARGE_REQUEST_BYTES: usize = crate::lane::BULK_BYTES as usize;
 /// Bytes of large requests the engine works on at once.
 const LARGE_LANE_BUDGET: usize = 4 << 20;
 /// Pieces a WRITE_ZEROES is split into.
@@ -148,6 +148,7 @@ pub(crate) fn spawn(
         running: HashMap::new(),
         next_job: 0,
         began_writes: false,
+        reniced_at: None,
     };
     let thread = std::thread::Builder::new()
         .name("xraid-array".to_owned())
@@ -192,6 +193,7 @@ struct Worker {
     running: HashMap<u64, Running>,
     next_job: u64,
     began_writes: bool,
+    reniced_at: Option<std::time::Instant>,
 }
 
 impl Worker {
@@ -251,19 +253,34 @@ impl Worker {
         }
     }
 
-    /// Small jobs go in at once; large ones while the large lane has budget (always
-    /// at least one, so a lone large job is never stuck).
+    /// Small jobs go in at once; one large job per round while the large lane has
+    /// budget (always at least one, so a lone large job is never stuck). One per round
+    /// sends the thread back to its queue between large jobs, so a small request that
+    /// arrives meanwhile waits for at most one large job's planning.
     fn admit(&mut self) {
         while let Some(job) = self.small.pop_front() {
             self.start(job, 0);
         }
-        while self.large_bytes < LARGE_LANE_BUDGET {
-            let Some(job) = self.large.pop_front() else {
-                break;
-            };
-            let bytes = job.op.bytes().min(LARGE_LANE_BUDGET);
-            self.large_bytes += bytes;
-            self.start(job, bytes);
+        if self.large_bytes < LARGE_LANE_BUDGET {
+            if let Some(job) = self.large.pop_front() {
+                let bytes = job.op.bytes().min(LARGE_LANE_BUDGET);
+                self.large_bytes += bytes;
+                self.start(job, bytes);
+                self.renice_workers_now_and_then();
+            }
+        }
+    }
+
+    /// The kernel starts io_uring workers as it needs them; put new ones in the bulk
+    /// lane, looking at most every 100 ms.
+    fn renice_workers_now_and_then(&mut self) {
+        let now = std::time::Instant::now();
+        if self
+            .reniced_at
+            .is_none_or(|at| now.duration_since(at) >= std::time::Duration::from_millis(100))
+        {
+            self.reniced_at = Some(now);
+            crate::lane::renice_io_workers();
         }
     }
 

@@ -152,7 +152,10 @@ pub(crate) fn open(
         )));
     }
     for f in &config.faults {
-        crate::log::info(&format!("export '{name}': injecting faults into role {}: {:?}", f.role, f.plan));
+        crate::log::info(&format!(
+            "export '{name}': injecting faults into role {}: {:?}",
+            f.role, f.plan
+        ));
     }
     let array = Array::open_with_faults(assembled, mode, backend, &config.faults)
         .map_err(|e| export_error(e.to_string()))?;

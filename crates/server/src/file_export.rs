@@ -129,8 +129,14 @@ impl FileExport {
     }
 
     /// Sends `length` bytes from `offset` to the socket `out` with sendfile(2).
-    pub(crate) fn send_to(&self, out: std::os::fd::RawFd, offset: u64, length: u64) -> io::Result<()> {
-        let mut off = i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    pub(crate) fn send_to(
+        &self,
+        out: std::os::fd::RawFd,
+        offset: u64,
+        length: u64,
+    ) -> io::Result<()> {
+        let mut off =
+            i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         let mut left = length;
         while left > 0 {
             let count = usize::try_from(left.min(1 << 30)).unwrap_or(1 << 30);

@@ -10,6 +10,7 @@ mod config;
 mod export;
 mod file_export;
 mod handshake;
+mod lane;
 mod log;
 mod server;
 mod stream;

@@ -7,8 +7,8 @@
 //! (NBD lets replies overtake each other), so a slow request never holds back others.
 
 use std::io::{self, BufReader, IoSlice, Read, Write};
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::os::fd::AsRawFd;
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use xraid_engine::IoBuf;
@@ -22,6 +22,7 @@ use crate::array_export::{ArrayHandle, Done, Job, JobOp, ReadData};
 use crate::export::{ExportKind, MAX_REQUEST_BYTES};
 use crate::file_export::FileExport;
 use crate::handshake::{Negotiated, BASE_ALLOCATION_ID};
+use crate::lane::Lane;
 
 /// Bytes of requests read from the socket at once.
 const READ_BUFFER_BYTES: usize = 256 * 1024;
@@ -183,6 +184,7 @@ pub(crate) fn serve_file<S: Read + Write + AsRawFd>(
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH_BYTES);
     let mut payload: Vec<u8> = Vec::new();
+    let mut lane = Lane::default();
     let result = loop {
         if reader.buffer().is_empty() || out.len() >= WRITE_BATCH_BYTES {
             writer.write_all(&out)?;
@@ -195,6 +197,7 @@ pub(crate) fn serve_file<S: Read + Write + AsRawFd>(
         if req.command == Command::Disconnect {
             break Ok(());
         }
+        lane.note(req.length);
         let checked = check(&req, n);
         if let Some((errno, msg)) = checked.error {
             if req.command == Command::Write {
@@ -438,11 +441,13 @@ fn read_array_requests<S: Read>(
         // The writer is gone only if the socket failed; the read loop ends then too.
         let _ = done.send(Done::Raw { bytes, releases: 1 });
     };
+    let mut lane = Lane::default();
     loop {
         let req = next_request(&mut reader)?;
         if req.command == Command::Disconnect {
             return Ok(());
         }
+        lane.note(req.length);
         let checked = check(&req, n);
         if let Some((errno, msg)) = checked.error {
             if req.command == Command::Write {

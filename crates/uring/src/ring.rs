@@ -24,6 +24,12 @@ const WAKE: u64 = u64::MAX - 1;
 /// The kernel caps ring sizes; far fewer entries than this already keep a disk busy.
 const MAX_ENTRIES: u32 = 4096;
 
+/// Transfers at least this long are sent straight to the kernel's async workers
+/// (IOSQE_ASYNC) instead of being tried inline first: an inline buffered write of a
+/// megabyte would hold the submitting thread for the whole copy, and with it every
+/// small I/O queued behind.
+const ASYNC_BYTES: u32 = 64 * 1024;
+
 /// Pause before retrying when the kernel is out of resources or the enter call keeps
 /// failing, so that a retry loop does not spin.
 const BACKOFF: Duration = Duration::from_millis(1);
@@ -79,6 +85,7 @@ impl UringBackend {
     pub fn new(depth: u32) -> io::Result<UringBackend> {
         let ring = IoUring::new(depth.clamp(1, MAX_ENTRIES))?;
         check_opcodes(&ring)?;
+
         let limit = ring.params().sq_entries() as usize;
         let mut backend = UringBackend {
             ring: Box::new(ring),
@@ -327,6 +334,11 @@ fn sqe_for(slot: &Slot, idx: usize) -> squeue::Entry {
         OpKind::Fsync => opcode::Fsync::new(fd)
             .flags(types::FsyncFlags::DATASYNC)
             .build(),
+    };
+    let entry = if len >= ASYNC_BYTES {
+        entry.flags(squeue::Flags::ASYNC)
+    } else {
+        entry
     };
     entry.user_data(idx as u64)
 }

@@ -23,10 +23,11 @@ const ARRAY_BYTES: u64 = 45 << 20;
 /// A served 45 MiB RAID-5 (large enough for 33 MiB requests to be in range) with
 /// `known` written at offset 0 through a well-behaved client and flushed.
 struct Setup {
-    dir: TempDir,
-    disks: PathBuf,
+    // Dropped first: the server stops before its folder goes.
     server: Server,
     known: Vec<u8>,
+    disks: PathBuf,
+    dir: TempDir,
 }
 
 fn setup(extra: &[&str]) -> Setup {
@@ -41,10 +42,10 @@ fn setup(extra: &[&str]) -> Setup {
     write_acknowledged(&mut c, 0, &known);
     c.disconnect();
     Setup {
-        dir,
-        disks,
         server,
         known,
+        disks,
+        dir,
     }
 }
 
@@ -85,13 +86,7 @@ fn assert_on_disk(dir: &Path, disks: &Path, offset: u64, expected: &[u8]) {
 /// `client` did something the server must not accept: the server closes that
 /// connection, logs exactly one line naming the client (containing `needle`, if
 /// given), and goes on serving others.
-fn assert_dropped(
-    s: &Setup,
-    since: usize,
-    mut client: Client,
-    what: &str,
-    needle: Option<&str>,
-) {
+fn assert_dropped(s: &Setup, since: usize, mut client: Client, what: &str, needle: Option<&str>) {
     let peer = client.local_addr();
     client.expect_closed(what);
     drop(client);
@@ -99,15 +94,24 @@ fn assert_dropped(
     if let Some(needle) = needle {
         let line = s.server.wait_for_log(since, &[&peer, needle]);
         let new = s.server.log_lines().len() - since;
-        assert_eq!(new, 1, "{what}: one log line, got {new}:\n{}", s.server.stderr());
+        assert_eq!(
+            new,
+            1,
+            "{what}: one log line, got {new}:\n{}",
+            s.server.stderr()
+        );
         assert!(line.contains("error"), "{what}: {line}");
     }
 }
 
+/// What goes wrong, what the log line says (if the server logs one), and how to do it
+/// on a connection that just got the greeting.
+type HandshakeCase = (&'static str, Option<&'static str>, fn(&mut Client));
+
 #[test]
 fn handshake_faults_close_only_that_connection() {
     let s = setup(&[]);
-    let cases: [(&str, Option<&str>, fn(&mut Client)); 6] = [
+    let cases: [HandshakeCase; 6] = [
         (
             "client flags without FIXED_NEWSTYLE",
             Some("fixed newstyle"),
@@ -118,11 +122,9 @@ fn handshake_faults_close_only_that_connection() {
             Some("unknown client flags 0x83"),
             |c| c.send_client_flags(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES | 0x80),
         ),
-        (
-            "garbage instead of IHAVEOPT",
-            Some("bad magic"),
-            |c| c.send(&[CLIENT_FLAGS.as_slice(), b"GET / HTTP/1.1\r\n\r\n"].concat()),
-        ),
+        ("garbage instead of IHAVEOPT", Some("bad magic"), |c| {
+            c.send(&[CLIENT_FLAGS.as_slice(), b"GET / HTTP/1.1\r\n\r\n"].concat())
+        }),
         (
             "a connection closed halfway through an option header",
             None,
@@ -132,14 +134,10 @@ fn handshake_faults_close_only_that_connection() {
                 c.shutdown_write();
             },
         ),
-        (
-            "an option of 100 MB",
-            Some("100000000 bytes"),
-            |c| {
-                let header = Client::option_header(OPT_GO, 100_000_000);
-                c.send(&[CLIENT_FLAGS.as_slice(), &header, &[0u8; 4096]].concat());
-            },
-        ),
+        ("an option of 100 MB", Some("100000000 bytes"), |c| {
+            let header = Client::option_header(OPT_GO, 100_000_000);
+            c.send(&[CLIENT_FLAGS.as_slice(), &header, &[0u8; 4096]].concat());
+        }),
         (
             "NBD_OPT_EXPORT_NAME for an unknown export",
             Some("unknown export 'nope'"),
@@ -165,7 +163,17 @@ fn refused_options_leave_the_handshake_usable() {
     c.send_option(99, b"what is this");
     let r = c.option_reply();
     assert_eq!((r.option, r.kind), (99, REP_ERR_UNSUP), "unknown option");
-    assert_eq!(c.go("nope"), Err(REP_ERR_UNKNOWN), "GO for an unknown export");
+    assert_eq!(
+        c.go("nope"),
+        Err(REP_ERR_UNKNOWN),
+        "GO for an unknown export"
+    );
+    // A name length that runs past the option's data.
+    let mut go = 1000u32.to_be_bytes().to_vec();
+    go.extend_from_slice(b"xraid\0\0");
+    c.send_option(OPT_GO, &go);
+    let r = c.option_reply();
+    assert_eq!((r.option, r.kind), (OPT_GO, REP_ERR_INVALID), "a short GO");
     c.send_option(OPT_LIST, &[]);
     let r = c.option_reply();
     assert_eq!(r.kind, REP_SERVER, "NBD_OPT_LIST still answered");
@@ -188,11 +196,42 @@ fn bad_requests_get_error_replies_and_the_connection_goes_on() {
         let too_big = if structured { EOVERFLOW } else { EINVAL };
         let cases = [
             ("unknown command 42", Command::Unknown(42), 0, 4096, EINVAL),
-            ("a read past the end", Command::Read, ARRAY_BYTES - 512, 1024, EINVAL),
-            ("a read at an unaligned offset", Command::Read, 100, 512, EINVAL),
-            ("a read of an unaligned length", Command::Read, 0, 100, EINVAL),
+            (
+                "a read past the end",
+                Command::Read,
+                ARRAY_BYTES - 512,
+                1024,
+                EINVAL,
+            ),
+            (
+                "a read whose end overflows 64 bits",
+                Command::Read,
+                u64::MAX - 511,
+                1024,
+                EINVAL,
+            ),
+            (
+                "a read at an unaligned offset",
+                Command::Read,
+                100,
+                512,
+                EINVAL,
+            ),
+            (
+                "a read of an unaligned length",
+                Command::Read,
+                0,
+                100,
+                EINVAL,
+            ),
             ("a read of 33 MiB", Command::Read, 0, 33 << 20, too_big),
-            ("block status without a metadata context", Command::BlockStatus, 0, 4096, EINVAL),
+            (
+                "block status without a metadata context",
+                Command::BlockStatus,
+                0,
+                4096,
+                EINVAL,
+            ),
         ];
         for (what, command, offset, length, errno) in cases {
             let r = c.command(command, offset, length);
@@ -206,7 +245,10 @@ fn bad_requests_get_error_replies_and_the_connection_goes_on() {
         // A refused write's payload is skipped, not taken for the next request.
         let cookie = c.request(Command::Write, 100, 512, &[0xEE; 512]);
         assert_eq!(c.reply(cookie, 100, 0).error, EINVAL, "an unaligned write");
-        assert!(c.read(0, known_len).as_deref() == Ok(&s.known[..]), "after the write");
+        assert!(
+            c.read(0, known_len).as_deref() == Ok(&s.known[..]),
+            "after the write"
+        );
         c.disconnect();
     }
     // With base:allocation negotiated, block status works (so EINVAL above was about
@@ -233,7 +275,13 @@ fn fatal_requests_close_only_that_connection() {
     let since = s.server.log_lines().len();
     let mut c = Client::open(addr, NAME, false);
     c.send(&[0x55; 28]);
-    assert_dropped(&s, since, c, "a request with a bad magic", Some("bad magic"));
+    assert_dropped(
+        &s,
+        since,
+        c,
+        "a request with a bad magic",
+        Some("bad magic"),
+    );
 
     let since = s.server.log_lines().len();
     let mut c = Client::open(addr, NAME, false);
@@ -246,7 +294,13 @@ fn fatal_requests_close_only_that_connection() {
     }
     .encode();
     c.send(&[header.as_slice(), &[0xEE; 4096]].concat());
-    assert_dropped(&s, since, c, "a write of 33 MiB", Some("33554432-byte limit"));
+    assert_dropped(
+        &s,
+        since,
+        c,
+        "a write of 33 MiB",
+        Some("33554432-byte limit"),
+    );
 
     let got = bystander.read(0, s.known.len() as u32);
     assert!(got.as_deref() == Ok(&s.known[..]), "the bystander reads on");
@@ -272,7 +326,10 @@ fn writes_to_a_read_only_export_are_refused_with_eperm() {
         assert_eq!(c.write(0, &[0xEE; 4096]), EPERM, "write");
         // The payload was skipped: the next request is read as a request.
         let got = c.read(0, known.len() as u32);
-        assert!(got.as_deref() == Ok(&known[..]), "read after the refused write");
+        assert!(
+            got.as_deref() == Ok(&known[..]),
+            "read after the refused write"
+        );
         assert_eq!(c.command(Command::Trim, 0, 4096).error, EPERM, "trim");
         let zero = c.command(Command::WriteZeroes, 0, 4096);
         assert_eq!(zero.error, EPERM, "write zeroes");
@@ -306,6 +363,12 @@ fn clients_that_vanish_mid_request_lose_nothing_acknowledged() {
     drop(bad);
     s.server.wait_for_log(since, &[&peer, "connection closed"]);
 
+    // A write followed at once by NBD_CMD_DISC: the server must still do it.
+    let last_words = random_bytes(1 << 20, 12);
+    let mut leaving = Client::open(addr, NAME, false);
+    leaving.request(Command::Write, 6 << 20, 1 << 20, &last_words);
+    leaving.disconnect();
+
     // Reads asked for, the client gone before their replies.
     let mut gone = Client::open(addr, NAME, false);
     for i in 0..8u64 {
@@ -322,6 +385,7 @@ fn clients_that_vanish_mid_request_lose_nothing_acknowledged() {
     s.server.stop();
     assert_on_disk(s.dir.path(), &s.disks, 1 << 20, &data);
     assert_on_disk(s.dir.path(), &s.disks, 0, &s.known);
+    assert_on_disk(s.dir.path(), &s.disks, 6 << 20, &last_words);
 }
 
 #[test]
@@ -348,19 +412,29 @@ fn a_client_that_never_reads_replies_does_not_stall_others() {
     let mut other = Client::open(addr, NAME, false);
     for _ in 0..20 {
         let got = other.read(0, s.known.len() as u32);
-        assert!(got.as_deref() == Ok(&s.known[..]), "the other client's read");
+        assert!(
+            got.as_deref() == Ok(&s.known[..]),
+            "the other client's read"
+        );
     }
     let data = random_bytes(1 << 20, 5);
     write_acknowledged(&mut other, 2 << 20, &data);
     assert!(other.read(2 << 20, 1 << 20).as_deref() == Ok(&data[..]));
     let took = start.elapsed();
-    assert!(took < Duration::from_secs(5), "the other client took {took:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "the other client took {took:?}"
+    );
     other.disconnect();
 
     drop(hog);
     let stopping = Instant::now();
     s.server.stop();
-    assert!(stopping.elapsed() < Duration::from_secs(5), "stop took {:?}", stopping.elapsed());
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "stop took {:?}",
+        stopping.elapsed()
+    );
     assert_on_disk(s.dir.path(), &s.disks, 2 << 20, &data);
 }
 

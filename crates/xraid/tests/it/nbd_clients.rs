@@ -61,7 +61,10 @@ fn file_with(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
 /// module is installed for the system Python, which a python3 earlier on PATH (pyenv,
 /// a virtualenv) hides: put the system's first.
 fn nbdsh() -> Option<Command> {
-    let path = format!("/usr/bin:/bin:{}", std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "/usr/bin:/bin:{}",
+        std::env::var("PATH").unwrap_or_default()
+    );
     let works = Command::new("nbdsh")
         .env("PATH", &path)
         .args(["-c", "pass"])
@@ -92,7 +95,10 @@ fn qemu_img_writes_an_image_and_compares_it() {
         "qemu-img",
         &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
     );
-    let same = run("qemu-img", &["compare", "-f", "raw", "-F", "raw", p(&image), &uri]);
+    let same = run(
+        "qemu-img",
+        &["compare", "-f", "raw", "-F", "raw", p(&image), &uri],
+    );
     assert!(same.contains("identical"), "{same}");
     // compare does notice a difference (one byte, late in the image).
     let mut changed = std::fs::read(&image).expect("image");
@@ -121,7 +127,10 @@ fn nbdcopy_copies_the_whole_export_out() {
     server.stop();
     let copied = std::fs::read(&out).expect("the copy");
     assert_eq!(copied.len() as u64, ARRAY_BYTES);
-    assert!(copied[3 << 20..8 << 20] == data[..], "what xraid write wrote");
+    assert!(
+        copied[3 << 20..8 << 20] == data[..],
+        "what xraid write wrote"
+    );
     assert!(copied[..3 << 20].iter().all(|&b| b == 0), "zeros before it");
     assert_eq!(sha256_file(&out), sha256_of_read(&[p(&disks)]));
 }
@@ -154,7 +163,11 @@ fn nbdinfo_shows_extents_flags_and_block_sizes() {
     // Type 3 is hole and zero, 0 is data.
     assert_eq!(
         extents,
-        [(0, 10 << 20, 3), (10 << 20, 2 << 20, 0), (12 << 20, 52 << 20, 3)],
+        [
+            (0, 10 << 20, 3),
+            (10 << 20, 2 << 20, 0),
+            (12 << 20, 52 << 20, 3)
+        ],
         "{map}"
     );
     let file = nbdinfo_json(&[], &uri);
@@ -171,7 +184,13 @@ fn nbdinfo_shows_extents_flags_and_block_sizes() {
     assert_eq!(array["export-size"], ARRAY_BYTES);
     server.stop();
     for export in [file, array] {
-        for flag in ["can_flush", "can_fua", "can_trim", "can_zero", "can_multi_conn"] {
+        for flag in [
+            "can_flush",
+            "can_fua",
+            "can_trim",
+            "can_zero",
+            "can_multi_conn",
+        ] {
             assert_eq!(export[flag], true, "{flag}: {export}");
         }
         assert_eq!(export["is_read_only"], false, "{export}");
@@ -227,7 +246,11 @@ fn fio_verifies_random_writes_over_four_connections() {
     // Served again, every block still verifies.
     let server = Server::unix(dir.path(), &[p(&disks)]);
     let job = fio(&server.uri("xraid"), &["--verify_only"]);
-    assert_eq!(job["read"]["io_bytes"], 32 << 20, "verified after a restart");
+    assert_eq!(
+        job["read"]["io_bytes"],
+        32 << 20,
+        "verified after a restart"
+    );
     server.stop();
 }
 
@@ -293,7 +316,11 @@ fn data_survives_stop_and_restart_and_a_kill() {
     let server = Server::unix(dir.path(), &[p(&disks)]);
     convert(&server.uri("xraid"), &image);
     let stopped = server.stop();
-    assert!(stopped.stdout.contains("marked clean"), "{}", stopped.stdout);
+    assert!(
+        stopped.stdout.contains("marked clean"),
+        "{}",
+        stopped.stdout
+    );
     assert_eq!(state(&disks).0, "clean");
     let len = (8 << 20).to_string();
     let prefix = |disks: &Path| sha256_of_read(&["--length", &len, p(disks)]);
@@ -350,7 +377,11 @@ fn a_config_file_serves_two_exports_by_name() {
     assert!(copied[..a.len()] == a[..], "export a is the array");
     let out_b = dir.path().join("b.out");
     run("nbdcopy", &[&server.uri("b"), p(&out_b)]);
-    assert_eq!(sha256_file(&out_b), sha256_file(&plain), "export b is the file");
+    assert_eq!(
+        sha256_file(&out_b),
+        sha256_file(&plain),
+        "export b is the file"
+    );
     let unknown = Command::new("nbdinfo")
         .arg(server.uri("c"))
         .output()

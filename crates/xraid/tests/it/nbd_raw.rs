@@ -136,7 +136,9 @@ impl Client {
         assert_eq!(h[..8], REPLY_MAGIC.to_be_bytes(), "option reply magic");
         let word = |i: usize| u32::from_be_bytes(h[i..i + 4].try_into().expect("4 bytes"));
         let mut data = vec![0u8; word(16) as usize];
-        self.stream.read_exact(&mut data).expect("option reply data");
+        self.stream
+            .read_exact(&mut data)
+            .expect("option reply data");
         OptionReply {
             option: word(8),
             kind: word(12),
