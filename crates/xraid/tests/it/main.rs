@@ -11,4 +11,5 @@ mod create_examine;
 mod fixtures;
 mod nbd_bad_input;
 mod nbd_clients;
+mod nbd_faults;
 mod roundtrip;

@@ -1,0 +1,110 @@
+//! Members failing under connected clients (`xraid serve --fault`): the array goes
+//! degraded, the clients see no error and every byte stays right.
+
+use std::process::Command;
+
+use crate::require_tool;
+use crate::server::{raid5, Server};
+use crate::util::{p, random_bytes, sha256_file, sha256_of_read, tempdir};
+
+const ARRAY_BYTES: usize = 45 << 20;
+
+fn run(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .expect("tool runs");
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_member_dying_mid_write_goes_unnoticed_by_the_client() {
+    require_tool!("qemu-img");
+    require_tool!("nbdcopy");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    // Member 2 dies after 200 I/Os: early in the image's copy.
+    let server = Server::unix(dir.path(), &["--fault", "role=2,fail-after=200", p(&disks)]);
+    let uri = server.uri("xraid");
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(ARRAY_BYTES, 21)).expect("image");
+    run(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
+    );
+    let copy = dir.path().join("copy.raw");
+    run("nbdcopy", &[&uri, p(&copy)]);
+    assert_eq!(
+        sha256_file(&copy),
+        sha256_file(&image),
+        "read back through NBD"
+    );
+    let log = server.wait_for_log(0, &["failed"]);
+    assert!(log.contains("d2"), "the log names the member: {log}");
+    server.stop();
+    // Reassembled, the dead member is left out and the array reads right without it.
+    let status = crate::util::ok(&["status", "--json", p(&disks)]);
+    let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
+    assert_eq!(json["degraded"], true, "{status}");
+    assert_eq!(json["members"][2]["state"], "missing", "{status}");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
+
+#[test]
+fn a_member_failing_every_read_is_rebuilt_around() {
+    require_tool!("qemu-img");
+    require_tool!("nbdcopy");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(ARRAY_BYTES, 22)).expect("image");
+    let healthy = Server::unix(dir.path(), &[p(&disks)]);
+    let uri = healthy.uri("xraid");
+    run(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
+    );
+    healthy.stop();
+    // Every I/O touching member 1's data fails: reads are rebuilt from parity.
+    let server = Server::unix(dir.path(), &["--fault", "role=1,errors=0..64M", p(&disks)]);
+    let copy = dir.path().join("copy.raw");
+    run("nbdcopy", &[&server.uri("xraid"), p(&copy)]);
+    assert_eq!(
+        sha256_file(&copy),
+        sha256_file(&image),
+        "rebuilt reads are right"
+    );
+    server.wait_for_log(0, &["failed"]);
+    server.stop();
+}
+
+#[test]
+fn a_bad_fault_spec_is_refused_in_one_line() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "8M");
+    for (spec, needle) in [
+        ("role=9,fail-now", "role 9"),
+        ("fail-now", "role=N"),
+        ("role=1,explode", "unknown"),
+    ] {
+        let out = crate::util::xraid()
+            .args([
+                "serve",
+                "--socket",
+                "/nonexistent/x.sock",
+                "--fault",
+                spec,
+                p(&disks),
+            ])
+            .output()
+            .expect("xraid runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{spec} was accepted");
+        assert!(err.contains(needle), "{spec}: {err}");
+    }
+}
