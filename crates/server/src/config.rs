@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use xraid_member::MemberFault;
 
+use crate::tls::{TlsFiles, TlsMode};
+
 use crate::ServerError;
 
 /// The port NBD clients try when none is given.
@@ -57,6 +59,8 @@ pub struct ServeConfig {
     pub listen: Listen,
     pub exports: Vec<ExportConfig>,
     pub max_connections: usize,
+    pub tls_mode: TlsMode,
+    pub tls_files: Option<TlsFiles>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,6 +69,9 @@ struct ConfigFile {
     listen: Option<String>,
     socket: Option<PathBuf>,
     max_connections: Option<usize>,
+    tls: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
     #[serde(default, rename = "export")]
     exports: Vec<ExportConfig>,
 }
@@ -109,10 +116,22 @@ impl ServeConfig {
             (None, Some(path)) => Listen::Unix(path),
             (None, None) => Listen::default(),
         };
+        let tls_files = match (file.tls_cert, file.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (None, None) => None,
+            _ => return Err("give both tls_cert and tls_key".to_owned()),
+        };
+        let tls_mode = match (file.tls.as_deref(), &tls_files) {
+            (Some(mode), _) => mode.parse()?,
+            (None, Some(_)) => TlsMode::Allow,
+            (None, None) => TlsMode::Off,
+        };
         let config = ServeConfig {
             listen,
             exports: file.exports,
             max_connections: file.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
+            tls_mode,
+            tls_files,
         };
         config.check()?;
         Ok(config)
@@ -122,6 +141,9 @@ impl ServeConfig {
     pub fn check(&self) -> Result<(), String> {
         if self.exports.is_empty() {
             return Err("no exports: add an [[export]] with a name and paths".to_owned());
+        }
+        if self.tls_mode != TlsMode::Off && self.tls_files.is_none() {
+            return Err("TLS needs a certificate and a key (tls_cert, tls_key)".to_owned());
         }
         if self.max_connections == 0 {
             return Err("max_connections must be at least 1".to_owned());

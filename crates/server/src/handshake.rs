@@ -11,6 +11,7 @@ use xraid_nbd::{
 };
 
 use crate::export::Export;
+use crate::tls::{Conn, Tls, TlsMode};
 use crate::Exports;
 
 /// Option payloads larger than this are refused (and the connection closed): no option
@@ -44,14 +45,16 @@ fn protocol(detail: impl Into<String>) -> HandshakeError {
     HandshakeError::Protocol(detail.into())
 }
 
-/// Runs the handshake on `stream`. `Ok(None)` never happens: leaving is an error.
-pub(crate) fn negotiate<S: Read + Write>(
-    stream: &mut S,
+/// Runs the handshake on `conn`, which may turn into a TLS connection on the way;
+/// returns what was agreed and the connection to go on with.
+pub(crate) fn negotiate(
+    mut conn: Conn,
     exports: &Exports,
-) -> Result<Negotiated, HandshakeError> {
-    stream.write_all(&server_greeting())?;
+    tls: &Tls,
+) -> Result<(Negotiated, Conn), HandshakeError> {
+    conn.write_all(&server_greeting())?;
     let mut flags = [0u8; 4];
-    read_or_left(stream, &mut flags)?;
+    read_or_left(&mut conn, &mut flags)?;
     let client_flags = u32::from_be_bytes(flags);
     if client_flags & FLAG_C_FIXED_NEWSTYLE == 0 {
         return Err(protocol("client does not speak fixed newstyle negotiation"));
@@ -63,6 +66,7 @@ pub(crate) fn negotiate<S: Read + Write>(
     let mut structured = false;
     let mut base_allocation = false;
     loop {
+        let stream = &mut conn;
         let mut header = [0u8; OPTION_HEADER_BYTES];
         read_or_left(stream, &mut header)?;
         let h = OptionHeader::parse(&header).map_err(|e| protocol(format!("option: {e}")))?;
@@ -74,9 +78,23 @@ pub(crate) fn negotiate<S: Read + Write>(
         }
         let mut data = vec![0u8; h.length as usize];
         read_or_left(stream, &mut data)?;
-        let reply = |stream: &mut S, kind: u32, payload: &[u8]| -> io::Result<()> {
+        let reply = |stream: &mut Conn, kind: u32, payload: &[u8]| -> io::Result<()> {
             stream.write_all(&option_reply(h.option, kind, payload))
         };
+        let tls_missing = tls.mode == TlsMode::Require && !stream.is_tls();
+        if tls_missing && !matches!(h.option, OPT_STARTTLS | OPT_ABORT) {
+            if h.option == OPT_EXPORT_NAME {
+                return Err(protocol(
+                    "client asked for an export before starting TLS, which this server requires",
+                ));
+            }
+            reply(
+                stream,
+                REP_ERR_TLS_REQD,
+                b"this server requires TLS: send NBD_OPT_STARTTLS first",
+            )?;
+            continue;
+        }
         match h.option {
             OPT_EXPORT_NAME => {
                 let name = String::from_utf8_lossy(&data);
@@ -89,11 +107,12 @@ pub(crate) fn negotiate<S: Read + Write>(
                     export.flags(structured),
                     no_zeroes,
                 ))?;
-                return Ok(Negotiated {
+                let negotiated = Negotiated {
                     export,
                     structured,
                     base_allocation,
-                });
+                };
+                return Ok((negotiated, conn));
             }
             OPT_ABORT => {
                 let _ = reply(stream, REP_ACK, &[]);
@@ -113,11 +132,27 @@ pub(crate) fn negotiate<S: Read + Write>(
                 reply(stream, REP_ACK, &[])?;
             }
             OPT_STARTTLS => {
-                reply(
-                    stream,
-                    REP_ERR_UNSUP,
-                    b"TLS is not configured on this server",
-                )?;
+                let Some(config) = tls.config.clone() else {
+                    reply(
+                        stream,
+                        REP_ERR_UNSUP,
+                        b"TLS is not configured on this server",
+                    )?;
+                    continue;
+                };
+                if stream.is_tls() || !data.is_empty() {
+                    reply(
+                        stream,
+                        REP_ERR_INVALID,
+                        b"TLS is already on, or the option carried data",
+                    )?;
+                    continue;
+                }
+                reply(stream, REP_ACK, &[])?;
+                conn = conn.start_tls(config)?;
+                // What was negotiated in the clear does not carry over into TLS.
+                structured = false;
+                base_allocation = false;
             }
             OPT_INFO | OPT_GO => {
                 let request = match parse_info_request(&data) {
@@ -154,11 +189,12 @@ pub(crate) fn negotiate<S: Read + Write>(
                 }
                 reply(stream, REP_ACK, &[])?;
                 if h.option == OPT_GO {
-                    return Ok(Negotiated {
+                    let negotiated = Negotiated {
                         export,
                         structured,
                         base_allocation,
-                    });
+                    };
+                    return Ok((negotiated, conn));
                 }
             }
             OPT_STRUCTURED_REPLY => {

@@ -14,6 +14,7 @@ mod lane;
 mod log;
 mod server;
 mod stream;
+mod tls;
 mod transmission;
 
 use std::path::PathBuf;
@@ -22,6 +23,7 @@ pub use config::{
     parse_listen, ExportConfig, Listen, ServeConfig, DEFAULT_MAX_CONNECTIONS, DEFAULT_PORT,
 };
 pub use server::{block_stop_signals, stop_on_signals, Server, ShutdownHandle, StopSignals};
+pub use tls::{TlsFiles, TlsMode};
 
 /// Why the server could not start (or stopped).
 #[derive(Debug, thiserror::Error)]

@@ -18,6 +18,7 @@ use xraid_driver::BackendChoice;
 use crate::export::{self, ExportKind};
 use crate::handshake::{negotiate, HandshakeError};
 use crate::stream::Stream;
+use crate::tls::{Conn, Tls};
 use crate::transmission::{serve_array, serve_file, ConnEnd};
 use crate::{log, Exports, Listen, ServeConfig, ServerError};
 
@@ -81,12 +82,14 @@ pub struct Server {
     max_connections: usize,
     shared: Arc<Shared>,
     address: String,
+    tls: Tls,
 }
 
 impl Server {
     /// Opens every export and binds the listening socket.
     pub fn start(config: &ServeConfig, backend: BackendChoice) -> Result<Server, ServerError> {
         config.check().map_err(ServerError::Invalid)?;
+        let tls = Tls::load(config.tls_mode, config.tls_files.as_ref())?;
         let mut exports = Exports::default();
         let mut workers = Vec::new();
         for e in &config.exports {
@@ -129,6 +132,7 @@ impl Server {
                 next_conn: AtomicU64::new(0),
             }),
             address,
+            tls,
         })
     }
 
@@ -184,10 +188,11 @@ impl Server {
             self.shared.active.fetch_add(1, Ordering::SeqCst);
             let exports = Arc::clone(&self.exports);
             let shared = Arc::clone(&self.shared);
+            let tls = self.tls.clone();
             let spawned = std::thread::Builder::new()
                 .name("xraid-conn".to_owned())
                 .spawn(move || {
-                    connection(stream, &exports, &shared);
+                    connection(stream, &exports, &tls, &shared);
                     shared.active.fetch_sub(1, Ordering::SeqCst);
                 });
             match spawned {
@@ -221,7 +226,7 @@ impl Server {
 }
 
 /// One client, from handshake to goodbye.
-fn connection(stream: Stream, exports: &Exports, shared: &Shared) {
+fn connection(stream: Stream, exports: &Exports, tls: &Tls, shared: &Shared) {
     let peer = stream.peer();
     let id = shared.next_conn.fetch_add(1, Ordering::SeqCst);
     stream.set_nodelay();
@@ -243,7 +248,7 @@ fn connection(stream: Stream, exports: &Exports, shared: &Shared) {
         }
         conns.insert(id, registered);
     }
-    let result = serve(stream, exports);
+    let result = serve(stream, exports, tls);
     shared
         .conns
         .lock()
@@ -255,8 +260,11 @@ fn connection(stream: Stream, exports: &Exports, shared: &Shared) {
     }
 }
 
-fn serve(mut stream: Stream, exports: &Exports) -> Result<(), ConnEnd> {
-    let negotiated = match negotiate(&mut stream, exports) {
+fn serve(stream: Stream, exports: &Exports, tls: &Tls) -> Result<(), ConnEnd> {
+    // Idle clients are fine once connected; only the handshake and replies have a
+    // deadline.
+    let plain = stream.try_clone()?;
+    let (negotiated, conn) = match negotiate(Conn::Plain(stream), exports, tls) {
         Ok(n) => n,
         Err(HandshakeError::Left) => return Ok(()),
         Err(HandshakeError::Io(e)) => return Err(ConnEnd::Io(e)),
@@ -264,13 +272,15 @@ fn serve(mut stream: Stream, exports: &Exports) -> Result<(), ConnEnd> {
             return Err(ConnEnd::Protocol(format!("handshake: {p}")))
         }
     };
-    // Idle clients are fine once connected; only replies have a deadline.
-    stream.set_read_timeout(None)?;
-    let reader = stream.try_clone()?;
-    match &negotiated.export.kind {
-        ExportKind::File(_) => serve_file(reader, stream, &negotiated),
-        ExportKind::Array(_) => serve_array(reader, stream, &negotiated),
-    }
+    plain.set_read_timeout(None)?;
+    let reader = conn.try_clone()?;
+    let mut closer = conn.try_clone()?;
+    let result = match &negotiated.export.kind {
+        ExportKind::File(_) => serve_file(reader, conn, &negotiated),
+        ExportKind::Array(_) => serve_array(reader, conn, &negotiated),
+    };
+    closer.close();
+    result
 }
 
 /// Removes a Unix socket file no server answers on any more.

@@ -7,7 +7,7 @@
 //! (NBD lets replies overtake each other), so a slow request never holds back others.
 
 use std::io::{self, BufReader, IoSlice, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::RawFd;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
@@ -23,6 +23,7 @@ use crate::export::{ExportKind, MAX_REQUEST_BYTES};
 use crate::file_export::FileExport;
 use crate::handshake::{Negotiated, BASE_ALLOCATION_ID};
 use crate::lane::Lane;
+use crate::tls::Conn;
 
 /// Bytes of requests read from the socket at once.
 const READ_BUFFER_BYTES: usize = 256 * 1024;
@@ -173,11 +174,7 @@ fn skip_payload<R: Read>(reader: &mut R, length: u32) -> Result<(), ConnEnd> {
 }
 
 /// Serves a plain-file export on this thread until the client leaves.
-pub(crate) fn serve_file<S: Read + Write + AsRawFd>(
-    reader: S,
-    mut writer: S,
-    n: &Negotiated,
-) -> Result<(), ConnEnd> {
+pub(crate) fn serve_file(reader: Conn, mut writer: Conn, n: &Negotiated) -> Result<(), ConnEnd> {
     let ExportKind::File(file) = &n.export.kind else {
         return Err(ConnEnd::Protocol("not a file export".to_owned()));
     };
@@ -206,7 +203,10 @@ pub(crate) fn serve_file<S: Read + Write + AsRawFd>(
             push_error(&mut out, n.structured, req.cookie, errno, &msg);
             continue;
         }
-        if req.command == Command::Read && req.length >= HOLE_CHECK_BYTES {
+        if req.command == Command::Read
+            && req.length >= HOLE_CHECK_BYTES
+            && writer.raw_socket().is_some()
+        {
             writer.write_all(&out)?;
             out.clear();
             send_file_read(file, &req, n.structured, &mut writer)?;
@@ -307,12 +307,17 @@ fn file_read(file: &FileExport, req: &Request, structured: bool, out: &mut Vec<u
 /// A long file read: holes become hole chunks (structured replies), data goes from the
 /// page cache to the socket by sendfile(2). An error after data started flowing cannot
 /// be reported in the reply any more, so it ends the connection.
-fn send_file_read<S: Write + AsRawFd>(
+fn send_file_read(
     file: &FileExport,
     req: &Request,
     structured: bool,
-    writer: &mut S,
+    writer: &mut Conn,
 ) -> Result<(), ConnEnd> {
+    let Some(socket) = writer.raw_socket() else {
+        return Err(ConnEnd::Protocol(
+            "sendfile needs a plain socket".to_owned(),
+        ));
+    };
     let cookie = req.cookie;
     let whole = [crate::file_export::Extent {
         offset: req.offset,
@@ -329,9 +334,9 @@ fn send_file_read<S: Write + AsRawFd>(
         extents = whole.to_vec();
     }
     if !structured {
-        send_more(writer, &simple_reply(0, cookie))?;
+        send_more(socket, &simple_reply(0, cookie))?;
         return file
-            .send_to(writer.as_raw_fd(), req.offset, u64::from(req.length))
+            .send_to(socket, req.offset, u64::from(req.length))
             .map_err(ConnEnd::Io);
     }
     let last = extents.len() - 1;
@@ -342,8 +347,8 @@ fn send_file_read<S: Write + AsRawFd>(
         if e.hole {
             writer.write_all(&offset_hole_chunk(flags, cookie, e.offset, length))?;
         } else {
-            send_more(writer, &offset_data_header(flags, cookie, e.offset, length))?;
-            file.send_to(writer.as_raw_fd(), e.offset, e.length)?;
+            send_more(socket, &offset_data_header(flags, cookie, e.offset, length))?;
+            file.send_to(socket, e.offset, e.length)?;
         }
     }
     Ok(())
@@ -351,14 +356,14 @@ fn send_file_read<S: Write + AsRawFd>(
 
 /// Sends a reply header that data will follow, telling the kernel more is coming so
 /// that header and data leave in the same segments (MSG_MORE).
-fn send_more<S: AsRawFd>(writer: &S, bytes: &[u8]) -> io::Result<()> {
+fn send_more(socket: RawFd, bytes: &[u8]) -> io::Result<()> {
     let mut sent = 0;
     while sent < bytes.len() {
         let rest = &bytes[sent..];
         // SAFETY: the pointer and length describe `rest`, which outlives the call.
         let n = unsafe {
             libc::send(
-                writer.as_raw_fd(),
+                socket,
                 rest.as_ptr().cast(),
                 rest.len(),
                 libc::MSG_MORE | libc::MSG_NOSIGNAL,
@@ -402,11 +407,7 @@ impl InFlight {
 }
 
 /// Serves an array export: this thread reads requests, a writer thread sends replies.
-pub(crate) fn serve_array<S: Read + Write + Send + 'static>(
-    reader: S,
-    writer: S,
-    n: &Negotiated,
-) -> Result<(), ConnEnd> {
+pub(crate) fn serve_array(reader: Conn, writer: Conn, n: &Negotiated) -> Result<(), ConnEnd> {
     let ExportKind::Array(array) = &n.export.kind else {
         return Err(ConnEnd::Protocol("not an array export".to_owned()));
     };

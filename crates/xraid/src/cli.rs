@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use xraid_member::MemberFault;
+use xraid_server::TlsMode;
 
 use crate::size::parse_size;
 
@@ -145,8 +146,18 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = xraid_server::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Serve the exports a TOML file lists (see docs/SERVE.md) instead of ARRAY.
-    #[arg(long, conflicts_with_all = ["array", "name", "read_only", "fault"])]
+    #[arg(long, conflicts_with_all = ["array", "name", "read_only", "fault", "tls", "tls_cert"])]
     pub config: Option<PathBuf>,
+    /// TLS (NBD_OPT_STARTTLS): off, allow, or require [default: allow with
+    /// --tls-cert/--tls-key, else off].
+    #[arg(long)]
+    pub tls: Option<TlsMode>,
+    /// The server's certificate chain (PEM).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The server's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Inject faults into a member, for demonstrations and tests: `role=N` with
     /// `fail-now`, `fail-after=IOS`, `errors=START..END` (member bytes, K/M/G) or
     /// `latency=MSms`, e.g. `--fault role=1,fail-after=5000`. Repeatable.

@@ -120,6 +120,8 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
             faults: Vec::new(),
         }],
         max_connections: DEFAULT_MAX_CONNECTIONS,
+        tls_mode: xraid_server::TlsMode::Off,
+        tls_files: None,
     };
     super::serve::serve(&config, backend)
 }

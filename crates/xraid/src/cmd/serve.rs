@@ -4,6 +4,7 @@ use anyhow::{anyhow, Result};
 use xraid_driver::BackendChoice;
 use xraid_server::{
     block_stop_signals, parse_listen, stop_on_signals, ExportConfig, Listen, ServeConfig, Server,
+    TlsFiles, TlsMode,
 };
 
 use crate::cli::ServeArgs;
@@ -21,6 +22,18 @@ pub fn run(args: ServeArgs, backend: BackendChoice) -> Result<()> {
                 faults: args.fault.clone(),
             }],
             max_connections: args.max_connections,
+            tls_files: match (&args.tls_cert, &args.tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                }),
+                _ => None,
+            },
+            tls_mode: args.tls.unwrap_or(if args.tls_cert.is_some() {
+                TlsMode::Allow
+            } else {
+                TlsMode::Off
+            }),
         },
     };
     serve(&config, backend)
@@ -48,9 +61,14 @@ pub(crate) fn serve(config: &ServeConfig, backend: BackendChoice) -> Result<()> 
     stop_on_signals(signals, server.shutdown_handle())?;
     let address = server.address().to_owned();
     for (name, size, description) in server.exports() {
+        let scheme = if config.tls_mode == TlsMode::Require {
+            "nbds"
+        } else {
+            "nbd"
+        };
         let uri = match &config.listen {
-            Listen::Tcp(_) => format!("nbd://{address}/{name}"),
-            Listen::Unix(path) => format!("nbd+unix:///{name}?socket={}", path.display()),
+            Listen::Tcp(_) => format!("{scheme}://{address}/{name}"),
+            Listen::Unix(path) => format!("{scheme}+unix:///{name}?socket={}", path.display()),
         };
         println!("serving '{name}' ({}, {description}) at {uri}", human(size));
         println!("  qemu-img info {uri}");

@@ -12,4 +12,5 @@ mod fixtures;
 mod nbd_bad_input;
 mod nbd_clients;
 mod nbd_faults;
+mod nbd_tls;
 mod roundtrip;
