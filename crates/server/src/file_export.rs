@@ -212,6 +212,16 @@ impl FileExport {
                 continue;
             }
             let hole = self.seek(at, libc::SEEK_HOLE).unwrap_or(end).min(end);
+            if hole <= at {
+                // A write or trim raced the two seeks: call the rest data rather than
+                // report an empty extent (clients would ask again forever).
+                out.push(Extent {
+                    offset: at,
+                    length: end - at,
+                    hole: false,
+                });
+                break;
+            }
             out.push(Extent {
                 offset: at,
                 length: hole - at,

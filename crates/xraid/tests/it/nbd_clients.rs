@@ -12,9 +12,17 @@ use crate::util::{hashes, ok, p, random_bytes, sha256_file, sha256_of_read, temp
 /// A RAID-5 of four 16 MiB members, chunk 64K.
 const ARRAY_BYTES: u64 = 45 << 20;
 
+/// `program`, killed if it runs for more than a minute: a server that never answers
+/// fails the test instead of hanging it.
+fn tool(program: &str) -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["--signal=KILL", "60", program]);
+    c
+}
+
 /// Runs `program ARGS`; panics with its output unless it succeeds; returns stdout.
 fn run(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
+    let out = tool(program)
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("{program} runs: {e}"));
@@ -24,7 +32,7 @@ fn run(program: &str, args: &[&str]) -> String {
 fn checked(program: &str, args: &[&str], out: &Output) -> String {
     assert!(
         out.status.success(),
-        "{program} {args:?} failed ({}):\n{}{}",
+        "{program} {args:?} failed ({}; 137: killed after a minute):\n{}{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
@@ -65,13 +73,13 @@ fn nbdsh() -> Option<Command> {
         "/usr/bin:/bin:{}",
         std::env::var("PATH").unwrap_or_default()
     );
-    let works = Command::new("nbdsh")
+    let works = tool("nbdsh")
         .env("PATH", &path)
         .args(["-c", "pass"])
         .output()
         .is_ok_and(|o| o.status.success());
     works.then(|| {
-        let mut c = Command::new("nbdsh");
+        let mut c = tool("nbdsh");
         c.env("PATH", path);
         c
     })
@@ -104,7 +112,7 @@ fn qemu_img_writes_an_image_and_compares_it() {
     let mut changed = std::fs::read(&image).expect("image");
     changed[40 << 20] ^= 1;
     let other = file_with(dir.path(), "changed.raw", &changed);
-    let out = Command::new("qemu-img")
+    let out = tool("qemu-img")
         .args(["compare", "-f", "raw", "-F", "raw", p(&other), &uri])
         .output()
         .expect("qemu-img runs");
@@ -222,7 +230,7 @@ fn fio_verifies_random_writes_over_four_connections() {
             "--output-format=json",
         ];
         args.extend_from_slice(extra);
-        let out = Command::new("fio")
+        let out = tool("fio")
             .args(&args)
             .current_dir(dir.path())
             .output()
@@ -283,7 +291,7 @@ fn a_read_only_export_refuses_writes() {
             "the server's EPERM: {stderr}"
         );
     } else if crate::util::has_tool("qemu-io") {
-        let out = Command::new("qemu-io")
+        let out = tool("qemu-io")
             .args(["-f", "raw", &uri, "-c", "write 0 512"])
             .output()
             .expect("qemu-io runs");
@@ -382,7 +390,7 @@ fn a_config_file_serves_two_exports_by_name() {
         sha256_file(&plain),
         "export b is the file"
     );
-    let unknown = Command::new("nbdinfo")
+    let unknown = tool("nbdinfo")
         .arg(server.uri("c"))
         .output()
         .expect("nbdinfo runs");
