@@ -128,40 +128,6 @@ impl FileExport {
         Ok(())
     }
 
-    /// Sends `length` bytes from `offset` to the socket `out` with sendfile(2).
-    pub(crate) fn send_to(
-        &self,
-        out: std::os::fd::RawFd,
-        offset: u64,
-        length: u64,
-    ) -> io::Result<()> {
-        let mut off =
-            i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        let mut left = length;
-        while left > 0 {
-            let count = usize::try_from(left.min(1 << 30)).unwrap_or(1 << 30);
-            // SAFETY: `off` is a live local the kernel advances; both descriptors are
-            // open (the file is ours, the socket is the caller's).
-            let sent = unsafe { libc::sendfile(out, self.file.as_raw_fd(), &mut off, count) };
-            match sent {
-                n if n > 0 => left -= n.unsigned_abs() as u64,
-                0 => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the file ended during a read",
-                    ))
-                }
-                _ => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Asks the kernel to read a range ahead into its cache.
     pub(crate) fn cache(&self, offset: u64, length: u64) -> Result<(), u32> {
         let (Ok(off), Ok(len)) = (i64::try_from(offset), i64::try_from(length)) else {

@@ -5,7 +5,6 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
-use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -121,15 +120,6 @@ impl Conn {
 
     pub(crate) fn is_tls(&self) -> bool {
         matches!(self, Conn::Tls { .. })
-    }
-
-    /// The socket, where data may go to it without passing through this process
-    /// (sendfile): only without TLS.
-    pub(crate) fn raw_socket(&self) -> Option<RawFd> {
-        match self {
-            Conn::Plain(s) => Some(s.as_raw_fd()),
-            Conn::Tls { .. } => None,
-        }
     }
 
     /// Runs the TLS handshake on a plain connection and turns it into a TLS one.

@@ -7,7 +7,6 @@
 //! (NBD lets replies overtake each other), so a slow request never holds back others.
 
 use std::io::{self, BufReader, IoSlice, Read, Write};
-use std::os::fd::RawFd;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
@@ -174,17 +173,145 @@ fn skip_payload<R: Read>(reader: &mut R, length: u32) -> Result<(), ConnEnd> {
 }
 
 /// Serves a plain-file export on this thread until the client leaves.
-pub(crate) fn serve_file(reader: Conn, mut writer: Conn, n: &Negotiated) -> Result<(), ConnEnd> {
+pub(crate) fn serve_file(reader: Conn, writer: Conn, n: &Negotiated) -> Result<(), ConnEnd> {
     let ExportKind::File(file) = &n.export.kind else {
         return Err(ConnEnd::Protocol("not a file export".to_owned()));
     };
+    let writer = Arc::new(Mutex::new(writer));
+    let pool = BufferPool::default();
+    let (bulk_tx, bulk_rx) = mpsc::sync_channel::<Bulk>(BULK_QUEUE);
+    let result = std::thread::scope(|scope| {
+        let (writer, pool) = (&writer, &pool);
+        let bulk = scope.spawn(move || bulk_worker(file, n.structured, writer, &bulk_rx, pool));
+        let result = read_file_requests(reader, file, n, writer, &bulk_tx, pool);
+        drop(bulk_tx);
+        let bulk_result = bulk
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("bulk thread panicked")));
+        result.and(bulk_result.map_err(ConnEnd::Io))
+    });
+    result
+}
+
+/// Large requests of a plain-file connection, handed from the thread that reads
+/// requests to a second thread: the file copy of one request then overlaps the socket
+/// copy of the next, on two cores.
+enum Bulk {
+    /// A complete reply (a long read's header and data), to be sent as it is.
+    Reply(Vec<u8>),
+    /// A long write's payload, to be written to the file, then answered.
+    Write {
+        cookie: u64,
+        offset: u64,
+        fua: bool,
+        data: Vec<u8>,
+    },
+}
+
+/// Long reads and writes in the bulk queue before the reading thread waits.
+const BULK_QUEUE: usize = 4;
+
+/// Recycled buffers of long requests, so that a megabyte is not mapped and faulted
+/// in anew for every request.
+#[derive(Default)]
+struct BufferPool(Mutex<Vec<Vec<u8>>>);
+
+impl BufferPool {
+    fn take(&self, len: usize) -> Vec<u8> {
+        let mut buf = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_default();
+        buf.clear();
+        buf.reserve(len);
+        buf
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        let mut pool = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if pool.len() < BULK_QUEUE + 2 {
+            pool.push(buf);
+        }
+    }
+}
+
+fn send_locked(writer: &Mutex<Conn>, bytes: &[u8]) -> io::Result<()> {
+    writer
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .write_all(bytes)
+}
+
+/// The second thread of a plain-file connection: sends long reads' replies and does
+/// long writes.
+fn bulk_worker(
+    file: &FileExport,
+    structured: bool,
+    writer: &Mutex<Conn>,
+    jobs: &mpsc::Receiver<Bulk>,
+    pool: &BufferPool,
+) -> io::Result<()> {
+    let mut lane = Lane::default();
+    lane.note(crate::lane::BULK_BYTES);
+    let mut failed = None;
+    while let Ok(job) = jobs.recv() {
+        if failed.is_some() {
+            continue;
+        }
+        let sent = match job {
+            Bulk::Reply(bytes) => {
+                let sent = send_locked(writer, &bytes);
+                pool.give(bytes);
+                sent
+            }
+            Bulk::Write {
+                cookie,
+                offset,
+                fua,
+                data,
+            } => {
+                let mut reply = Vec::new();
+                match file.write(&data, offset, fua) {
+                    Ok(()) => push_ok(&mut reply, structured, cookie),
+                    Err(errno) => push_error(
+                        &mut reply,
+                        structured,
+                        cookie,
+                        errno,
+                        "write error on the export",
+                    ),
+                }
+                pool.give(data);
+                send_locked(writer, &reply)
+            }
+        };
+        if let Err(e) = sent {
+            failed = Some(e);
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// The first thread of a plain-file connection: reads requests, answers short ones
+/// inline (replies batched into one write), and hands long ones to the bulk thread.
+fn read_file_requests(
+    reader: Conn,
+    file: &FileExport,
+    n: &Negotiated,
+    writer: &Mutex<Conn>,
+    bulk: &mpsc::SyncSender<Bulk>,
+    pool: &BufferPool,
+) -> Result<(), ConnEnd> {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH_BYTES);
     let mut payload: Vec<u8> = Vec::new();
     let mut lane = Lane::default();
+    let bulk_gone = || ConnEnd::Protocol("the connection's bulk thread stopped".to_owned());
     let result = loop {
-        if reader.buffer().is_empty() || out.len() >= WRITE_BATCH_BYTES {
-            writer.write_all(&out)?;
+        if !out.is_empty() && (reader.buffer().is_empty() || out.len() >= WRITE_BATCH_BYTES) {
+            send_locked(writer, &out)?;
             out.clear();
         }
         let req = match next_request(&mut reader) {
@@ -203,19 +330,32 @@ pub(crate) fn serve_file(reader: Conn, mut writer: Conn, n: &Negotiated) -> Resu
             push_error(&mut out, n.structured, req.cookie, errno, &msg);
             continue;
         }
-        if req.command == Command::Read
-            && req.length >= HOLE_CHECK_BYTES
-            && writer.raw_socket().is_some()
-        {
-            writer.write_all(&out)?;
-            out.clear();
-            send_file_read(file, &req, n.structured, &mut writer)?;
+        let long = req.length >= HOLE_CHECK_BYTES;
+        if long && req.command == Command::Read {
+            let mut reply = pool.take(req.length as usize + 64);
+            file_read_long(file, &req, n.structured, &mut reply);
+            bulk.send(Bulk::Reply(reply)).map_err(|_| bulk_gone())?;
+            continue;
+        }
+        if long && req.command == Command::Write {
+            let mut data = pool.take(req.length as usize);
+            data.resize(req.length as usize, 0);
+            reader.read_exact(&mut data)?;
+            let job = Bulk::Write {
+                cookie: req.cookie,
+                offset: req.offset,
+                fua: req.flags & CMD_FLAG_FUA != 0,
+                data,
+            };
+            bulk.send(job).map_err(|_| bulk_gone())?;
             continue;
         }
         handle_file_request(file, n, &req, &mut reader, &mut out, &mut payload)?;
     };
     // Replies to requests that were done still go out.
-    let _ = writer.write_all(&out);
+    if !out.is_empty() {
+        let _ = send_locked(writer, &out);
+    }
     result
 }
 
@@ -304,40 +444,22 @@ fn file_read(file: &FileExport, req: &Request, structured: bool, out: &mut Vec<u
     }
 }
 
-/// A long file read: holes become hole chunks (structured replies), data goes from the
-/// page cache to the socket by sendfile(2). An error after data started flowing cannot
-/// be reported in the reply any more, so it ends the connection.
-fn send_file_read(
-    file: &FileExport,
-    req: &Request,
-    structured: bool,
-    writer: &mut Conn,
-) -> Result<(), ConnEnd> {
-    let Some(socket) = writer.raw_socket() else {
-        return Err(ConnEnd::Protocol(
-            "sendfile needs a plain socket".to_owned(),
-        ));
-    };
+/// A long file read into `out`: with structured replies, holes in a file that has
+/// any go out as hole chunks, data as data chunks.
+fn file_read_long(file: &FileExport, req: &Request, structured: bool, out: &mut Vec<u8>) {
     let cookie = req.cookie;
-    let whole = [crate::file_export::Extent {
-        offset: req.offset,
-        length: u64::from(req.length),
-        hole: false,
-    }];
     let mut extents = if structured && req.flags & CMD_FLAG_DF == 0 && file.may_have_holes() {
         file.extents(req.offset, u64::from(req.length), MAX_EXTENTS)
     } else {
         Vec::new()
     };
     let covered: u64 = extents.iter().map(|e| e.length).sum();
-    if covered != u64::from(req.length) {
-        extents = whole.to_vec();
+    if covered != u64::from(req.length) || extents.len() <= 1 {
+        extents.clear();
     }
-    if !structured {
-        send_more(socket, &simple_reply(0, cookie))?;
-        return file
-            .send_to(socket, req.offset, u64::from(req.length))
-            .map_err(ConnEnd::Io);
+    if extents.is_empty() {
+        file_read(file, req, structured, out);
+        return;
     }
     let last = extents.len() - 1;
     for (i, e) in extents.iter().enumerate() {
@@ -345,40 +467,18 @@ fn send_file_read(
         // Extents lie within one request, so each fits in u32.
         let length = e.length as u32;
         if e.hole {
-            writer.write_all(&offset_hole_chunk(flags, cookie, e.offset, length))?;
-        } else {
-            send_more(socket, &offset_data_header(flags, cookie, e.offset, length))?;
-            file.send_to(socket, e.offset, e.length)?;
-        }
-    }
-    Ok(())
-}
-
-/// Sends a reply header that data will follow, telling the kernel more is coming so
-/// that header and data leave in the same segments (MSG_MORE).
-fn send_more(socket: RawFd, bytes: &[u8]) -> io::Result<()> {
-    let mut sent = 0;
-    while sent < bytes.len() {
-        let rest = &bytes[sent..];
-        // SAFETY: the pointer and length describe `rest`, which outlives the call.
-        let n = unsafe {
-            libc::send(
-                socket,
-                rest.as_ptr().cast(),
-                rest.len(),
-                libc::MSG_MORE | libc::MSG_NOSIGNAL,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
+            out.extend_from_slice(&offset_hole_chunk(flags, cookie, e.offset, length));
             continue;
         }
-        sent += n.unsigned_abs();
+        out.extend_from_slice(&offset_data_header(flags, cookie, e.offset, length));
+        let at = out.len();
+        out.resize(at + length as usize, 0);
+        if let Err(errno) = file.read(&mut out[at..], e.offset) {
+            out.clear();
+            push_error(out, structured, cookie, errno, "read error on the export");
+            return;
+        }
     }
-    Ok(())
 }
 
 /// Limits one connection's requests in flight (count and bytes).
