@@ -340,20 +340,7 @@ impl Worker {
                 len,
                 fua,
             } => {
-                let buf = driver.engine_mut().buffers_mut().adopt(buf, len);
-                let rid = driver.submit(
-                    RequestKind::Write,
-                    offset / SECTOR_BYTES,
-                    len as u64 / SECTOR_BYTES,
-                    Some(buf),
-                );
-                self.parts.insert(
-                    rid,
-                    Part {
-                        job: id,
-                        release: Some(buf),
-                    },
-                );
+                self.submit_write(id, offset, buf, len);
                 running.remaining = 1;
                 running.fua = fua;
             }
@@ -361,21 +348,7 @@ impl Worker {
                 let mut at = offset;
                 while at < offset + len {
                     let piece = (offset + len - at).min(ZERO_PIECE_BYTES as u64) as usize;
-                    let zeros = IoBuf::new(piece);
-                    let buf = driver.engine_mut().buffers_mut().adopt(zeros, piece);
-                    let rid = driver.submit(
-                        RequestKind::Write,
-                        at / SECTOR_BYTES,
-                        piece as u64 / SECTOR_BYTES,
-                        Some(buf),
-                    );
-                    self.parts.insert(
-                        rid,
-                        Part {
-                            job: id,
-                            release: Some(buf),
-                        },
-                    );
+                    self.submit_write(id, at, IoBuf::new(piece), piece);
                     running.remaining += 1;
                     at += piece as u64;
                 }
@@ -394,6 +367,26 @@ impl Worker {
             }
         }
         self.running.insert(id, running);
+    }
+
+    /// Lends `buf` to the engine and writes its first `len` bytes at `offset`, for job
+    /// `job`; the buffer is taken back when the write is done.
+    fn submit_write(&mut self, job: u64, offset: u64, buf: IoBuf, len: usize) {
+        let driver = self.array.driver();
+        let buf = driver.engine_mut().buffers_mut().adopt(buf, len);
+        let rid = driver.submit(
+            RequestKind::Write,
+            offset / SECTOR_BYTES,
+            len as u64 / SECTOR_BYTES,
+            Some(buf),
+        );
+        self.parts.insert(
+            rid,
+            Part {
+                job,
+                release: Some(buf),
+            },
+        );
     }
 
     /// Takes the engine's replies and finishes the jobs they complete.

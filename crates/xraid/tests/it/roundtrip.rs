@@ -3,19 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::util::{ok, p, tempdir};
-
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
+use crate::util::{ok, p, random_bytes, tempdir};
 
 fn create(dir: &std::path::Path, level: &str, layout: Option<&str>, n: usize) -> Vec<PathBuf> {
     let members: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("m{i}.img"))).collect();
@@ -166,4 +154,40 @@ fn demo_runs_and_verifies() {
         "8M",
     ]);
     assert!(out.contains("reusing"), "{out}");
+}
+
+#[test]
+fn demo_serves_the_array_it_verified() {
+    crate::require_tool!("nbdinfo");
+    let dir = tempdir();
+    let demo = dir.path().join("demo");
+    let server = crate::server::Server::spawn(
+        dir.path(),
+        &[
+            "demo",
+            "--dir",
+            p(&demo),
+            "--member-size",
+            "8M",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let uri = server.uri("demo");
+    let info = std::process::Command::new("nbdinfo")
+        .args(["--size", &uri])
+        .output()
+        .expect("nbdinfo runs");
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let stopped = server.stop();
+    assert!(stopped.stdout.contains("verified"), "{}", stopped.stdout);
+    assert!(
+        stopped.stdout.contains("nbdcopy nbd://"),
+        "it says how to reach it: {}",
+        stopped.stdout
+    );
 }
