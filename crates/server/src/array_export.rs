@@ -314,23 +314,10 @@ impl Worker {
             fua: false,
             flushing: false,
         };
-        let driver = self.array.driver();
         match job.op {
             JobOp::Read { offset, len } => {
-                let buf = driver.engine_mut().buffers_mut().alloc(len);
-                let rid = driver.submit(
-                    RequestKind::Read,
-                    offset / SECTOR_BYTES,
-                    len as u64 / SECTOR_BYTES,
-                    Some(buf),
-                );
-                self.parts.insert(
-                    rid,
-                    Part {
-                        job: id,
-                        release: None,
-                    },
-                );
+                let buf = self.array.driver().engine_mut().buffers_mut().alloc(len);
+                self.submit_part(id, RequestKind::Read, offset, len, Some(buf), false);
                 running.read = Some((offset, buf, len));
                 running.remaining = 1;
             }
@@ -355,14 +342,7 @@ impl Worker {
                 running.fua = fua;
             }
             JobOp::Flush => {
-                let rid = driver.submit(RequestKind::Flush, 0, 0, None);
-                self.parts.insert(
-                    rid,
-                    Part {
-                        job: id,
-                        release: None,
-                    },
-                );
+                self.submit_part(id, RequestKind::Flush, 0, 0, None, false);
                 running.remaining = 1;
             }
         }
@@ -372,21 +352,32 @@ impl Worker {
     /// Lends `buf` to the engine and writes its first `len` bytes at `offset`, for job
     /// `job`; the buffer is taken back when the write is done.
     fn submit_write(&mut self, job: u64, offset: u64, buf: IoBuf, len: usize) {
-        let driver = self.array.driver();
-        let buf = driver.engine_mut().buffers_mut().adopt(buf, len);
-        let rid = driver.submit(
-            RequestKind::Write,
-            offset / SECTOR_BYTES,
-            len as u64 / SECTOR_BYTES,
-            Some(buf),
-        );
-        self.parts.insert(
-            rid,
-            Part {
-                job,
-                release: Some(buf),
-            },
-        );
+        let buf = self
+            .array
+            .driver()
+            .engine_mut()
+            .buffers_mut()
+            .adopt(buf, len);
+        self.submit_part(job, RequestKind::Write, offset, len, Some(buf), true);
+    }
+
+    /// Hands the engine one request of job `job`: `len` bytes at byte `offset` (none
+    /// for a flush). With `release`, `buf` is taken back from the engine when it is done.
+    fn submit_part(
+        &mut self,
+        job: u64,
+        kind: RequestKind,
+        offset: u64,
+        len: usize,
+        buf: Option<BufId>,
+        release: bool,
+    ) {
+        let rid =
+            self.array
+                .driver()
+                .submit(kind, offset / SECTOR_BYTES, len as u64 / SECTOR_BYTES, buf);
+        let release = buf.filter(|_| release);
+        self.parts.insert(rid, Part { job, release });
     }
 
     /// Takes the engine's replies and finishes the jobs they complete.
@@ -419,14 +410,7 @@ impl Worker {
                 // Forced unit access: the write is acknowledged once it is durable.
                 running.flushing = true;
                 running.remaining = 1;
-                let rid = self.array.driver().submit(RequestKind::Flush, 0, 0, None);
-                self.parts.insert(
-                    rid,
-                    Part {
-                        job: part.job,
-                        release: None,
-                    },
-                );
+                self.submit_part(part.job, RequestKind::Flush, 0, 0, None, false);
                 continue;
             }
             let Some(done) = self.running.remove(&part.job) else {
