@@ -21,7 +21,7 @@ fn tool(program: &str) -> Command {
 }
 
 /// Runs `program ARGS`; panics with its output unless it succeeds; returns stdout.
-fn run(program: &str, args: &[&str]) -> String {
+pub(crate) fn run(program: &str, args: &[&str]) -> String {
     let out = tool(program)
         .args(args)
         .output()

@@ -1,26 +1,12 @@
 //! Members failing under connected clients (`xraid serve --fault`): the array goes
 //! degraded, the clients see no error and every byte stays right.
 
-use std::process::Command;
-
+use crate::nbd_clients::run;
 use crate::require_tool;
 use crate::server::{raid5, Server};
 use crate::util::{p, random_bytes, sha256_file, sha256_of_read, tempdir};
 
 const ARRAY_BYTES: usize = 45 << 20;
-
-fn run(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .expect("tool runs");
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn a_member_dying_mid_write_goes_unnoticed_by_the_client() {
