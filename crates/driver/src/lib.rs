@@ -11,8 +11,8 @@ use std::io;
 use std::time::Instant;
 
 use xraid_engine::{
-    BufId, Engine, EngineError, IoFailed, IoId, IoKind, MemberIo, MemberState, Nanos, Reply,
-    Request, RequestId, RequestKind, SECTOR_BYTES,
+    BufId, Engine, EngineError, Event, FailReason, IoFailed, IoId, IoKind, MemberIo, MemberState,
+    Nanos, Reply, Request, RequestId, RequestKind, SECTOR_BYTES,
 };
 use xraid_layout::{Geometry, MemberIdx};
 use xraid_member::Member;
@@ -48,12 +48,15 @@ pub struct MemberSlot {
     pub data_offset_bytes: u64,
 }
 
-/// A member I/O failure the driver saw, for the front end to report.
+/// A member the engine failed, with the last I/O error it returned, for the front end
+/// to report.
 #[derive(Debug)]
 pub struct MemberFailure {
     pub member: MemberIdx,
     pub name: String,
-    pub error: io::Error,
+    pub reason: FailReason,
+    /// The member's last I/O error, if an I/O failed (none when an operator failed it).
+    pub error: Option<io::Error>,
 }
 
 /// An array being driven: the engine, its members and the I/O backend.
@@ -67,6 +70,9 @@ pub struct ArrayDriver {
     inline_done: VecDeque<(IoId, Result<(), IoFailed>)>,
     replies: VecDeque<Reply>,
     failures: Vec<MemberFailure>,
+    /// Each member's last I/O error, for the report when the engine fails it.
+    last_error: Vec<Option<io::Error>>,
+    events: Vec<Event>,
     epoch: Instant,
     next_request: u64,
 }
@@ -95,6 +101,8 @@ impl ArrayDriver {
             inline_done: VecDeque::new(),
             replies: VecDeque::new(),
             failures: Vec::new(),
+            last_error: (0..geo.raid_disks()).map(|_| None).collect(),
+            events: Vec::new(),
             epoch: Instant::now(),
             next_request: 0,
         })
@@ -125,9 +133,34 @@ impl ArrayDriver {
         self.backend.kind()
     }
 
-    /// Member failures seen so far (each member once), oldest first.
+    /// Members the engine failed since the last call, oldest first.
     pub fn take_failures(&mut self) -> Vec<MemberFailure> {
+        self.drain_events();
         std::mem::take(&mut self.failures)
+    }
+
+    /// The engine's events since the last call (member failures included), oldest first.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        self.drain_events();
+        std::mem::take(&mut self.events)
+    }
+
+    fn drain_events(&mut self) {
+        while let Some(event) = self.engine.poll_event() {
+            if let Event::MemberFailed { member, reason } = event {
+                let error = self.last_error[member.index()]
+                    .as_ref()
+                    .map(|e| io::Error::new(e.kind(), e.to_string()));
+                let name = self.member_name(member);
+                self.failures.push(MemberFailure {
+                    member,
+                    name,
+                    reason,
+                    error,
+                });
+            }
+            self.events.push(event);
+        }
     }
 
     fn now(&self) -> Nanos {
@@ -186,7 +219,7 @@ impl ArrayDriver {
                 Ok(_) => Ok(()),
                 Err(error) => {
                     self.note_failure(member, error);
-                    Err(IoFailed)
+                    Err(IoFailed::from_errno(error.raw_os_error()))
                 }
             };
             let now = self.now();
@@ -218,14 +251,7 @@ impl ArrayDriver {
     }
 
     fn note_failure(&mut self, member: MemberIdx, error: &io::Error) {
-        if !self.failures.iter().any(|f| f.member == member) {
-            let name = self.member_name(member);
-            self.failures.push(MemberFailure {
-                member,
-                name,
-                error: io::Error::new(error.kind(), error.to_string()),
-            });
-        }
+        self.last_error[member.index()] = Some(io::Error::new(error.kind(), error.to_string()));
     }
 
     fn member_name(&self, member: MemberIdx) -> String {
@@ -248,8 +274,10 @@ impl ArrayDriver {
             if let Err(error) = &result {
                 self.note_failure(io.member, error);
             }
-            self.inline_done
-                .push_back((io.id, result.map_err(|_| IoFailed)));
+            self.inline_done.push_back((
+                io.id,
+                result.map_err(|e| IoFailed::from_errno(e.raw_os_error())),
+            ));
             return;
         };
         let aligned = |v: usize| v.is_multiple_of(direct.align);
@@ -283,7 +311,7 @@ impl ArrayDriver {
             let error = io::Error::other(error.to_string());
             self.note_failure(io.member, &error);
             self.inline_done
-                .push_back((decode_token(op.token).0, Err(IoFailed)));
+                .push_back((decode_token(op.token).0, Err(IoFailed::Medium)));
         }
     }
 

@@ -6,11 +6,13 @@ use std::collections::{HashMap, VecDeque};
 use xraid_layout::{Geometry, Level, MemberIdx, SECTOR_BYTES};
 
 use crate::buffers::{BufId, BufSlice, Buffers};
+use crate::mirror::MirrorOp;
 use crate::slab::Slab;
 use crate::stripe::StripeOp;
+use crate::sync::SyncState;
 use crate::{
-    EngineError, IoFailed, IoId, IoKind, MemberIo, MemberState, Nanos, Reply, Request, RequestId,
-    RequestKind, Stats,
+    EngineConfig, EngineError, Event, FailReason, IoFailed, IoId, IoKind, MemberIo, MemberState,
+    Nanos, Reply, Request, RequestId, RequestKind, Stats,
 };
 
 /// A contiguous piece of one request: array sectors and where they sit in its buffer.
@@ -25,7 +27,8 @@ pub(crate) struct Segment {
 /// What a member I/O in flight belongs to.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum IoTarget {
-    /// Straight between a member and a client buffer.
+    /// Straight between a member and a client buffer, with no lock: reads, and RAID-0
+    /// writes.
     Direct {
         req: usize,
         member: MemberIdx,
@@ -33,14 +36,35 @@ pub(crate) enum IoTarget {
     },
     /// Part of a stripe operation.
     Stripe { op: usize, member: MemberIdx },
+    /// Part of a mirror operation.
+    Mirror { op: usize, member: MemberIdx },
     /// A member flush for a client flush.
     Flush { req: usize, member: MemberIdx },
+    /// A member flush ending a sync.
+    SyncFlush { member: MemberIdx },
+}
+
+/// Who waits for a lock on a sync unit: writes, repairs and sync work on one unit
+/// take turns so that redundancy always matches the data it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Holder {
+    Stripe(usize),
+    Mirror(usize),
+}
+
+/// Whom an operation reports to when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    Client(usize),
+    Sync,
 }
 
 #[derive(Debug)]
 pub(crate) struct ReqState {
     id: RequestId,
     pub(crate) buf: Option<BufId>,
+    /// The engine made `buf` itself (a flush's empty buffer) and frees it at the end.
+    own_buf: bool,
     /// Sub-operations still running, plus one while the request is being planned.
     pending: u32,
     error: Option<EngineError>,
@@ -54,14 +78,22 @@ pub struct Engine {
     pub(crate) bufs: Buffers,
     pub(crate) reqs: Slab<ReqState>,
     pub(crate) ops: Slab<StripeOp>,
+    pub(crate) mops: Slab<MirrorOp>,
     ios: Slab<IoTarget>,
-    /// Per-stripe FIFO of operations; the one in front holds the stripe.
-    pub(crate) locks: HashMap<u64, VecDeque<usize>>,
+    /// Per-unit FIFO of operations; the one in front holds the unit.
+    locks: HashMap<u64, VecDeque<Holder>>,
     out_io: VecDeque<MemberIo>,
     out_reply: VecDeque<Reply>,
+    out_event: VecDeque<Event>,
     pub(crate) stats: Stats,
     /// Spreads reads over mirror copies.
     pub(crate) read_rotor: usize,
+    pub(crate) config: EngineConfig,
+    /// Read errors each member returned so far.
+    read_errors: Vec<u32>,
+    pub(crate) sync: Option<SyncState>,
+    /// The empty buffer sync flushes carry.
+    pub(crate) sync_flush_buf: Option<BufId>,
     now: Nanos,
 }
 
@@ -76,18 +108,41 @@ impl Engine {
         );
         Engine {
             geo,
-            members,
             bufs: Buffers::new(),
             reqs: Slab::default(),
             ops: Slab::default(),
+            mops: Slab::default(),
             ios: Slab::default(),
             locks: HashMap::new(),
             out_io: VecDeque::new(),
             out_reply: VecDeque::new(),
+            out_event: VecDeque::new(),
             stats: Stats::default(),
             read_rotor: 0,
+            config: EngineConfig::default(),
+            read_errors: vec![0; members.len()],
+            sync: None,
+            sync_flush_buf: None,
             now: Nanos(0),
+            members,
         }
+    }
+
+    pub fn config(&self) -> EngineConfig {
+        self.config
+    }
+
+    /// Changes the tunables; a running sync takes the new pace from its next unit.
+    pub fn set_config(&mut self, config: EngineConfig) {
+        self.config = EngineConfig {
+            sync_window: config.sync_window.max(1),
+            ..config
+        };
+    }
+
+    /// Read errors `member` returned so far.
+    pub fn read_errors(&self, member: MemberIdx) -> u32 {
+        self.read_errors[member.index()]
     }
 
     pub fn geometry(&self) -> &Geometry {
@@ -115,19 +170,61 @@ impl Engine {
         &self.members
     }
 
+    pub(crate) fn members_mut(&mut self) -> &mut [MemberState] {
+        &mut self.members
+    }
+
     /// The latest time the driver handed in.
     pub fn now(&self) -> Nanos {
         self.now
     }
 
-    /// Marks a member failed (the driver learned it is gone); later work avoids it.
+    /// Marks a member failed (the driver or an operator learned it is gone); later
+    /// work avoids it.
     pub fn fail_member(&mut self, member: MemberIdx) {
-        self.members[member.index()] = MemberState::Failed;
+        self.fail(member, FailReason::Requested);
     }
 
-    /// Whether nothing is in flight: no request, stripe operation or member I/O.
+    pub(crate) fn fail(&mut self, member: MemberIdx, reason: FailReason) {
+        let state = &mut self.members[member.index()];
+        if *state == MemberState::Failed {
+            return;
+        }
+        let was_rebuilding = *state == MemberState::Rebuilding;
+        *state = MemberState::Failed;
+        self.out_event
+            .push_back(Event::MemberFailed { member, reason });
+        if was_rebuilding {
+            crate::sync::targets_changed(self);
+        }
+    }
+
+    /// Counts a read error of `member`; past the limit, fails it.
+    pub(crate) fn note_read_error(&mut self, member: MemberIdx) {
+        let count = &mut self.read_errors[member.index()];
+        *count += 1;
+        if *count > self.config.max_read_errors {
+            let count = *count;
+            self.fail(member, FailReason::ReadErrors(count));
+        }
+    }
+
+    pub(crate) fn push_event(&mut self, event: Event) {
+        self.out_event.push_back(event);
+    }
+
+    /// Whether nothing is in flight: no request, operation, member I/O or sync.
     pub fn is_idle(&self) -> bool {
-        self.reqs.len() == 0 && self.ops.len() == 0 && self.ios.len() == 0
+        self.reqs.len() == 0
+            && self.ops.len() == 0
+            && self.mops.len() == 0
+            && self.ios.len() == 0
+            && self.sync.is_none()
+    }
+
+    /// Whether no client request is in flight (a sync may be running).
+    pub fn clients_idle(&self) -> bool {
+        self.reqs.len() == 0
     }
 
     /// Takes a client request. Bad requests are answered at once through
@@ -151,6 +248,7 @@ impl Engine {
         let key = self.reqs.insert(ReqState {
             id: req.id,
             buf: req.buf,
+            own_buf: false,
             pending: 1,
             error: None,
         });
@@ -167,6 +265,7 @@ impl Engine {
             }
         }
         self.request_step_done(key, None);
+        crate::sync::pump(self);
     }
 
     fn validate(&self, req: &Request) -> Result<(), EngineError> {
@@ -203,14 +302,17 @@ impl Engine {
         match target {
             IoTarget::Direct { req, member, seg } => {
                 if result.is_err() {
-                    self.fail_member(member);
                     if seg.write {
-                        // The other copies were written; the data survives if one is live.
+                        self.fail(member, FailReason::WriteError);
                         if let Some(error) = self.segment_lost(seg) {
                             self.fail_request(req, error);
                         }
-                    } else {
+                    } else if let Err(IoFailed::Gone) = result {
+                        self.fail(member, FailReason::DeviceGone);
                         self.submit_segment(req, seg);
+                    } else {
+                        self.note_read_error(member);
+                        self.submit_repair_read(req, seg, member);
                     }
                 }
                 self.request_step_done(req, None);
@@ -218,26 +320,42 @@ impl Engine {
             IoTarget::Stripe { op, member } => {
                 crate::stripe::on_completion(self, op, member, result);
             }
+            IoTarget::Mirror { op, member } => {
+                crate::mirror::on_completion(self, op, member, result);
+            }
             IoTarget::Flush { req, member } => {
                 let mut error = None;
                 if result.is_err() {
-                    self.fail_member(member);
+                    self.fail(member, FailReason::WriteError);
                     error = self.lost_error();
                 }
                 self.request_step_done(req, error);
             }
+            IoTarget::SyncFlush { member } => {
+                if result.is_err() {
+                    self.fail(member, FailReason::WriteError);
+                }
+                crate::sync::flush_done(self);
+            }
         }
+        crate::sync::pump(self);
     }
 
-    /// Advances the engine's notion of time. The engine keeps no timers yet: stall
-    /// detection arrives with member fault handling.
+    /// Advances the engine's notion of time: a sync paced to its rate limit goes on.
     pub fn handle_timeout(&mut self, now: Nanos) {
         self.now = now;
+        crate::sync::pump(self);
     }
 
-    /// When the engine next wants [`Engine::handle_timeout`]; `None` while it has no timer.
+    /// When the engine next wants [`Engine::handle_timeout`]: when a paced sync may
+    /// issue its next unit.
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        None
+        crate::sync::next_wakeup(self)
+    }
+
+    /// Something the driver should record (a member failed, a sync ended...).
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.out_event.pop_front()
     }
 
     pub fn poll_member_io(&mut self) -> Option<MemberIo> {
@@ -255,10 +373,28 @@ impl Engine {
         }
     }
 
+    /// A direct read of `seg` from `bad` failed: read it again around `bad`, and
+    /// rewrite what `bad` could not return.
+    fn submit_repair_read(&mut self, req: usize, seg: Segment, bad: MemberIdx) {
+        match self.geo.level() {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                crate::stripe::submit_repair_read(self, req, seg, bad)
+            }
+            Level::Raid1 | Level::Raid10 => crate::mirror::submit_repair_read(self, req, seg, bad),
+            Level::Raid0 => self.fail_request(
+                req,
+                EngineError::Unreadable {
+                    sector: seg.sector,
+                    end: seg.sector + seg.sectors,
+                },
+            ),
+        }
+    }
+
     fn submit_flush(&mut self, req: usize) {
         for m in 0..self.members.len() {
             let member = member_idx(m);
-            if self.is_live(member) {
+            if self.is_present(member) {
                 let buf = self.empty_slice(req);
                 self.emit(
                     member,
@@ -271,13 +407,39 @@ impl Engine {
         }
     }
 
+    /// Flushes `member` for the end of a sync.
+    pub(crate) fn emit_sync_flush(&mut self, member: MemberIdx) {
+        let buf = match self.sync_flush_buf {
+            Some(buf) => buf,
+            None => {
+                let buf = self.bufs.alloc(0);
+                self.sync_flush_buf = Some(buf);
+                buf
+            }
+        };
+        let slice = BufSlice {
+            buf,
+            offset: 0,
+            len: 0,
+        };
+        self.emit(
+            member,
+            IoKind::Flush,
+            0,
+            slice,
+            IoTarget::SyncFlush { member },
+        );
+    }
+
     /// A zero-length slice for I/Os that move no data.
     fn empty_slice(&mut self, req: usize) -> BufSlice {
         let buf = match self.reqs.get(req).buf {
             Some(buf) => buf,
             None => {
                 let buf = self.bufs.alloc(0);
-                self.reqs.get_mut(req).buf = Some(buf);
+                let state = self.reqs.get_mut(req);
+                state.buf = Some(buf);
+                state.own_buf = true;
                 buf
             }
         };
@@ -288,15 +450,54 @@ impl Engine {
         }
     }
 
-    pub(crate) fn is_live(&self, member: MemberIdx) -> bool {
-        self.members[member.index()] == MemberState::Active
+    /// Whether `member` holds good data for sync unit `unit` (and so serves reads
+    /// there and takes writes).
+    pub(crate) fn in_sync(&self, member: MemberIdx, unit: u64) -> bool {
+        match self.members[member.index()] {
+            MemberState::Active => true,
+            MemberState::Failed => false,
+            MemberState::Rebuilding => crate::sync::recovered(self, unit),
+        }
     }
 
+    /// Whether `member` is still part of the array (active or being rebuilt).
+    pub(crate) fn is_present(&self, member: MemberIdx) -> bool {
+        self.members[member.index()] != MemberState::Failed
+    }
+
+    /// Members that are failed or not yet rebuilt.
     pub(crate) fn failed_count(&self) -> usize {
         self.members
             .iter()
-            .filter(|s| **s == MemberState::Failed)
+            .filter(|s| **s != MemberState::Active)
             .count()
+    }
+
+    /// Takes the lock of sync unit `unit` for `holder`; true if it holds it now,
+    /// false if it waits in line (it is started when its turn comes).
+    pub(crate) fn lock(&mut self, unit: u64, holder: Holder) -> bool {
+        let queue = self.locks.entry(unit).or_default();
+        queue.push_back(holder);
+        queue.len() == 1
+    }
+
+    /// Releases `holder`'s lock on `unit` and starts the next in line.
+    pub(crate) fn unlock(&mut self, unit: u64, holder: Holder) {
+        let queue = self
+            .locks
+            .get_mut(&unit)
+            .expect("a running op holds its unit");
+        let front = queue.pop_front();
+        debug_assert_eq!(front, Some(holder), "only the holder unlocks");
+        let next = queue.front().copied();
+        if next.is_none() {
+            self.locks.remove(&unit);
+        }
+        match next {
+            Some(Holder::Stripe(op)) => crate::stripe::start(self, op),
+            Some(Holder::Mirror(op)) => crate::mirror::start(self, op),
+            None => {}
+        }
     }
 
     /// The error to report when the array as a whole has lost data, if it has (more
@@ -344,7 +545,7 @@ impl Engine {
         buf: BufSlice,
         target: IoTarget,
     ) {
-        debug_assert!(self.is_live(member), "I/O planned for a failed member");
+        debug_assert!(self.is_present(member), "I/O planned for a failed member");
         if let IoTarget::Direct { req, .. } | IoTarget::Flush { req, .. } = target {
             self.reqs.get_mut(req).pending += 1;
         }
@@ -384,6 +585,9 @@ impl Engine {
         state.pending -= 1;
         if state.pending == 0 {
             let state = self.reqs.remove(req);
+            if let (true, Some(buf)) = (state.own_buf, state.buf) {
+                self.bufs.free(buf);
+            }
             self.out_reply.push_back(Reply {
                 id: state.id,
                 result: state.error.map_or(Ok(()), Err),

@@ -20,9 +20,20 @@
 //!   rebuild of the stripe's rows before new parity is computed. Writes to one stripe are
 //!   serialised by a per-stripe lock, so parity always matches the data it covers.
 //!
-//! A member whose I/O fails is marked failed and the affected work is planned again
-//! around it, as long as the level's redundancy allows; beyond that the request fails
-//! with [`EngineError::DataLost`].
+//! Faults, the way md handles them:
+//! - a member whose *write* (or flush) fails is marked failed and the affected work is
+//!   planned again around it, as long as the level's redundancy allows; beyond that the
+//!   request fails with [`EngineError::DataLost`];
+//! - a member whose *read* fails keeps serving: the range is rebuilt from redundancy,
+//!   returned to the client and rewritten to that member (md's read-error correction).
+//!   A member is failed only after more than [`EngineConfig::max_read_errors`] read
+//!   errors, or when the rewrite fails too. Unreadable beyond the redundancy, the
+//!   request fails with [`EngineError::Unreadable`] and the array stays up.
+//!
+//! Background work — rebuilding members onto replacements, resync after an unclean
+//! stop, scrubbing — runs in *sync units* (a stripe for RAID-4/5/6, a chunk for
+//! RAID-10, a fixed window for RAID-1) under the same locks as client writes, paced
+//! between [`EngineConfig::sync_min_bytes_per_sec`] and `..._max_...` (see `sync`).
 
 pub mod buffers;
 mod engine;
@@ -30,9 +41,11 @@ mod mirror;
 pub mod sim;
 mod slab;
 mod stripe;
+mod sync;
 
 pub use buffers::{BufId, BufSlice, Buffers, IoBuf, BUF_ALIGN};
 pub use engine::Engine;
+pub use sync::SyncError;
 pub use xraid_layout::{Geometry, MemberIdx, SECTOR_BYTES};
 
 /// A point in time handed to the engine, in nanoseconds from an origin the driver picks.
@@ -97,7 +110,25 @@ pub struct MemberIo {
 
 /// Why a member I/O failed, as far as the engine cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IoFailed;
+pub enum IoFailed {
+    /// The medium could not read or write this range (EIO and the like): a failed read
+    /// is repaired from redundancy and rewritten; a failed write fails the member.
+    Medium,
+    /// The device is gone (ENODEV, ENXIO...): the member is failed at once.
+    Gone,
+}
+
+impl IoFailed {
+    /// Classifies an OS error number.
+    pub fn from_errno(errno: Option<i32>) -> IoFailed {
+        // ENXIO 6, ENODEV 19, ESHUTDOWN 108, ENOTCONN 107, EPIPE 32, ECONNRESET 104:
+        // the device or the link to it is gone, not one bad range.
+        match errno {
+            Some(6 | 19 | 32 | 104 | 107 | 108) => IoFailed::Gone,
+            _ => IoFailed::Medium,
+        }
+    }
+}
 
 /// A member's standing in the array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +137,114 @@ pub enum MemberState {
     Active,
     /// Absent from the start, or failed while running: no I/O is sent to it.
     Failed,
+    /// Being rebuilt by a [`SyncKind::Recover`]: it serves the sync units already
+    /// rebuilt and takes writes there; elsewhere it is treated as missing.
+    Rebuilding,
+}
+
+/// What a background sync does to each sync unit (md's `sync_action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SyncKind {
+    /// Rebuild every [`MemberState::Rebuilding`] member from the others.
+    Recover,
+    /// Make redundancy agree with the data after an unclean stop (parity recomputed,
+    /// mirrors copied from the first copy), counting what disagreed.
+    Resync,
+    /// Read everything and count where redundancy disagrees with the data; change nothing.
+    Check,
+    /// Like check, and rewrite redundancy where it disagrees.
+    Repair,
+}
+
+impl SyncKind {
+    /// md's word for it, as in `/proc/mdstat` and `sync_action`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncKind::Recover => "recover",
+            SyncKind::Resync => "resync",
+            SyncKind::Check => "check",
+            SyncKind::Repair => "repair",
+        }
+    }
+}
+
+/// Where a running sync stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncProgress {
+    pub kind: SyncKind,
+    /// Every unit below this one is done (the checkpoint to resume from).
+    pub done_below: u64,
+    /// Units the sync covers in all.
+    pub total_units: u64,
+    /// Member sectors in one unit.
+    pub unit_sectors: u64,
+    /// Units where redundancy disagreed with the data.
+    pub mismatches: u64,
+    /// Units that could not be read or rebuilt (more members missing than the level
+    /// tolerates, or unreadable beyond redundancy).
+    pub unrecoverable: u64,
+}
+
+/// Why the engine failed a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailReason {
+    /// A write or flush to it failed.
+    WriteError,
+    /// It returned more read errors than [`EngineConfig::max_read_errors`].
+    ReadErrors(u32),
+    /// The device reported itself gone.
+    DeviceGone,
+    /// The driver or an operator asked ([`Engine::fail_member`]).
+    Requested,
+}
+
+/// Something the driver should know (and record in superblocks or logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A member left the array.
+    MemberFailed {
+        member: MemberIdx,
+        reason: FailReason,
+    },
+    /// A read error on `member` was repaired from redundancy and rewritten there.
+    ReadErrorCorrected {
+        member: MemberIdx,
+        sector: u64,
+        sectors: u64,
+    },
+    /// A sync ran to its end (`completed`) or was cancelled.
+    SyncFinished {
+        kind: SyncKind,
+        completed: bool,
+        mismatches: u64,
+        unrecoverable: u64,
+    },
+}
+
+/// Tunables of an engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Read errors a member may return (each repaired) before it is failed; md's
+    /// `max_read_errors`, 20 by default.
+    pub max_read_errors: u32,
+    /// Sync pace per member while client requests are in flight (md's
+    /// `sync_speed_min`); a sync never goes slower than this.
+    pub sync_min_bytes_per_sec: u64,
+    /// Sync pace per member when clients are idle (md's `sync_speed_max`); 0 for no cap.
+    pub sync_max_bytes_per_sec: u64,
+    /// Sync units in flight at once.
+    pub sync_window: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_read_errors: 20,
+            sync_min_bytes_per_sec: 1_000_000,
+            sync_max_bytes_per_sec: 0,
+            sync_window: 4,
+        }
+    }
 }
 
 /// Why a request failed.
@@ -121,6 +260,9 @@ pub enum EngineError {
     /// The buffer does not hold exactly the request's bytes.
     #[error("request of {expected} bytes came with a buffer of {actual} bytes")]
     BufferSize { expected: usize, actual: usize },
+    /// Sectors could be read neither from their member nor rebuilt from redundancy.
+    #[error("sectors {sector}..{end} are unreadable: a member returned read errors and the redundancy to rebuild them is gone")]
+    Unreadable { sector: u64, end: u64 },
     /// More members have failed than the level can survive.
     #[error("data lost: {failed} of {raid_disks} members have failed and {level} survives at most {tolerated}")]
     DataLost {
@@ -149,4 +291,8 @@ pub struct Stats {
     pub reconstruct: u64,
     /// Member I/Os that failed.
     pub io_errors: u64,
+    /// Read errors repaired from redundancy and rewritten to their member.
+    pub read_errors_corrected: u64,
+    /// Sync units done (any kind).
+    pub sync_units: u64,
 }

@@ -1,22 +1,73 @@
-//! Plans for the levels without parity (RAID-0, RAID-1, RAID-10): every piece of a
-//! request goes straight between the client's buffer and member copies.
+//! Plans for the levels without parity (RAID-0, RAID-1, RAID-10).
+//!
+//! Reads go straight from one in-sync copy to the client's buffer, with no lock. RAID-1
+//! and RAID-10 writes take the lock of their sync unit and go to every copy in sync
+//! there (a copy being rebuilt gets the unit from the rebuild when it reaches it); the
+//! lock keeps a rebuild or a repair from copying old data over a newer write. RAID-0
+//! writes go straight to their one place.
+//!
+//! A failed read is read again from another copy under the unit's lock, and the copy
+//! that failed is rewritten with what the good one returned. A sync unit copies
+//! (recover) or compares (check, repair, resync) the copies of one unit under its lock.
 
-use xraid_layout::{Level, Place};
+use xraid_layout::{Level, MemberIdx, Place};
 
-use crate::buffers::BufSlice;
-use crate::engine::{sectors_to_bytes, Engine, IoTarget, Segment};
-use crate::{EngineError, IoKind};
+use crate::buffers::{BufId, BufSlice};
+use crate::engine::{sectors_to_bytes, Engine, Holder, IoTarget, Owner, Segment};
+use crate::sync::{mirror_unit, unit_sectors, UnitOutcome};
+use crate::{EngineError, Event, FailReason, IoFailed, IoKind, MemberState, SyncKind};
 
-/// Splits a segment at copy boundaries: reads go to one live copy (rotating among
-/// copies to spread load), writes to all live copies.
+/// What a mirror operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Work {
+    Write,
+    /// Read again from another copy, then rewrite the copies in `bad`.
+    RepairRead,
+    Sync(SyncKind),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Queued,
+    Reading,
+    Writing,
+}
+
+#[derive(Debug)]
+pub(crate) struct MirrorOp {
+    owner: Owner,
+    work: Work,
+    unit: u64,
+    /// The array sectors covered (within one copy run and one unit).
+    seg: Segment,
+    /// Copies whose reads failed in this operation: skipped as sources, rewritten.
+    bad: Vec<MemberIdx>,
+    /// Copies read by a sync, in the order of their rows in `scratch`.
+    read_from: Vec<Place>,
+    scratch: Option<BufId>,
+    pending: u32,
+    phase: Phase,
+    replan: bool,
+    mismatch: bool,
+}
+
+/// Splits a segment at copy-run boundaries (and, for RAID-1 writes or while a sync
+/// runs, at unit boundaries): reads go to one in-sync copy, rotating among copies to
+/// spread load; writes take their unit's lock.
 pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
     let client = engine.request_buf(req);
+    let level = engine.geo.level();
+    let split_units = level == Level::Raid1 && (seg.write || engine.sync.is_some());
+    let unit_len = unit_sectors(engine);
     let end = seg.sector + seg.sectors;
     let mut sector = seg.sector;
     let mut buf_off = seg.buf_off;
     while sector < end {
         let copies = engine.geo.copies(sector);
-        let sectors = copies.run_sectors.min(end - sector);
+        let mut sectors = copies.run_sectors.min(end - sector);
+        if split_units {
+            sectors = sectors.min(unit_len - sector % unit_len);
+        }
         let piece = Segment {
             sector,
             sectors,
@@ -28,39 +79,387 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
             offset: buf_off,
             len: sectors_to_bytes(sectors),
         };
-        let live: Vec<Place> = copies
-            .as_slice()
-            .iter()
-            .copied()
-            .filter(|p| engine.is_live(p.member))
-            .collect();
-        if live.is_empty() {
-            let error = lost(engine);
-            engine.fail_request(req, error);
-            return;
-        }
-        if seg.write {
-            for place in live {
-                let target = IoTarget::Direct {
-                    req,
-                    member: place.member,
-                    seg: piece,
-                };
-                engine.emit(place.member, IoKind::Write, place.sector, buf, target);
-            }
+        let unit = mirror_unit(engine, sector);
+        if seg.write && level != Level::Raid0 {
+            engine.request_step_started(req);
+            new_op(
+                engine,
+                Owner::Client(req),
+                Work::Write,
+                unit,
+                piece,
+                Vec::new(),
+            );
         } else {
-            let place = live[engine.read_rotor % live.len()];
-            engine.read_rotor = engine.read_rotor.wrapping_add(1);
+            let live: Vec<Place> = copies
+                .as_slice()
+                .iter()
+                .copied()
+                .filter(|p| engine.in_sync(p.member, unit))
+                .collect();
+            if live.is_empty() {
+                let error = lost(engine);
+                engine.fail_request(req, error);
+                return;
+            }
+            // Until a resync reaches a unit its copies may differ (an unclean stop):
+            // read the copy the resync will copy to the others, as md does.
+            let place = if seg.write || crate::sync::awaiting_resync(engine, unit) {
+                live[0]
+            } else {
+                let pick = live[engine.read_rotor % live.len()];
+                engine.read_rotor = engine.read_rotor.wrapping_add(1);
+                pick
+            };
+            let kind = if seg.write {
+                IoKind::Write
+            } else {
+                IoKind::Read
+            };
             let target = IoTarget::Direct {
                 req,
                 member: place.member,
                 seg: piece,
             };
-            engine.emit(place.member, IoKind::Read, place.sector, buf, target);
+            engine.emit(place.member, kind, place.sector, buf, target);
         }
         sector += sectors;
         buf_off += buf.len;
     }
+}
+
+/// A direct read of `seg` from `bad` failed: read each unit of it again from another
+/// copy, and rewrite `bad` there.
+pub(crate) fn submit_repair_read(engine: &mut Engine, req: usize, seg: Segment, bad: MemberIdx) {
+    let unit_len = unit_sectors(engine);
+    let end = seg.sector + seg.sectors;
+    let mut sector = seg.sector;
+    let mut buf_off = seg.buf_off;
+    while sector < end {
+        let sectors = (unit_len - sector % unit_len).min(end - sector);
+        let piece = Segment {
+            sector,
+            sectors,
+            buf_off,
+            write: false,
+        };
+        let unit = mirror_unit(engine, sector);
+        engine.request_step_started(req);
+        new_op(
+            engine,
+            Owner::Client(req),
+            Work::RepairRead,
+            unit,
+            piece,
+            vec![bad],
+        );
+        sector += sectors;
+        buf_off += sectors_to_bytes(sectors);
+    }
+}
+
+/// One unit of a background sync.
+pub(crate) fn start_sync_unit(engine: &mut Engine, unit: u64, kind: SyncKind) {
+    let unit_len = unit_sectors(engine);
+    let sector = unit * unit_len;
+    let seg = Segment {
+        sector,
+        sectors: unit_len.min(engine.geo.array_sectors() - sector),
+        buf_off: 0,
+        write: false,
+    };
+    new_op(engine, Owner::Sync, Work::Sync(kind), unit, seg, Vec::new());
+}
+
+fn new_op(
+    engine: &mut Engine,
+    owner: Owner,
+    work: Work,
+    unit: u64,
+    seg: Segment,
+    bad: Vec<MemberIdx>,
+) {
+    let op = engine.mops.insert(MirrorOp {
+        owner,
+        work,
+        unit,
+        seg,
+        bad,
+        read_from: Vec::new(),
+        scratch: None,
+        pending: 0,
+        phase: Phase::Queued,
+        replan: false,
+        mismatch: false,
+    });
+    if engine.lock(unit, Holder::Mirror(op)) {
+        start(engine, op);
+    }
+}
+
+/// Every copy of the operation's sectors.
+fn places(engine: &Engine, op: &MirrorOp) -> Vec<Place> {
+    engine.geo.copies(op.seg.sector).as_slice().to_vec()
+}
+
+/// The client buffer slice of a client operation.
+fn client_slice(engine: &Engine, o: &MirrorOp) -> BufSlice {
+    let Owner::Client(req) = o.owner else {
+        unreachable!("sync operations have no client buffer")
+    };
+    BufSlice {
+        buf: engine.request_buf(req),
+        offset: o.seg.buf_off,
+        len: sectors_to_bytes(o.seg.sectors),
+    }
+}
+
+/// The operation holds its unit: issue its reads (or, for a write, its writes).
+pub(crate) fn start(engine: &mut Engine, op: usize) {
+    let o = engine.mops.get(op);
+    let unit = o.unit;
+    let all = places(engine, o);
+    let sources: Vec<Place> = all
+        .iter()
+        .copied()
+        .filter(|p| engine.in_sync(p.member, unit) && !o.bad.contains(&p.member))
+        .collect();
+    let len = sectors_to_bytes(o.seg.sectors);
+    let mut ios: Vec<(Place, IoKind, BufSlice)> = Vec::new();
+    match o.work {
+        Work::Write => {
+            if sources.is_empty() {
+                let error = lost(engine);
+                finish(engine, op, Some(error));
+                return;
+            }
+            let buf = client_slice(engine, o);
+            ios.extend(sources.iter().map(|&p| (p, IoKind::Write, buf)));
+        }
+        Work::RepairRead => {
+            let Some(&source) = sources.first() else {
+                let error = EngineError::Unreadable {
+                    sector: o.seg.sector,
+                    end: o.seg.sector + o.seg.sectors,
+                };
+                finish(engine, op, Some(error));
+                return;
+            };
+            ios.push((source, IoKind::Read, client_slice(engine, o)));
+        }
+        Work::Sync(kind) => {
+            if sources.is_empty() {
+                let error = lost(engine);
+                finish(engine, op, Some(error));
+                return;
+            }
+            let rebuilding = all.iter().any(|p| is_rebuilding(engine, p.member));
+            let read_from: Vec<Place> = match kind {
+                SyncKind::Recover if !rebuilding => Vec::new(),
+                SyncKind::Recover => vec![sources[0]],
+                _ => sources.clone(),
+            };
+            if read_from.is_empty() {
+                finish(engine, op, None);
+                return;
+            }
+            let scratch = match engine.mops.get(op).scratch {
+                Some(buf) => buf,
+                None => engine.bufs.alloc(read_from.len() * len),
+            };
+            for (i, &p) in read_from.iter().enumerate() {
+                let buf = BufSlice {
+                    buf: scratch,
+                    offset: i * len,
+                    len,
+                };
+                ios.push((p, IoKind::Read, buf));
+            }
+            let o = engine.mops.get_mut(op);
+            o.scratch = Some(scratch);
+            o.read_from = read_from;
+        }
+    }
+    let o = engine.mops.get_mut(op);
+    o.phase = if o.work == Work::Write {
+        Phase::Writing
+    } else {
+        Phase::Reading
+    };
+    o.pending = u32::try_from(ios.len()).expect("few copies");
+    for (p, kind, buf) in ios {
+        engine.emit(
+            p.member,
+            kind,
+            p.sector,
+            buf,
+            IoTarget::Mirror {
+                op,
+                member: p.member,
+            },
+        );
+    }
+}
+
+fn is_rebuilding(engine: &Engine, member: MemberIdx) -> bool {
+    engine.member_states()[member.index()] == MemberState::Rebuilding
+}
+
+pub(crate) fn on_completion(
+    engine: &mut Engine,
+    op: usize,
+    member: MemberIdx,
+    result: Result<(), IoFailed>,
+) {
+    if let Err(failure) = result {
+        match engine.mops.get(op).phase {
+            Phase::Reading => {
+                if failure == IoFailed::Gone {
+                    engine.fail(member, FailReason::DeviceGone);
+                } else {
+                    engine.note_read_error(member);
+                }
+                let o = engine.mops.get_mut(op);
+                o.replan = true;
+                if !o.bad.contains(&member) {
+                    o.bad.push(member);
+                }
+            }
+            _ if failure == IoFailed::Gone => engine.fail(member, FailReason::DeviceGone),
+            _ => engine.fail(member, FailReason::WriteError),
+        }
+    }
+    let o = engine.mops.get_mut(op);
+    o.pending -= 1;
+    if o.pending > 0 {
+        return;
+    }
+    match o.phase {
+        Phase::Reading if o.replan => {
+            o.replan = false;
+            start(engine, op);
+        }
+        Phase::Reading => after_reads(engine, op),
+        Phase::Writing => {
+            report_corrections(engine, op);
+            let o = engine.mops.get(op);
+            let error = match o.work {
+                Work::Write => segment_lost(engine, o.seg),
+                _ => None,
+            };
+            finish(engine, op, error);
+        }
+        Phase::Queued => unreachable!("a queued op has no I/O in flight"),
+    }
+}
+
+/// Reads are in: write what the operation must write.
+fn after_reads(engine: &mut Engine, op: usize) {
+    let o = engine.mops.get(op);
+    let unit = o.unit;
+    let len = sectors_to_bytes(o.seg.sectors);
+    let all = places(engine, o);
+    let mut writes: Vec<(Place, BufSlice)> = Vec::new();
+    // What the copies that failed to read (or disagree) get written with.
+    let good = match o.work {
+        Work::RepairRead => client_slice(engine, o),
+        _ => BufSlice {
+            buf: o.scratch.expect("a sync reads into scratch"),
+            offset: 0,
+            len,
+        },
+    };
+    if let Work::Sync(kind) = o.work {
+        let scratch = good.buf;
+        match kind {
+            SyncKind::Recover => {
+                writes.extend(
+                    all.iter()
+                        .filter(|p| is_rebuilding(engine, p.member))
+                        .map(|&p| (p, good)),
+                );
+            }
+            SyncKind::Check | SyncKind::Repair | SyncKind::Resync => {
+                let bytes = engine.bufs.get(scratch);
+                let first = &bytes[..len];
+                let differing: Vec<Place> = o
+                    .read_from
+                    .iter()
+                    .enumerate()
+                    .skip(1)
+                    .filter(|(i, _)| bytes[i * len..(i + 1) * len] != *first)
+                    .map(|(_, p)| *p)
+                    .collect();
+                let mismatch = !differing.is_empty();
+                if kind != SyncKind::Check {
+                    writes.extend(differing.into_iter().map(|p| (p, good)));
+                }
+                engine.mops.get_mut(op).mismatch = mismatch;
+            }
+        }
+    }
+    let o = engine.mops.get(op);
+    for p in &all {
+        if o.bad.contains(&p.member) && engine.in_sync(p.member, unit) {
+            writes.push((*p, good));
+        }
+    }
+    let o = engine.mops.get_mut(op);
+    o.phase = Phase::Writing;
+    o.pending = u32::try_from(writes.len()).expect("few copies");
+    if writes.is_empty() {
+        finish(engine, op, None);
+        return;
+    }
+    for (p, buf) in writes {
+        engine.emit(
+            p.member,
+            IoKind::Write,
+            p.sector,
+            buf,
+            IoTarget::Mirror {
+                op,
+                member: p.member,
+            },
+        );
+    }
+}
+
+/// Rewrites of copies whose reads failed are done: count those that took.
+fn report_corrections(engine: &mut Engine, op: usize) {
+    let o = engine.mops.get(op);
+    let unit = o.unit;
+    let fixed: Vec<Place> = places(engine, o)
+        .into_iter()
+        .filter(|p| o.bad.contains(&p.member) && engine.in_sync(p.member, unit))
+        .collect();
+    let sectors = o.seg.sectors;
+    for p in fixed {
+        engine.stats.read_errors_corrected += 1;
+        engine.push_event(Event::ReadErrorCorrected {
+            member: p.member,
+            sector: p.sector,
+            sectors,
+        });
+    }
+}
+
+fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
+    let o = engine.mops.remove(op);
+    if let Some(buf) = o.scratch {
+        engine.bufs.free(buf);
+    }
+    match o.owner {
+        Owner::Client(req) => engine.request_step_done(req, error),
+        Owner::Sync => {
+            let outcome = UnitOutcome {
+                mismatch: o.mismatch,
+                unrecoverable: error.is_some(),
+            };
+            crate::sync::unit_done(engine, o.unit, outcome);
+        }
+    }
+    engine.unlock(o.unit, Holder::Mirror(op));
 }
 
 fn lost(engine: &Engine) -> EngineError {
@@ -72,13 +471,18 @@ fn lost(engine: &Engine) -> EngineError {
     engine.data_lost(tolerated)
 }
 
-/// The error for a segment none of whose copies is live any more.
+/// The error for a segment none of whose copies is in sync any more.
 pub(crate) fn segment_lost(engine: &Engine, seg: Segment) -> Option<EngineError> {
     let end = seg.sector + seg.sectors;
     let mut sector = seg.sector;
     while sector < end {
         let copies = engine.geo.copies(sector);
-        if !copies.as_slice().iter().any(|p| engine.is_live(p.member)) {
+        let unit = mirror_unit(engine, sector);
+        if !copies
+            .as_slice()
+            .iter()
+            .any(|p| engine.in_sync(p.member, unit))
+        {
             return Some(lost(engine));
         }
         sector += copies.run_sectors.min(end - sector);
@@ -86,7 +490,7 @@ pub(crate) fn segment_lost(engine: &Engine, seg: Segment) -> Option<EngineError>
     None
 }
 
-/// Whether some chunk of a RAID-10 array has no live copy. Copy placement repeats
+/// Whether some chunk of a RAID-10 array has no active copy. Copy placement repeats
 /// every `raid_disks * copies` chunks, so checking that many covers every pattern.
 pub(crate) fn raid10_lost(engine: &Engine) -> bool {
     if engine.failed_count() == 0 {
@@ -97,6 +501,9 @@ pub(crate) fn raid10_lost(engine: &Engine) -> bool {
     let chunks = (engine.geo.array_sectors() / chunk.max(1)).min(period);
     (0..chunks).any(|c| {
         let copies = engine.geo.copies(c * chunk);
-        !copies.as_slice().iter().any(|p| engine.is_live(p.member))
+        !copies
+            .as_slice()
+            .iter()
+            .any(|p| engine.member_states()[p.member.index()] == MemberState::Active)
     })
 }

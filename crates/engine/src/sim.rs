@@ -1,16 +1,19 @@
 //! A deterministic in-memory driver: members are byte vectors, member I/Os complete
 //! one at a time in an order drawn from a seed, and time is a simulated clock.
+//! Members can die, return, fail reads in ranges, flip bits and lose the writes in
+//! their volatile caches to a power cut.
 //!
 //! It drives the same [`Engine`] the real driver does, with no threads and no OS, so
 //! tests can replay any interleaving from its seed and inject member failures.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 
 use xraid_layout::{Geometry, MemberIdx, SECTOR_BYTES};
 
 use crate::{
-    BufId, Engine, EngineError, IoFailed, IoKind, MemberIo, MemberState, Nanos, Reply, Request,
-    RequestId, RequestKind,
+    BufId, Engine, EngineError, Event, IoFailed, IoKind, MemberIo, MemberState, Nanos, Reply,
+    Request, RequestId, RequestKind, SyncError,
 };
 
 /// Simulated time one member I/O takes; only its order matters to tests.
@@ -50,21 +53,70 @@ impl SimRng {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SimMemberHealth {
     Healthy,
-    /// Every I/O to it fails.
+    /// Every I/O to it fails as from a vanished device.
     Dead,
+}
+
+/// A write a member's volatile cache holds until the next flush: where, and the
+/// bytes it replaced (a power cut may put them back).
+#[derive(Debug, Clone)]
+struct Unflushed {
+    at: usize,
+    old: Vec<u8>,
+}
+
+/// One simulated member: its data area, its health, the ranges that fail to read
+/// (until written, as a drive remaps a bad sector on write) and its volatile cache.
+#[derive(Debug, Clone)]
+pub struct SimMember {
+    pub data: Vec<u8>,
+    pub health: SimMemberHealth,
+    /// Member sector ranges whose reads fail with a medium error.
+    pub bad_ranges: Vec<Range<u64>>,
+    unflushed: Vec<Unflushed>,
+}
+
+impl SimMember {
+    fn new(bytes: usize) -> SimMember {
+        SimMember {
+            data: vec![0; bytes],
+            health: SimMemberHealth::Healthy,
+            bad_ranges: Vec::new(),
+            unflushed: Vec::new(),
+        }
+    }
+
+    fn read_fails(&self, range: &Range<u64>) -> bool {
+        self.bad_ranges
+            .iter()
+            .any(|b| b.start < range.end && range.start < b.end)
+    }
+
+    /// A write over part of a bad range makes that part good again.
+    fn remap(&mut self, range: &Range<u64>) {
+        let mut kept = Vec::new();
+        for b in self.bad_ranges.drain(..) {
+            if b.start < range.start {
+                kept.push(b.start..b.end.min(range.start));
+            }
+            if b.end > range.end {
+                kept.push(b.start.max(range.end)..b.end);
+            }
+        }
+        self.bad_ranges = kept;
+    }
 }
 
 /// An array of in-memory members driven by an [`Engine`].
 #[derive(Debug)]
 pub struct SimArray {
     pub engine: Engine,
-    /// Each member's data area.
-    pub members: Vec<Vec<u8>>,
-    pub health: Vec<SimMemberHealth>,
+    pub members: Vec<SimMember>,
     rng: SimRng,
     now: Nanos,
     in_flight: Vec<MemberIo>,
     replies: VecDeque<Reply>,
+    events: Vec<Event>,
     next_id: u64,
     /// Complete member I/Os in seeded random order (true) or in issue order.
     pub shuffle: bool,
@@ -78,12 +130,12 @@ impl SimArray {
             usize::try_from(geo.member_sectors() * SECTOR_BYTES).expect("fits memory");
         SimArray {
             engine: Engine::new(geo, vec![MemberState::Active; n]),
-            members: vec![vec![0; member_bytes]; n],
-            health: vec![SimMemberHealth::Healthy; n],
+            members: vec![SimMember::new(member_bytes); n],
             rng: SimRng::new(seed),
             now: Nanos(0),
             in_flight: Vec::new(),
             replies: VecDeque::new(),
+            events: Vec::new(),
             next_id: 0,
             shuffle: true,
         }
@@ -146,12 +198,24 @@ impl SimArray {
         while let Some(reply) = self.engine.poll_reply() {
             self.replies.push_back(reply);
         }
+        while let Some(event) = self.engine.poll_event() {
+            self.events.push(event);
+        }
     }
 
-    /// Completes one member I/O, if any is in flight. Returns whether one was.
+    /// Completes one member I/O, if any is in flight; with none in flight, moves the
+    /// clock to the engine's next timer (a paced sync). Returns whether anything happened.
     pub fn step(&mut self) -> bool {
+        // Calls made on the engine directly (starting a sync...) may have left I/O.
+        self.collect();
         if self.in_flight.is_empty() {
-            return false;
+            let Some(at) = self.engine.poll_timeout() else {
+                return false;
+            };
+            self.now = Nanos(self.now.0.max(at.0));
+            self.engine.handle_timeout(self.now);
+            self.collect();
+            return true;
         }
         let pick = if self.shuffle {
             self.rng.below(self.in_flight.len() as u64) as usize
@@ -167,30 +231,59 @@ impl SimArray {
     }
 
     fn perform(&mut self, io: &MemberIo) -> Result<(), IoFailed> {
-        let m = io.member.index();
-        if self.health[m] == SimMemberHealth::Dead {
-            return Err(IoFailed);
+        let member = &mut self.members[io.member.index()];
+        if member.health == SimMemberHealth::Dead {
+            return Err(IoFailed::Gone);
         }
         let at = usize::try_from(io.sector * SECTOR_BYTES).expect("fits memory");
-        let member = &mut self.members[m];
+        let range = io.sector..io.sector + io.buf.len as u64 / SECTOR_BYTES;
         let bufs = self.engine.buffers_mut();
         match io.kind {
-            IoKind::Read => bufs
-                .slice_mut(io.buf)
-                .copy_from_slice(&member[at..at + io.buf.len]),
-            IoKind::Write => member[at..at + io.buf.len].copy_from_slice(bufs.slice(io.buf)),
-            IoKind::Flush => {}
+            IoKind::Read => {
+                if member.read_fails(&range) {
+                    return Err(IoFailed::Medium);
+                }
+                bufs.slice_mut(io.buf)
+                    .copy_from_slice(&member.data[at..at + io.buf.len]);
+            }
+            IoKind::Write => {
+                let old = member.data[at..at + io.buf.len].to_vec();
+                member.unflushed.push(Unflushed { at, old });
+                member.data[at..at + io.buf.len].copy_from_slice(bufs.slice(io.buf));
+                member.remap(&range);
+            }
+            IoKind::Flush => member.unflushed.clear(),
         }
         Ok(())
     }
 
-    /// Runs until no member I/O is in flight; returns the replies gathered.
+    /// Runs until no member I/O is in flight and no client request waits; returns the
+    /// replies gathered. A sync may still be running (see [`SimArray::run_sync`]).
     pub fn run(&mut self) -> Vec<Reply> {
-        while self.step() {}
+        while !self.in_flight.is_empty() || !self.engine.clients_idle() {
+            if !self.step() {
+                break;
+            }
+        }
         self.replies.drain(..).collect()
     }
 
-    /// Reads synchronously (runs everything in flight to completion).
+    /// Runs until the running sync (if any) ends; returns the replies gathered.
+    pub fn run_sync(&mut self) -> Vec<Reply> {
+        while self.engine.sync_progress().is_some() || !self.in_flight.is_empty() {
+            if !self.step() {
+                break;
+            }
+        }
+        self.replies.drain(..).collect()
+    }
+
+    /// The engine's events since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Reads synchronously (runs every client request in flight to completion).
     pub fn read(&mut self, sector: u64, sectors: u64) -> Result<Vec<u8>, EngineError> {
         let (id, buf) = self.start_read(sector, sectors);
         let result = self.finish(id);
@@ -207,6 +300,12 @@ impl SimArray {
         result
     }
 
+    /// Flushes synchronously.
+    pub fn flush(&mut self) -> Result<(), EngineError> {
+        let id = self.start_flush();
+        self.finish(id)
+    }
+
     fn finish(&mut self, id: RequestId) -> Result<(), EngineError> {
         let replies = self.run();
         let mine = replies
@@ -220,9 +319,72 @@ impl SimArray {
         mine.result.clone()
     }
 
-    /// Takes a member out: its I/Os fail from now on, and the engine learns of it from
-    /// the first one that fails.
+    /// Takes a member out: its I/Os fail from now on as from a vanished device, and
+    /// the engine learns of it from the first one.
     pub fn kill_member(&mut self, member: MemberIdx) {
-        self.health[member.index()] = SimMemberHealth::Dead;
+        self.members[member.index()].health = SimMemberHealth::Dead;
+    }
+
+    /// Puts a member back in service (the old device returning, or with `replace`, a
+    /// new one full of garbage) and tells the engine to rebuild it; the caller starts
+    /// the recover.
+    pub fn return_member(&mut self, member: MemberIdx, replace: bool) -> Result<(), SyncError> {
+        if self.engine.member_states()[member.index()] == MemberState::Active {
+            // The engine has not tripped over the dead member yet: an operator
+            // removes it first.
+            self.engine.fail_member(member);
+        }
+        let m = &mut self.members[member.index()];
+        m.health = SimMemberHealth::Healthy;
+        m.bad_ranges.clear();
+        m.unflushed.clear();
+        if replace {
+            let mut garbage = std::mem::take(&mut m.data);
+            self.rng.fill(&mut garbage);
+            self.members[member.index()].data = garbage;
+        }
+        self.engine.mark_rebuilding(member)
+    }
+
+    /// Makes reads of member sectors `range` of `member` fail until they are written.
+    pub fn add_bad_range(&mut self, member: MemberIdx, range: Range<u64>) {
+        self.members[member.index()].bad_ranges.push(range);
+    }
+
+    /// Flips one bit of a member's data behind the engine's back.
+    pub fn flip_bit(&mut self, member: MemberIdx, byte: usize, bit: u8) {
+        self.members[member.index()].data[byte] ^= 1 << (bit % 8);
+    }
+
+    /// Power fails with nothing in flight: each write still in a member's volatile
+    /// cache is lost or kept at random, and the engine starts over with the members
+    /// it had (its memory is gone). The caller decides what to resync.
+    pub fn power_cut(&mut self) {
+        assert!(
+            self.in_flight.is_empty(),
+            "power cuts happen between batches"
+        );
+        for m in 0..self.members.len() {
+            let unflushed = std::mem::take(&mut self.members[m].unflushed);
+            for u in unflushed.into_iter().rev() {
+                if self.rng.below(2) == 0 {
+                    let data = &mut self.members[m].data;
+                    data[u.at..u.at + u.old.len()].copy_from_slice(&u.old);
+                }
+            }
+        }
+        let states = self
+            .engine
+            .member_states()
+            .iter()
+            .map(|s| match s {
+                MemberState::Active => MemberState::Active,
+                _ => MemberState::Failed,
+            })
+            .collect();
+        let config = self.engine.config();
+        self.engine = Engine::new(*self.engine.geometry(), states);
+        self.engine.set_config(config);
+        self.replies.clear();
     }
 }

@@ -13,8 +13,9 @@
 use xraid_layout::{MemberIdx, StripeMap};
 
 use crate::buffers::{BufId, BufSlice};
-use crate::engine::{member_idx, sectors_to_bytes, Engine, IoTarget, Segment};
-use crate::{IoFailed, IoKind};
+use crate::engine::{member_idx, sectors_to_bytes, Engine, Holder, IoTarget, Owner, Segment};
+use crate::sync::UnitOutcome;
+use crate::{EngineError, Event, FailReason, IoFailed, IoKind, MemberState, SyncKind};
 
 /// The part of a stripe's data chunk `data_index` that an operation reads or writes,
 /// in sectors from the chunk's start, and where it sits in the client buffer.
@@ -26,12 +27,23 @@ struct Seg {
     buf_off: usize,
 }
 
+/// What an operation is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// Read segments whose member is missing, or whose read failed.
+    Read,
+    Write,
+    /// One unit of a background sync.
+    Sync(SyncKind),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Plan {
     ReadModifyWrite,
     ReconstructWrite,
     Reconstruct,
     DegradedRead,
+    Sync,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,18 +55,26 @@ enum Phase {
 
 #[derive(Debug)]
 pub(crate) struct StripeOp {
-    req: usize,
+    owner: Owner,
+    purpose: Purpose,
     stripe: u64,
-    write: bool,
     segs: Vec<Seg>,
     lo: u32,
     hi: u32,
     scratch: Option<BufId>,
     pending: u32,
-    /// A read failed: plan again around the failed member once the others finish.
+    /// A read failed: plan again around the member once the others finish.
     replan: bool,
     plan: Plan,
     phase: Phase,
+    /// Members whose reads failed in this operation: missing here, and their rows
+    /// are rewritten from the rebuilt ones (md's read-error correction).
+    bad: Vec<MemberIdx>,
+    /// Members the plan did not read (missing for this operation when it was
+    /// planned); their rows are rebuilt from the others.
+    missing: Vec<MemberIdx>,
+    /// A sync found redundancy disagreeing with the data.
+    mismatch: bool,
 }
 
 impl StripeOp {
@@ -63,7 +83,12 @@ impl StripeOp {
     }
 }
 
-/// Splits a segment at chunk boundaries. Reads of live members go straight to the
+/// Whether operation `o` may read `m`: in sync for the stripe and not failing here.
+fn op_live(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
+    engine.in_sync(m, o.stripe) && !o.bad.contains(&m)
+}
+
+/// Splits a segment at chunk boundaries. Reads of members in sync go straight to the
 /// client buffer; everything else becomes one operation per stripe.
 pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
     let chunk = u64::from(engine.geo.chunk_sectors());
@@ -72,6 +97,11 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
     let mut sector = seg.sector;
     let mut buf_off = seg.buf_off;
     let mut group: Option<(u64, Vec<Seg>)> = None;
+    let purpose = if seg.write {
+        Purpose::Write
+    } else {
+        Purpose::Read
+    };
     while sector < end {
         let pos = engine.geo.stripe_pos(sector);
         let sectors = (chunk - u64::from(pos.offset_in_chunk)).min(end - sector);
@@ -85,7 +115,7 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
             .geo
             .stripe_map(pos.stripe)
             .data_member(pos.data_index);
-        if !seg.write && engine.is_live(member) {
+        if !seg.write && engine.in_sync(member, pos.stripe) {
             let buf = BufSlice {
                 buf: client,
                 offset: buf_off,
@@ -108,7 +138,7 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
                 Some((stripe, segs)) if *stripe == pos.stripe => segs.push(piece),
                 _ => {
                     if let Some((stripe, segs)) = group.take() {
-                        new_op(engine, req, stripe, seg.write, segs);
+                        client_op(engine, req, purpose, stripe, segs, Vec::new());
                     }
                     group = Some((pos.stripe, vec![piece]));
                 }
@@ -118,11 +148,38 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
         buf_off += sectors_to_bytes(sectors);
     }
     if let Some((stripe, segs)) = group {
-        new_op(engine, req, stripe, seg.write, segs);
+        client_op(engine, req, purpose, stripe, segs, Vec::new());
     }
 }
 
-fn new_op(engine: &mut Engine, req: usize, stripe: u64, write: bool, segs: Vec<Seg>) {
+/// A direct read of `seg` (one chunk piece) from `bad` failed: read the stripe's rows
+/// around it, rebuild the piece, and rewrite `bad`'s rows.
+pub(crate) fn submit_repair_read(engine: &mut Engine, req: usize, seg: Segment, bad: MemberIdx) {
+    let pos = engine.geo.stripe_pos(seg.sector);
+    let piece = Seg {
+        data_index: pos.data_index,
+        start: pos.offset_in_chunk,
+        end: pos.offset_in_chunk + u32::try_from(seg.sectors).expect("within a chunk"),
+        buf_off: seg.buf_off,
+    };
+    client_op(
+        engine,
+        req,
+        Purpose::Read,
+        pos.stripe,
+        vec![piece],
+        vec![bad],
+    );
+}
+
+fn client_op(
+    engine: &mut Engine,
+    req: usize,
+    purpose: Purpose,
+    stripe: u64,
+    segs: Vec<Seg>,
+    bad: Vec<MemberIdx>,
+) {
     let lo = segs
         .iter()
         .map(|s| s.start)
@@ -134,10 +191,48 @@ fn new_op(engine: &mut Engine, req: usize, stripe: u64, write: bool, segs: Vec<S
         .max()
         .expect("an op has segments");
     engine.request_step_started(req);
-    let op = engine.ops.insert(StripeOp {
-        req,
+    new_op(
+        engine,
+        Owner::Client(req),
+        purpose,
         stripe,
-        write,
+        segs,
+        lo,
+        hi,
+        bad,
+    );
+}
+
+/// One unit (stripe) of a background sync: its whole chunk rows.
+pub(crate) fn start_sync_unit(engine: &mut Engine, stripe: u64, kind: SyncKind) {
+    let hi = engine.geo.chunk_sectors();
+    new_op(
+        engine,
+        Owner::Sync,
+        Purpose::Sync(kind),
+        stripe,
+        Vec::new(),
+        0,
+        hi,
+        Vec::new(),
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn new_op(
+    engine: &mut Engine,
+    owner: Owner,
+    purpose: Purpose,
+    stripe: u64,
+    segs: Vec<Seg>,
+    lo: u32,
+    hi: u32,
+    bad: Vec<MemberIdx>,
+) {
+    let op = engine.ops.insert(StripeOp {
+        owner,
+        purpose,
+        stripe,
         segs,
         lo,
         hi,
@@ -146,19 +241,44 @@ fn new_op(engine: &mut Engine, req: usize, stripe: u64, write: bool, segs: Vec<S
         replan: false,
         plan: Plan::DegradedRead,
         phase: Phase::Queued,
+        bad,
+        missing: Vec::new(),
+        mismatch: false,
     });
-    let queue = engine.locks.entry(stripe).or_default();
-    queue.push_back(op);
-    if queue.len() == 1 {
+    if engine.lock(stripe, Holder::Stripe(op)) {
         start(engine, op);
     }
 }
 
+/// Array sectors an operation's segments cover (for error messages).
+fn op_extent(engine: &Engine, o: &StripeOp) -> (u64, u64) {
+    let chunk = u64::from(engine.geo.chunk_sectors());
+    let base = o.stripe * engine.geo.stripe_data_sectors();
+    let at = |s: &Seg, off: u32| base + u64::from(s.data_index) * chunk + u64::from(off);
+    let lo = o.segs.iter().map(|s| at(s, s.start)).min().unwrap_or(base);
+    let hi = o.segs.iter().map(|s| at(s, s.end)).max().unwrap_or(base);
+    (lo, hi)
+}
+
 /// The operation holds its stripe: plan, then issue the reads the plan needs.
-fn start(engine: &mut Engine, op: usize) {
+pub(crate) fn start(engine: &mut Engine, op: usize) {
     let parity_count = usize::from(engine.geo.level().parity_count());
-    if engine.failed_count() > parity_count {
-        let error = engine.data_lost(parity_count);
+    let raid_disks = usize::from(engine.geo.raid_disks());
+    let missing: Vec<MemberIdx> = {
+        let o = engine.ops.get(op);
+        (0..raid_disks)
+            .map(member_idx)
+            .filter(|&m| !op_live(engine, o, m))
+            .collect()
+    };
+    if missing.len() > parity_count {
+        let o = engine.ops.get(op);
+        let error = if o.bad.is_empty() {
+            engine.data_lost(parity_count)
+        } else {
+            let (sector, end) = op_extent(engine, o);
+            EngineError::Unreadable { sector, end }
+        };
         finish(engine, op, Some(error));
         return;
     }
@@ -167,22 +287,27 @@ fn start(engine: &mut Engine, op: usize) {
         (o.stripe, o.lo, o.hi, o.row_bytes())
     };
     let map = engine.geo.stripe_map(stripe);
-    let raid_disks = usize::from(engine.geo.raid_disks());
     let scratch = match engine.ops.get(op).scratch {
         Some(buf) => buf,
         None => {
-            let buf = engine.bufs.alloc(raid_disks * row_bytes);
+            // A sync keeps room for the parity it computes, to compare with what it read.
+            let extra = match engine.ops.get(op).purpose {
+                Purpose::Sync(_) => parity_count,
+                _ => 0,
+            };
+            let buf = engine.bufs.alloc((raid_disks + extra) * row_bytes);
             engine.ops.get_mut(op).scratch = Some(buf);
             buf
         }
     };
     let plan = choose_plan(engine, op, &map);
+    engine.ops.get_mut(op).missing = missing;
     let mut reads: Vec<(MemberIdx, u32, u32)> = Vec::new();
     let o = engine.ops.get(op);
     match plan {
-        Plan::DegradedRead | Plan::Reconstruct => {
+        Plan::DegradedRead | Plan::Reconstruct | Plan::Sync => {
             for m in (0..raid_disks).map(member_idx) {
-                if engine.is_live(m) {
+                if op_live(engine, o, m) {
                     reads.push((m, lo, hi));
                 }
             }
@@ -196,7 +321,7 @@ fn start(engine: &mut Engine, op: usize) {
         Plan::ReconstructWrite => {
             for i in 0..map.data_disks() {
                 let m = map.data_member(i);
-                if !engine.is_live(m) {
+                if !op_live(engine, o, m) {
                     continue;
                 }
                 let (a, b) = covered(&o.segs, i);
@@ -214,6 +339,7 @@ fn start(engine: &mut Engine, op: usize) {
         Plan::ReconstructWrite if reads.is_empty() => stats.full_stripe += 1,
         Plan::ReconstructWrite => stats.rcw += 1,
         Plan::Reconstruct | Plan::DegradedRead => stats.reconstruct += 1,
+        Plan::Sync => {}
     }
     {
         let o = engine.ops.get_mut(op);
@@ -254,11 +380,14 @@ fn parity_members(map: &StripeMap) -> impl Iterator<Item = MemberIdx> {
 }
 
 /// Chooses the write plan with the fewest member reads; ties go to reconstruct-write,
-/// which does not trust old parity.
+/// which does not trust old parity. Stripes a resync has not reached yet never trust
+/// old parity (md does the same past `recovery_cp`).
 fn choose_plan(engine: &Engine, op: usize, map: &StripeMap) -> Plan {
     let o = engine.ops.get(op);
-    if !o.write {
-        return Plan::DegradedRead;
+    match o.purpose {
+        Purpose::Read => return Plan::DegradedRead,
+        Purpose::Sync(_) => return Plan::Sync,
+        Purpose::Write => {}
     }
     let (lo, hi) = (o.lo, o.hi);
     // Pieces of lo..hi a data member's segment leaves uncovered: before it, after it.
@@ -270,11 +399,13 @@ fn choose_plan(engine: &Engine, op: usize, map: &StripeMap) -> Plan {
             usize::from(a > lo) + usize::from(b < hi)
         }
     };
-    let degraded = engine.failed_count() > 0;
+    let raid_disks = engine.geo.raid_disks();
+    let degraded = (0..raid_disks).any(|m| !op_live(engine, o, MemberIdx(m)));
     if !degraded {
         let rmw_reads = o.segs.len() + usize::from(engine.geo.level().parity_count());
         let rcw_reads: usize = (0..map.data_disks()).map(pieces).sum();
-        return if rcw_reads <= rmw_reads {
+        let trust_parity = !crate::sync::awaiting_resync(engine, o.stripe);
+        return if rcw_reads <= rmw_reads || !trust_parity {
             Plan::ReconstructWrite
         } else {
             Plan::ReadModifyWrite
@@ -285,7 +416,7 @@ fn choose_plan(engine: &Engine, op: usize, map: &StripeMap) -> Plan {
     let needs_missing_rows = (0..map.data_disks()).any(|i| {
         let (a, b) = covered(&o.segs, i);
         let wholly_overwritten = a <= lo && b >= hi;
-        !engine.is_live(map.data_member(i)) && !wholly_overwritten
+        !op_live(engine, o, map.data_member(i)) && !wholly_overwritten
     });
     if needs_missing_rows {
         Plan::Reconstruct
@@ -300,14 +431,27 @@ pub(crate) fn on_completion(
     member: MemberIdx,
     result: Result<(), IoFailed>,
 ) {
-    if result.is_err() {
-        engine.fail_member(member);
+    let phase = engine.ops.get(op).phase;
+    if let Err(failure) = result {
+        match phase {
+            Phase::Reading => {
+                if failure == IoFailed::Gone {
+                    engine.fail(member, FailReason::DeviceGone);
+                } else {
+                    engine.note_read_error(member);
+                }
+                let o = engine.ops.get_mut(op);
+                o.replan = true;
+                if !o.bad.contains(&member) {
+                    o.bad.push(member);
+                }
+            }
+            _ if failure == IoFailed::Gone => engine.fail(member, FailReason::DeviceGone),
+            _ => engine.fail(member, FailReason::WriteError),
+        }
     }
     let o = engine.ops.get_mut(op);
     o.pending -= 1;
-    if result.is_err() && o.phase == Phase::Reading {
-        o.replan = true;
-    }
     if o.pending > 0 {
         return;
     }
@@ -318,10 +462,36 @@ pub(crate) fn on_completion(
         }
         Phase::Reading => after_reads(engine, op),
         Phase::Writing => {
-            let error = engine.lost_error();
+            let purpose = o.purpose;
+            report_corrections(engine, op);
+            let error = match purpose {
+                Purpose::Write => engine.lost_error(),
+                Purpose::Read | Purpose::Sync(_) => None,
+            };
             finish(engine, op, error);
         }
         Phase::Queued => unreachable!("a queued op has no I/O in flight"),
+    }
+}
+
+/// The rewrites of members whose reads failed are done: count those that took.
+fn report_corrections(engine: &mut Engine, op: usize) {
+    let o = engine.ops.get(op);
+    let (stripe, lo, hi) = (o.stripe, o.lo, o.hi);
+    let fixed: Vec<MemberIdx> = o
+        .bad
+        .iter()
+        .copied()
+        .filter(|&m| engine.in_sync(m, stripe))
+        .collect();
+    for member in fixed {
+        engine.stats.read_errors_corrected += 1;
+        let sector = engine.geo.member_sector(stripe, lo);
+        engine.push_event(Event::ReadErrorCorrected {
+            member,
+            sector,
+            sectors: u64::from(hi - lo),
+        });
     }
 }
 
@@ -332,24 +502,48 @@ fn after_reads(engine: &mut Engine, op: usize) {
     let scratch = o.scratch.expect("scratch is allocated at start");
     let segs = o.segs.clone();
     let row_bytes = o.row_bytes();
-    let client = engine.request_buf(o.req);
     let map = engine.geo.stripe_map(stripe);
+    let mut full_rows: Vec<MemberIdx> = Vec::new();
     match plan {
         Plan::DegradedRead => {
-            rebuild_missing(engine, &map, scratch, row_bytes);
+            let client = engine.request_buf(client_req(o));
+            rebuild_missing(engine, op, &map, scratch, row_bytes);
             for s in &segs {
                 let m = map.data_member(s.data_index);
                 let (from, to) = seg_slices(s, m, lo, row_bytes, scratch, client);
                 let (dst, src) = engine.bufs.pair_mut(to, from);
                 dst.copy_from_slice(src);
             }
-            finish(engine, op, None);
-            return;
         }
-        Plan::ReadModifyWrite => read_modify_write(engine, &map, &segs, lo, scratch, client),
+        Plan::Sync => {
+            let Purpose::Sync(kind) = o.purpose else {
+                unreachable!("sync plans belong to sync ops")
+            };
+            let complete = o.missing.is_empty();
+            rebuild_missing(engine, op, &map, scratch, row_bytes);
+            if kind == SyncKind::Recover {
+                full_rows.extend(
+                    (0..engine.geo.raid_disks())
+                        .map(MemberIdx)
+                        .filter(|&m| engine.member_states()[m.index()] == MemberState::Rebuilding),
+                );
+            } else if complete {
+                // Every member read fine: compare parity with what the data says.
+                let mismatch = parity_mismatch(engine, &map, scratch, row_bytes);
+                engine.ops.get_mut(op).mismatch = mismatch;
+                if mismatch && kind != SyncKind::Check {
+                    full_rows.extend(parity_members(&map));
+                }
+            }
+        }
+        Plan::ReadModifyWrite => {
+            let client = engine.request_buf(client_req(o));
+            read_modify_write(engine, &map, &segs, lo, scratch, client)
+        }
         Plan::ReconstructWrite | Plan::Reconstruct => {
+            let client = engine.request_buf(client_req(o));
             if plan == Plan::Reconstruct {
-                rebuild_missing(engine, &map, scratch, row_bytes);
+                rebuild_missing(engine, op, &map, scratch, row_bytes);
             }
             for s in &segs {
                 let m = map.data_member(s.data_index);
@@ -360,29 +554,44 @@ fn after_reads(engine: &mut Engine, op: usize) {
             generate_parity(engine, &map, scratch, row_bytes);
         }
     }
+    let o = engine.ops.get(op);
     let mut writes: Vec<(MemberIdx, u64, BufSlice)> = Vec::new();
-    for s in &segs {
-        let m = map.data_member(s.data_index);
-        if engine.is_live(m) {
-            let (_, from) = seg_slices(s, m, lo, row_bytes, scratch, client);
-            writes.push((m, engine.geo.member_sector(stripe, s.start), from));
+    if matches!(
+        plan,
+        Plan::ReadModifyWrite | Plan::ReconstructWrite | Plan::Reconstruct
+    ) {
+        let client = engine.request_buf(client_req(o));
+        for s in &segs {
+            let m = map.data_member(s.data_index);
+            if op_live(engine, o, m) {
+                let (_, from) = seg_slices(s, m, lo, row_bytes, scratch, client);
+                writes.push((m, engine.geo.member_sector(stripe, s.start), from));
+            }
+        }
+        full_rows.extend(parity_members(&map).filter(|&m| op_live(engine, o, m)));
+    }
+    // Members whose reads failed get their rebuilt (or newly computed) rows back.
+    for &m in &o.bad {
+        if engine.in_sync(m, stripe) && !full_rows.contains(&m) {
+            full_rows.push(m);
         }
     }
-    for m in parity_members(&map) {
-        if engine.is_live(m) {
-            let buf = BufSlice {
-                buf: scratch,
-                offset: m.index() * row_bytes,
-                len: row_bytes,
-            };
-            writes.push((m, engine.geo.member_sector(stripe, lo), buf));
-        }
+    for m in full_rows {
+        let buf = BufSlice {
+            buf: scratch,
+            offset: m.index() * row_bytes,
+            len: row_bytes,
+        };
+        writes.push((m, engine.geo.member_sector(stripe, lo), buf));
     }
     let o = engine.ops.get_mut(op);
     o.phase = Phase::Writing;
     o.pending = u32::try_from(writes.len()).expect("few writes per stripe");
     if writes.is_empty() {
-        let error = engine.lost_error();
+        let error = match o.purpose {
+            Purpose::Write => engine.lost_error(),
+            _ => None,
+        };
         finish(engine, op, error);
         return;
     }
@@ -394,6 +603,49 @@ fn after_reads(engine: &mut Engine, op: usize) {
             buf,
             IoTarget::Stripe { op, member: m },
         );
+    }
+}
+
+fn client_req(o: &StripeOp) -> usize {
+    match o.owner {
+        Owner::Client(req) => req,
+        Owner::Sync => unreachable!("client plans belong to client ops"),
+    }
+}
+
+/// Computes parity from the data rows into the spare rows after the members' and
+/// compares it with the parity read; on a mismatch the computed parity replaces the
+/// read one in the members' rows (for a repair to write).
+fn parity_mismatch(engine: &mut Engine, map: &StripeMap, scratch: BufId, row_bytes: usize) -> bool {
+    let raid_disks = usize::from(engine.geo.raid_disks());
+    let order = syndrome_order(map);
+    let data_count = usize::from(map.data_disks());
+    let all = engine.bufs.get_mut(scratch);
+    let (members, spare) = all.split_at_mut(raid_disks * row_bytes);
+    let mut rows = member_rows(members, row_bytes);
+    let mut spare_rows = spare.chunks_exact_mut(row_bytes);
+    let p_new = spare_rows.next().expect("room for P");
+    let q_new = map.q().map(|_| spare_rows.next().expect("room for Q"));
+    let p_old = rows[map.p().index()].take().expect("P row");
+    let q_old = map.q().map(|q| rows[q.index()].take().expect("Q row"));
+    let data: Vec<&[u8]> = order[..data_count]
+        .iter()
+        .map(|m| &*rows[m.index()].take().expect("data row"))
+        .collect();
+    match (q_new, q_old) {
+        (Some(q_new), Some(q_old)) => {
+            xraid_parity::pq_gen(&data, p_new, q_new);
+            let differs = *p_new != *p_old || *q_new != *q_old;
+            p_old.copy_from_slice(p_new);
+            q_old.copy_from_slice(q_new);
+            differs
+        }
+        _ => {
+            xraid_parity::xor_gen(&data, p_new);
+            let differs = *p_new != *p_old;
+            p_old.copy_from_slice(p_new);
+            differs
+        }
     }
 }
 
@@ -436,11 +688,18 @@ fn syndrome_order(map: &StripeMap) -> Vec<MemberIdx> {
     order
 }
 
-/// Rebuilds the rows of every failed member of the stripe from the others.
-fn rebuild_missing(engine: &mut Engine, map: &StripeMap, scratch: BufId, row_bytes: usize) {
+/// Rebuilds the rows of every member the operation could not read from the others.
+fn rebuild_missing(
+    engine: &mut Engine,
+    op: usize,
+    map: &StripeMap,
+    scratch: BufId,
+    row_bytes: usize,
+) {
     let order = syndrome_order(map);
+    let o = engine.ops.get(op);
     let missing: Vec<usize> = (0..order.len())
-        .filter(|&k| !engine.is_live(order[k]))
+        .filter(|&k| o.missing.contains(&order[k]))
         .collect();
     if missing.is_empty() {
         return;
@@ -511,25 +770,22 @@ fn read_modify_write(
     }
 }
 
-/// Ends an operation: frees its scratch, hands the stripe to the next in line and
-/// reports to the request.
-fn finish(engine: &mut Engine, op: usize, error: Option<crate::EngineError>) {
+/// Ends an operation: frees its scratch, reports to its owner and hands the stripe
+/// to the next in line.
+fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
     let o = engine.ops.remove(op);
     if let Some(buf) = o.scratch {
         engine.bufs.free(buf);
     }
-    let queue = engine
-        .locks
-        .get_mut(&o.stripe)
-        .expect("a running op holds its stripe");
-    let front = queue.pop_front();
-    debug_assert_eq!(front, Some(op), "only the holder finishes");
-    let next = queue.front().copied();
-    if next.is_none() {
-        engine.locks.remove(&o.stripe);
+    match o.owner {
+        Owner::Client(req) => engine.request_step_done(req, error),
+        Owner::Sync => {
+            let outcome = UnitOutcome {
+                mismatch: o.mismatch,
+                unrecoverable: error.is_some(),
+            };
+            crate::sync::unit_done(engine, o.stripe, outcome);
+        }
     }
-    engine.request_step_done(o.req, error);
-    if let Some(next) = next {
-        start(engine, next);
-    }
+    engine.unlock(o.stripe, Holder::Stripe(op));
 }

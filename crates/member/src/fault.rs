@@ -108,7 +108,8 @@ impl FaultyMember {
         }
         let n = self.ios.fetch_add(1, Ordering::Relaxed);
         if self.plan.fail_after.is_some_and(|after| n >= after) {
-            return Err(io::Error::other("injected failure: the member is dead"));
+            // A dead device answers as a vanished one does, so it is failed at once.
+            return Err(io::Error::from_raw_os_error(libc::ENODEV));
         }
         if let Some(r) = range {
             if self

@@ -15,7 +15,9 @@ use std::thread::JoinHandle;
 
 use xraid_array::Array;
 use xraid_driver::{DriverError, Waker};
-use xraid_engine::{BufId, EngineError, IoBuf, RequestId, RequestKind, SECTOR_BYTES};
+use xraid_engine::{
+    BufId, EngineError, Event, FailReason, IoBuf, RequestId, RequestKind, SECTOR_BYTES,
+};
 use xraid_nbd::consts::{EINVAL, EIO};
 
 use crate::log;
@@ -383,10 +385,30 @@ impl Worker {
     /// Takes the engine's replies and finishes the jobs they complete.
     fn collect(&mut self) {
         for failure in self.array.driver().take_failures() {
+            let why = match (&failure.error, failure.reason) {
+                (_, FailReason::ReadErrors(n)) => format!("{n} read errors"),
+                (Some(error), _) => error.to_string(),
+                (None, _) => "failed by request".to_string(),
+            };
             log::error(&format!(
-                "array '{}': member {} failed ({}): it is left out and the array runs degraded",
-                self.name, failure.name, failure.error
+                "array '{}': member {} failed ({why}): it is left out and the array runs degraded",
+                self.name, failure.name
             ));
+        }
+        for event in self.array.driver().take_events() {
+            if let Event::ReadErrorCorrected {
+                member,
+                sector,
+                sectors,
+            } = event
+            {
+                log::info(&format!(
+                    "array '{}': read error on member {} at sectors {sector}..{} corrected from redundancy",
+                    self.name,
+                    member.0,
+                    sector + sectors
+                ));
+            }
         }
         while let Some(reply) = self.array.driver().next_reply() {
             let Some(part) = self.parts.remove(&reply.id) else {
@@ -467,6 +489,6 @@ impl Worker {
 fn engine_errno(e: &EngineError) -> u32 {
     match e {
         EngineError::OutOfRange { .. } | EngineError::BufferSize { .. } => EINVAL,
-        EngineError::DataLost { .. } => EIO,
+        EngineError::DataLost { .. } | EngineError::Unreadable { .. } => EIO,
     }
 }

@@ -1,0 +1,358 @@
+//! Background syncs — recover, resync, check, repair — walked unit by unit.
+//!
+//! A sync unit is what one sync operation covers under one lock: a stripe for the
+//! parity levels, a chunk for RAID-10, [`RAID1_UNIT_SECTORS`] for RAID-1. Client
+//! writes take the same unit locks, so a unit is never rebuilt or checked while a
+//! write to it is half done.
+//!
+//! A [`MemberState::Rebuilding`] member is in sync exactly for the units a running
+//! recover has finished: below the launch cursor and not in flight. That is also
+//! why a member that starts rebuilding while a recover runs restarts it from unit 0.
+//!
+//! Pace: the next unit is issued no sooner than its bytes allow at the configured
+//! rate — [`EngineConfig::sync_min_bytes_per_sec`] while client requests are in
+//! flight, [`EngineConfig::sync_max_bytes_per_sec`] (or flat out) when clients are
+//! idle — so clients come first but a sync always moves (md's sync_speed_min/max).
+
+use std::collections::BTreeSet;
+
+use xraid_layout::{Layout, Level, SECTOR_BYTES};
+
+use crate::engine::Engine;
+use crate::{EngineConfig, Event, MemberIdx, MemberState, Nanos, SyncKind, SyncProgress};
+
+/// Array sectors in one RAID-1 sync unit (512 KiB).
+pub(crate) const RAID1_UNIT_SECTORS: u64 = 1024;
+
+/// Why a sync cannot start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SyncError {
+    #[error("a {0} is already running; cancel it first")]
+    Busy(&'static str),
+    #[error("RAID-0 has no redundancy to {0}")]
+    NoRedundancy(&'static str),
+    #[error("nothing to recover: no member is being rebuilt")]
+    NoTarget,
+    #[error("member {0} cannot be rebuilt: it is {1}")]
+    NotFailed(u16, &'static str),
+}
+
+#[derive(Debug)]
+pub(crate) struct SyncState {
+    pub(crate) kind: SyncKind,
+    /// The next unit to launch.
+    next: u64,
+    total: u64,
+    in_flight: BTreeSet<u64>,
+    /// Units that could not be done (a recover leaves its targets stale there).
+    failed_units: BTreeSet<u64>,
+    mismatches: u64,
+    unrecoverable: u64,
+    cancelled: bool,
+    /// Earliest time the next unit may be issued.
+    next_launch: Nanos,
+    /// Member flushes still running after the last unit: a sync ends only when what
+    /// it wrote is durable, so a rebuilt member is never declared in sync on data a
+    /// power cut could still take away.
+    flushing: Option<u32>,
+}
+
+/// Member sectors in one unit (what the pace is counted in).
+pub(crate) fn unit_sectors(engine: &Engine) -> u64 {
+    match engine.geo.level() {
+        Level::Raid1 => RAID1_UNIT_SECTORS,
+        _ => u64::from(engine.geo.chunk_sectors()),
+    }
+}
+
+/// Units a sync walks over.
+fn total_units(engine: &Engine) -> u64 {
+    let geo = &engine.geo;
+    match geo.level() {
+        Level::Raid4 | Level::Raid5 | Level::Raid6 => geo.stripes(),
+        _ => geo.array_sectors().div_ceil(unit_sectors(engine)),
+    }
+}
+
+/// The sync unit of array sector `sector` for the levels without parity (for the
+/// parity levels the unit is the stripe, which the stripe module knows).
+pub(crate) fn mirror_unit(engine: &Engine, sector: u64) -> u64 {
+    sector / unit_sectors(engine)
+}
+
+/// Whether a running recover has rebuilt `unit`.
+pub(crate) fn recovered(engine: &Engine, unit: u64) -> bool {
+    match &engine.sync {
+        Some(s) if s.kind == SyncKind::Recover => {
+            unit < s.next && !s.in_flight.contains(&unit) && !s.failed_units.contains(&unit)
+        }
+        _ => false,
+    }
+}
+
+/// Whether a running resync has yet to make `unit`'s redundancy agree with its data
+/// (writes there must not trust old parity).
+pub(crate) fn awaiting_resync(engine: &Engine, unit: u64) -> bool {
+    match &engine.sync {
+        Some(s) if s.kind == SyncKind::Resync => unit >= s.next || s.in_flight.contains(&unit),
+        _ => false,
+    }
+}
+
+impl Engine {
+    /// Marks a failed member (a replacement in its slot, or the member come back) as
+    /// being rebuilt. Start (or restart) a [`SyncKind::Recover`] to rebuild it.
+    pub fn mark_rebuilding(&mut self, member: MemberIdx) -> Result<(), SyncError> {
+        match self.member_states()[member.index()] {
+            MemberState::Failed => {}
+            MemberState::Active => return Err(SyncError::NotFailed(member.0, "active")),
+            MemberState::Rebuilding => return Ok(()),
+        }
+        if self.geo.level() == Level::Raid0 {
+            return Err(SyncError::NoRedundancy("rebuild"));
+        }
+        self.set_member_state(member, MemberState::Rebuilding);
+        if let Some(s) = &mut self.sync {
+            if s.kind == SyncKind::Recover {
+                // The units already done hold nothing for the newcomer.
+                s.next = 0;
+                s.failed_units.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a sync from unit `from` (0, or a checkpoint from [`Engine::sync_progress`]).
+    pub fn start_sync(&mut self, kind: SyncKind, from: u64) -> Result<(), SyncError> {
+        if let Some(s) = &self.sync {
+            return Err(SyncError::Busy(s.kind.name()));
+        }
+        if self.geo.level() == Level::Raid0 {
+            return Err(SyncError::NoRedundancy(kind.name()));
+        }
+        let rebuilding = self.member_states().contains(&MemberState::Rebuilding);
+        if kind == SyncKind::Recover && !rebuilding {
+            return Err(SyncError::NoTarget);
+        }
+        let total = total_units(self);
+        self.sync = Some(SyncState {
+            kind,
+            next: from.min(total),
+            total,
+            in_flight: BTreeSet::new(),
+            failed_units: BTreeSet::new(),
+            mismatches: 0,
+            unrecoverable: 0,
+            cancelled: false,
+            next_launch: self.now(),
+            flushing: None,
+        });
+        pump(self);
+        Ok(())
+    }
+
+    /// Stops issuing sync units; the sync ends (with [`crate::Event::SyncFinished`],
+    /// not completed) when those in flight are done.
+    pub fn cancel_sync(&mut self) {
+        if let Some(s) = &mut self.sync {
+            s.cancelled = true;
+        }
+        pump(self);
+    }
+
+    /// Where the running sync stands, if one runs.
+    pub fn sync_progress(&self) -> Option<SyncProgress> {
+        self.sync.as_ref().map(|s| SyncProgress {
+            kind: s.kind,
+            done_below: s.in_flight.first().copied().unwrap_or(s.next),
+            total_units: s.total,
+            unit_sectors: unit_sectors(self),
+            mismatches: s.mismatches,
+            unrecoverable: s.unrecoverable,
+        })
+    }
+
+    /// The member sector below which a member rebuilt up to unit `unit` holds good
+    /// data (md's `recovery_offset`), where the layout makes that a single point:
+    /// every level but RAID-10's far and offset layouts, whose copies of consecutive
+    /// units do not lie in member order (0 there, so a resume starts over).
+    pub fn unit_to_member_sector(&self, unit: u64) -> u64 {
+        let geo = &self.geo;
+        match (geo.level(), geo.layout()) {
+            (Level::Raid10, Layout::Raid10(r)) => {
+                if r.far_copies > 1 || r.offset {
+                    return 0;
+                }
+                // Near copies: unit (array chunk) c starts at chunk row c*near/disks.
+                let row = unit * u64::from(r.near_copies) / u64::from(geo.raid_disks());
+                row * u64::from(geo.chunk_sectors())
+            }
+            _ => unit * unit_sectors(self),
+        }
+    }
+
+    /// The first unit not known to be done for a member recovered up to member
+    /// sector `sector` — the inverse of [`Engine::unit_to_member_sector`], rounded down.
+    pub fn member_sector_to_unit(&self, sector: u64) -> u64 {
+        let geo = &self.geo;
+        match (geo.level(), geo.layout()) {
+            (Level::Raid10, Layout::Raid10(r)) => {
+                if r.far_copies > 1 || r.offset {
+                    return 0;
+                }
+                let row = sector / u64::from(geo.chunk_sectors());
+                row * u64::from(geo.raid_disks()) / u64::from(r.near_copies)
+            }
+            _ => sector / unit_sectors(self),
+        }
+    }
+
+    pub(crate) fn set_member_state(&mut self, member: MemberIdx, state: MemberState) {
+        self.members_mut()[member.index()] = state;
+    }
+}
+
+/// Issues units while the window, the pace and the cancel flag allow; ends the sync
+/// when nothing is left.
+pub(crate) fn pump(engine: &mut Engine) {
+    loop {
+        let now = engine.now();
+        let clients_busy = !engine.clients_idle();
+        let config = engine.config;
+        let unit_bytes = unit_sectors(engine) * SECTOR_BYTES;
+        let Some(s) = &mut engine.sync else { return };
+        let exhausted = s.cancelled || s.next >= s.total;
+        if exhausted {
+            if s.in_flight.is_empty() {
+                match s.flushing {
+                    None => start_flush(engine),
+                    Some(0) => finish(engine),
+                    Some(_) => {}
+                }
+            }
+            return;
+        }
+        if s.in_flight.len() >= config.sync_window || now < s.next_launch {
+            return;
+        }
+        let unit = s.next;
+        s.next += 1;
+        s.in_flight.insert(unit);
+        s.next_launch =
+            Nanos(s.next_launch.0.max(now.0) + pace_nanos(&config, clients_busy, unit_bytes));
+        let kind = s.kind;
+        match engine.geo.level() {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                crate::stripe::start_sync_unit(engine, unit, kind)
+            }
+            _ => crate::mirror::start_sync_unit(engine, unit, kind),
+        }
+    }
+}
+
+/// Nanoseconds one unit of `unit_bytes` takes at the pace that applies now.
+fn pace_nanos(config: &EngineConfig, clients_busy: bool, unit_bytes: u64) -> u64 {
+    let rate = if clients_busy {
+        config.sync_min_bytes_per_sec
+    } else {
+        config.sync_max_bytes_per_sec
+    };
+    if rate == 0 {
+        return 0;
+    }
+    u64::try_from(u128::from(unit_bytes) * 1_000_000_000 / u128::from(rate)).unwrap_or(u64::MAX)
+}
+
+/// When a paced sync may issue its next unit.
+pub(crate) fn next_wakeup(engine: &Engine) -> Option<Nanos> {
+    let s = engine.sync.as_ref()?;
+    let waiting = !s.cancelled
+        && s.next < s.total
+        && s.in_flight.len() < engine.config.sync_window
+        && engine.now() < s.next_launch;
+    waiting.then_some(s.next_launch)
+}
+
+/// What one unit found.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct UnitOutcome {
+    pub(crate) mismatch: bool,
+    pub(crate) unrecoverable: bool,
+}
+
+/// A sync unit's operation ended.
+pub(crate) fn unit_done(engine: &mut Engine, unit: u64, outcome: UnitOutcome) {
+    engine.stats.sync_units += 1;
+    if let Some(s) = &mut engine.sync {
+        s.in_flight.remove(&unit);
+        if outcome.unrecoverable {
+            s.failed_units.insert(unit);
+        }
+        s.mismatches += u64::from(outcome.mismatch);
+        s.unrecoverable += u64::from(outcome.unrecoverable);
+    }
+    // The caller's completion path pumps afterwards.
+}
+
+/// Flushes every present member once the last unit is done.
+fn start_flush(engine: &mut Engine) {
+    let members: Vec<MemberIdx> = (0..engine.member_states().len())
+        .map(crate::engine::member_idx)
+        .filter(|&m| engine.is_present(m))
+        .collect();
+    if let Some(s) = &mut engine.sync {
+        s.flushing = Some(u32::try_from(members.len()).expect("few members"));
+    }
+    for member in members {
+        engine.emit_sync_flush(member);
+    }
+    if members_flushing(engine) == Some(0) {
+        finish(engine);
+    }
+}
+
+fn members_flushing(engine: &Engine) -> Option<u32> {
+    engine.sync.as_ref().and_then(|s| s.flushing)
+}
+
+/// One of the final flushes completed (a failed one has failed its member).
+pub(crate) fn flush_done(engine: &mut Engine) {
+    if let Some(s) = &mut engine.sync {
+        if let Some(n) = &mut s.flushing {
+            *n -= 1;
+        }
+    }
+    // The completion path pumps afterwards, which finishes at zero.
+}
+
+/// A rebuilding member failed: with none left, a recover has nothing to do.
+pub(crate) fn targets_changed(engine: &mut Engine) {
+    let any = engine.member_states().contains(&MemberState::Rebuilding);
+    if let Some(s) = &mut engine.sync {
+        if s.kind == SyncKind::Recover && !any {
+            s.cancelled = true;
+        }
+    }
+}
+
+fn finish(engine: &mut Engine) {
+    let Some(s) = engine.sync.take() else { return };
+    if let Some(buf) = engine.sync_flush_buf.take() {
+        engine.bufs.free(buf);
+    }
+    let completed = !s.cancelled && s.next >= s.total;
+    if s.kind == SyncKind::Recover && completed && s.unrecoverable == 0 {
+        for m in 0..engine.member_states().len() {
+            let member = crate::engine::member_idx(m);
+            if engine.member_states()[m] == MemberState::Rebuilding {
+                engine.set_member_state(member, MemberState::Active);
+            }
+        }
+    }
+    engine.push_event(Event::SyncFinished {
+        kind: s.kind,
+        completed,
+        mismatches: s.mismatches,
+        unrecoverable: s.unrecoverable,
+    });
+}
