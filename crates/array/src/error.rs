@@ -69,6 +69,11 @@ pub enum ArrayError {
     Unsupported { path: PathBuf, what: String },
     #[error(transparent)]
     Driver(#[from] xraid_driver::DriverError),
+    #[error("cannot start a {kind}: {source}")]
+    Sync {
+        kind: &'static str,
+        source: xraid_engine::SyncError,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

@@ -11,9 +11,11 @@ mod create;
 mod error;
 mod open;
 mod scan;
+mod sync;
 
 pub use assemble::{assemble, Assembled, FoundMember, LeftOut, LeftOutReason};
 pub use create::{create, CreateOptions, Created, DATA_OFFSET_SECTORS};
 pub use error::ArrayError;
 pub use open::{Array, OpenMode};
 pub use scan::{read_superblock, MemberPath};
+pub use sync::SyncReport;

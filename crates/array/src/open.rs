@@ -26,7 +26,7 @@ pub enum OpenMode {
 /// An array ready for I/O through its [`ArrayDriver`].
 #[derive(Debug)]
 pub struct Array {
-    driver: ArrayDriver,
+    pub(crate) driver: ArrayDriver,
     /// The superblock each present role carries, with its path.
     superblocks: Vec<Option<(PathBuf, Superblock)>>,
     /// The freshest superblock at assembly.

@@ -240,6 +240,20 @@ impl ArrayDriver {
         }
     }
 
+    /// How long until the engine's next timer (a paced sync), if it has one.
+    pub fn until_timer(&self) -> Option<std::time::Duration> {
+        let at = self.engine.poll_timeout()?;
+        Some(std::time::Duration::from_nanos(
+            at.0.saturating_sub(self.now().0),
+        ))
+    }
+
+    /// Hands the engine the time, for its timers.
+    pub fn tick(&mut self) {
+        let now = self.now();
+        self.engine.handle_timeout(now);
+    }
+
     /// The next reply, if one is ready.
     pub fn next_reply(&mut self) -> Option<Reply> {
         self.replies.pop_front()
@@ -248,6 +262,11 @@ impl ArrayDriver {
     /// Whether requests or member I/Os are still in flight.
     pub fn busy(&self) -> bool {
         !self.engine.is_idle() || !self.replies.is_empty()
+    }
+
+    /// Whether member I/Os are in flight.
+    pub fn io_in_flight(&self) -> bool {
+        self.backend.in_flight() > 0 || !self.inline_done.is_empty()
     }
 
     fn note_failure(&mut self, member: MemberIdx, error: &io::Error) {

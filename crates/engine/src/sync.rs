@@ -124,16 +124,7 @@ impl Engine {
 
     /// Starts a sync from unit `from` (0, or a checkpoint from [`Engine::sync_progress`]).
     pub fn start_sync(&mut self, kind: SyncKind, from: u64) -> Result<(), SyncError> {
-        if let Some(s) = &self.sync {
-            return Err(SyncError::Busy(s.kind.name()));
-        }
-        if self.geo.level() == Level::Raid0 {
-            return Err(SyncError::NoRedundancy(kind.name()));
-        }
-        let rebuilding = self.member_states().contains(&MemberState::Rebuilding);
-        if kind == SyncKind::Recover && !rebuilding {
-            return Err(SyncError::NoTarget);
-        }
+        self.can_start_sync(kind)?;
         let total = total_units(self);
         self.sync = Some(SyncState {
             kind,
@@ -148,6 +139,21 @@ impl Engine {
             flushing: None,
         });
         pump(self);
+        Ok(())
+    }
+
+    /// Whether a `kind` sync could start now, and why not.
+    pub fn can_start_sync(&self, kind: SyncKind) -> Result<(), SyncError> {
+        if let Some(s) = &self.sync {
+            return Err(SyncError::Busy(s.kind.name()));
+        }
+        if self.geo.level() == Level::Raid0 {
+            return Err(SyncError::NoRedundancy(kind.name()));
+        }
+        let rebuilding = self.member_states().contains(&MemberState::Rebuilding);
+        if kind == SyncKind::Recover && !rebuilding {
+            return Err(SyncError::NoTarget);
+        }
         Ok(())
     }
 

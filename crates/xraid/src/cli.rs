@@ -48,6 +48,10 @@ pub enum Command {
     /// Serve arrays (or plain files) to NBD clients: qemu, nbdcopy, nbdfuse, fio, the
     /// Linux nbd driver.
     Serve(ServeArgs),
+    /// Scrub an array (md's sync_action check/repair): read everything, count where
+    /// parity or mirror copies disagree with the data, and with `repair` rewrite them.
+    /// Ranges that fail to read are rebuilt from redundancy and rewritten either way.
+    Scrub(ScrubArgs),
     /// Create (or reuse) a demo RAID-5 of file members, write data, verify it, and
     /// serve it over NBD.
     Demo(DemoArgs),
@@ -90,6 +94,28 @@ pub struct ExamineArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// Print a JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The array: member paths, or a folder that holds them.
+    #[arg(required = true)]
+    pub array: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScrubAction {
+    /// Count mismatches; change nothing but ranges that fail to read.
+    Check,
+    /// Count mismatches and rewrite parity (mirrors: copy the first copy) where they
+    /// disagree with the data.
+    Repair,
+}
+
+#[derive(Debug, Args)]
+pub struct ScrubArgs {
+    /// check or repair.
+    #[arg(value_enum)]
+    pub action: ScrubAction,
     /// Print a JSON document instead of text.
     #[arg(long)]
     pub json: bool,

@@ -5,6 +5,7 @@ mod create;
 mod demo;
 mod examine;
 mod io;
+mod scrub;
 mod serve;
 mod status;
 
@@ -30,6 +31,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Read(args) => io::read(args, backend),
         Command::Write(args) => io::write(args, backend),
         Command::Serve(args) => serve::run(args, backend),
+        Command::Scrub(args) => scrub::run(args, backend),
         Command::Demo(args) => demo::run(args, backend),
     }
 }

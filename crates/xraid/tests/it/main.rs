@@ -14,3 +14,4 @@ mod nbd_clients;
 mod nbd_faults;
 mod nbd_tls;
 mod roundtrip;
+mod scrub;

@@ -1,0 +1,85 @@
+//! Running a background sync (check, repair, resync, recover) on an open array from
+//! start to end, for the command line and for arrays that are not being served.
+
+use xraid_engine::{Event, SyncKind, SyncProgress};
+
+use crate::{Array, ArrayError};
+
+/// What a sync found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncReport {
+    pub kind: SyncKind,
+    /// It walked every unit (not cancelled).
+    pub completed: bool,
+    /// Units whose redundancy disagreed with the data.
+    pub mismatches: u64,
+    /// Units that could not be read or rebuilt.
+    pub unrecoverable: u64,
+    /// Units in the array, and member sectors per unit.
+    pub units: u64,
+    pub unit_sectors: u64,
+    /// Read errors met and repaired on the way.
+    pub read_errors_corrected: u64,
+}
+
+impl Array {
+    /// Runs a `kind` sync over the whole array, calling `progress` as it goes. The array
+    /// is marked active first: a repair rewrites parity, and any sync rewrites ranges
+    /// that failed to read.
+    pub fn sync(
+        &mut self,
+        kind: SyncKind,
+        mut progress: impl FnMut(&SyncProgress),
+    ) -> Result<SyncReport, ArrayError> {
+        let refuse = |source| ArrayError::Sync {
+            kind: kind.name(),
+            source,
+        };
+        // Refused before the superblocks are touched: a sync that cannot run changes nothing.
+        self.driver.engine().can_start_sync(kind).map_err(refuse)?;
+        self.begin_writes()?;
+        let before = self.driver.engine().stats().read_errors_corrected;
+        self.driver
+            .engine_mut()
+            .start_sync(kind, 0)
+            .map_err(refuse)?;
+        let first = self
+            .driver
+            .engine()
+            .sync_progress()
+            .map_or((0, 0), |p| (p.total_units, p.unit_sectors));
+        loop {
+            self.driver.pump(true)?;
+            for event in self.driver.take_events() {
+                if let Event::SyncFinished {
+                    kind,
+                    completed,
+                    mismatches,
+                    unrecoverable,
+                } = event
+                {
+                    let after = self.driver.engine().stats().read_errors_corrected;
+                    return Ok(SyncReport {
+                        kind,
+                        completed,
+                        mismatches,
+                        unrecoverable,
+                        units: first.0,
+                        unit_sectors: first.1,
+                        read_errors_corrected: after - before,
+                    });
+                }
+            }
+            if let Some(p) = self.driver.engine().sync_progress() {
+                progress(&p);
+            }
+            if !self.driver.io_in_flight() {
+                // Nothing in flight: the sync waits for its pace.
+                if let Some(wait) = self.driver.until_timer() {
+                    std::thread::sleep(wait);
+                }
+                self.driver.tick();
+            }
+        }
+    }
+}
