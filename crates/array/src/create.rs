@@ -158,6 +158,7 @@ pub fn create(
         raid_disks: u32::from(raid_disks),
         ctime,
         data_offset_sectors: DATA_OFFSET_SECTORS,
+        bitmap: None,
     };
     for role in 0..n {
         let slot = driver

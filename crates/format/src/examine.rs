@@ -1,16 +1,18 @@
 //! A superblock in `mdadm --examine`'s words (`examine_super1` in mdadm 4.2's
-//! `super1.c`), line for line, so that scripts and people reading one can read the
+//! `super1.c`), and a bitmap in `mdadm --examine-bitmap`'s (`ExamineBitmap` in its
+//! `bitmap.c`), line for line, so that scripts and people reading one can read the
 //! other.
 //!
 //! Where mdadm does its arithmetic in C's unsigned or signed 32/64-bit types, this does
 //! the same (wrapping, unsigned comparisons of the level) so odd superblocks print as
 //! mdadm prints them. What it cannot know, it assumes: dates are in UTC (mdadm uses
 //! the local zone), the member ends right after its data area (mdadm asks the device),
-//! an internal bitmap has the smallest size, and the cluster name, kept in the bitmap
-//! superblock, is not shown.
+//! and, unless the bitmap superblock is given ([`examine_text_with_bitmap`]), an
+//! internal bitmap has the smallest size and no cluster name.
 
 use std::fmt;
 
+use crate::bitmap::{cluster_name, BitmapBits, BitmapSuper, BITMAP_MAGIC};
 use crate::clock::ctime;
 use crate::constants::{
     MAX_DEVS, MD_FEATURE_BAD_BLOCKS, MD_FEATURE_BITMAP_OFFSET, MD_FEATURE_MULTIPLE_PPLS,
@@ -29,12 +31,44 @@ const FAIL_FAST: u8 = 2;
 /// The superblock in `mdadm --examine`'s words, for the member at `path`: the path
 /// line, then mdadm's lines, each ending in a newline.
 pub fn examine_text(sb: &Superblock, path: &str) -> String {
-    Examine { sb, path }.to_string()
+    Examine {
+        sb,
+        path,
+        bitmap: None,
+    }
+    .to_string()
+}
+
+/// [`examine_text`] for a member whose bitmap superblock (the 256 bytes at
+/// [`crate::bitmap_start_sector`]) is `bitmap`, which mdadm reads along with the
+/// superblock: its size counts in the unused space before the data, a cluster name is
+/// shown, and a bitmap mdadm does not recognise (wrong magic or UUID) makes it show the
+/// superblock without its bitmap feature, as it does.
+pub fn examine_text_with_bitmap(sb: &Superblock, bitmap: &BitmapSuper, path: &str) -> String {
+    if sb.feature_map & MD_FEATURE_BITMAP_OFFSET == 0 {
+        // mdadm reads no bitmap then.
+        return examine_text(sb, path);
+    }
+    if bitmap.magic != BITMAP_MAGIC || bitmap.uuid != sb.set_uuid {
+        // mdadm's load_super1 drops the feature bit in memory; the stored checksum is
+        // then no longer the one it computes, and it says so.
+        let mut shown = sb.clone();
+        shown.feature_map &= !MD_FEATURE_BITMAP_OFFSET;
+        return examine_text(&shown, path);
+    }
+    Examine {
+        sb,
+        path,
+        bitmap: Some(bitmap),
+    }
+    .to_string()
 }
 
 struct Examine<'a> {
     sb: &'a Superblock,
     path: &'a str,
+    /// The bitmap superblock mdadm read, when it found one.
+    bitmap: Option<&'a BitmapSuper>,
 }
 
 /// The role table as md reads it: exactly `max_dev` entries (bounded by what fits in
@@ -60,8 +94,9 @@ fn ppl(sb: &Superblock) -> (i16, u16) {
 }
 
 /// Free sectors before and after the data area (mdadm's `getinfo_super1`), with
-/// mdadm's "after = 1" marker for "no room at all".
-fn unused_space(sb: &Superblock, roles: &[u16]) -> (u64, u64) {
+/// mdadm's "after = 1" marker for "no room at all". `bitmap_sectors` is the size
+/// mdadm gives the internal bitmap.
+fn unused_space(sb: &Superblock, roles: &[u16], bitmap_sectors: u64) -> (u64, u64) {
     let super_offset = sb.super_offset;
     let data_offset = sb.data_offset;
     let bitmap = has(sb, MD_FEATURE_BITMAP_OFFSET);
@@ -102,9 +137,8 @@ fn unused_space(sb: &Superblock, roles: &[u16]) -> (u64, u64) {
     } else {
         let mut earliest = super_offset.wrapping_add((32 + 4) * 2);
         if bitmap_offset > 0 {
-            // mdadm counts from the device start here, and adds the bitmap's size from
-            // its own superblock, which is not at hand: assume the smallest, 4 KiB.
-            earliest = earliest.max((bitmap_offset + 8) as u64);
+            // mdadm counts from the device start here (not from the superblock).
+            earliest = earliest.max((bitmap_offset as u64).wrapping_add(bitmap_sectors));
         } else if ppl_offset > 0 {
             earliest = earliest.max((ppl_offset + ppl_size) as u64);
         }
@@ -156,6 +190,9 @@ impl fmt::Display for Examine<'_> {
             Superblock::uuid_string(&sb.set_uuid)
         )?;
         writeln!(f, "           Name : {}", sb.name())?;
+        if let Some(bitmap) = self.bitmap.filter(|b| b.nodes > 0) {
+            writeln!(f, "   Cluster Name : {:<64}", cluster_name(bitmap))?;
+        }
         writeln!(f, "  Creation Time : {}", ctime(sb.ctime_secs()))?;
         writeln!(f, "     Raid Level : {}", unknown(level_name(sb.level)))?;
         writeln!(f, "   Raid Devices : {}", sb.raid_disks as i32)?;
@@ -212,7 +249,12 @@ impl fmt::Display for Examine<'_> {
         if has(sb, MD_FEATURE_RECOVERY_OFFSET) {
             writeln!(f, "Recovery Offset : {} sectors", sb.recovery_offset)?;
         }
-        let (before, after) = unused_space(sb, &roles);
+        // mdadm sizes the bitmap from its superblock (calc_bitmap_size rounded to
+        // 4 KiB, in a C unsigned int); without one at hand, assume the smallest.
+        let bitmap_sectors = self
+            .bitmap
+            .map_or(8, |b| u64::from(b.reserved_bytes() as u32) / 512);
+        let (before, after) = unused_space(sb, &roles, bitmap_sectors);
         if after != 1 && !has(sb, MD_FEATURE_NEW_OFFSET) {
             writeln!(
                 f,
@@ -413,5 +455,107 @@ impl fmt::Display for Examine<'_> {
             writeln!(f)?;
         }
         Ok(())
+    }
+}
+
+/// The bitmap of one member in `mdadm --examine-bitmap`'s words (what `mdadm -X`
+/// prints on standard output), for the bitmap read from `path`: `bitmap` is its
+/// superblock and `bits` the bits read after it.
+///
+/// Like mdadm, this counts the bits the superblock describes, or as many as `bits`
+/// holds in whole bytes when that is fewer (mdadm warns of a short file then), and
+/// stops after the version line for a version it does not know. For a clustered bitmap
+/// it prints the cluster lines but not the other nodes' bitmaps, which are not at hand.
+pub fn examine_bitmap_text(bitmap: &BitmapSuper, bits: &BitmapBits, path: &str) -> String {
+    ExamineBitmap { bitmap, bits, path }.to_string()
+}
+
+struct ExamineBitmap<'a> {
+    bitmap: &'a BitmapSuper,
+    bits: &'a BitmapBits,
+    path: &'a str,
+}
+
+/// mdadm's `bitmap_state`: only two values have names.
+fn bitmap_state(state: u32) -> &'static str {
+    match state {
+        0 => "OK",
+        2 => "Out of date",
+        _ => "Unknown",
+    }
+}
+
+/// mdadm's `human_chunksize`: whole units, truncating ("1536" is "1 KB").
+fn human_chunksize(bytes: u32) -> String {
+    const SUFFIXES: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut bytes = bytes;
+    let mut i = 0;
+    while bytes >> 10 != 0 {
+        bytes >>= 10;
+        i += 1;
+    }
+    format!("{bytes} {}", SUFFIXES[i])
+}
+
+/// mdadm's `BITMAP_MAJOR_LO` and `BITMAP_MAJOR_CLUSTERED`: the versions it prints.
+const KNOWN_VERSIONS: std::ops::RangeInclusive<u32> = 3..=5;
+
+impl fmt::Display for ExamineBitmap<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bsb = self.bitmap;
+        writeln!(f, "        Filename : {}", self.path)?;
+        writeln!(f, "           Magic : {:08x}", bsb.magic)?;
+        writeln!(f, "         Version : {}", bsb.version as i32)?;
+        if !KNOWN_VERSIONS.contains(&bsb.version) {
+            return Ok(());
+        }
+        writeln!(
+            f,
+            "            UUID : {}",
+            Superblock::uuid_string(&bsb.uuid)
+        )?;
+        if bsb.nodes == 0 {
+            writeln!(f, "          Events : {}", bsb.events)?;
+            writeln!(f, "  Events Cleared : {}", bsb.events_cleared)?;
+            writeln!(f, "           State : {}", bitmap_state(bsb.state))?;
+        }
+        writeln!(f, "       Chunksize : {}", human_chunksize(bsb.chunksize))?;
+        writeln!(
+            f,
+            "          Daemon : {}s flush period",
+            bsb.daemon_sleep as i32
+        )?;
+        if bsb.write_behind != 0 {
+            writeln!(
+                f,
+                "      Write Mode : Allow write behind, max {}",
+                bsb.write_behind as i32
+            )?;
+        } else {
+            writeln!(f, "      Write Mode : Normal")?;
+        }
+        writeln!(
+            f,
+            "       Sync Size : {}{}",
+            bsb.sync_size / 2,
+            human_size(bsb.sync_size.wrapping_mul(512) as i64)
+        )?;
+        if bsb.nodes != 0 {
+            writeln!(f, "   Cluster nodes : {}", bsb.nodes as i32)?;
+            writeln!(f, "    Cluster name : {:<64}", cluster_name(bsb))?;
+            return Ok(());
+        }
+        // mdadm reads no bits when either number is zero.
+        let total = if bsb.sync_size == 0 || bsb.chunksize == 0 {
+            0
+        } else {
+            bsb.chunks().min(self.bits.buffer_bits())
+        };
+        let dirty = self.bits.count_first(total);
+        let percent = 100.0 * dirty as f64 / total.max(1) as f64;
+        writeln!(
+            f,
+            "          Bitmap : {total} bits (chunks), {dirty} dirty ({percent:.1}%)"
+        )
     }
 }

@@ -1,12 +1,15 @@
 //! Linux md's version-1.2 superblock (`struct mdp_superblock_1` of the kernel's
 //! `include/uapi/linux/raid/md_p.h`): parse and validate it, compute md's checksum,
 //! write it back byte for byte, make the superblocks of a new array the way mdadm does,
-//! and describe one in `mdadm --examine`'s words.
+//! and describe one in `mdadm --examine`'s words. Likewise md's internal write-intent
+//! bitmap ([`BitmapSuper`], [`BitmapBits`]), in `mdadm --examine-bitmap`'s words.
 //!
 //! Nothing here does I/O: callers read [`SUPERBLOCK_BYTES`] at
 //! [`SUPERBLOCK_OFFSET_BYTES`] of a member and hand the bytes over, and write back
-//! what [`Superblock::to_bytes`] returns at the same place.
+//! what [`Superblock::to_bytes`] returns at the same place; the bitmap's bytes sit at
+//! [`bitmap_start_sector`].
 
+mod bitmap;
 mod checksum;
 mod clock;
 mod constants;
@@ -17,6 +20,13 @@ mod human;
 mod names;
 mod superblock;
 
+pub use bitmap::{
+    bitmap_bytes, bitmap_chunks, bitmap_image, bitmap_reserved_bytes, bitmap_room_sectors,
+    bitmap_start_sector, bitmap_sync_sectors, choose_bitmap_chunk, new_member_bitmap, parse_bitmap,
+    BitmapBits, BitmapChoice, BitmapSuper, DirtyRanges, BITMAP_CLEARED, BITMAP_DAEMON_BUSY,
+    BITMAP_FIRST_USE, BITMAP_MAGIC, BITMAP_MAJOR_HI, BITMAP_OFFSET_SECTORS, BITMAP_STALE,
+    BITMAP_SUPER_BYTES, BITMAP_WRITE_ERROR, DEFAULT_DAEMON_SLEEP, MAX_WRITE_BEHIND,
+};
 pub use checksum::sb_checksum;
 pub use constants::{
     MAX_DEVS, MD_FEATURE_BAD_BLOCKS, MD_FEATURE_BITMAP_OFFSET, MD_FEATURE_CLUSTERED,
@@ -28,7 +38,7 @@ pub use constants::{
 };
 pub use create::NewArray;
 pub use error::FormatError;
-pub use examine::examine_text;
+pub use examine::{examine_bitmap_text, examine_text, examine_text_with_bitmap};
 pub use superblock::Superblock;
 
 #[cfg(test)]

@@ -101,34 +101,34 @@ pub struct Superblock {
     pub dev_roles: Vec<u16>,
 }
 
-fn u16_at(b: &[u8], off: usize) -> u16 {
+pub(crate) fn u16_at(b: &[u8], off: usize) -> u16 {
     u16::from_le_bytes([b[off], b[off + 1]])
 }
 
-fn u32_at(b: &[u8], off: usize) -> u32 {
+pub(crate) fn u32_at(b: &[u8], off: usize) -> u32 {
     let mut w = [0u8; 4];
     w.copy_from_slice(&b[off..off + 4]);
     u32::from_le_bytes(w)
 }
 
-fn u64_at(b: &[u8], off: usize) -> u64 {
+pub(crate) fn u64_at(b: &[u8], off: usize) -> u64 {
     let mut w = [0u8; 8];
     w.copy_from_slice(&b[off..off + 8]);
     u64::from_le_bytes(w)
 }
 
-fn bytes_at<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
+pub(crate) fn bytes_at<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
     let mut w = [0u8; N];
     w.copy_from_slice(&b[off..off + N]);
     w
 }
 
-fn put(b: &mut [u8], off: usize, bytes: &[u8]) {
+pub(crate) fn put(b: &mut [u8], off: usize, bytes: &[u8]) {
     b[off..off + bytes.len()].copy_from_slice(bytes);
 }
 
 /// Bytes of superblock md checksums and writes for `max_dev` roles.
-fn image_len(max_dev: u32) -> usize {
+pub(crate) fn image_len(max_dev: u32) -> usize {
     HEADER_BYTES + 2 * max_dev as usize
 }
 

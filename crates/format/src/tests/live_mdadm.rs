@@ -14,7 +14,7 @@ use crate::{
     SUPERBLOCK_OFFSET_BYTES,
 };
 
-fn mdadm_42() -> bool {
+pub(super) fn mdadm_42() -> bool {
     let Ok(out) = Command::new("mdadm").arg("--version").output() else {
         eprintln!("skipped: mdadm is not installed");
         return false;
@@ -28,10 +28,10 @@ fn mdadm_42() -> bool {
     true
 }
 
-struct Scratch(PathBuf);
+pub(super) struct Scratch(pub(super) PathBuf);
 
 impl Scratch {
-    fn new(tag: &str) -> Scratch {
+    pub(super) fn new(tag: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("xraid-format-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
@@ -53,7 +53,7 @@ fn write_member(path: &Path, sb: &Superblock, image: &[u8]) {
     file.write_all_at(image, SUPERBLOCK_OFFSET_BYTES).unwrap();
 }
 
-fn mdadm_examine(path: &Path) -> String {
+pub(super) fn mdadm_examine(path: &Path) -> String {
     let out = Command::new("mdadm")
         .arg("--examine")
         .arg(path)

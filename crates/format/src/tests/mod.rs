@@ -1,9 +1,11 @@
 //! Tests across modules: the superblocks of real md arrays, error cases, round trips,
 //! and agreement with a live `mdadm --examine` when one is installed.
 
+mod bitmap;
 mod errors;
 mod fixtures;
 mod live_mdadm;
+mod live_mdadm_bitmap;
 mod roundtrip;
 
 use crate::{NewArray, Superblock};
@@ -23,6 +25,7 @@ pub(crate) fn sample(level: i32, layout: u32, raid_disks: u32, role: u32) -> Sup
         raid_disks,
         ctime: 1_795_349_027,
         data_offset_sectors: 2048,
+        bitmap: None,
     };
     let mut device_uuid = [0u8; 16];
     for (i, b) in device_uuid.iter_mut().enumerate() {

@@ -43,6 +43,7 @@ fn new_member_fields_are_mdadms() {
         raid_disks: 5,
         ctime: 1_795_349_027,
         data_offset_sectors: 2048,
+        bitmap: None,
     };
     let sb = Superblock::new_member(&new, 3, [9; 16], 30720);
     assert_eq!(sb.magic, MD_SB_MAGIC);
