@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
-use xraid_engine::MemberState;
+use xraid_engine::{MemberState, SyncKind};
 use xraid_format::{Superblock, ROLE_FAULTY};
 use xraid_layout::SECTOR_BYTES;
 use xraid_member::{FaultyMember, Member, MemberFault};
@@ -34,6 +34,9 @@ pub struct Array {
     pub left_out: Vec<LeftOut>,
     mode: OpenMode,
     dirty: bool,
+    /// md's `resync_offset` at open when the array had not been stopped cleanly: where
+    /// a resync must (go on to) start. Cleared when a resync completes.
+    resync_from: Option<u64>,
 }
 
 impl Array {
@@ -77,14 +80,56 @@ impl Array {
             }
         }
         let driver = ArrayDriver::new(assembled.geometry, slots, backend)?;
-        Ok(Array {
+        let resync_from = match assembled.superblock.resync_offset {
+            u64::MAX => None,
+            sector => Some(sector),
+        };
+        let mut array = Array {
             driver,
             superblocks,
             freshest: assembled.superblock,
             left_out: assembled.left_out,
             mode,
             dirty: false,
-        })
+            resync_from,
+        };
+        array.start_resync_if_needed()?;
+        Ok(array)
+    }
+
+    /// An array that was not stopped cleanly may have parity (or mirror copies) that
+    /// disagree with its data where writes were cut off: opened to write and whole, it
+    /// resyncs in the background from where an earlier resync stopped, as md does.
+    /// Degraded, there is nothing to resync against (md's write hole): it is left dirty.
+    fn start_resync_if_needed(&mut self) -> Result<(), ArrayError> {
+        let Some(from) = self.resync_from else {
+            return Ok(());
+        };
+        let engine = self.driver.engine();
+        let whole = engine
+            .member_states()
+            .iter()
+            .all(|s| *s == MemberState::Active);
+        if self.mode != OpenMode::ReadWrite
+            || !whole
+            || engine.can_start_sync(SyncKind::Resync).is_err()
+        {
+            return Ok(());
+        }
+        let unit = engine.member_sector_to_unit(from);
+        self.begin_writes()?;
+        self.driver
+            .engine_mut()
+            .start_sync(SyncKind::Resync, unit)
+            .map_err(|source| ArrayError::Sync {
+                kind: "resync",
+                source,
+            })
+    }
+
+    /// Whether the array was not stopped cleanly and its resync has not completed yet.
+    pub fn resync_pending(&self) -> bool {
+        self.resync_from.is_some() && self.driver.engine().stats().resyncs_completed == 0
     }
 
     pub fn driver(&mut self) -> &mut ArrayDriver {
@@ -103,19 +148,47 @@ impl Array {
             return Ok(());
         }
         self.dirty = true;
-        self.update_superblocks(false)
+        self.update_superblocks(0)
     }
 
-    /// Flushes and, if the array was written, marks it clean with a new event count.
+    /// Stops a running sync (a resync records where it got to), flushes and, if the
+    /// array was written, marks it clean with a new event count.
     pub fn close(mut self) -> Result<(), ArrayError> {
+        let resync_at = self.stop_sync()?;
         if !self.dirty {
             return Ok(());
         }
         self.driver.flush()?;
-        self.update_superblocks(true)
+        let resync_offset = if self.resync_pending() {
+            resync_at.or(self.resync_from).unwrap_or(0)
+        } else {
+            u64::MAX
+        };
+        self.update_superblocks(resync_offset)
     }
 
-    fn update_superblocks(&mut self, clean: bool) -> Result<(), ArrayError> {
+    /// Cancels a running sync and waits for its units in flight; returns the member
+    /// sector a cancelled resync had reached.
+    fn stop_sync(&mut self) -> Result<Option<u64>, ArrayError> {
+        let Some(progress) = self.driver.engine().sync_progress() else {
+            return Ok(None);
+        };
+        self.driver.engine_mut().cancel_sync();
+        while self.driver.engine().sync_progress().is_some() {
+            self.driver.pump(true)?;
+            if !self.driver.io_in_flight() {
+                self.driver.tick();
+            }
+        }
+        let engine = self.driver.engine();
+        Ok((progress.kind == SyncKind::Resync)
+            .then(|| engine.unit_to_member_sector(progress.done_below)))
+    }
+
+    /// Writes every active member's superblock: a new event count, failed roles marked
+    /// faulty, and md's `resync_offset` (0 while the array is active, `u64::MAX` when
+    /// clean, a checkpoint when a resync was interrupted).
+    fn update_superblocks(&mut self, resync_offset: u64) -> Result<(), ArrayError> {
         let utime = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -145,7 +218,7 @@ impl Array {
             };
             sb.events = events;
             sb.utime = utime;
-            sb.resync_offset = if clean { u64::MAX } else { 0 };
+            sb.resync_offset = resync_offset;
             sb.dev_roles = roles.clone();
             let slot = self
                 .driver

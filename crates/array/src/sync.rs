@@ -36,8 +36,18 @@ impl Array {
             source,
         };
         // Refused before the superblocks are touched: a sync that cannot run changes nothing.
-        self.driver.engine().can_start_sync(kind).map_err(refuse)?;
+        if self.driver.engine().sync_progress().is_none() {
+            self.driver.engine().can_start_sync(kind).map_err(refuse)?;
+        }
         self.begin_writes()?;
+        // A resync started at open (after an unclean stop) goes first.
+        while self.driver.engine().sync_progress().is_some() {
+            self.driver.pump(true)?;
+            if !self.driver.io_in_flight() {
+                self.driver.tick();
+            }
+        }
+        self.driver.take_events();
         let before = self.driver.engine().stats().read_errors_corrected;
         self.driver
             .engine_mut()

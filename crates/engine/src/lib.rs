@@ -295,4 +295,6 @@ pub struct Stats {
     pub read_errors_corrected: u64,
     /// Sync units done (any kind).
     pub sync_units: u64,
+    /// Resyncs that ran to their end.
+    pub resyncs_completed: u64,
 }

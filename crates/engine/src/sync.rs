@@ -347,6 +347,9 @@ fn finish(engine: &mut Engine) {
         engine.bufs.free(buf);
     }
     let completed = !s.cancelled && s.next >= s.total;
+    if s.kind == SyncKind::Resync && completed && s.unrecoverable == 0 {
+        engine.stats.resyncs_completed += 1;
+    }
     if s.kind == SyncKind::Recover && completed && s.unrecoverable == 0 {
         for m in 0..engine.member_states().len() {
             let member = crate::engine::member_idx(m);

@@ -137,6 +137,18 @@ pub(crate) fn spawn(
         size: geo.array_sectors() * SECTOR_BYTES,
         stripe_bytes: geo.stripe_data_sectors() * SECTOR_BYTES,
     };
+    if let Some(p) = array.driver().engine().sync_progress() {
+        log::info(&format!(
+            "array '{name}' was not stopped cleanly: {} running in the background from unit {} of {}",
+            p.kind.name(),
+            p.done_below,
+            p.total_units
+        ));
+    } else if array.resync_pending() {
+        log::error(&format!(
+            "array '{name}' was not stopped cleanly and is degraded: parity cannot be checked against the missing member (md's write hole); restore redundancy and scrub"
+        ));
+    }
     let worker = Worker {
         array,
         name,
@@ -229,6 +241,21 @@ impl Worker {
             self.array.driver().pump(false)?;
             self.collect();
             if !self.busy() {
+                continue;
+            }
+            if !self.array.driver().io_in_flight() && self.running.is_empty() {
+                // Only a paced sync is left: wait for its timer or a client.
+                let wait = self
+                    .array
+                    .driver()
+                    .until_timer()
+                    .unwrap_or(std::time::Duration::from_millis(10));
+                match self.rx.recv_timeout(wait) {
+                    Ok(job) => self.enqueue(job),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+                }
+                self.array.driver().tick();
                 continue;
             }
             self.sleeping.store(true, Ordering::SeqCst);
@@ -396,18 +423,29 @@ impl Worker {
             ));
         }
         for event in self.array.driver().take_events() {
-            if let Event::ReadErrorCorrected {
-                member,
-                sector,
-                sectors,
-            } = event
-            {
-                log::info(&format!(
+            match event {
+                Event::ReadErrorCorrected {
+                    member,
+                    sector,
+                    sectors,
+                } => log::info(&format!(
                     "array '{}': read error on member {} at sectors {sector}..{} corrected from redundancy",
                     self.name,
                     member.0,
                     sector + sectors
-                ));
+                )),
+                Event::SyncFinished {
+                    kind,
+                    completed,
+                    mismatches,
+                    unrecoverable,
+                } => log::info(&format!(
+                    "array '{}': {} {} ({mismatches} mismatched units, {unrecoverable} unrecoverable)",
+                    self.name,
+                    kind.name(),
+                    if completed { "done" } else { "stopped" }
+                )),
+                Event::MemberFailed { .. } => {}
             }
         }
         while let Some(reply) = self.array.driver().next_reply() {

@@ -1,5 +1,6 @@
 //! Members failing under connected clients (`xraid serve --fault`): the array goes
-//! degraded, the clients see no error and every byte stays right.
+//! degraded, the clients see no error and every byte stays right; a server killed while
+//! the array was written leaves it dirty, and the next one resyncs it.
 
 use crate::nbd_clients::run;
 use crate::require_tool;
@@ -93,4 +94,54 @@ fn a_bad_fault_spec_is_refused_in_one_line() {
         assert!(!out.status.success(), "{spec} was accepted");
         assert!(err.contains(needle), "{spec}: {err}");
     }
+}
+
+#[test]
+fn an_array_killed_while_written_resyncs_when_served_again() {
+    require_tool!("qemu-img");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(ARRAY_BYTES, 23)).expect("image");
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    let uri = server.uri("xraid");
+    run(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
+    );
+    server.kill();
+    let status = crate::util::ok(&["status", "--json", p(&disks)]);
+    let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
+    assert_eq!(json["state"], "active", "killed while written: {status}");
+    // Parity the crash left wrong: stripe 0's parity lives on the last member
+    // (left-symmetric), whose data area starts at 1 MiB.
+    flip_byte(&disks.join("d3"), (1 << 20) + 1000);
+
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    let log = server.wait_for_log(0, &["resync done"]);
+    let all = server.stderr();
+    assert!(all.contains("not stopped cleanly"), "{all}");
+    assert!(log.contains("resync done (1 mismatched units"), "{log}");
+    server.stop();
+    let status = crate::util::ok(&["status", "--json", p(&disks)]);
+    let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
+    assert_eq!(json["state"], "clean", "{status}");
+    let check = crate::util::ok(&["scrub", "check", "--json", p(&disks)]);
+    let check: serde_json::Value = serde_json::from_str(&check).expect("scrub json");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
+
+fn flip_byte(path: &std::path::Path, at: u64) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open member");
+    let mut byte = [0u8; 1];
+    f.seek(SeekFrom::Start(at)).expect("seek");
+    f.read_exact(&mut byte).expect("read");
+    f.seek(SeekFrom::Start(at)).expect("seek");
+    f.write_all(&[byte[0] ^ 0x20]).expect("write");
 }
