@@ -69,6 +69,12 @@ pub enum ArrayError {
     Unsupported { path: PathBuf, what: String },
     #[error(transparent)]
     Driver(#[from] xraid_driver::DriverError),
+    #[error("{path} is already an active member of array '{name}'")]
+    AlreadyActive { path: PathBuf, name: String },
+    #[error("array '{name}' has no missing role to add a member to: it is whole")]
+    NotDegraded { name: String },
+    #[error("array '{name}' has no free slot left in its role table")]
+    NoFreeSlot { name: String },
     #[error("cannot start a {kind}: {source}")]
     Sync {
         kind: &'static str,

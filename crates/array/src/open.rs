@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
 use xraid_engine::{MemberState, SyncKind};
-use xraid_format::{Superblock, ROLE_FAULTY};
+use xraid_format::{Superblock, MD_FEATURE_RECOVERY_OFFSET, ROLE_FAULTY};
 use xraid_layout::SECTOR_BYTES;
 use xraid_member::{FaultyMember, Member, MemberFault};
 
@@ -37,6 +37,9 @@ pub struct Array {
     /// md's `resync_offset` at open when the array had not been stopped cleanly: where
     /// a resync must (go on to) start. Cleared when a resync completes.
     resync_from: Option<u64>,
+    /// Per role, the recovery offset of a member being rebuilt (md's `recovery_offset`
+    /// with the RECOVERY_OFFSET feature), as found at open.
+    recovering: Vec<Option<u64>>,
 }
 
 impl Array {
@@ -59,7 +62,13 @@ impl Array {
     ) -> Result<Array, ArrayError> {
         let mut slots = Vec::with_capacity(assembled.roles.len());
         let mut superblocks = Vec::with_capacity(assembled.roles.len());
+        let mut recovering = Vec::with_capacity(assembled.roles.len());
         for role in assembled.roles {
+            let sb = role.as_ref().map(|found| &found.superblock);
+            recovering.push(
+                sb.filter(|sb| sb.feature_map & MD_FEATURE_RECOVERY_OFFSET != 0)
+                    .map(|sb| sb.recovery_offset),
+            );
             match role {
                 Some(found) => {
                     let role = slots.len();
@@ -79,7 +88,18 @@ impl Array {
                 }
             }
         }
-        let driver = ArrayDriver::new(assembled.geometry, slots, backend)?;
+        let mut driver = ArrayDriver::new(assembled.geometry, slots, backend)?;
+        for (role, recovery) in recovering.iter().enumerate() {
+            if recovery.is_some() {
+                driver
+                    .engine_mut()
+                    .mark_rebuilding(role_idx(role))
+                    .map_err(|source| ArrayError::Sync {
+                        kind: "recover",
+                        source,
+                    })?;
+            }
+        }
         let resync_from = match assembled.superblock.resync_offset {
             u64::MAX => None,
             sector => Some(sector),
@@ -92,9 +112,52 @@ impl Array {
             mode,
             dirty: false,
             resync_from,
+            recovering,
         };
-        array.start_resync_if_needed()?;
+        if !array.start_recovery_if_needed()? {
+            array.start_resync_if_needed()?;
+        }
         Ok(array)
+    }
+
+    /// Members recorded as being recovered are rebuilt in the background, from the
+    /// lowest checkpoint among them, when the array is opened to write (md recovers
+    /// before it resyncs). Returns whether a recover started.
+    fn start_recovery_if_needed(&mut self) -> Result<bool, ArrayError> {
+        let Some(from) = self.recovering.iter().flatten().min().copied() else {
+            return Ok(false);
+        };
+        if self.mode != OpenMode::ReadWrite {
+            return Ok(false);
+        }
+        let unit = self.driver.engine().member_sector_to_unit(from);
+        self.begin_writes()?;
+        self.driver
+            .engine_mut()
+            .start_sync(SyncKind::Recover, unit)
+            .map_err(|source| ArrayError::Sync {
+                kind: "recover",
+                source,
+            })?;
+        Ok(true)
+    }
+
+    /// Per role: `Some(percent)` for a member being rebuilt.
+    pub fn rebuilding(&self) -> Vec<Option<u8>> {
+        let engine = self.driver.engine();
+        let progress = engine.sync_progress();
+        engine
+            .member_states()
+            .iter()
+            .map(|s| {
+                (*s == MemberState::Rebuilding).then(|| match progress {
+                    Some(p) if p.kind == SyncKind::Recover && p.total_units > 0 => {
+                        u8::try_from(p.done_below * 100 / p.total_units).unwrap_or(100)
+                    }
+                    _ => 0,
+                })
+            })
+            .collect()
     }
 
     /// An array that was not stopped cleanly may have parity (or mirror copies) that
@@ -148,28 +211,34 @@ impl Array {
             return Ok(());
         }
         self.dirty = true;
-        self.update_superblocks(0)
+        self.update_superblocks(0, None)
     }
 
     /// Stops a running sync (a resync records where it got to), flushes and, if the
     /// array was written, marks it clean with a new event count.
     pub fn close(mut self) -> Result<(), ArrayError> {
-        let resync_at = self.stop_sync()?;
+        let stopped = self.stop_sync()?;
         if !self.dirty {
             return Ok(());
         }
         self.driver.flush()?;
+        let reached = |kind| {
+            stopped
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, unit)| self.driver.engine().unit_to_member_sector(unit))
+        };
         let resync_offset = if self.resync_pending() {
-            resync_at.or(self.resync_from).unwrap_or(0)
+            reached(SyncKind::Resync).or(self.resync_from).unwrap_or(0)
         } else {
             u64::MAX
         };
-        self.update_superblocks(resync_offset)
+        let recovered_to = reached(SyncKind::Recover);
+        self.update_superblocks(resync_offset, recovered_to)
     }
 
-    /// Cancels a running sync and waits for its units in flight; returns the member
-    /// sector a cancelled resync had reached.
-    fn stop_sync(&mut self) -> Result<Option<u64>, ArrayError> {
+    /// Cancels a running sync and waits for its units in flight; returns its kind and
+    /// the unit below which it was done.
+    fn stop_sync(&mut self) -> Result<Option<(SyncKind, u64)>, ArrayError> {
         let Some(progress) = self.driver.engine().sync_progress() else {
             return Ok(None);
         };
@@ -180,15 +249,19 @@ impl Array {
                 self.driver.tick();
             }
         }
-        let engine = self.driver.engine();
-        Ok((progress.kind == SyncKind::Resync)
-            .then(|| engine.unit_to_member_sector(progress.done_below)))
+        Ok(Some((progress.kind, progress.done_below)))
     }
 
-    /// Writes every active member's superblock: a new event count, failed roles marked
-    /// faulty, and md's `resync_offset` (0 while the array is active, `u64::MAX` when
-    /// clean, a checkpoint when a resync was interrupted).
-    fn update_superblocks(&mut self, resync_offset: u64) -> Result<(), ArrayError> {
+    /// Writes every present member's superblock: a new event count, failed roles marked
+    /// faulty, md's `resync_offset` (0 while the array is active, `u64::MAX` when
+    /// clean, a checkpoint when a resync was interrupted), and for members being
+    /// rebuilt the RECOVERY_OFFSET feature with how far (`recovered_to`, else what
+    /// was recorded at open); a member whose rebuild completed loses both.
+    fn update_superblocks(
+        &mut self,
+        resync_offset: u64,
+        recovered_to: Option<u64>,
+    ) -> Result<(), ArrayError> {
         let utime = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -200,7 +273,7 @@ impl Array {
         for (role, state) in states.iter().enumerate() {
             let present_dev = self.superblocks[role]
                 .as_ref()
-                .filter(|_| *state == MemberState::Active)
+                .filter(|_| *state != MemberState::Failed)
                 .map(|(_, sb)| sb.dev_number as usize);
             for (dev, r) in roles.iter_mut().enumerate() {
                 if usize::from(*r) == role && Some(dev) != present_dev {
@@ -210,7 +283,7 @@ impl Array {
         }
         self.freshest.dev_roles = roles.clone();
         for (role, state) in states.iter().enumerate() {
-            if *state != MemberState::Active {
+            if *state == MemberState::Failed {
                 continue;
             }
             let Some((path, sb)) = self.superblocks[role].as_mut() else {
@@ -220,6 +293,13 @@ impl Array {
             sb.utime = utime;
             sb.resync_offset = resync_offset;
             sb.dev_roles = roles.clone();
+            if *state == MemberState::Rebuilding {
+                sb.feature_map |= MD_FEATURE_RECOVERY_OFFSET;
+                sb.recovery_offset = recovered_to.or(self.recovering[role]).unwrap_or(0);
+            } else {
+                sb.feature_map &= !MD_FEATURE_RECOVERY_OFFSET;
+                sb.recovery_offset = 0;
+            }
             let slot = self
                 .driver
                 .member(role_idx(role))

@@ -23,9 +23,10 @@ pub struct SyncReport {
 }
 
 impl Array {
-    /// Runs a `kind` sync over the whole array, calling `progress` as it goes. The array
-    /// is marked active first: a repair rewrites parity, and any sync rewrites ranges
-    /// that failed to read.
+    /// Runs a `kind` sync over the whole array (or follows the one of that kind the
+    /// array started at open, such as the recover of a member being rebuilt), calling
+    /// `progress` as it goes. The array is marked active first: a repair rewrites
+    /// parity, and any sync rewrites ranges that failed to read.
     pub fn sync(
         &mut self,
         kind: SyncKind,
@@ -35,24 +36,27 @@ impl Array {
             kind: kind.name(),
             source,
         };
+        let running = self.driver.engine().sync_progress().map(|p| p.kind);
         // Refused before the superblocks are touched: a sync that cannot run changes nothing.
-        if self.driver.engine().sync_progress().is_none() {
+        if running.is_none() {
             self.driver.engine().can_start_sync(kind).map_err(refuse)?;
         }
         self.begin_writes()?;
-        // A resync started at open (after an unclean stop) goes first.
-        while self.driver.engine().sync_progress().is_some() {
-            self.driver.pump(true)?;
-            if !self.driver.io_in_flight() {
-                self.driver.tick();
-            }
-        }
-        self.driver.take_events();
         let before = self.driver.engine().stats().read_errors_corrected;
-        self.driver
-            .engine_mut()
-            .start_sync(kind, 0)
-            .map_err(refuse)?;
+        if running != Some(kind) {
+            // A sync started at open (a resync after an unclean stop) goes first.
+            while self.driver.engine().sync_progress().is_some() {
+                self.driver.pump(true)?;
+                if !self.driver.io_in_flight() {
+                    self.driver.tick();
+                }
+            }
+            self.driver.take_events();
+            self.driver
+                .engine_mut()
+                .start_sync(kind, 0)
+                .map_err(refuse)?;
+        }
         let first = self
             .driver
             .engine()

@@ -33,8 +33,6 @@ pub enum SyncError {
     NoRedundancy(&'static str),
     #[error("nothing to recover: no member is being rebuilt")]
     NoTarget,
-    #[error("member {0} cannot be rebuilt: it is {1}")]
-    NotFailed(u16, &'static str),
 }
 
 #[derive(Debug)]
@@ -100,13 +98,12 @@ pub(crate) fn awaiting_resync(engine: &Engine, unit: u64) -> bool {
 }
 
 impl Engine {
-    /// Marks a failed member (a replacement in its slot, or the member come back) as
-    /// being rebuilt. Start (or restart) a [`SyncKind::Recover`] to rebuild it.
+    /// Marks a member whose contents cannot be trusted — a replacement in a failed
+    /// slot, a failed member come back, or one recorded as being recovered — as being
+    /// rebuilt. Start (or restart) a [`SyncKind::Recover`] to rebuild it.
     pub fn mark_rebuilding(&mut self, member: MemberIdx) -> Result<(), SyncError> {
-        match self.member_states()[member.index()] {
-            MemberState::Failed => {}
-            MemberState::Active => return Err(SyncError::NotFailed(member.0, "active")),
-            MemberState::Rebuilding => return Ok(()),
+        if self.member_states()[member.index()] == MemberState::Rebuilding {
+            return Ok(());
         }
         if self.geo.level() == Level::Raid0 {
             return Err(SyncError::NoRedundancy("rebuild"));

@@ -138,8 +138,12 @@ pub(crate) fn spawn(
         stripe_bytes: geo.stripe_data_sectors() * SECTOR_BYTES,
     };
     if let Some(p) = array.driver().engine().sync_progress() {
+        let why = match p.kind {
+            xraid_engine::SyncKind::Recover => "has members being rebuilt",
+            _ => "was not stopped cleanly",
+        };
         log::info(&format!(
-            "array '{name}' was not stopped cleanly: {} running in the background from unit {} of {}",
+            "array '{name}' {why}: {} running in the background from unit {} of {}",
             p.kind.name(),
             p.done_below,
             p.total_units

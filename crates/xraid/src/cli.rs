@@ -48,6 +48,9 @@ pub enum Command {
     /// Serve arrays (or plain files) to NBD clients: qemu, nbdcopy, nbdfuse, fio, the
     /// Linux nbd driver.
     Serve(ServeArgs),
+    /// Add a member to a degraded array's missing role and rebuild it (like
+    /// `mdadm --add`): a blank disk or file, or a member that was left out as stale.
+    Add(AddArgs),
     /// Scrub an array (md's sync_action check/repair): read everything, count where
     /// parity or mirror copies disagree with the data, and with `repair` rewrite them.
     /// Ranges that fail to read are rebuilt from redundancy and rewritten either way.
@@ -100,6 +103,25 @@ pub struct StatusArgs {
     /// The array: member paths, or a folder that holds them.
     #[arg(required = true)]
     pub array: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// Only record the new member (md sees it as being recovered from sector 0); the
+    /// rebuild then runs the next time the array is opened to write (`xraid serve`
+    /// runs it in the background).
+    #[arg(long)]
+    pub no_rebuild: bool,
+    /// Size of the new member file to create if it does not exist (sparse); K/M/G/T.
+    #[arg(long, short = 'z', value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Take a member that belongs to another md array.
+    #[arg(long)]
+    pub force: bool,
+    /// The array: a folder that holds its members, or one member's path.
+    pub array: PathBuf,
+    /// The member to add.
+    pub member: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,6 +1,7 @@
 //! One module per command; each turns parsed arguments into calls on the library crates
 //! and prints the result.
 
+mod add;
 mod create;
 mod demo;
 mod examine;
@@ -31,6 +32,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Read(args) => io::read(args, backend),
         Command::Write(args) => io::write(args, backend),
         Command::Serve(args) => serve::run(args, backend),
+        Command::Add(args) => add::run(args, backend),
         Command::Scrub(args) => scrub::run(args, backend),
         Command::Demo(args) => demo::run(args, backend),
     }

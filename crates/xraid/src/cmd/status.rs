@@ -31,8 +31,11 @@ struct Status {
 #[derive(Debug, Serialize)]
 struct MemberStatus {
     role: u16,
-    /// "active" or "missing".
+    /// "active", "rebuilding" (md's recovery offset is set) or "missing".
     state: &'static str,
+    /// How far a rebuilding member has been rebuilt, in percent of its data area.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rebuilt_percent: Option<u8>,
     path: Option<String>,
     events: Option<u64>,
     device_uuid: Option<String>,
@@ -71,7 +74,12 @@ fn describe(a: &Assembled) -> Status {
         .enumerate()
         .map(|(role, m)| MemberStatus {
             role: u16::try_from(role).unwrap_or(u16::MAX),
-            state: if m.is_some() { "active" } else { "missing" },
+            state: match m {
+                Some(_) if rebuilt_percent(m, &geo).is_some() => "rebuilding",
+                Some(_) => "active",
+                None => "missing",
+            },
+            rebuilt_percent: rebuilt_percent(m, &geo),
             path: m.as_ref().map(|m| m.path.display().to_string()),
             events: m.as_ref().map(|m| m.superblock.events),
             device_uuid: m
@@ -100,11 +108,24 @@ fn describe(a: &Assembled) -> Status {
         array_size_bytes: geo.array_sectors() * SECTOR_BYTES,
         member_data_bytes: geo.member_sectors() * SECTOR_BYTES,
         state: if sb.is_clean() { "clean" } else { "active" },
-        degraded: a.is_degraded(),
+        degraded: a.is_degraded() || a.roles.iter().any(|m| rebuilt_percent(m, &geo).is_some()),
         events: sb.events,
         members,
         left_out,
     }
+}
+
+/// For a member being recovered, how far, in percent.
+fn rebuilt_percent(
+    m: &Option<xraid_array::FoundMember>,
+    geo: &xraid_layout::Geometry,
+) -> Option<u8> {
+    let sb = &m.as_ref()?.superblock;
+    if sb.feature_map & xraid_format::MD_FEATURE_RECOVERY_OFFSET == 0 {
+        return None;
+    }
+    let percent = sb.recovery_offset.saturating_mul(100) / geo.member_sectors().max(1);
+    Some(u8::try_from(percent.min(100)).unwrap_or(100))
 }
 
 fn print_text(s: &Status) {
@@ -136,12 +157,15 @@ fn print_text(s: &Status) {
     println!("         State : {}{degraded}", s.state);
     println!("        Events : {}", s.events);
     println!();
-    println!("    Role  State    Events  Path");
+    println!("    Role  State           Events  Path");
     for m in &s.members {
         println!(
-            "    {:>4}  {:<7}  {:>6}  {}",
+            "    {:>4}  {:<14}  {:>6}  {}",
             m.role,
-            m.state,
+            match m.rebuilt_percent {
+                Some(p) => format!("rebuilding {p}%"),
+                None => m.state.to_owned(),
+            },
             m.events.map_or_else(|| "-".to_owned(), |e| e.to_string()),
             m.path.as_deref().unwrap_or("-"),
         );

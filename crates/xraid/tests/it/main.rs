@@ -9,6 +9,7 @@ mod util;
 mod bad_input;
 mod create_examine;
 mod fixtures;
+mod members;
 mod nbd_bad_input;
 mod nbd_clients;
 mod nbd_faults;

@@ -1,0 +1,229 @@
+//! `xraid add`: a blank disk, or a member that went stale, into a degraded array's
+//! missing role, rebuilt from the others — at once with a progress bar, or (with
+//! `--no-rebuild`) in the background of the next `xraid serve`; md's tools read the
+//! member's state as xraid does at every step; bad requests change nothing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use crate::require_tool;
+use crate::server::{raid5, Server};
+use crate::util::{fails, ok, p, random_bytes, sha256_file, sha256_of_read, tempdir};
+
+const ARRAY_BYTES: usize = 45 << 20;
+
+fn fields(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|line| line.split_once(" : "))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+/// `mdadm --examine` and `xraid examine` agree on the member's state.
+fn md_agrees(member: &Path) -> BTreeMap<String, String> {
+    let out = Command::new("mdadm")
+        .args(["--examine", p(member)])
+        .output()
+        .expect("mdadm runs");
+    assert!(out.status.success(), "mdadm --examine {member:?} failed");
+    let theirs = fields(&String::from_utf8_lossy(&out.stdout));
+    let ours = fields(&ok(&["examine", p(member)]));
+    for key in [
+        "Feature Map",
+        "Recovery Offset",
+        "State",
+        "Events",
+        "Device Role",
+        "Array State",
+        "Device UUID",
+    ] {
+        assert_eq!(ours.get(key), theirs.get(key), "{key} of {member:?}");
+    }
+    assert!(
+        theirs
+            .get("Checksum")
+            .is_some_and(|c| c.ends_with("correct")),
+        "{theirs:?}"
+    );
+    theirs
+}
+
+fn status(disks: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status json")
+}
+
+/// A RAID-5 holding a random image; returns the image's path.
+fn filled(dir: &Path, disks: &Path, seed: u64) -> std::path::PathBuf {
+    let image = dir.join("image.raw");
+    std::fs::write(&image, random_bytes(ARRAY_BYTES, seed)).expect("image");
+    ok(&["write", p(disks), "-i", p(&image)]);
+    image
+}
+
+#[test]
+fn a_blank_member_replaces_a_lost_one_and_is_rebuilt() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let image = filled(dir.path(), &disks, 31);
+    std::fs::remove_file(disks.join("d1")).expect("lose d1");
+    assert_eq!(status(&disks)["degraded"], true);
+    let out = ok(&["add", "--size", "16M", p(&disks), p(&disks.join("d1"))]);
+    assert!(
+        out.contains("added as role 1") && out.contains("rebuilt"),
+        "{out}"
+    );
+    let s = status(&disks);
+    assert_eq!(s["degraded"], false, "{s}");
+    assert_eq!(s["state"], "clean", "{s}");
+    assert_eq!(s["members"][1]["state"], "active", "{s}");
+    let md = md_agrees(&disks.join("d1"));
+    assert_eq!(md["Device Role"], "Active device 1");
+    assert_eq!(
+        md["Feature Map"], "0x0",
+        "recovered: no recovery offset left"
+    );
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+    // The rebuilt member carries the array: lose another and read it all back.
+    std::fs::remove_file(disks.join("d3")).expect("lose d3");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
+
+#[test]
+fn without_rebuild_md_sees_a_recovering_member_and_serve_rebuilds_it() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let image = filled(dir.path(), &disks, 32);
+    std::fs::remove_file(disks.join("d2")).expect("lose d2");
+    ok(&[
+        "add",
+        "--no-rebuild",
+        "--size",
+        "16M",
+        p(&disks),
+        p(&disks.join("d2")),
+    ]);
+    let s = status(&disks);
+    assert_eq!(s["members"][2]["state"], "rebuilding", "{s}");
+    assert_eq!(s["members"][2]["rebuilt_percent"], 0, "{s}");
+    assert_eq!(s["degraded"], true, "not in sync yet: {s}");
+    let md = md_agrees(&disks.join("d2"));
+    assert_eq!(md["Recovery Offset"], "0 sectors");
+    assert_eq!(md["Feature Map"], "0x2");
+    // Reads are right while the member is not rebuilt: it is treated as missing.
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    server.wait_for_log(0, &["recover done"]);
+    let log = server.stderr();
+    assert!(log.contains("has members being rebuilt"), "{log}");
+    server.stop();
+    let s = status(&disks);
+    assert_eq!(s["members"][2]["state"], "active", "{s}");
+    assert_eq!(s["state"], "clean", "{s}");
+    assert_eq!(md_agrees(&disks.join("d2"))["Feature Map"], "0x0");
+    let check: serde_json::Value =
+        serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("json");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+    std::fs::remove_file(disks.join("d0")).expect("lose d0");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
+
+#[test]
+fn a_stale_member_comes_back_with_what_was_written_meanwhile() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    filled(dir.path(), &disks, 33);
+    // d3 goes away; the array is written without it; it returns stale.
+    let away = dir.path().join("d3.away");
+    std::fs::rename(disks.join("d3"), &away).expect("take d3 away");
+    let newer = dir.path().join("newer.raw");
+    std::fs::write(&newer, random_bytes(ARRAY_BYTES, 34)).expect("image");
+    ok(&["write", p(&disks), "-i", p(&newer)]);
+    std::fs::rename(&away, disks.join("d3")).expect("d3 returns");
+    let s = status(&disks);
+    assert!(
+        s["left_out"][0]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("stale"),
+        "{s}"
+    );
+    ok(&["add", p(&disks), p(&disks.join("d3"))]);
+    let s = status(&disks);
+    assert_eq!(s["degraded"], false, "{s}");
+    assert_eq!(s["left_out"].as_array().map(Vec::len), Some(0), "{s}");
+    md_agrees(&disks.join("d3"));
+    std::fs::remove_file(disks.join("d0")).expect("lose d0");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&newer));
+}
+
+#[test]
+fn bad_adds_are_refused_and_change_nothing() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let before: Vec<String> = (0..4)
+        .map(|i| sha256_file(&disks.join(format!("d{i}"))))
+        .collect();
+    let unchanged = |what: &str| {
+        for (i, hash) in before.iter().enumerate() {
+            assert_eq!(
+                &sha256_file(&disks.join(format!("d{i}"))),
+                hash,
+                "{what}: member d{i} changed"
+            );
+        }
+    };
+    let spare = dir.path().join("spare");
+    let err = fails(&["add", "--size", "16M", p(&disks), p(&spare)]);
+    assert!(err.contains("has no missing role"), "{err}");
+    unchanged("whole array");
+
+    let err = fails(&["add", p(&disks), p(&disks.join("d1"))]);
+    assert!(err.contains("already an active member"), "{err}");
+    unchanged("active member");
+
+    std::fs::remove_file(disks.join("d1")).expect("lose d1");
+    let before: Vec<String> = [0, 2, 3]
+        .iter()
+        .map(|i| sha256_file(&disks.join(format!("d{i}"))))
+        .collect();
+    let unchanged = |what: &str| {
+        for (k, i) in [0, 2, 3].iter().enumerate() {
+            assert_eq!(
+                sha256_file(&disks.join(format!("d{i}"))),
+                before[k],
+                "{what}: member d{i} changed"
+            );
+        }
+    };
+    let small = dir.path().join("small");
+    let err = fails(&["add", "--size", "1M", p(&disks), p(&small)]);
+    assert!(err.contains("a member needs at least"), "{err}");
+    assert!(!small.exists(), "no file is left behind");
+    unchanged("too small");
+
+    let err = fails(&["add", p(&disks), p(&dir.path().join("nowhere"))]);
+    assert!(err.contains("does not exist"), "{err}");
+    unchanged("missing file");
+
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).expect("other folder");
+    ok(&[
+        "create",
+        "-l",
+        "1",
+        "--size",
+        "16M",
+        "--name",
+        "other",
+        p(&other.join("a")),
+        p(&other.join("b")),
+    ]);
+    let err = fails(&["add", p(&disks), p(&other.join("a"))]);
+    assert!(err.contains("already belongs to array 'other'"), "{err}");
+    unchanged("member of another array");
+}
