@@ -225,3 +225,47 @@ fn offsets_past_the_end_or_unaligned() {
     let err = fails(&["write", "-i", p(&big), p(dir.path())]);
     assert!(err.contains("do not fit"), "{err}");
 }
+
+#[test]
+fn an_os_error_is_named_once() {
+    let dir = tempdir();
+    let missing = dir.path().join("no-such-folder").join("d0");
+    let m = p(&missing);
+    let err = fails(&["create", "-l", "1", "--size", "16M", m, m]);
+    let err = if err.contains("same file") {
+        // Two equal paths are refused first; name two members in the missing folder.
+        let other = dir.path().join("no-such-folder").join("d1");
+        fails(&["create", "-l", "1", "--size", "16M", m, p(&other)])
+    } else {
+        err
+    };
+    assert_eq!(
+        err.matches("No such file or directory").count(),
+        1,
+        "one line, the cause once: {err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let dir = tempdir();
+    let members = raid5(dir.path());
+    let exe = env!("CARGO_BIN_EXE_xraid");
+    let mut args: Vec<&str> = vec!["status"];
+    args.extend(members.iter().map(|m| p(m)));
+    // The reader goes away at once; xraid must not panic on the closed pipe.
+    let script = format!(
+        "'{exe}' {} | head -c 1 >/dev/null",
+        args.iter()
+            .map(|a| format!("'{a}'"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .expect("bash runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
