@@ -51,6 +51,13 @@ pub struct ExportConfig {
     /// Members to wrap in injected faults (command line only, for demonstrations).
     #[serde(skip)]
     pub faults: Vec<MemberFault>,
+    /// Pace of a rebuild or resync while clients are busy, MB/s (md's sync_speed_min).
+    #[serde(default)]
+    pub rebuild_min: Option<u64>,
+    /// Pace of a rebuild or resync when clients are idle, MB/s; none: no cap (md's
+    /// sync_speed_max).
+    #[serde(default)]
+    pub rebuild_max: Option<u64>,
 }
 
 /// Everything `xraid serve` needs.

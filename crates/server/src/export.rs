@@ -157,8 +157,17 @@ pub(crate) fn open(
             f.role, f.plan
         ));
     }
-    let array = Array::open_with_faults(assembled, mode, backend, &config.faults)
+    let mut array = Array::open_with_faults(assembled, mode, backend, &config.faults)
         .map_err(|e| export_error(e.to_string()))?;
+    let engine = array.driver().engine_mut();
+    let mut pace = engine.config();
+    if let Some(min) = config.rebuild_min {
+        pace.sync_min_bytes_per_sec = min.saturating_mul(1_000_000);
+    }
+    if let Some(max) = config.rebuild_max {
+        pace.sync_max_bytes_per_sec = max.saturating_mul(1_000_000);
+    }
+    engine.set_config(pace);
     let (handle, thread) = array_export::spawn(array, name.clone(), config.read_only)
         .map_err(|e| export_error(e.to_string()))?;
     let export = Export {

@@ -194,7 +194,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = xraid_server::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Serve the exports a TOML file lists (see docs/SERVE.md) instead of ARRAY.
-    #[arg(long, conflicts_with_all = ["array", "name", "read_only", "fault", "tls", "tls_cert"])]
+    #[arg(long, conflicts_with_all = ["array", "name", "read_only", "fault", "tls", "tls_cert", "rebuild_min", "rebuild_max"])]
     pub config: Option<PathBuf>,
     /// TLS (NBD_OPT_STARTTLS): off, allow, or require [default: allow with
     /// --tls-cert/--tls-key, else off].
@@ -211,6 +211,14 @@ pub struct ServeArgs {
     /// `latency=MSms`, e.g. `--fault role=1,fail-after=5000`. Repeatable.
     #[arg(long)]
     pub fault: Vec<MemberFault>,
+    /// Pace of a background rebuild or resync while clients are busy, in MB/s per
+    /// member (md's sync_speed_min; default 1): clients come first, but it always moves.
+    #[arg(long, value_name = "MB/s")]
+    pub rebuild_min: Option<u64>,
+    /// Pace of a background rebuild or resync when clients are idle, in MB/s per member
+    /// (md's sync_speed_max; default: no cap).
+    #[arg(long, value_name = "MB/s")]
+    pub rebuild_max: Option<u64>,
     /// The array (member paths or a folder holding them), or one plain file, which is
     /// served as it is.
     #[arg(required_unless_present = "config")]

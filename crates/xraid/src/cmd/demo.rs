@@ -118,6 +118,8 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
             paths: vec![args.dir.clone()],
             read_only: false,
             faults: Vec::new(),
+            rebuild_min: None,
+            rebuild_max: None,
         }],
         max_connections: DEFAULT_MAX_CONNECTIONS,
         tls_mode: xraid_server::TlsMode::Off,

@@ -20,6 +20,8 @@ pub fn run(args: ServeArgs, backend: BackendChoice) -> Result<()> {
                 paths: args.array.clone(),
                 read_only: args.read_only,
                 faults: args.fault.clone(),
+                rebuild_min: args.rebuild_min,
+                rebuild_max: args.rebuild_max,
             }],
             max_connections: args.max_connections,
             tls_files: match (&args.tls_cert, &args.tls_key) {

@@ -227,3 +227,83 @@ fn bad_adds_are_refused_and_change_nothing() {
     assert!(err.contains("already belongs to array 'other'"), "{err}");
     unchanged("member of another array");
 }
+
+/// fio's nbd engine over four connections: random 4 KiB writes with checksums, or
+/// (`verify_only`) a read-back of what such a run wrote.
+fn fio(dir: &Path, uri: &str, verify_only: bool) {
+    let uri = format!("--uri={uri}");
+    let mut args = vec![
+        "--name=v",
+        "--ioengine=nbd",
+        &uri,
+        "--rw=randwrite",
+        "--bs=4k",
+        "--size=8M",
+        "--offset_increment=8M",
+        "--numjobs=4",
+        "--iodepth=16",
+        "--verify=crc32c",
+        "--do_verify=1",
+        "--verify_fatal=1",
+        "--randseed=7",
+        "--group_reporting",
+    ];
+    if verify_only {
+        args.push("--verify_only=1");
+    }
+    let out = Command::new("timeout")
+        .args(["--signal=KILL", "120", "fio"])
+        .args(&args)
+        .current_dir(dir)
+        .output()
+        .expect("fio runs");
+    assert!(
+        out.status.success(),
+        "fio {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_rebuild_under_fio_writes_finishes_and_the_array_scrubs_clean() {
+    require_tool!("fio");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    filled(dir.path(), &disks, 35);
+    std::fs::remove_file(disks.join("d1")).expect("lose d1");
+    ok(&[
+        "add",
+        "--no-rebuild",
+        "--size",
+        "16M",
+        p(&disks),
+        p(&disks.join("d1")),
+    ]);
+    // Paced so that the rebuild (16 MiB per member) outlasts the start of fio.
+    let server = Server::unix(
+        dir.path(),
+        &["--rebuild-min", "2", "--rebuild-max", "4", p(&disks)],
+    );
+    let uri = server.uri("xraid");
+    let before_fio = server.stderr();
+    assert!(
+        !before_fio.contains("recover done"),
+        "the rebuild must still run when fio starts: {before_fio}"
+    );
+    fio(dir.path(), &uri, false);
+    server.wait_for_log(0, &["recover done (0 mismatched units, 0 unrecoverable)"]);
+    fio(dir.path(), &uri, true);
+    server.stop();
+    let s = status(&disks);
+    assert_eq!(s["degraded"], false, "{s}");
+    assert_eq!(s["state"], "clean", "{s}");
+    let check: serde_json::Value =
+        serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("json");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+    // The rebuilt member carries its share: without another member, fio's data reads back.
+    std::fs::remove_file(disks.join("d3")).expect("lose d3");
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    fio(dir.path(), &server.uri("xraid"), true);
+    server.stop();
+}
