@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Rebuild rate vs the read rate of one member, on members in memory (/dev/shm).
+# For each level: create an array of MEMBERS members of SIZE each, fill it, lose member 1,
+# and time `xraid add` rebuilding a blank replacement; in the same run, time reading one
+# member file straight (dd, 1 MiB blocks, from the page cache = memory). Runs alternate,
+# RUNS times; raw CSV in bench/runs/<date>-<hostname>/rebuild.csv; prints medians.
+#   RUNS=5 SIZE=1G LEVELS="5 6 1 10" bench/rebuild/run.sh
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+RUNS=${RUNS:-5}
+SIZE=${SIZE:-1G}
+LEVELS=${LEVELS:-"5 6 1 10"}
+MEMBERS=${MEMBERS:-4}
+
+cd "$root"
+cargo build --release -q -p xraid
+xraid="$root/target/release/xraid"
+out="$root/bench/runs/$(date +%Y-%m-%d)-$(hostname)"
+mkdir -p "$out"
+csv="$out/rebuild.csv"
+[ -f "$csv" ] && mv "$csv" "$out/rebuild.$(date -r "$csv" +%H%M%S).csv"
+work=$(mktemp -d /dev/shm/xraid-rebuild.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+bytes=$(numfmt --from=iec "$SIZE")
+echo "run,level,what,seconds,member_bytes,mb_per_s" > "$csv"
+now() { date +%s.%N; }
+for run in $(seq 1 "$RUNS"); do
+    for level in $LEVELS; do
+        d="$work/l$level"
+        rm -rf "$d"; mkdir -p "$d"
+        members=()
+        for i in $(seq 0 $((MEMBERS - 1))); do members+=("$d/d$i"); done
+        "$xraid" create -l "$level" -c 512K --size "$SIZE" "${members[@]}" >/dev/null
+        head -c "$((bytes * 2))" /dev/urandom | "$xraid" write "$d" >/dev/null 2>&1 || true
+        # The read rate of one member: its data area, straight from memory.
+        t0=$(now); dd if="$d/d0" of=/dev/null bs=1M status=none; t1=$(now)
+        read_s=$(echo "$t1 - $t0" | bc -l)
+        rm "$d/d1"
+        t0=$(now); "$xraid" add --size "$SIZE" "$d" "$d/d1" >/dev/null; t1=$(now)
+        rebuild_s=$(echo "$t1 - $t0" | bc -l)
+        for row in "read_one_member,$read_s" "rebuild,$rebuild_s"; do
+            what=${row%,*}; s=${row#*,}
+            mbps=$(echo "$bytes / $s / 1000000" | bc -l)
+            printf '%s,%s,%s,%.4f,%s,%.1f\n' "$run" "$level" "$what" "$s" "$bytes" "$mbps" >> "$csv"
+        done
+    done
+done
+
+echo "| level | read one member MB/s | rebuild MB/s | rebuild / read |"
+echo "|---|---|---|---|"
+for level in $LEVELS; do
+    med() { grep ",$level,$1," "$csv" | cut -d, -f6 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+    r=$(med read_one_member); b=$(med rebuild)
+    printf '| raid%s | %s | %s | %.2fx |\n' "$level" "$r" "$b" "$(echo "$b / $r" | bc -l)"
+done
+echo "raw: $csv"
