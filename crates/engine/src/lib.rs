@@ -242,7 +242,7 @@ impl Default for EngineConfig {
             max_read_errors: 20,
             sync_min_bytes_per_sec: 1_000_000,
             sync_max_bytes_per_sec: 0,
-            sync_window: 4,
+            sync_window: 16,
         }
     }
 }
