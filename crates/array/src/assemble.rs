@@ -136,7 +136,12 @@ pub fn assemble(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, A
             .dev_roles
             .get(m.superblock.dev_number as usize)
             .copied();
-        let reason = if m.superblock.events < freshest.events {
+        // A spare holds no data: its event count does not matter (md's own spares are
+        // not rewritten by every event either).
+        let spare = role == Some(ROLE_SPARE) && recorded != Some(ROLE_FAULTY);
+        let reason = if spare {
+            Some(LeftOutReason::Spare)
+        } else if m.superblock.events < freshest.events {
             Some(LeftOutReason::Stale {
                 events: m.superblock.events,
                 freshest: freshest.events,

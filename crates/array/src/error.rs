@@ -71,8 +71,6 @@ pub enum ArrayError {
     Driver(#[from] xraid_driver::DriverError),
     #[error("{path} is already an active member of array '{name}'")]
     AlreadyActive { path: PathBuf, name: String },
-    #[error("array '{name}' has no missing role to add a member to: it is whole")]
-    NotDegraded { name: String },
     #[error("array '{name}' has no free slot left in its role table")]
     NoFreeSlot { name: String },
     #[error("cannot start a {kind}: {source}")]

@@ -1,36 +1,39 @@
-//! Changing who belongs to an array that is not being served: adding a member to a
-//! missing role, as `mdadm --add` does. The newcomer gets a superblock that md reads as
-//! a member being recovered (the RECOVERY_OFFSET feature, offset 0) and every present
-//! member records it in its role table; the rebuild itself runs when the array is next
-//! opened to write (`Array::sync` with `SyncKind::Recover` follows it to the end).
+//! Changing who belongs to an array that is not being served, as `mdadm --add` does:
+//! a member into a missing role, or, when the array is whole, a hot spare; and a spare
+//! into a missing role when the array is opened. A member put into a role gets a
+//! superblock that md reads as a member being recovered (the RECOVERY_OFFSET feature,
+//! offset 0) and every present member records it in its role table; the rebuild runs
+//! when the array is opened to write (`Array::sync` with `SyncKind::Recover` follows it
+//! to the end).
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use xraid_format::{MD_FEATURE_RECOVERY_OFFSET, ROLE_SPARE};
+use xraid_format::{Superblock, MD_FEATURE_RECOVERY_OFFSET, ROLE_SPARE};
 use xraid_layout::SECTOR_BYTES;
-use xraid_member::{FileMember, Member};
+use xraid_member::{FileMember, Member, OpenOptions};
 
 use crate::assemble::member_options;
 use crate::create::{random_uuid, write_superblock};
-use crate::scan::read_superblock;
-use crate::{assemble, ArrayError};
+use crate::scan::{io_error, read_superblock};
+use crate::{assemble, ArrayError, Assembled, LeftOutReason};
 
-/// A member added to an array.
+/// A member added to an array: into `role`, or as a spare (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Added {
     pub path: PathBuf,
-    pub role: u16,
+    pub role: Option<u16>,
 }
 
 /// Adds `new` (a blank disk, a file, or a member of this array that was left out) to
-/// the lowest missing role of the array named by `array`. A member of another md
-/// array is refused unless `force`; a file that does not exist is made (sparse) of
-/// `size` bytes when that is given.
+/// the lowest missing role of the array named by `array`, or as a hot spare when the
+/// array is whole or `spare` is asked. A member of another md array is refused unless
+/// `force`; a file that does not exist is made (sparse) of `size` bytes when given.
 pub fn add_member(
     array: &[PathBuf],
     new: &Path,
     size: Option<u64>,
+    spare: bool,
     force: bool,
 ) -> Result<Added, ArrayError> {
     let options = member_options(true);
@@ -46,8 +49,10 @@ pub fn add_member(
             });
         }
     }
-    let Some(&role) = assembled.missing_roles().first() else {
-        return Err(ArrayError::NotDegraded { name });
+    let role = if spare {
+        None
+    } else {
+        assembled.missing_roles().first().copied()
     };
     let freshest = &assembled.superblock;
     let need = (freshest.data_offset + assembled.geometry.member_sectors()) * SECTOR_BYTES;
@@ -64,7 +69,7 @@ pub fn add_member(
         }
         std::fs::File::create_new(new)
             .and_then(|f| f.set_len(size))
-            .map_err(|source| crate::scan::io_error(new, source))?;
+            .map_err(|source| io_error(new, source))?;
     }
     let member = FileMember::open(new, &options)?;
     if let Some(sb) = read_superblock(&member, new)? {
@@ -72,7 +77,7 @@ pub fn add_member(
             return Err(ArrayError::AlreadyMember {
                 path: new.to_path_buf(),
                 name: sb.name(),
-                uuid: xraid_format::Superblock::uuid_string(&sb.set_uuid),
+                uuid: Superblock::uuid_string(&sb.set_uuid),
             });
         }
     }
@@ -83,36 +88,73 @@ pub fn add_member(
             need,
         });
     }
-    // A free entry of the role table: unused (spare) and not the slot of a member present.
+    let mut sb = freshest.clone();
+    sb.device_uuid = random_uuid();
+    sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
+    assign(&assembled, &member, new, sb, role)?;
+    Ok(Added {
+        path: new.to_path_buf(),
+        role,
+    })
+}
+
+/// Writes `sb` (the newcomer's superblock, based on the array's) to `member` as the
+/// holder of `role` being recovered, or as a spare, and records it in the role table of
+/// every present member, all with a new event count.
+fn assign(
+    assembled: &Assembled,
+    member: &dyn Member,
+    path: &Path,
+    mut sb: Superblock,
+    role: Option<u16>,
+) -> Result<(), ArrayError> {
+    let freshest = &assembled.superblock;
+    // A free entry of the role table: unused, and not the slot of a member or spare.
     let taken: Vec<usize> = assembled
         .roles
         .iter()
         .flatten()
         .map(|m| m.superblock.dev_number as usize)
+        .chain(
+            assembled
+                .left_out
+                .iter()
+                .filter(|l| l.reason == LeftOutReason::Spare && l.path != path)
+                .map(|l| l.superblock.dev_number as usize),
+        )
         .collect();
-    let dev = (0..freshest.dev_roles.len())
-        .find(|&d| freshest.dev_roles[d] == ROLE_SPARE && !taken.contains(&d))
-        .ok_or_else(|| ArrayError::NoFreeSlot { name: name.clone() })?;
+    let own = (sb.set_uuid == freshest.set_uuid
+        && (sb.dev_number as usize) < freshest.dev_roles.len()
+        && freshest.dev_roles[sb.dev_number as usize] == ROLE_SPARE
+        && !taken.contains(&(sb.dev_number as usize)))
+    .then_some(sb.dev_number as usize);
+    let dev = own
+        .or_else(|| {
+            (0..freshest.dev_roles.len())
+                .find(|&d| freshest.dev_roles[d] == ROLE_SPARE && !taken.contains(&d))
+        })
+        .ok_or_else(|| ArrayError::NoFreeSlot {
+            name: assembled.name(),
+        })?;
     let mut roles = freshest.dev_roles.clone();
-    roles[dev] = role;
+    roles[dev] = role.unwrap_or(ROLE_SPARE);
     let events = freshest.events + 1;
     let utime = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
 
-    let mut sb = freshest.clone();
     sb.dev_number = u32::try_from(dev).expect("role tables are small");
-    sb.device_uuid = random_uuid();
-    sb.feature_map |= MD_FEATURE_RECOVERY_OFFSET;
+    if role.is_some() {
+        sb.feature_map |= MD_FEATURE_RECOVERY_OFFSET;
+    } else {
+        sb.feature_map &= !MD_FEATURE_RECOVERY_OFFSET;
+    }
     sb.recovery_offset = 0;
-    sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
     sb.events = events;
     sb.utime = utime;
     sb.dev_roles = roles.clone();
-    write_superblock(&member, &sb, new)?;
-    member
-        .flush()
-        .map_err(|source| crate::scan::io_error(new, source))?;
+    write_superblock(member, &sb, path)?;
+    member.flush().map_err(|source| io_error(path, source))?;
     for m in assembled.roles.iter().flatten() {
         let mut present = m.superblock.clone();
         present.events = events;
@@ -121,10 +163,49 @@ pub fn add_member(
         write_superblock(&m.member, &present, &m.path)?;
         m.member
             .flush()
-            .map_err(|source| crate::scan::io_error(&m.path, source))?;
+            .map_err(|source| io_error(&m.path, source))?;
     }
-    Ok(Added {
-        path: new.to_path_buf(),
-        role,
-    })
+    Ok(())
+}
+
+/// Assembles the array and, where roles are missing and hot spares are at hand, puts
+/// the spares into those roles (to be rebuilt when the array is opened to write), as md
+/// does when it assembles a degraded array with spares. Returns the assembly and the
+/// spares it promoted, by path and role.
+pub fn assemble_with_spares(
+    paths: &[PathBuf],
+    options: &OpenOptions,
+) -> Result<(Assembled, Vec<Added>), ArrayError> {
+    let assembled = assemble(paths, options)?;
+    let spares: Vec<(PathBuf, Superblock)> = assembled
+        .left_out
+        .iter()
+        .filter(|l| l.reason == LeftOutReason::Spare)
+        .map(|l| (l.path.clone(), l.superblock.clone()))
+        .collect();
+    let missing = assembled.missing_roles();
+    if !options.write || missing.is_empty() || spares.is_empty() {
+        return Ok((assembled, Vec::new()));
+    }
+    let mut promoted = Vec::new();
+    let mut current = assembled;
+    for (role, (path, spare_sb)) in missing.into_iter().zip(spares) {
+        let member = FileMember::open(&path, options)?;
+        let mut sb = current.superblock.clone();
+        sb.device_uuid = spare_sb.device_uuid;
+        sb.dev_number = spare_sb.dev_number;
+        sb.data_offset = spare_sb.data_offset;
+        sb.data_size = spare_sb.data_size;
+        // The spare keeps its own table slot.
+        assign(&current, &member, &path, sb, Some(role))?;
+        drop(member);
+        promoted.push(Added {
+            path,
+            role: Some(role),
+        });
+        // Members are locked while open: let go before assembling again.
+        drop(current);
+        current = assemble(paths, options)?;
+    }
+    Ok((current, promoted))
 }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-use xraid_array::{assemble, read_superblock, Array, OpenMode};
+use xraid_array::{assemble_with_spares, read_superblock, Array, OpenMode};
 use xraid_driver::BackendChoice;
 use xraid_member::{DirectMode, FileMember, OpenOptions};
 use xraid_nbd::consts::*;
@@ -115,7 +115,15 @@ pub(crate) fn open(
         name: name.clone(),
         detail,
     };
-    let assembled = assemble(&config.paths, &options).map_err(|e| export_error(e.to_string()))?;
+    let (assembled, promoted) =
+        assemble_with_spares(&config.paths, &options).map_err(|e| export_error(e.to_string()))?;
+    for spare in &promoted {
+        crate::log::info(&format!(
+            "export '{name}': spare {} takes role {} and is rebuilt",
+            spare.path.display(),
+            spare.role.unwrap_or_default()
+        ));
+    }
     for l in &assembled.left_out {
         crate::log::info(&format!(
             "export '{name}': {} left out: {}",

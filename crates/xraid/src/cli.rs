@@ -49,7 +49,9 @@ pub enum Command {
     /// Linux nbd driver.
     Serve(ServeArgs),
     /// Add a member to a degraded array's missing role and rebuild it (like
-    /// `mdadm --add`): a blank disk or file, or a member that was left out as stale.
+    /// `mdadm --add`): a blank disk or file, or a member that was left out as stale. To a
+    /// whole array (or with --spare) it is added as a hot spare, which takes the place
+    /// of a member that fails.
     Add(AddArgs),
     /// Scrub an array (md's sync_action check/repair): read everything, count where
     /// parity or mirror copies disagree with the data, and with `repair` rewrite them.
@@ -83,7 +85,11 @@ pub struct CreateArgs {
     /// Overwrite members that already belong to an md array.
     #[arg(long)]
     pub force: bool,
-    /// Member files or block devices, in role order.
+    /// The last N members named are hot spares: each takes the place of a member that
+    /// fails (or is missing when the array is next opened to write) and is rebuilt.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub spares: usize,
+    /// Member files or block devices, in role order (then the spares).
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
 }
@@ -112,6 +118,9 @@ pub struct AddArgs {
     /// runs it in the background).
     #[arg(long)]
     pub no_rebuild: bool,
+    /// Add it as a hot spare even if a role is missing.
+    #[arg(long)]
+    pub spare: bool,
     /// Size of the new member file to create if it does not exist (sparse); K/M/G/T.
     #[arg(long, short = 'z', value_parser = parse_size)]
     pub size: Option<u64>,

@@ -1,5 +1,6 @@
 //! `xraid add`: a member into a degraded array's missing role, rebuilt with a progress
-//! bar (or, with `--no-rebuild`, left for the next open to rebuild in the background).
+//! bar (or, with `--no-rebuild`, left for the next open to rebuild in the background);
+//! into a whole array (or with `--spare`), a hot spare.
 
 use std::path::{Path, PathBuf};
 
@@ -14,11 +15,17 @@ use crate::progress::bytes_bar;
 
 pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
     let paths = vec![args.array.clone()];
-    let added = add_member(&paths, &args.member, args.size, args.force)?;
+    let added = add_member(&paths, &args.member, args.size, args.spare, args.force)?;
+    let Some(role) = added.role else {
+        println!(
+            "{}: added as a hot spare; it takes the place of the next member to fail",
+            added.path.display()
+        );
+        return Ok(());
+    };
     println!(
-        "{}: added as role {} of the array; it is rebuilt from the others",
+        "{}: added as role {role} of the array; it is rebuilt from the others",
         added.path.display(),
-        added.role
     );
     if args.no_rebuild {
         return Ok(());

@@ -1,7 +1,7 @@
 //! `xraid create`: a new array on the given members.
 
-use anyhow::Result;
-use xraid_array::{create, CreateOptions};
+use anyhow::{bail, Result};
+use xraid_array::{add_member, create, CreateOptions};
 use xraid_driver::BackendChoice;
 use xraid_layout::{Layout, Level};
 
@@ -16,13 +16,21 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         .as_deref()
         .map(|name| Layout::parse(level, name))
         .transpose()?;
+    let mut members = args.members;
+    if args.spares >= members.len() {
+        bail!(
+            "--spares {} leaves no member for the array: name the array's members first, then the spares",
+            args.spares
+        );
+    }
+    let spares = members.split_off(members.len() - args.spares);
     let opts = CreateOptions {
         level,
         layout,
         chunk_bytes: args.chunk,
         name: args.name,
         size_bytes: args.size,
-        members: args.members,
+        members,
         force: args.force,
         backend,
     };
@@ -46,6 +54,10 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
     );
     if created.synced {
         println!("parity initialised from the members' existing contents");
+    }
+    for spare in spares {
+        add_member(&created.members, &spare, args.size, true, args.force)?;
+        println!("{}: hot spare", spare.display());
     }
     Ok(())
 }

@@ -13,7 +13,7 @@ mod status;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use xraid_array::{assemble, Array, Assembled, OpenMode};
+use xraid_array::{assemble_with_spares, Array, Assembled, OpenMode};
 use xraid_driver::BackendChoice;
 use xraid_member::{DirectMode, OpenOptions};
 
@@ -50,7 +50,14 @@ pub(crate) fn open_array(
         direct: DirectMode::Auto,
         lock: true,
     };
-    let assembled = assemble(paths, &options)?;
+    let (assembled, promoted) = assemble_with_spares(paths, &options)?;
+    for spare in &promoted {
+        eprintln!(
+            "xraid: spare {} takes role {} and is rebuilt",
+            spare.path.display(),
+            spare.role.unwrap_or_default()
+        );
+    }
     warn_about(&assembled);
     Ok(Array::open(assembled, mode, backend)?)
 }

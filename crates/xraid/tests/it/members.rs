@@ -1,6 +1,7 @@
 //! `xraid add`: a blank disk, or a member that went stale, into a degraded array's
 //! missing role, rebuilt from the others — at once with a progress bar, or (with
-//! `--no-rebuild`) in the background of the next `xraid serve`; md's tools read the
+//! `--no-rebuild`) in the background of the next `xraid serve`; hot spares, which take
+//! a lost member's place when the array is opened to write; md's tools read the
 //! member's state as xraid does at every step; bad requests change nothing.
 
 use std::collections::BTreeMap;
@@ -177,11 +178,6 @@ fn bad_adds_are_refused_and_change_nothing() {
             );
         }
     };
-    let spare = dir.path().join("spare");
-    let err = fails(&["add", "--size", "16M", p(&disks), p(&spare)]);
-    assert!(err.contains("has no missing role"), "{err}");
-    unchanged("whole array");
-
     let err = fails(&["add", p(&disks), p(&disks.join("d1"))]);
     assert!(err.contains("already an active member"), "{err}");
     unchanged("active member");
@@ -306,4 +302,81 @@ fn a_rebuild_under_fio_writes_finishes_and_the_array_scrubs_clean() {
     let server = Server::unix(dir.path(), &[p(&disks)]);
     fio(dir.path(), &server.uri("xraid"), true);
     server.stop();
+}
+
+#[test]
+fn a_hot_spare_takes_the_place_of_a_lost_member() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = dir.path().join("disks");
+    std::fs::create_dir(&disks).expect("disks");
+    let names = ["d0", "d1", "d2", "d3", "s0"];
+    let paths: Vec<std::path::PathBuf> = names.iter().map(|n| disks.join(n)).collect();
+    let mut args = vec![
+        "create", "-l", "5", "-c", "64K", "--size", "16M", "--spares", "1",
+    ];
+    args.extend(paths.iter().map(|m| p(m)));
+    let out = ok(&args);
+    assert!(out.contains("s0: hot spare"), "{out}");
+    let image = filled(dir.path(), &disks, 36);
+    let s = status(&disks);
+    assert_eq!(s["degraded"], false, "{s}");
+    assert_eq!(s["left_out"][0]["reason"], "spare", "{s}");
+    assert_eq!(md_agrees(&disks.join("s0"))["Device Role"], "spare");
+
+    std::fs::remove_file(disks.join("d1")).expect("lose d1");
+    // Read-only use leaves the spare alone.
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+    assert_eq!(status(&disks)["left_out"][0]["reason"], "spare");
+    // Opened to write, the spare takes the missing role and is rebuilt.
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    server.wait_for_log(0, &["recover done"]);
+    assert!(server.stderr().contains("spare"), "{}", server.stderr());
+    server.stop();
+    let s = status(&disks);
+    assert_eq!(s["degraded"], false, "{s}");
+    assert!(
+        s["members"][1]["path"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("s0"),
+        "{s}"
+    );
+    assert_eq!(
+        md_agrees(&disks.join("s0"))["Device Role"],
+        "Active device 1"
+    );
+    std::fs::remove_file(disks.join("d2")).expect("lose d2");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
+
+#[test]
+fn spares_must_leave_members_for_the_array() {
+    let dir = tempdir();
+    let m: Vec<std::path::PathBuf> = (0..3).map(|i| dir.path().join(format!("m{i}"))).collect();
+    let err = fails(&[
+        "create",
+        "-l",
+        "1",
+        "--size",
+        "16M",
+        "--spares",
+        "3",
+        p(&m[0]),
+        p(&m[1]),
+        p(&m[2]),
+    ]);
+    assert!(err.contains("--spares 3 leaves no member"), "{err}");
+    assert!(m.iter().all(|m| !m.exists()), "nothing created");
+}
+
+#[test]
+fn a_member_added_to_a_whole_array_is_a_spare() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let out = ok(&["add", "--size", "16M", p(&disks), p(&disks.join("s0"))]);
+    assert!(out.contains("hot spare"), "{out}");
+    let s = status(&disks);
+    assert_eq!(s["left_out"][0]["reason"], "spare", "{s}");
+    assert_eq!(s["degraded"], false, "{s}");
 }
