@@ -71,6 +71,14 @@ pub enum ArrayError {
     Driver(#[from] xraid_driver::DriverError),
     #[error("{path} is already an active member of array '{name}'")]
     AlreadyActive { path: PathBuf, name: String },
+    #[error("{path} is not an active member of array '{name}': name one of its members (see xraid status)")]
+    NotActive { path: PathBuf, name: String },
+    #[error("failing {path} is refused: {detail}")]
+    WouldLoseData { path: PathBuf, detail: String },
+    #[error("{path} is an active member: fail it first (xraid fail), then remove it")]
+    StillActive { path: PathBuf },
+    #[error("{path} is not a member of array '{name}' (neither active nor left out)")]
+    NotInArray { path: PathBuf, name: String },
     #[error("array '{name}' has no free slot left in its role table")]
     NoFreeSlot { name: String },
     #[error("cannot start a {kind}: {source}")]

@@ -209,3 +209,124 @@ pub fn assemble_with_spares(
     }
     Ok((current, promoted))
 }
+
+/// Marks `member` (an active member of the array named by `array`) faulty in every
+/// other member's role table, as `mdadm --fail` does: it is left out from then on, and
+/// a hot spare takes its role when the array is next opened to write. Refused when the
+/// array could not survive without it.
+pub fn fail_member(array: &[PathBuf], member: &Path) -> Result<u16, ArrayError> {
+    let options = member_options(true);
+    let assembled = assemble(array, &options)?;
+    let wanted = std::fs::canonicalize(member).unwrap_or_else(|_| member.to_path_buf());
+    let role = assembled
+        .roles
+        .iter()
+        .position(|m| {
+            m.as_ref().is_some_and(|m| {
+                std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone()) == wanted
+            })
+        })
+        .ok_or_else(|| ArrayError::NotActive {
+            path: member.to_path_buf(),
+            name: assembled.name(),
+        })?;
+    let mut states: Vec<xraid_engine::MemberState> = assembled
+        .roles
+        .iter()
+        .map(|r| match r {
+            Some(_) => xraid_engine::MemberState::Active,
+            None => xraid_engine::MemberState::Failed,
+        })
+        .collect();
+    states[role] = xraid_engine::MemberState::Failed;
+    let engine = xraid_engine::Engine::new(assembled.geometry, states);
+    if let Some(lost) = engine.lost_error() {
+        return Err(ArrayError::WouldLoseData {
+            path: member.to_path_buf(),
+            detail: lost.to_string(),
+        });
+    }
+    let failed = assembled.roles[role]
+        .as_ref()
+        .expect("the role was found present")
+        .superblock
+        .dev_number as usize;
+    let mut roles = assembled.superblock.dev_roles.clone();
+    roles[failed] = xraid_format::ROLE_FAULTY;
+    let events = assembled.superblock.events + 1;
+    let utime = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for (r, m) in assembled.roles.iter().enumerate() {
+        let Some(m) = m else { continue };
+        if r == role {
+            continue;
+        }
+        let mut sb = m.superblock.clone();
+        sb.events = events;
+        sb.utime = utime;
+        sb.dev_roles = roles.clone();
+        write_superblock(&m.member, &sb, &m.path)?;
+        m.member
+            .flush()
+            .map_err(|source| io_error(&m.path, source))?;
+    }
+    Ok(u16::try_from(role).expect("roles fit u16"))
+}
+
+/// Takes `member` — one the array leaves out (failed, stale or a spare) — out of the
+/// array for good, as `mdadm --remove` followed by `--zero-superblock` does: its entry
+/// in the role table is freed and its md superblock erased, so neither xraid nor md
+/// takes it for a member again. An active member must be failed first.
+pub fn remove_member(array: &[PathBuf], member: &Path) -> Result<(), ArrayError> {
+    let options = member_options(true);
+    let assembled = assemble(array, &options)?;
+    let wanted = std::fs::canonicalize(member).unwrap_or_else(|_| member.to_path_buf());
+    let same = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()) == wanted;
+    if assembled.roles.iter().flatten().any(|m| same(&m.path)) {
+        return Err(ArrayError::StillActive {
+            path: member.to_path_buf(),
+        });
+    }
+    let left = assembled
+        .left_out
+        .iter()
+        .find(|l| same(&l.path))
+        .ok_or_else(|| ArrayError::NotInArray {
+            path: member.to_path_buf(),
+            name: assembled.name(),
+        })?;
+    let dev = left.superblock.dev_number as usize;
+    let mut roles = assembled.superblock.dev_roles.clone();
+    let taken_by_present = assembled
+        .roles
+        .iter()
+        .flatten()
+        .any(|m| m.superblock.dev_number as usize == dev);
+    if dev < roles.len() && !taken_by_present {
+        roles[dev] = ROLE_SPARE;
+    }
+    let events = assembled.superblock.events + 1;
+    let utime = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for m in assembled.roles.iter().flatten() {
+        let mut sb = m.superblock.clone();
+        sb.events = events;
+        sb.utime = utime;
+        sb.dev_roles = roles.clone();
+        write_superblock(&m.member, &sb, &m.path)?;
+        m.member
+            .flush()
+            .map_err(|source| io_error(&m.path, source))?;
+    }
+    let removed = FileMember::open(member, &options)?;
+    removed
+        .write_at(
+            &[0u8; xraid_format::SUPERBLOCK_BYTES],
+            xraid_format::SUPERBLOCK_OFFSET_BYTES,
+        )
+        .and_then(|()| removed.flush())
+        .map_err(|source| io_error(member, source))?;
+    Ok(())
+}

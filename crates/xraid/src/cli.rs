@@ -53,6 +53,14 @@ pub enum Command {
     /// whole array (or with --spare) it is added as a hot spare, which takes the place
     /// of a member that fails.
     Add(AddArgs),
+    /// Mark a member faulty (like `mdadm --fail`): it is left out from then on and a
+    /// hot spare, if any, takes its role when the array is next opened to write.
+    /// Refused when the array could not survive without it.
+    Fail(MemberArgs),
+    /// Take a left-out member (failed, stale or spare) out of the array for good: its
+    /// role-table entry is freed and its md superblock erased (like `mdadm --remove`
+    /// then `--zero-superblock`).
+    Remove(MemberArgs),
     /// Scrub an array (md's sync_action check/repair): read everything, count where
     /// parity or mirror copies disagree with the data, and with `repair` rewrite them.
     /// Ranges that fail to read are rebuilt from redundancy and rewritten either way.
@@ -130,6 +138,14 @@ pub struct AddArgs {
     /// The array: a folder that holds its members, or one member's path.
     pub array: PathBuf,
     /// The member to add.
+    pub member: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct MemberArgs {
+    /// The array: a folder that holds its members, or member paths.
+    pub array: PathBuf,
+    /// The member.
     pub member: PathBuf,
 }
 

@@ -6,6 +6,7 @@ mod create;
 mod demo;
 mod examine;
 mod io;
+mod membership;
 mod scrub;
 mod serve;
 mod status;
@@ -33,6 +34,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Write(args) => io::write(args, backend),
         Command::Serve(args) => serve::run(args, backend),
         Command::Add(args) => add::run(args, backend),
+        Command::Fail(args) => membership::fail(args),
+        Command::Remove(args) => membership::remove(args),
         Command::Scrub(args) => scrub::run(args, backend),
         Command::Demo(args) => demo::run(args, backend),
     }

@@ -380,3 +380,66 @@ fn a_member_added_to_a_whole_array_is_a_spare() {
     assert_eq!(s["left_out"][0]["reason"], "spare", "{s}");
     assert_eq!(s["degraded"], false, "{s}");
 }
+
+#[test]
+fn fail_then_remove_a_member_and_a_spare_steps_in() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let image = filled(dir.path(), &disks, 37);
+    ok(&["add", "--size", "16M", p(&disks), p(&disks.join("s0"))]);
+    let out = ok(&["fail", p(&disks), p(&disks.join("d2"))]);
+    assert!(out.contains("marked faulty (role 2)"), "{out}");
+    let s = status(&disks);
+    assert_eq!(s["degraded"], true, "{s}");
+    assert_eq!(s["members"][2]["state"], "missing", "{s}");
+    let md = md_agrees(&disks.join("d0"));
+    assert_eq!(md["Array State"].split(' ').next(), Some("AA.A"), "{md:?}");
+
+    // Failing a second member of a RAID-5 would lose data: refused, nothing changes.
+    let before = sha256_file(&disks.join("d0"));
+    let err = fails(&["fail", p(&disks), p(&disks.join("d1"))]);
+    assert!(
+        err.contains("refused") && err.contains("data lost"),
+        "{err}"
+    );
+    assert_eq!(sha256_file(&disks.join("d0")), before);
+
+    // An active member cannot be removed; the failed one can, for good.
+    let err = fails(&["remove", p(&disks), p(&disks.join("d1"))]);
+    assert!(err.contains("fail it first"), "{err}");
+    ok(&["remove", p(&disks), p(&disks.join("d2"))]);
+    let out = Command::new("mdadm")
+        .args(["--examine", p(&disks.join("d2"))])
+        .output()
+        .expect("mdadm runs");
+    assert!(!out.status.success(), "no md superblock is left on d2");
+    let s = status(&disks);
+    assert!(
+        s["left_out"]
+            .as_array()
+            .is_some_and(|l| l.iter().all(|m| m["reason"] == "spare")),
+        "only the spare is left out: {s}"
+    );
+    let err = fails(&["remove", p(&disks), p(&dir.path().join("image.raw"))]);
+    assert!(
+        err.contains("not an md member") || err.contains("not a member"),
+        "{err}"
+    );
+
+    // Opened to write, the spare takes role 2.
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    server.wait_for_log(0, &["recover done"]);
+    server.stop();
+    let s = status(&disks);
+    assert_eq!(s["degraded"], false, "{s}");
+    assert!(
+        s["members"][2]["path"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("s0"),
+        "{s}"
+    );
+    std::fs::remove_file(disks.join("d0")).expect("lose d0");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
