@@ -10,11 +10,11 @@ use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
 use xraid_engine::{MemberState, SyncKind};
 use xraid_format::{Superblock, MD_FEATURE_RECOVERY_OFFSET, ROLE_FAULTY};
 use xraid_layout::SECTOR_BYTES;
-use xraid_member::{FaultyMember, Member, MemberFault};
+use xraid_member::{FaultyMember, FileMember, Member, MemberFault};
 
-use crate::assemble::role_idx;
+use crate::assemble::{member_options, role_idx};
 use crate::create::write_superblock;
-use crate::{ArrayError, Assembled, LeftOut};
+use crate::{ArrayError, Assembled, LeftOut, LeftOutReason};
 
 /// Whether an array is opened to read only or to read and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +40,10 @@ pub struct Array {
     /// Per role, the recovery offset of a member being rebuilt (md's `recovery_offset`
     /// with the RECOVERY_OFFSET feature), as found at open.
     recovering: Vec<Option<u64>>,
+    /// Hot spares found at open and not used yet.
+    spares: Vec<(PathBuf, Superblock)>,
+    /// A recover waits for another sync (cancelled to make way) to end.
+    recover_pending: bool,
 }
 
 impl Array {
@@ -60,6 +64,12 @@ impl Array {
         backend: BackendChoice,
         faults: &[MemberFault],
     ) -> Result<Array, ArrayError> {
+        let spares = assembled
+            .left_out
+            .iter()
+            .filter(|l| l.reason == LeftOutReason::Spare)
+            .map(|l| (l.path.clone(), l.superblock.clone()))
+            .collect();
         let mut slots = Vec::with_capacity(assembled.roles.len());
         let mut superblocks = Vec::with_capacity(assembled.roles.len());
         let mut recovering = Vec::with_capacity(assembled.roles.len());
@@ -113,6 +123,8 @@ impl Array {
             dirty: false,
             resync_from,
             recovering,
+            spares,
+            recover_pending: false,
         };
         if !array.start_recovery_if_needed()? {
             array.start_resync_if_needed()?;
@@ -140,6 +152,93 @@ impl Array {
                 source,
             })?;
         Ok(true)
+    }
+
+    /// Puts hot spares into the roles of members that failed while the array runs, as
+    /// md recovers onto a spare: the spare is opened into the role, the superblocks say
+    /// so (RECOVERY_OFFSET 0, the failed member's entry faulty), and a recover starts
+    /// (a running recover restarts; another sync is cancelled and the recover follows
+    /// through [`Array::maintain`]). Returns the spares used, with their roles.
+    pub fn use_spares(&mut self) -> Result<Vec<(PathBuf, u16)>, ArrayError> {
+        if self.mode != OpenMode::ReadWrite || self.spares.is_empty() {
+            return Ok(Vec::new());
+        }
+        let failed: Vec<usize> = (0..self.superblocks.len())
+            .filter(|&r| self.driver.engine().member_states()[r] == MemberState::Failed)
+            .collect();
+        let mut used = Vec::new();
+        for role in failed {
+            if self.spares.is_empty() {
+                break;
+            }
+            let (path, spare) = self.spares.remove(0);
+            let member = FileMember::open(&path, &member_options(true))?;
+            let mut sb = self.freshest.clone();
+            sb.dev_number = spare.dev_number;
+            sb.device_uuid = spare.device_uuid;
+            sb.data_offset = spare.data_offset;
+            sb.data_size = spare.data_size;
+            let dev = spare.dev_number as usize;
+            let role16 = u16::try_from(role).expect("roles fit u16");
+            if let Some(entry) = self.freshest.dev_roles.get_mut(dev) {
+                *entry = role16;
+            }
+            let data_offset_bytes = sb.data_offset * SECTOR_BYTES;
+            self.driver.replace_member(
+                role_idx(role),
+                MemberSlot {
+                    member: Box::new(member),
+                    data_offset_bytes,
+                },
+            );
+            self.superblocks[role] = Some((path.clone(), sb));
+            self.recovering[role] = Some(0);
+            self.driver
+                .engine_mut()
+                .mark_rebuilding(role_idx(role))
+                .map_err(|source| ArrayError::Sync {
+                    kind: "recover",
+                    source,
+                })?;
+            used.push((path, role16));
+        }
+        if used.is_empty() {
+            return Ok(used);
+        }
+        self.dirty = true;
+        self.update_superblocks(0, None)?;
+        match self.driver.engine().sync_progress().map(|p| p.kind) {
+            Some(SyncKind::Recover) => {}
+            Some(_) => {
+                self.driver.engine_mut().cancel_sync();
+                self.recover_pending = true;
+            }
+            None => {
+                self.recover_pending = true;
+                self.maintain()?;
+            }
+        }
+        Ok(used)
+    }
+
+    /// Starts the recover [`Array::use_spares`] left waiting for another sync to end.
+    /// Cheap; call it now and then.
+    pub fn maintain(&mut self) -> Result<(), ArrayError> {
+        let engine = self.driver.engine();
+        if !self.recover_pending || engine.sync_progress().is_some() {
+            return Ok(());
+        }
+        self.recover_pending = false;
+        if engine.can_start_sync(SyncKind::Recover).is_err() {
+            return Ok(());
+        }
+        self.driver
+            .engine_mut()
+            .start_sync(SyncKind::Recover, 0)
+            .map_err(|source| ArrayError::Sync {
+                kind: "recover",
+                source,
+            })
     }
 
     /// Per role: `Some(percent)` for a member being rebuilt.

@@ -73,6 +73,9 @@ pub struct ArrayDriver {
     /// Each member's last I/O error, for the report when the engine fails it.
     last_error: Vec<Option<io::Error>>,
     events: Vec<Event>,
+    /// Members replaced in their role (a spare stepped in): kept open until the driver
+    /// goes, since I/O sent to them before they failed may still be in the kernel.
+    retired: Vec<MemberSlot>,
     epoch: Instant,
     next_request: u64,
 }
@@ -103,6 +106,7 @@ impl ArrayDriver {
             failures: Vec::new(),
             last_error: (0..geo.raid_disks()).map(|_| None).collect(),
             events: Vec::new(),
+            retired: Vec::new(),
             epoch: Instant::now(),
             next_request: 0,
         })
@@ -119,6 +123,16 @@ impl ArrayDriver {
     /// The member in `role`, if present.
     pub fn member(&self, role: MemberIdx) -> Option<&MemberSlot> {
         self.members.get(role.index()).and_then(Option::as_ref)
+    }
+
+    /// Puts `slot` in `role` (a spare stepping in for a failed member). The engine must
+    /// already count the role as failed or rebuilding, so that nothing new is sent to
+    /// the old member; it stays open until the driver goes.
+    pub fn replace_member(&mut self, role: MemberIdx, slot: MemberSlot) {
+        self.last_error[role.index()] = None;
+        if let Some(old) = self.members[role.index()].replace(slot) {
+            self.retired.push(old);
+        }
     }
 
     /// A handle other threads use to end a blocking [`ArrayDriver::pump`] early (a new

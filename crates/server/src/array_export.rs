@@ -415,7 +415,9 @@ impl Worker {
 
     /// Takes the engine's replies and finishes the jobs they complete.
     fn collect(&mut self) {
-        for failure in self.array.driver().take_failures() {
+        let failures = self.array.driver().take_failures();
+        let any_failed = !failures.is_empty();
+        for failure in failures {
             let why = match (&failure.error, failure.reason) {
                 (_, FailReason::ReadErrors(n)) => format!("{n} read errors"),
                 (Some(error), _) => error.to_string(),
@@ -451,6 +453,29 @@ impl Worker {
                 )),
                 Event::MemberFailed { .. } => {}
             }
+        }
+        if any_failed && !self.read_only {
+            match self.array.use_spares() {
+                Ok(used) => {
+                    for (path, role) in used {
+                        log::info(&format!(
+                            "array '{}': spare {} takes role {role}; recover running in the background",
+                            self.name,
+                            path.display()
+                        ));
+                    }
+                }
+                Err(e) => log::error(&format!(
+                    "array '{}': could not put a spare in the failed member's place: {e}",
+                    self.name
+                )),
+            }
+        }
+        if let Err(e) = self.array.maintain() {
+            log::error(&format!(
+                "array '{}': could not start the recover: {e}",
+                self.name
+            ));
         }
         while let Some(reply) = self.array.driver().next_reply() {
             let Some(part) = self.parts.remove(&reply.id) else {

@@ -145,3 +145,49 @@ fn flip_byte(path: &std::path::Path, at: u64) {
     f.seek(SeekFrom::Start(at)).expect("seek");
     f.write_all(&[byte[0] ^ 0x20]).expect("write");
 }
+
+#[test]
+fn a_hot_spare_steps_in_when_a_member_dies_under_clients() {
+    require_tool!("qemu-img");
+    require_tool!("nbdcopy");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    crate::util::ok(&["add", "--size", "16M", p(&disks), p(&disks.join("s0"))]);
+    // Member 1 dies early in the image's copy; the spare takes its role at once.
+    let server = Server::unix(dir.path(), &["--fault", "role=1,fail-after=100", p(&disks)]);
+    let uri = server.uri("xraid");
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(ARRAY_BYTES, 24)).expect("image");
+    run(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
+    );
+    server.wait_for_log(0, &["recover done (0 mismatched units, 0 unrecoverable)"]);
+    let log = server.stderr();
+    assert!(
+        log.contains("spare") && log.contains("takes role 1"),
+        "{log}"
+    );
+    let copy = dir.path().join("copy.raw");
+    run("nbdcopy", &[&uri, p(&copy)]);
+    assert_eq!(
+        sha256_file(&copy),
+        sha256_file(&image),
+        "read back through NBD"
+    );
+    server.stop();
+    let status = crate::util::ok(&["status", "--json", p(&disks)]);
+    let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
+    assert_eq!(json["degraded"], false, "{status}");
+    assert_eq!(json["state"], "clean", "{status}");
+    assert!(
+        json["members"][1]["path"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("s0"),
+        "{status}"
+    );
+    // The rebuilt spare carries its share without another member.
+    std::fs::remove_file(disks.join("d0")).expect("lose d0");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
