@@ -138,6 +138,7 @@ pub fn create(
             Some(MemberSlot {
                 member,
                 data_offset_bytes: DATA_OFFSET_SECTORS * SECTOR_BYTES,
+                log_offset_bytes: None,
             })
         })
         .collect();

@@ -89,6 +89,7 @@ impl Array {
                     slots.push(Some(MemberSlot {
                         member,
                         data_offset_bytes: found.superblock.data_offset * SECTOR_BYTES,
+                        log_offset_bytes: None,
                     }));
                     superblocks.push(Some((found.path, found.superblock)));
                 }
@@ -189,6 +190,7 @@ impl Array {
                 MemberSlot {
                     member: Box::new(member),
                     data_offset_bytes,
+                    log_offset_bytes: None,
                 },
             );
             self.superblocks[role] = Some((path.clone(), sb));

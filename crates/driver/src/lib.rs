@@ -11,8 +11,8 @@ use std::io;
 use std::time::Instant;
 
 use xraid_engine::{
-    BufId, Engine, EngineError, Event, FailReason, IoFailed, IoId, IoKind, MemberIo, MemberState,
-    Nanos, Reply, Request, RequestId, RequestKind, SECTOR_BYTES,
+    Area, BufId, Engine, EngineError, Event, FailReason, IoFailed, IoId, IoKind, MemberIo,
+    MemberState, Nanos, Reply, Request, RequestId, RequestKind, SECTOR_BYTES,
 };
 use xraid_layout::{Geometry, MemberIdx};
 use xraid_member::Member;
@@ -46,6 +46,9 @@ pub struct MemberSlot {
     pub member: Box<dyn Member>,
     /// Where the member's data area starts, in bytes (md's data_offset).
     pub data_offset_bytes: u64,
+    /// Where the member's stripe-log ring starts, in bytes, if it has one (between the
+    /// metadata and the data, where md ignores it).
+    pub log_offset_bytes: Option<u64>,
 }
 
 /// A member the engine failed, with the last I/O error it returned, for the front end
@@ -300,7 +303,18 @@ impl ArrayDriver {
         let slot = self.members[io.member.index()]
             .as_ref()
             .expect("the engine sends I/O only to present members");
-        let offset = slot.data_offset_bytes + io.sector * SECTOR_BYTES;
+        let base = match io.area {
+            Area::Data => Some(slot.data_offset_bytes),
+            Area::Log => slot.log_offset_bytes,
+        };
+        let Some(base) = base else {
+            // The engine was configured with a log this member has no room for.
+            let error = io::Error::other("no stripe-log ring on this member");
+            self.note_failure(io.member, &error);
+            self.inline_done.push_back((io.id, Err(IoFailed::Medium)));
+            return;
+        };
+        let offset = base + io.sector * SECTOR_BYTES;
         let ptr = self.engine.buffers().raw_ptr(io.buf);
         let Some(direct) = slot.member.direct_fd() else {
             let result = self.perform_inline(&io, offset);

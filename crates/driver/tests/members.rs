@@ -63,6 +63,7 @@ fn slot(member: Box<dyn Member>) -> Option<MemberSlot> {
     Some(MemberSlot {
         member,
         data_offset_bytes: DATA_OFFSET,
+        log_offset_bytes: None,
     })
 }
 

@@ -11,8 +11,8 @@ use crate::slab::Slab;
 use crate::stripe::StripeOp;
 use crate::sync::SyncState;
 use crate::{
-    EngineConfig, EngineError, Event, FailReason, IoFailed, IoId, IoKind, MemberIo, MemberState,
-    Nanos, Reply, Request, RequestId, RequestKind, Stats,
+    Area, EngineConfig, EngineError, Event, FailReason, IoFailed, IoId, IoKind, MemberIo,
+    MemberState, Nanos, Reply, Request, RequestId, RequestKind, Stats,
 };
 
 /// A contiguous piece of one request: array sectors and where they sit in its buffer.
@@ -42,6 +42,12 @@ pub(crate) enum IoTarget {
     Flush { req: usize, member: MemberIdx },
     /// A member flush ending a sync.
     SyncFlush { member: MemberIdx },
+    /// A flush making log entries durable so that their room can be reused.
+    LogCheckpoint { member: MemberIdx },
+    /// An I/O of the log's recovery at start.
+    LogRecovery { member: MemberIdx },
+    /// A durable-marker write to a member's ring, or the flush after it.
+    LogMarker { member: MemberIdx, flushed: bool },
 }
 
 /// Who waits for a lock on a sync unit: writes, repairs and sync work on one unit
@@ -65,6 +71,9 @@ pub(crate) struct ReqState {
     pub(crate) buf: Option<BufId>,
     /// The engine made `buf` itself (a flush's empty buffer) and frees it at the end.
     own_buf: bool,
+    /// For a flush with the log on: the log entries below this seq are durable once it
+    /// succeeds.
+    log_covers: Option<u64>,
     /// Sub-operations still running, plus one while the request is being planned.
     pending: u32,
     error: Option<EngineError>,
@@ -94,6 +103,8 @@ pub struct Engine {
     pub(crate) sync: Option<SyncState>,
     /// The empty buffer sync flushes carry.
     pub(crate) sync_flush_buf: Option<BufId>,
+    /// The partial-parity log, when on (RAID-4/5/6 with `log_sectors`).
+    pub(crate) log: Option<crate::ppl::LogState>,
     now: Nanos,
 }
 
@@ -123,6 +134,7 @@ impl Engine {
             read_errors: vec![0; members.len()],
             sync: None,
             sync_flush_buf: None,
+            log: None,
             now: Nanos(0),
             members,
         }
@@ -133,11 +145,26 @@ impl Engine {
     }
 
     /// Changes the tunables; a running sync takes the new pace from its next unit.
+    /// Turning the partial-parity log on (RAID-4/5/6) first reads every member's ring
+    /// and replays what a crash cut off; client requests wait for that.
     pub fn set_config(&mut self, config: EngineConfig) {
         self.config = EngineConfig {
             sync_window: config.sync_window.max(1),
             ..config
         };
+        let wants_log = config.log_sectors > 0 && self.geo.level().has_parity();
+        if wants_log && self.log.is_none() {
+            self.log = Some(crate::ppl::LogState::new(
+                config.log_sectors,
+                self.members.len(),
+            ));
+            crate::ppl::start_recovery(self);
+        }
+    }
+
+    /// Whether the partial-parity log is still reading or replaying its rings.
+    pub fn log_recovering(&self) -> bool {
+        self.log.as_ref().is_some_and(|l| l.recovering())
     }
 
     /// Read errors `member` returned so far.
@@ -220,6 +247,7 @@ impl Engine {
             && self.mops.len() == 0
             && self.ios.len() == 0
             && self.sync.is_none()
+            && !self.log_recovering()
     }
 
     /// Whether no client request is in flight (a sync may be running).
@@ -231,6 +259,10 @@ impl Engine {
     /// [`Engine::poll_reply`]; good ones produce member I/Os.
     pub fn handle_request(&mut self, req: Request, now: Nanos) {
         self.now = now;
+        if let Some(log) = self.log.as_mut().filter(|l| l.recovering()) {
+            log.hold(req, now);
+            return;
+        }
         if let Err(error) = self.validate(&req) {
             self.out_reply.push_back(Reply {
                 id: req.id,
@@ -249,6 +281,7 @@ impl Engine {
             id: req.id,
             buf: req.buf,
             own_buf: false,
+            log_covers: None,
             pending: 1,
             error: None,
         });
@@ -337,6 +370,15 @@ impl Engine {
                 }
                 crate::sync::flush_done(self);
             }
+            IoTarget::LogCheckpoint { member } => {
+                crate::ppl::on_checkpoint_flush(self, member, result);
+            }
+            IoTarget::LogRecovery { member } => {
+                crate::ppl::on_recovery_io(self, member, result);
+            }
+            IoTarget::LogMarker { member, flushed } => {
+                crate::ppl::on_marker_io(self, member, flushed, result);
+            }
         }
         crate::sync::pump(self);
     }
@@ -392,6 +434,8 @@ impl Engine {
     }
 
     fn submit_flush(&mut self, req: usize) {
+        let covers = self.log.as_ref().map(crate::ppl::LogState::flush_covers);
+        self.reqs.get_mut(req).log_covers = covers;
         for m in 0..self.members.len() {
             let member = member_idx(m);
             if self.is_present(member) {
@@ -536,11 +580,24 @@ impl Engine {
         }
     }
 
-    /// Queues one member I/O and remembers what it belongs to.
+    /// Queues one member I/O to the data area and remembers what it belongs to.
     pub(crate) fn emit(
         &mut self,
         member: MemberIdx,
         kind: IoKind,
+        sector: u64,
+        buf: BufSlice,
+        target: IoTarget,
+    ) {
+        self.emit_to(member, kind, Area::Data, sector, buf, target);
+    }
+
+    /// Queues one member I/O to `area`.
+    pub(crate) fn emit_to(
+        &mut self,
+        member: MemberIdx,
+        kind: IoKind,
+        area: Area,
         sector: u64,
         buf: BufSlice,
         target: IoTarget,
@@ -565,6 +622,7 @@ impl Engine {
             id,
             member,
             kind,
+            area,
             sector,
             buf,
         });
@@ -584,6 +642,18 @@ impl Engine {
         }
         state.pending -= 1;
         if state.pending == 0 {
+            // A flush with the log on: what it made durable goes on the rings (a marker)
+            // before the client hears of it, or a crash could replay durable entries.
+            if let (Some(covers), None) = (state.log_covers.take(), &state.error) {
+                if let Some(log) = self.log.as_mut() {
+                    log.flushed(covers);
+                    if log.needs_marker() {
+                        self.reqs.get_mut(req).pending = 1;
+                        crate::ppl::persist(self, crate::ppl::Waiter::Client(req));
+                        return;
+                    }
+                }
+            }
             let state = self.reqs.remove(req);
             if let (true, Some(buf)) = (state.own_buf, state.buf) {
                 self.bufs.free(buf);

@@ -38,6 +38,7 @@
 pub mod buffers;
 mod engine;
 mod mirror;
+mod ppl;
 pub mod sim;
 mod slab;
 mod stripe;
@@ -45,6 +46,7 @@ mod sync;
 
 pub use buffers::{BufId, BufSlice, Buffers, IoBuf, BUF_ALIGN};
 pub use engine::Engine;
+pub use ppl::log_entry_max_sectors;
 pub use sync::SyncError;
 pub use xraid_layout::{Geometry, MemberIdx, SECTOR_BYTES};
 
@@ -97,13 +99,26 @@ pub enum IoKind {
     Flush,
 }
 
+/// Which part of a member an I/O addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Area {
+    /// The data area (md's data_offset on).
+    #[default]
+    Data,
+    /// The member's partial-parity log ring, [`EngineConfig::log_sectors`] long, which the
+    /// driver places where md ignores it (between the metadata and the data).
+    Log,
+}
+
 /// One I/O the driver must perform on a member. `sector` counts from the start of the
-/// member's data area; `buf` is the memory to read into or write from (empty for flush).
+/// `area` (the member's data area, or its log ring); `buf` is the memory to read into
+/// or write from (empty for flush).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemberIo {
     pub id: IoId,
     pub member: MemberIdx,
     pub kind: IoKind,
+    pub area: Area,
     pub sector: u64,
     pub buf: BufSlice,
 }
@@ -212,6 +227,9 @@ pub enum Event {
         sector: u64,
         sectors: u64,
     },
+    /// The partial-parity log was read at start and `replayed` entries of writes cut off
+    /// by a crash made parity agree with the data again.
+    LogRecovered { replayed: u64 },
     /// A sync ran to its end (`completed`) or was cancelled.
     SyncFinished {
         kind: SyncKind,
@@ -234,6 +252,9 @@ pub struct EngineConfig {
     pub sync_max_bytes_per_sec: u64,
     /// Sync units in flight at once.
     pub sync_window: usize,
+    /// Sectors of each member's partial-parity log ring (RAID-4/5/6); 0 turns the log
+    /// off, and with it the closing of the write hole (see `ppl`).
+    pub log_sectors: u64,
 }
 
 impl Default for EngineConfig {
@@ -243,6 +264,7 @@ impl Default for EngineConfig {
             sync_min_bytes_per_sec: 1_000_000,
             sync_max_bytes_per_sec: 0,
             sync_window: 16,
+            log_sectors: 0,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::ops::Range;
 use xraid_layout::{Geometry, MemberIdx, SECTOR_BYTES};
 
 use crate::{
-    BufId, Engine, EngineError, Event, IoFailed, IoKind, MemberIo, MemberState, Nanos, Reply,
+    Area, BufId, Engine, EngineError, Event, IoFailed, IoKind, MemberIo, MemberState, Nanos, Reply,
     Request, RequestId, RequestKind, SyncError,
 };
 
@@ -61,6 +61,7 @@ pub enum SimMemberHealth {
 /// bytes it replaced (a power cut may put them back).
 #[derive(Debug, Clone)]
 struct Unflushed {
+    log: bool,
     at: usize,
     old: Vec<u8>,
 }
@@ -70,6 +71,8 @@ struct Unflushed {
 #[derive(Debug, Clone)]
 pub struct SimMember {
     pub data: Vec<u8>,
+    /// The member's partial-parity log ring (grown on first use).
+    pub log: Vec<u8>,
     pub health: SimMemberHealth,
     /// Member sector ranges whose reads fail with a medium error.
     pub bad_ranges: Vec<Range<u64>>,
@@ -80,6 +83,7 @@ impl SimMember {
     fn new(bytes: usize) -> SimMember {
         SimMember {
             data: vec![0; bytes],
+            log: Vec::new(),
             health: SimMemberHealth::Healthy,
             bad_ranges: Vec::new(),
             unflushed: Vec::new(),
@@ -237,20 +241,32 @@ impl SimArray {
         }
         let at = usize::try_from(io.sector * SECTOR_BYTES).expect("fits memory");
         let range = io.sector..io.sector + io.buf.len as u64 / SECTOR_BYTES;
+        let log = io.area == Area::Log;
+        if log && member.log.len() < at + io.buf.len {
+            member.log.resize(at + io.buf.len, 0);
+        }
         let bufs = self.engine.buffers_mut();
+        let (store, bad) = if log {
+            (&mut member.log, false)
+        } else {
+            let bad = member.read_fails(&range);
+            (&mut member.data, bad)
+        };
         match io.kind {
             IoKind::Read => {
-                if member.read_fails(&range) {
+                if bad {
                     return Err(IoFailed::Medium);
                 }
                 bufs.slice_mut(io.buf)
-                    .copy_from_slice(&member.data[at..at + io.buf.len]);
+                    .copy_from_slice(&store[at..at + io.buf.len]);
             }
             IoKind::Write => {
-                let old = member.data[at..at + io.buf.len].to_vec();
-                member.unflushed.push(Unflushed { at, old });
-                member.data[at..at + io.buf.len].copy_from_slice(bufs.slice(io.buf));
-                member.remap(&range);
+                let old = store[at..at + io.buf.len].to_vec();
+                store[at..at + io.buf.len].copy_from_slice(bufs.slice(io.buf));
+                member.unflushed.push(Unflushed { log, at, old });
+                if !log {
+                    member.remap(&range);
+                }
             }
             IoKind::Flush => member.unflushed.clear(),
         }
@@ -260,6 +276,7 @@ impl SimArray {
     /// Runs until no member I/O is in flight and no client request waits; returns the
     /// replies gathered. A sync may still be running (see [`SimArray::run_sync`]).
     pub fn run(&mut self) -> Vec<Reply> {
+        self.collect();
         while !self.in_flight.is_empty() || !self.engine.clients_idle() {
             if !self.step() {
                 break;
@@ -368,8 +385,13 @@ impl SimArray {
             let unflushed = std::mem::take(&mut self.members[m].unflushed);
             for u in unflushed.into_iter().rev() {
                 if self.rng.below(2) == 0 {
-                    let data = &mut self.members[m].data;
-                    data[u.at..u.at + u.old.len()].copy_from_slice(&u.old);
+                    let member = &mut self.members[m];
+                    let store = if u.log {
+                        &mut member.log
+                    } else {
+                        &mut member.data
+                    };
+                    store[u.at..u.at + u.old.len()].copy_from_slice(&u.old);
                 }
             }
         }

@@ -50,6 +50,11 @@ enum Plan {
 enum Phase {
     Queued,
     Reading,
+    /// Waiting for room in the log ring.
+    LogWait,
+    /// Writing, then flushing, the write's log entry.
+    Logging,
+    LogFlush,
     Writing,
 }
 
@@ -75,6 +80,11 @@ pub(crate) struct StripeOp {
     missing: Vec<MemberIdx>,
     /// A sync found redundancy disagreeing with the data.
     mismatch: bool,
+    /// The write's log entry: seq (0 until written), the member whose ring takes it,
+    /// its buffer and size.
+    log: Option<(u64, MemberIdx, BufId, u64)>,
+    /// In-place writes held back until the log entry is durable.
+    deferred: Vec<(MemberIdx, u64, BufSlice)>,
 }
 
 impl StripeOp {
@@ -244,6 +254,8 @@ fn new_op(
         bad,
         missing: Vec::new(),
         mismatch: false,
+        log: None,
+        deferred: Vec::new(),
     });
     if engine.lock(stripe, Holder::Stripe(op)) {
         start(engine, op);
@@ -450,6 +462,11 @@ pub(crate) fn on_completion(
             _ => engine.fail(member, FailReason::WriteError),
         }
     }
+    let log_member_present = engine
+        .ops
+        .get(op)
+        .log
+        .is_some_and(|(_, m, _, _)| engine.is_present(m));
     let o = engine.ops.get_mut(op);
     o.pending -= 1;
     if o.pending > 0 {
@@ -461,6 +478,29 @@ pub(crate) fn on_completion(
             start(engine, op);
         }
         Phase::Reading => after_reads(engine, op),
+        Phase::Logging if result.is_ok() && log_member_present => {
+            // Durable before the in-place writes go.
+            let (_, member, buf, _) = o.log.expect("a logged write");
+            o.phase = Phase::LogFlush;
+            o.pending = 1;
+            let slice = BufSlice {
+                buf,
+                offset: 0,
+                len: 0,
+            };
+            engine.emit(
+                member,
+                IoKind::Flush,
+                0,
+                slice,
+                IoTarget::Stripe { op, member },
+            );
+        }
+        Phase::Logging | Phase::LogFlush => {
+            let writes = std::mem::take(&mut o.deferred);
+            emit_writes(engine, op, writes);
+        }
+        Phase::LogWait => unreachable!("a waiting op has no I/O in flight"),
         Phase::Writing => {
             let purpose = o.purpose;
             report_corrections(engine, op);
@@ -584,6 +624,24 @@ fn after_reads(engine: &mut Engine, op: usize) {
         };
         writes.push((m, engine.geo.member_sector(stripe, lo), buf));
     }
+    let logged = engine.ops.get(op).purpose == Purpose::Write
+        && !writes.is_empty()
+        && engine.log.is_some()
+        && build_log_entry(engine, op, &map, scratch, row_bytes);
+    if logged {
+        engine.ops.get_mut(op).deferred = writes;
+        retry_log(engine, op);
+        return;
+    }
+    emit_writes(engine, op, writes);
+}
+
+fn emit_writes(engine: &mut Engine, op: usize, writes: Vec<(MemberIdx, u64, BufSlice)>) {
+    // A member may have failed while the log entry was written.
+    let writes: Vec<_> = writes
+        .into_iter()
+        .filter(|(m, _, _)| engine.is_present(*m))
+        .collect();
     let o = engine.ops.get_mut(op);
     o.phase = Phase::Writing;
     o.pending = u32::try_from(writes.len()).expect("few writes per stripe");
@@ -604,6 +662,77 @@ fn after_reads(engine: &mut Engine, op: usize) {
             IoTarget::Stripe { op, member: m },
         );
     }
+}
+
+/// Builds the stripe-log entry of a client write whose new rows are all in the scratch
+/// (see `ppl`), to be written to P's ring (Q's if P is missing). Returns false when no
+/// parity member is in sync: with no parity to disagree, there is no hole.
+fn build_log_entry(
+    engine: &mut Engine,
+    op: usize,
+    map: &StripeMap,
+    scratch: BufId,
+    row_bytes: usize,
+) -> bool {
+    let o = engine.ops.get(op);
+    let Some(log_member) = parity_members(map).find(|&m| op_live(engine, o, m)) else {
+        return false;
+    };
+    let (stripe, lo, hi) = (o.stripe, o.lo, o.hi);
+    // Data chunks whose members do not take this write: their rows after it, from the
+    // scratch (rebuilt, with the write's new data copied in).
+    let missing: Vec<(u16, BufSlice)> = (0..map.data_disks())
+        .filter(|&i| {
+            let m = map.data_member(i);
+            !op_live(engine, o, m) && !o.bad.contains(&m)
+        })
+        .map(|i| {
+            let rows = BufSlice {
+                buf: scratch,
+                offset: map.data_member(i).index() * row_bytes,
+                len: row_bytes,
+            };
+            (i, rows)
+        })
+        .collect();
+    let (buf, sectors) = crate::ppl::build(engine, stripe, lo, hi, &missing);
+    engine.ops.get_mut(op).log = Some((0, log_member, buf, sectors));
+    true
+}
+
+/// Writes the operation's log entry if its ring has room, else waits for a checkpoint.
+pub(crate) fn retry_log(engine: &mut Engine, op: usize) {
+    let (_, member, buf, sectors) = engine.ops.get(op).log.expect("a logged write");
+    if !engine.is_present(member) {
+        // The log's member failed meanwhile: its parity is gone with it.
+        let writes = std::mem::take(&mut engine.ops.get_mut(op).deferred);
+        emit_writes(engine, op, writes);
+        return;
+    }
+    let Some((seq, start)) = crate::ppl::reserve(engine, member, buf, sectors) else {
+        engine.ops.get_mut(op).phase = Phase::LogWait;
+        let log = engine.log.as_mut().expect("logging is on");
+        log.waiters.push_back(op);
+        crate::ppl::start_checkpoint(engine);
+        return;
+    };
+    let o = engine.ops.get_mut(op);
+    o.log = Some((seq, member, buf, sectors));
+    o.phase = Phase::Logging;
+    o.pending = 1;
+    let slice = BufSlice {
+        buf,
+        offset: 0,
+        len: sectors_to_bytes(sectors),
+    };
+    engine.emit_to(
+        member,
+        IoKind::Write,
+        crate::Area::Log,
+        start,
+        slice,
+        IoTarget::Stripe { op, member },
+    );
 }
 
 fn client_req(o: &StripeOp) -> usize {
@@ -776,6 +905,12 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
     let o = engine.ops.remove(op);
     if let Some(buf) = o.scratch {
         engine.bufs.free(buf);
+    }
+    if let Some((seq, _, buf, _)) = o.log {
+        engine.bufs.free(buf);
+        if seq != 0 {
+            crate::ppl::finished(engine, seq);
+        }
     }
     match o.owner {
         Owner::Client(req) => engine.request_step_done(req, error),

@@ -218,6 +218,10 @@ impl Engine {
 /// Issues units while the window, the pace and the cancel flag allow; ends the sync
 /// when nothing is left.
 pub(crate) fn pump(engine: &mut Engine) {
+    if engine.log_recovering() {
+        // Parity is being put right from the log first.
+        return;
+    }
     loop {
         let now = engine.now();
         let clients_busy = !engine.clients_idle();

@@ -31,6 +31,8 @@ struct Oracle {
     /// Per sector, contents a power cut may bring back instead: what was there before
     /// writes that no completed flush has covered yet.
     maybe: Vec<HashSet<u64>>,
+    /// Sectors a failed write (past the redundancy) may have changed in any way.
+    unknown: Vec<bool>,
 }
 
 fn hash(bytes: &[u8]) -> u64 {
@@ -59,11 +61,14 @@ impl Oracle {
         if got == &self.current[at..at + got.len()] {
             return Ok(());
         }
-        let bad = got
+        let Some(bad) = got
             .chunks(SECTOR)
             .zip(self.current[at..].chunks(SECTOR))
-            .position(|(g, c)| g != c)
-            .unwrap_or(0);
+            .enumerate()
+            .position(|(i, (g, c))| g != c && !self.unknown[sector as usize + i])
+        else {
+            return Ok(());
+        };
         Err(format!(
             "read at sector {sector} returned wrong data in sector {}",
             sector + bad as u64
@@ -78,6 +83,10 @@ struct Story {
     /// The faults went past the redundancy at some point: from then on requests may
     /// fail (loudly), and the story ends soon.
     over: bool,
+    /// The partial-parity log is on (parity levels): power may fail on a degraded array.
+    log_on: bool,
+    /// A member was killed since the last completed flush (see `power_cut`).
+    died_since_flush: bool,
     log: Vec<String>,
 }
 
@@ -160,6 +169,9 @@ impl Story {
                 Err(e) if !within && loud(&e) => {
                     // The write may have reached some members: nothing is promised
                     // about those sectors any more, and the story ends after this batch.
+                    let n = data.len() / SECTOR;
+                    let first = sector as usize;
+                    self.oracle.unknown[first..first + n].fill(true);
                     outcome = Err(format!("over redundancy: {e}"));
                 }
                 Err(e) => return Err(format!("write at {sector} failed within redundancy: {e}")),
@@ -180,9 +192,11 @@ impl Story {
     }
 
     fn flush(&mut self) -> Result<(), String> {
+        self.log.push("  flush".into());
         match self.array.flush() {
             Ok(()) => {
                 self.oracle.flushed();
+                self.died_since_flush = false;
                 Ok(())
             }
             Err(e) if !self.within_redundancy() && loud(&e) => Err(format!("over redundancy: {e}")),
@@ -260,6 +274,7 @@ impl Story {
         if let Some(m) = self.pick_victim(allow_over) {
             self.log.push(format!("kill member {m}"));
             self.array.kill_member(MemberIdx(m as u16));
+            self.died_since_flush = true;
         }
         self.note_over()
     }
@@ -339,13 +354,29 @@ impl Story {
     /// Power fails between batches on a whole array; it restarts dirty and resyncs.
     fn power_cut(&mut self) -> Result<(), String> {
         self.finish_sync()?;
-        // Only on a whole array: a crash with a member missing (or unreadable in
-        // places) before the resync is md's write hole, which needs a journal or a
-        // partial-parity log that this engine does not keep yet.
-        if !self.faulty().is_empty() {
+        // On a whole array the resync makes parity agree again. With a member missing
+        // that is md's write hole, which the stripe log closes for the parity levels;
+        // mirrors have no hole. Not covered, as in md: a sector that fails to read in a
+        // stripe whose write the cut tore (two faults in one stripe for RAID-5; the log
+        // cannot recompute parity without it), and a member dying under a write with
+        // power failing before the next flush.
+        let faulty = self.faulty();
+        let parity = self.array.engine.geometry().level().has_parity();
+        let rebuilding = self
+            .array
+            .engine
+            .member_states()
+            .contains(&MemberState::Rebuilding);
+        let unreadable = self.array.members.iter().any(|m| !m.bad_ranges.is_empty());
+        let allowed = faulty.is_empty()
+            || (self.within_redundancy() && (self.log_on || !parity) && !unreadable);
+        if !allowed || rebuilding || self.died_since_flush {
             return Ok(());
         }
-        self.log.push("power cut".into());
+        self.log.push(format!(
+            "power cut (faulty members {faulty:?}, engine states {:?})",
+            self.array.engine.member_states()
+        ));
         self.array.power_cut();
         self.array
             .engine
@@ -358,6 +389,14 @@ impl Story {
             .array
             .read(0, total)
             .map_err(|e| format!("read after power cut: {e}"))?;
+        if std::env::var("XRAID_TRACE").is_ok() {
+            let events = self.array.take_events();
+            eprintln!(
+                "after cut: states {:?} events {:?}",
+                self.array.engine.member_states(),
+                events
+            );
+        }
         for (s, bytes) in got.chunks(SECTOR).enumerate() {
             let at = s * SECTOR;
             let same = bytes == &self.oracle.current[at..at + SECTOR];
@@ -369,8 +408,8 @@ impl Story {
         }
         self.oracle.current = got;
         self.oracle.flushed();
-        // Resync before any new fault: with parity not yet matching data a second
-        // fault would be md's write hole, which this engine does not close yet.
+        // Resync before any new fault: without the log, parity not yet matching data
+        // and a second fault would be md's write hole.
         self.finish_sync()
     }
 
@@ -460,11 +499,23 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
     let mut rng = SimRng::new(seed);
     let geo = random_geometry(&mut rng);
     let mut array = SimArray::new(geo, rng.next_u64());
+    // The partial-parity log on two seeds in three (parity levels), with rings from
+    // just big enough (entries wait for checkpoints) to roomy.
+    let parity_count = geo.level().parity_count();
+    let log_on = parity_count > 0 && rng.below(3) != 0;
+    let entry =
+        xraid_engine::log_entry_max_sectors(geo.data_disks(), geo.chunk_sectors(), parity_count);
+    let log_sectors = if log_on {
+        2 * entry + rng.below(4 * entry)
+    } else {
+        0
+    };
     array.engine.set_config(EngineConfig {
         max_read_errors: 2 + rng.below(20) as u32,
         sync_min_bytes_per_sec: 1_000_000,
         sync_max_bytes_per_sec: [0, 50_000_000][rng.below(2) as usize],
         sync_window: 1 + rng.below(4) as usize,
+        log_sectors,
     });
     let total = geo.array_sectors() as usize * SECTOR;
     let mut initial = vec![0u8; total];
@@ -476,16 +527,20 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         oracle: Oracle {
             current: initial,
             maybe: vec![HashSet::new(); total / SECTOR],
+            unknown: vec![false; total / SECTOR],
         },
         tolerance: tolerance(&geo),
         over: false,
+        log_on,
+        died_since_flush: false,
         log: vec![format!(
-            "{:?} {:?} {} disks, chunk {} sectors, {} member sectors",
+            "{:?} {:?} {} disks, chunk {} sectors, {} member sectors, log ring {} sectors",
             geo.level(),
             geo.layout(),
             geo.raid_disks(),
             geo.chunk_sectors(),
-            geo.member_sectors()
+            geo.member_sectors(),
+            log_sectors
         )],
     };
     let max_sectors = u64::from(geo.chunk_sectors().max(8)) * u64::from(geo.raid_disks()) * 2;
@@ -687,4 +742,45 @@ fn check_counts_and_repair_fixes_a_parity_mismatch() {
         0,
         "repair fixed parity"
     );
+}
+
+/// The write hole, shown and closed: a RAID-5 with a data member missing takes a write
+/// to another chunk of the same stripe, and power fails before a flush (each member's
+/// unflushed writes kept or lost at random). Without the log the missing member's data,
+/// which nobody wrote, comes back wrong in some of the seeds; with it, never.
+#[test]
+fn the_log_closes_the_write_hole_that_is_open_without_it() {
+    let wrong = |log_sectors: u64| {
+        let mut wrong = 0;
+        for seed in 0..64 {
+            let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 4, 16, 256)
+                .expect("geometry");
+            let mut array = SimArray::new(geo, seed);
+            array.engine.set_config(EngineConfig {
+                log_sectors,
+                ..EngineConfig::default()
+            });
+            let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
+            array.rng().fill(&mut data);
+            array.write(0, &data).expect("fill");
+            array.flush().expect("flush");
+            // Stripe 0 holds array sectors 0..48: chunk 0 on member 0, chunk 1 on member 1.
+            array.kill_member(MemberIdx(1));
+            array.engine.fail_member(MemberIdx(1));
+            let mut new = vec![0u8; 8 * SECTOR];
+            array.rng().fill(&mut new);
+            array.write(0, &new).expect("degraded write");
+            array.power_cut();
+            let chunk1 = array.read(16, 16).expect("read the missing member's chunk");
+            if chunk1 != data[16 * SECTOR..32 * SECTOR] {
+                wrong += 1;
+            }
+        }
+        wrong
+    };
+    assert!(
+        wrong(0) > 0,
+        "without the log the hole must show in some seeds"
+    );
+    assert_eq!(wrong(256), 0, "with the log no untouched data is lost");
 }

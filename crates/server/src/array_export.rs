@@ -451,6 +451,10 @@ impl Worker {
                     kind.name(),
                     if completed { "done" } else { "stopped" }
                 )),
+                Event::LogRecovered { replayed } => log::info(&format!(
+                    "array '{}': stripe log read; {replayed} writes cut off by a crash replayed",
+                    self.name
+                )),
                 Event::MemberFailed { .. } => {}
             }
         }

@@ -1,0 +1,933 @@
+//! The stripe log: closes the RAID-4/5/6 write hole — md's problem that its PPL
+//! (kernel Documentation/driver-api/md/raid5-ppl.rst) and raid5-cache journal answer;
+//! this is xraid's own answer, in xraid's own format, where md ignores it.
+//!
+//! The hole: a crash in the middle of a stripe update can leave parity disagreeing with
+//! the data; with a member missing (then, or later before parity is put right), that
+//! member's data — which nobody was writing — is rebuilt wrong.
+//!
+//! Before a stripe write goes to the members, an *entry* is written and flushed to the
+//! log ring of the stripe's parity member (Q's if P is missing): the stripe, the rows
+//! the write touches, and the rows lo..hi of every data chunk whose member cannot take
+//! the write (missing, or not rebuilt there yet) as they are after it — new data where
+//! written, rebuilt data elsewhere. On a whole array that is just the header. When the
+//! engine starts, the entries not known durable are replayed in order: parity of the
+//! rows is recomputed from the data members as they are now and the logged rows. Parity
+//! then agrees with whatever of each write landed, a missing member's data is what the
+//! log last said it was, and a member missing since needs no resync to be rebuilt right.
+//! (md's PPL logs the XOR of the chunks a write leaves alone instead; that breaks when
+//! an earlier, unflushed write to the same stripe is lost and a later one is not.)
+//!
+//! Entries are known durable once a flush that began after their write finished has
+//! completed; the rings then say so with a *marker* (two slots at the start of each
+//! ring, written in turn) before the flush is acknowledged, and every entry carries the
+//! newest durable seq known when it was written. Recovery replays only entries above
+//! the largest durable seq it finds, so a replay never undoes a later durable write.
+//!
+//! Layout (little-endian, whole sectors): header — magic, seq, durable, stripe, lo, hi,
+//! logged chunk count, flags (bit 1: marker), header sectors, total sectors, checksum
+//! (FNV-1a 64 of the entry with this field zero), then per logged chunk its data index
+//! u16, 1 u16, lo u32, hi u32 — then each logged chunk's rows lo..hi.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use xraid_layout::{MemberIdx, SECTOR_BYTES};
+
+use crate::buffers::{BufId, BufSlice};
+use crate::engine::{member_idx, sectors_to_bytes, Engine, IoTarget};
+use crate::{Area, Event, FailReason, IoFailed, IoKind, MemberState, Nanos, Request};
+
+const MAGIC: u64 = 0x6c70_7064_6961_7278; // "xraidppl"
+const HEADER_FIXED: usize = 64;
+const SEG_BYTES: usize = 12;
+/// A marker: no write, only "every seq up to `durable` is durable".
+const FLAG_MARKER: u32 = 2;
+/// Sectors of one marker; every ring starts with two marker slots, written in turn so
+/// that a torn marker write leaves the other slot whole.
+const MARKER_SECTORS: u64 = 1;
+const RING_START: u64 = 2 * MARKER_SECTORS;
+
+/// One data chunk whose rows an entry carries (its member could not take the write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LogSeg {
+    data_index: u16,
+}
+
+/// The most sectors one entry takes for a stripe of `data_disks` data chunks of
+/// `chunk_sectors`, with `parity_count` parity chunks: what a log ring must hold twice.
+pub fn log_entry_max_sectors(data_disks: u16, chunk_sectors: u32, parity_count: u8) -> u64 {
+    let header = (HEADER_FIXED + SEG_BYTES * usize::from(data_disks)).div_ceil(512) as u64;
+    // Partial parity rows, and at most one logged chunk per missing member.
+    header + 2 * u64::from(parity_count) * u64::from(chunk_sectors)
+}
+
+fn header_sectors(segs: usize) -> u64 {
+    (HEADER_FIXED + SEG_BYTES * segs).div_ceil(512) as u64
+}
+
+/// FNV-1a 64 over `bytes`, with the checksum field read as zero.
+fn checksum(bytes: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for (i, &b) in bytes.iter().enumerate() {
+        let b = if (56..64).contains(&i) { 0 } else { b };
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// An entry read back from a ring.
+#[derive(Debug, Clone)]
+struct Found {
+    marker: bool,
+    seq: u64,
+    durable: u64,
+    stripe: u64,
+    lo: u32,
+    hi: u32,
+    segs: Vec<LogSeg>,
+    /// Payload: partial P, partial Q, logged rows.
+    payload: Vec<u8>,
+}
+
+/// Parses the entry at the start of `b`, if one is there whole; returns it and its
+/// length in sectors.
+fn parse(b: &[u8]) -> Option<(Found, u64)> {
+    if b.len() < 512 || u64_at(b, 0) != MAGIC {
+        return None;
+    }
+    let lo = u32_at(b, 32);
+    let hi = u32_at(b, 36);
+    let nseg = u32_at(b, 40) as usize;
+    let flags = u32_at(b, 44);
+    let head = u64::from(u32_at(b, 48));
+    let total = u64::from(u32_at(b, 52));
+    let marker = flags & FLAG_MARKER != 0;
+    if (hi <= lo && !marker) || head != header_sectors(nseg) || total < head {
+        return None;
+    }
+    let bytes = usize::try_from(total * SECTOR_BYTES).ok()?;
+    if bytes > b.len() || checksum(&b[..bytes]) != u64_at(b, 56) {
+        return None;
+    }
+    let segs = (0..nseg)
+        .map(|i| {
+            let at = HEADER_FIXED + i * SEG_BYTES;
+            LogSeg {
+                data_index: u16::from_le_bytes([b[at], b[at + 1]]),
+            }
+        })
+        .collect();
+    let found = Found {
+        marker,
+        seq: u64_at(b, 8),
+        durable: u64_at(b, 16),
+        stripe: u64_at(b, 24),
+        lo,
+        hi,
+        segs,
+        payload: b[sectors_to_bytes(head)..bytes].to_vec(),
+    };
+    Some((found, total))
+}
+
+/// A replay in progress.
+#[derive(Debug)]
+struct Replay {
+    entries: VecDeque<Found>,
+    /// The entry whose data rows are being read, and the scratch they land in (one
+    /// row range lo..hi per data index).
+    current: Option<(Found, BufId)>,
+    /// The entry whose parity is being written, and its scratch.
+    writing: Option<BufId>,
+    pending: u32,
+    replayed: u64,
+    max_seq: u64,
+    /// A read of the current entry failed: its parity is left as it is.
+    unreadable: bool,
+    /// The final flush, with its empty buffer.
+    flushing: Option<BufId>,
+}
+
+#[derive(Debug)]
+enum Recovery {
+    /// Reading every present member's ring.
+    Scanning {
+        bufs: Vec<Option<BufId>>,
+        pending: u32,
+    },
+    Replaying(Replay),
+}
+
+/// The log's state in the engine.
+#[derive(Debug)]
+pub(crate) struct LogState {
+    ring: u64,
+    heads: Vec<u64>,
+    /// Per member, entries that may still be needed: (seq, start, sectors).
+    live: Vec<VecDeque<(u64, u64, u64)>>,
+    next_seq: u64,
+    durable: u64,
+    /// Entries whose stripe writes have not finished.
+    unfinished: BTreeSet<u64>,
+    /// Stripe operations waiting for ring space.
+    pub(crate) waiters: VecDeque<usize>,
+    /// A checkpoint flush in flight: the seqs it covers (below), flushes pending, and
+    /// the empty buffer they carry.
+    checkpoint: Option<(u64, u32, BufId)>,
+    recovery: Option<Recovery>,
+    /// Client requests that arrived during recovery.
+    held: VecDeque<(Request, Nanos)>,
+    /// The durable seq the newest marker on the rings says.
+    persisted: u64,
+    /// The marker slot the next marker goes to (0 or 1).
+    marker_slot: u64,
+    marker_job: Option<MarkerJob>,
+    /// Who waits for the marker after the one being written.
+    marker_next: Vec<Waiter>,
+}
+
+/// Who waits for a marker to be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waiter {
+    /// A client flush, which replies when the marker is durable.
+    Client(usize),
+    /// A checkpoint, after which waiting writes try the ring again.
+    Checkpoint,
+    /// The end of recovery.
+    Recovery,
+}
+
+#[derive(Debug)]
+struct MarkerJob {
+    buf: BufId,
+    durable: u64,
+    /// Member writes and flushes still out.
+    pending: u32,
+    waiters: Vec<Waiter>,
+}
+
+impl LogState {
+    pub(crate) fn new(ring: u64, members: usize) -> LogState {
+        LogState {
+            ring,
+            heads: vec![0; members],
+            live: vec![VecDeque::new(); members],
+            next_seq: 1,
+            durable: 0,
+            unfinished: BTreeSet::new(),
+            waiters: VecDeque::new(),
+            checkpoint: None,
+            recovery: None,
+            held: VecDeque::new(),
+            persisted: 0,
+            marker_slot: 0,
+            marker_job: None,
+            marker_next: Vec::new(),
+        }
+    }
+
+    /// Whether the rings do not yet say all that is known durable.
+    pub(crate) fn needs_marker(&self) -> bool {
+        self.durable > self.persisted
+    }
+
+    /// What a flush issued now makes durable once it completes: every seq below this.
+    pub(crate) fn flush_covers(&self) -> u64 {
+        self.unfinished.first().copied().unwrap_or(self.next_seq)
+    }
+
+    /// A flush that began when `covers` was current has completed.
+    pub(crate) fn flushed(&mut self, covers: u64) {
+        self.durable = self.durable.max(covers.saturating_sub(1));
+    }
+
+    pub(crate) fn recovering(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    pub(crate) fn hold(&mut self, req: Request, now: Nanos) {
+        self.held.push_back((req, now));
+    }
+}
+
+/// Builds an entry for a stripe write of rows lo..hi: `missing` lists the data chunks
+/// whose members cannot take the write, each with its rows lo..hi as they are after it
+/// (new data where written, rebuilt data elsewhere). Returns the entry's buffer (the
+/// caller frees it) and sectors; [`reserve`] gives it its seq when it is written.
+pub(crate) fn build(
+    engine: &mut Engine,
+    stripe: u64,
+    lo: u32,
+    hi: u32,
+    missing: &[(u16, BufSlice)],
+) -> (BufId, u64) {
+    let rows = sectors_to_bytes(u64::from(hi - lo));
+    let head = header_sectors(missing.len());
+    let total = head + u64::from(hi - lo) * missing.len() as u64;
+    let buf = engine.bufs.alloc(sectors_to_bytes(total));
+    let head_bytes = sectors_to_bytes(head);
+    for (k, (_, src)) in missing.iter().enumerate() {
+        let dst = BufSlice {
+            buf,
+            offset: head_bytes + k * rows,
+            len: rows,
+        };
+        copy(engine, dst, *src);
+    }
+    let b = engine.bufs.get_mut(buf);
+    b[..head_bytes].fill(0);
+    b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+    b[24..32].copy_from_slice(&stripe.to_le_bytes());
+    b[32..36].copy_from_slice(&lo.to_le_bytes());
+    b[36..40].copy_from_slice(&hi.to_le_bytes());
+    b[40..44].copy_from_slice(&(missing.len() as u32).to_le_bytes());
+    b[48..52].copy_from_slice(&(head as u32).to_le_bytes());
+    b[52..56].copy_from_slice(&(total as u32).to_le_bytes());
+    for (k, (data_index, _)) in missing.iter().enumerate() {
+        let at = HEADER_FIXED + k * SEG_BYTES;
+        b[at..at + 2].copy_from_slice(&data_index.to_le_bytes());
+        b[at + 2..at + 4].copy_from_slice(&1u16.to_le_bytes());
+        b[at + 4..at + 8].copy_from_slice(&lo.to_le_bytes());
+        b[at + 8..at + 12].copy_from_slice(&hi.to_le_bytes());
+    }
+    (buf, total)
+}
+
+/// A marker saying every seq up to `durable` is durable.
+fn marker(engine: &mut Engine, durable: u64) -> BufId {
+    let buf = engine.bufs.alloc(sectors_to_bytes(MARKER_SECTORS));
+    let b = engine.bufs.get_mut(buf);
+    b.fill(0);
+    b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+    b[16..24].copy_from_slice(&durable.to_le_bytes());
+    b[44..48].copy_from_slice(&FLAG_MARKER.to_le_bytes());
+    b[48..52].copy_from_slice(&(header_sectors(0) as u32).to_le_bytes());
+    b[52..56].copy_from_slice(&(MARKER_SECTORS as u32).to_le_bytes());
+    let sum = checksum(b);
+    b[56..64].copy_from_slice(&sum.to_le_bytes());
+    buf
+}
+
+fn copy(engine: &mut Engine, dst: BufSlice, src: BufSlice) {
+    let (d, s) = engine.bufs.pair_mut(dst, src);
+    d.copy_from_slice(s);
+}
+
+/// Finds room in `member`'s ring for the entry in `buf` (`sectors` long) and gives it
+/// its seq — only now, so that a seq is never below what a flush declares durable
+/// while its write still waits — and the durable seq known now. Returns the seq and
+/// the ring sector to write it at; `None` while the room is held by entries not yet
+/// durable (the caller waits for a checkpoint).
+pub(crate) fn reserve(
+    engine: &mut Engine,
+    member: MemberIdx,
+    buf: BufId,
+    sectors: u64,
+) -> Option<(u64, u64)> {
+    let log = engine.log.as_mut().expect("logging is on");
+    if RING_START + sectors > log.ring {
+        return None;
+    }
+    let m = member.index();
+    let durable = log.durable;
+    log.live[m].retain(|&(s, _, _)| s > durable);
+    let mut start = log.heads[m].max(RING_START);
+    if start + sectors > log.ring {
+        start = RING_START;
+    }
+    let overlaps = log.live[m]
+        .iter()
+        .any(|&(_, s, n)| s < start + sectors && start < s + n);
+    if overlaps {
+        return None;
+    }
+    let seq = log.next_seq;
+    log.next_seq += 1;
+    let durable = log.durable;
+    log.heads[m] = start + sectors;
+    log.live[m].push_back((seq, start, sectors));
+    log.unfinished.insert(seq);
+    let b = &mut engine.bufs.get_mut(buf)[..sectors_to_bytes(sectors)];
+    b[8..16].copy_from_slice(&seq.to_le_bytes());
+    b[16..24].copy_from_slice(&durable.to_le_bytes());
+    let sum = checksum(b);
+    b[56..64].copy_from_slice(&sum.to_le_bytes());
+    Some((seq, start))
+}
+
+/// The stripe write of entry `seq` has finished (its in-place writes are done), or was
+/// given up.
+pub(crate) fn finished(engine: &mut Engine, seq: u64) {
+    let Some(log) = engine.log.as_mut() else {
+        return;
+    };
+    log.unfinished.remove(&seq);
+    if !log.waiters.is_empty() && log.checkpoint.is_none() {
+        start_checkpoint(engine);
+    }
+}
+
+/// Flushes every present member so that entries become durable and their room free.
+pub(crate) fn start_checkpoint(engine: &mut Engine) {
+    let members: Vec<MemberIdx> = (0..engine.member_states().len())
+        .map(member_idx)
+        .filter(|&m| engine.is_present(m))
+        .collect();
+    if engine.log.as_ref().is_none_or(|l| l.checkpoint.is_some()) {
+        return;
+    }
+    let buf = engine.bufs.alloc(0);
+    let log = engine.log.as_mut().expect("logging is on");
+    let covers = log.flush_covers();
+    log.checkpoint = Some((
+        covers,
+        u32::try_from(members.len()).expect("few members"),
+        buf,
+    ));
+    if members.is_empty() {
+        checkpoint_done(engine);
+        return;
+    }
+    for m in members {
+        let slice = BufSlice {
+            buf,
+            offset: 0,
+            len: 0,
+        };
+        engine.emit_to(
+            m,
+            IoKind::Flush,
+            Area::Data,
+            0,
+            slice,
+            IoTarget::LogCheckpoint { member: m },
+        );
+    }
+}
+
+/// One checkpoint flush completed.
+pub(crate) fn on_checkpoint_flush(
+    engine: &mut Engine,
+    member: MemberIdx,
+    result: Result<(), IoFailed>,
+) {
+    if result.is_err() {
+        engine.fail(member, FailReason::WriteError);
+    }
+    let log = engine.log.as_mut().expect("logging is on");
+    let Some((_, pending, _)) = &mut log.checkpoint else {
+        return;
+    };
+    *pending -= 1;
+    if *pending == 0 {
+        checkpoint_done(engine);
+    }
+}
+
+fn checkpoint_done(engine: &mut Engine) {
+    let log = engine.log.as_mut().expect("logging is on");
+    if let Some((covers, _, buf)) = log.checkpoint.take() {
+        log.flushed(covers);
+        engine.bufs.free(buf);
+    }
+    persist(engine, Waiter::Checkpoint);
+}
+
+/// The checkpoint's marker is durable: writes waiting for room try again.
+fn after_checkpoint(engine: &mut Engine) {
+    let log = engine.log.as_mut().expect("logging is on");
+    let waiters: Vec<usize> = log.waiters.drain(..).collect();
+    for op in waiters {
+        crate::stripe::retry_log(engine, op);
+    }
+    let log = engine.log.as_mut().expect("logging is on");
+    // Still no room with nothing unfinished to wait for: flush again now; otherwise
+    // the next finished write starts the next checkpoint.
+    if !log.waiters.is_empty() && log.unfinished.is_empty() {
+        start_checkpoint(engine);
+    }
+}
+
+/// Makes the rings say what is durable now (a marker written and flushed on every
+/// present member), then lets `waiter` go on. At once when they already say it.
+pub(crate) fn persist(engine: &mut Engine, waiter: Waiter) {
+    let log = engine.log.as_mut().expect("logging is on");
+    if log.marker_job.is_some() {
+        log.marker_next.push(waiter);
+        return;
+    }
+    if !log.needs_marker() {
+        waiter_done(engine, waiter);
+        return;
+    }
+    let durable = log.durable;
+    let slot = log.marker_slot;
+    log.marker_slot ^= 1;
+    let members: Vec<MemberIdx> = (0..engine.member_states().len())
+        .map(member_idx)
+        .filter(|&m| engine.is_present(m))
+        .collect();
+    let buf = marker(engine, durable);
+    engine.log.as_mut().expect("logging is on").marker_job = Some(MarkerJob {
+        buf,
+        durable,
+        pending: u32::try_from(members.len()).expect("few members"),
+        waiters: vec![waiter],
+    });
+    if members.is_empty() {
+        marker_done(engine);
+        return;
+    }
+    for m in members {
+        let slice = BufSlice {
+            buf,
+            offset: 0,
+            len: sectors_to_bytes(MARKER_SECTORS),
+        };
+        engine.emit_to(
+            m,
+            IoKind::Write,
+            Area::Log,
+            slot * MARKER_SECTORS,
+            slice,
+            IoTarget::LogMarker {
+                member: m,
+                flushed: false,
+            },
+        );
+    }
+}
+
+/// A marker write (`flushed` false) or the flush after it completed.
+pub(crate) fn on_marker_io(
+    engine: &mut Engine,
+    member: MemberIdx,
+    flushed: bool,
+    result: Result<(), IoFailed>,
+) {
+    if result.is_err() {
+        engine.fail(member, FailReason::WriteError);
+    }
+    let Some(job) = engine.log.as_mut().and_then(|l| l.marker_job.as_mut()) else {
+        return;
+    };
+    if !flushed && result.is_ok() {
+        let slice = BufSlice {
+            buf: job.buf,
+            offset: 0,
+            len: 0,
+        };
+        engine.emit_to(
+            member,
+            IoKind::Flush,
+            Area::Data,
+            0,
+            slice,
+            IoTarget::LogMarker {
+                member,
+                flushed: true,
+            },
+        );
+        return;
+    }
+    job.pending -= 1;
+    if job.pending == 0 {
+        marker_done(engine);
+    }
+}
+
+fn marker_done(engine: &mut Engine) {
+    let log = engine.log.as_mut().expect("logging is on");
+    let Some(job) = log.marker_job.take() else {
+        return;
+    };
+    log.persisted = log.persisted.max(job.durable);
+    let next = std::mem::take(&mut log.marker_next);
+    engine.bufs.free(job.buf);
+    for w in job.waiters {
+        waiter_done(engine, w);
+    }
+    for w in next {
+        persist(engine, w);
+    }
+}
+
+fn waiter_done(engine: &mut Engine, waiter: Waiter) {
+    match waiter {
+        Waiter::Client(req) => engine.request_step_done(req, None),
+        Waiter::Checkpoint => after_checkpoint(engine),
+        Waiter::Recovery => finish_recovery(engine),
+    }
+}
+
+// ----- recovery -------------------------------------------------------------------
+
+/// Reads every active member's ring; client requests wait until the replay is done.
+pub(crate) fn start_recovery(engine: &mut Engine) {
+    let n = engine.member_states().len();
+    let ring = engine.log.as_ref().expect("logging is on").ring;
+    let mut bufs = vec![None; n];
+    let mut reads = Vec::new();
+    for (m, slot) in bufs.iter_mut().enumerate() {
+        if engine.member_states()[m] == MemberState::Active {
+            let buf = engine.bufs.alloc(sectors_to_bytes(ring));
+            *slot = Some(buf);
+            reads.push((member_idx(m), buf));
+        }
+    }
+    let pending = u32::try_from(reads.len()).expect("few members");
+    engine.log.as_mut().expect("logging is on").recovery =
+        Some(Recovery::Scanning { bufs, pending });
+    if reads.is_empty() {
+        scanned(engine);
+        return;
+    }
+    for (m, buf) in reads {
+        let slice = BufSlice {
+            buf,
+            offset: 0,
+            len: sectors_to_bytes(ring),
+        };
+        engine.emit_to(
+            m,
+            IoKind::Read,
+            Area::Log,
+            0,
+            slice,
+            IoTarget::LogRecovery { member: m },
+        );
+    }
+}
+
+/// A recovery I/O completed.
+pub(crate) fn on_recovery_io(engine: &mut Engine, member: MemberIdx, result: Result<(), IoFailed>) {
+    if let Err(failure) = result {
+        let scanning = matches!(
+            engine.log.as_ref().and_then(|l| l.recovery.as_ref()),
+            Some(Recovery::Scanning { .. })
+        );
+        let reading = matches!(
+            engine.log.as_ref().and_then(|l| l.recovery.as_ref()),
+            Some(Recovery::Replaying(Replay {
+                current: Some(_),
+                ..
+            }))
+        );
+        if failure == IoFailed::Gone {
+            engine.fail(member, FailReason::DeviceGone);
+        } else if scanning {
+            // An unreadable ring is left out below.
+            engine.note_read_error(member);
+        } else if reading {
+            engine.note_read_error(member);
+            replay(engine).unreadable = true;
+        } else {
+            engine.fail(member, FailReason::WriteError);
+        }
+    }
+    let log = engine.log.as_mut().expect("logging is on");
+    let (unusable, done) = match &mut log.recovery {
+        Some(Recovery::Scanning { bufs, pending }) => {
+            // An unreadable ring holds nothing we can use.
+            let unusable = if result.is_err() {
+                bufs[member.index()].take()
+            } else {
+                None
+            };
+            *pending -= 1;
+            (unusable, (*pending == 0).then_some(true))
+        }
+        Some(Recovery::Replaying(r)) => {
+            r.pending -= 1;
+            (None, (r.pending == 0).then_some(false))
+        }
+        None => (None, None),
+    };
+    if let Some(buf) = unusable {
+        engine.bufs.free(buf);
+    }
+    match done {
+        Some(true) => scanned(engine),
+        Some(false) => replay_step(engine),
+        None => {}
+    }
+}
+
+/// Every ring is in: collect the entries to replay, oldest first.
+fn scanned(engine: &mut Engine) {
+    let log = engine.log.as_mut().expect("logging is on");
+    let Some(Recovery::Scanning { bufs, .. }) = log.recovery.take() else {
+        return;
+    };
+    let mut found: Vec<Found> = Vec::new();
+    for buf in bufs.into_iter().flatten() {
+        let bytes = engine.bufs.get(buf);
+        let mut pos = 0usize;
+        while pos + 512 <= bytes.len() {
+            match parse(&bytes[pos..]) {
+                Some((entry, sectors)) => {
+                    found.push(entry);
+                    pos += sectors_to_bytes(sectors);
+                }
+                None => pos += 512,
+            }
+        }
+        engine.bufs.free(buf);
+    }
+    let durable = found.iter().map(|e| e.durable).max().unwrap_or(0);
+    let max_seq = found
+        .iter()
+        .filter(|e| !e.marker)
+        .map(|e| e.seq)
+        .max()
+        .unwrap_or(0)
+        .max(durable);
+    let mut entries: Vec<Found> = found
+        .into_iter()
+        .filter(|e| e.seq > durable && !e.marker)
+        .collect();
+    entries.sort_by_key(|e| e.seq);
+    entries.dedup_by_key(|e| e.seq);
+    let log = engine.log.as_mut().expect("logging is on");
+    log.persisted = durable;
+    log.recovery = Some(Recovery::Replaying(Replay {
+        entries: entries.into(),
+        current: None,
+        writing: None,
+        pending: 0,
+        replayed: 0,
+        max_seq,
+        unreadable: false,
+        flushing: None,
+    }));
+    replay_step(engine);
+}
+
+fn replay(engine: &mut Engine) -> &mut Replay {
+    match &mut engine.log.as_mut().expect("logging is on").recovery {
+        Some(Recovery::Replaying(r)) => r,
+        _ => unreachable!("replaying"),
+    }
+}
+
+/// Moves the replay on, one entry at a time: read the changed chunks' current rows,
+/// write the parity they and the partial parity make, and end with a flush.
+fn replay_step(engine: &mut Engine) {
+    loop {
+        if let Some(buf) = replay(engine).writing.take() {
+            engine.bufs.free(buf);
+        }
+        if let Some(buf) = replay(engine).flushing.take() {
+            // The replayed parity is durable: say so on the rings before clients go on.
+            engine.bufs.free(buf);
+            let max_seq = replay(engine).max_seq;
+            let log = engine.log.as_mut().expect("logging is on");
+            log.next_seq = max_seq + 1;
+            log.durable = max_seq;
+            persist(engine, Waiter::Recovery);
+            return;
+        }
+        if let Some((entry, scratch)) = replay(engine).current.take() {
+            let r = replay(engine);
+            if std::mem::take(&mut r.unreadable) {
+                // The changed rows cannot be read: what parity says is all there is.
+                engine.bufs.free(scratch);
+                continue;
+            }
+            r.replayed += 1;
+            if write_parity(engine, &entry, scratch) {
+                return;
+            }
+            continue;
+        }
+        let Some(entry) = replay(engine).entries.pop_front() else {
+            let members: Vec<MemberIdx> = (0..engine.member_states().len())
+                .map(member_idx)
+                .filter(|&m| engine.is_present(m))
+                .collect();
+            let buf = engine.bufs.alloc(0);
+            let r = replay(engine);
+            r.flushing = Some(buf);
+            r.pending = u32::try_from(members.len()).expect("few members");
+            if members.is_empty() {
+                continue;
+            }
+            for m in members {
+                let slice = BufSlice {
+                    buf,
+                    offset: 0,
+                    len: 0,
+                };
+                engine.emit_to(
+                    m,
+                    IoKind::Flush,
+                    Area::Data,
+                    0,
+                    slice,
+                    IoTarget::LogRecovery { member: m },
+                );
+            }
+            return;
+        };
+        if read_segments(engine, entry) {
+            return;
+        }
+    }
+}
+
+/// Reads rows lo..hi of every active data member not in the entry into a scratch of
+/// one row range per data index. Returns whether reads are in flight.
+fn read_segments(engine: &mut Engine, entry: Found) -> bool {
+    let map = engine.geo.stripe_map(entry.stripe);
+    let rows = sectors_to_bytes(u64::from(entry.hi - entry.lo));
+    let scratch = engine.bufs.alloc(rows * usize::from(map.data_disks()));
+    let mut reads = Vec::new();
+    for i in 0..map.data_disks() {
+        let m = map.data_member(i);
+        let logged = entry.segs.iter().any(|s| s.data_index == i);
+        if logged || engine.member_states()[m.index()] != MemberState::Active {
+            continue;
+        }
+        let buf = BufSlice {
+            buf: scratch,
+            offset: usize::from(i) * rows,
+            len: rows,
+        };
+        reads.push((m, engine.geo.member_sector(entry.stripe, entry.lo), buf));
+    }
+    let r = replay(engine);
+    r.pending = u32::try_from(reads.len()).expect("few members");
+    r.current = Some((entry, scratch));
+    if reads.is_empty() {
+        return false;
+    }
+    for (m, sector, buf) in reads {
+        engine.emit_to(
+            m,
+            IoKind::Read,
+            Area::Data,
+            sector,
+            buf,
+            IoTarget::LogRecovery { member: m },
+        );
+    }
+    true
+}
+
+/// Computes the parity of rows lo..hi from the data members as they are now and the
+/// rows the entry logged for the members that could not take the write, and writes it
+/// to the parity members that are active. Returns whether writes are in flight.
+fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
+    let map = engine.geo.stripe_map(entry.stripe);
+    // A data member gone since the write (so not logged): its rows are unknown and
+    // parity cannot be recomputed; leave it as it is.
+    let gone = (0..map.data_disks()).any(|i| {
+        let logged = entry.segs.iter().any(|s| s.data_index == i);
+        !logged && engine.member_states()[map.data_member(i).index()] != MemberState::Active
+    });
+    if gone {
+        engine.bufs.free(scratch);
+        return false;
+    }
+    let rows = sectors_to_bytes(u64::from(entry.hi - entry.lo));
+    {
+        let data = engine.bufs.get_mut(scratch);
+        for (k, s) in entry.segs.iter().enumerate() {
+            let at = usize::from(s.data_index) * rows;
+            data[at..at + rows].copy_from_slice(&entry.payload[k * rows..(k + 1) * rows]);
+        }
+    }
+    let has_q = map.q().is_some();
+    let out = engine.bufs.alloc(rows * (1 + usize::from(has_q)));
+    {
+        let (o, d) = engine.bufs.pair_mut(
+            BufSlice {
+                buf: out,
+                offset: 0,
+                len: rows * (1 + usize::from(has_q)),
+            },
+            BufSlice {
+                buf: scratch,
+                offset: 0,
+                len: rows * usize::from(map.data_disks()),
+            },
+        );
+        let mut order: Vec<&[u8]> = vec![&[]; usize::from(map.data_disks())];
+        for i in 0..map.data_disks() {
+            let at = usize::from(i) * rows;
+            order[map.syndrome_slot(i)] = &d[at..at + rows];
+        }
+        let (p, q) = o.split_at_mut(rows);
+        if has_q {
+            xraid_parity::pq_gen(&order, p, q);
+        } else {
+            xraid_parity::xor_gen(&order, p);
+        }
+    }
+    engine.bufs.free(scratch);
+    let mut writes = Vec::new();
+    let sector = engine.geo.member_sector(entry.stripe, entry.lo);
+    if engine.member_states()[map.p().index()] == MemberState::Active {
+        writes.push((map.p(), 0));
+    }
+    if let Some(q) = map
+        .q()
+        .filter(|q| engine.member_states()[q.index()] == MemberState::Active)
+    {
+        writes.push((q, 1));
+    }
+    let r = replay(engine);
+    r.writing = Some(out);
+    r.pending = u32::try_from(writes.len()).expect("two parities at most");
+    if writes.is_empty() {
+        return false;
+    }
+    for (m, k) in writes {
+        let buf = BufSlice {
+            buf: out,
+            offset: k * rows,
+            len: rows,
+        };
+        engine.emit_to(
+            m,
+            IoKind::Write,
+            Area::Data,
+            sector,
+            buf,
+            IoTarget::LogRecovery { member: m },
+        );
+    }
+    true
+}
+
+/// The replay is done and flushed: new entries follow the newest found, and the
+/// requests held meanwhile go in.
+fn finish_recovery(engine: &mut Engine) {
+    let log = engine.log.as_mut().expect("logging is on");
+    let Some(Recovery::Replaying(r)) = log.recovery.take() else {
+        return;
+    };
+    for h in &mut log.heads {
+        *h = RING_START;
+    }
+    for l in &mut log.live {
+        l.clear();
+    }
+    let held: Vec<(Request, Nanos)> = log.held.drain(..).collect();
+    engine.push_event(Event::LogRecovered {
+        replayed: r.replayed,
+    });
+    for (req, now) in held {
+        engine.handle_request(req, now);
+    }
+}
