@@ -17,6 +17,22 @@ use crate::ArrayError;
 /// for the superblock at 4 KiB, a bad-block log and a write-intent bitmap.
 pub const DATA_OFFSET_SECTORS: u64 = 2048;
 
+/// Where the data starts on each member of a new array: mdadm's 1 MiB, or for parity
+/// levels whose stripe-log ring would not fit there (large chunks), the next MiB
+/// boundary that leaves room for twice the largest log entry after the metadata (at
+/// most 288 sectors: superblock, bitmap room, bad-block log).
+fn data_offset_for(level: Level, raid_disks: u16, chunk_sectors: u32) -> u64 {
+    if !level.has_parity() {
+        return DATA_OFFSET_SECTORS;
+    }
+    let parity = level.parity_count();
+    let entry =
+        xraid_engine::log_entry_max_sectors(raid_disks - u16::from(parity), chunk_sectors, parity);
+    let need = 288 + 2 * entry + 8;
+    need.next_multiple_of(DATA_OFFSET_SECTORS)
+        .max(DATA_OFFSET_SECTORS)
+}
+
 /// Bytes of array data rewritten per request when initialising parity.
 const SYNC_REQUEST_BYTES: u64 = 1 << 20;
 
@@ -77,7 +93,8 @@ pub fn create(
     refuse_duplicates(&paths)?;
     refuse_same_new_path(&opts.members)?;
     let unit = u64::from(chunk_sectors.max(8));
-    let need = (DATA_OFFSET_SECTORS + unit) * SECTOR_BYTES;
+    let data_offset = data_offset_for(level, raid_disks, chunk_sectors);
+    let need = (data_offset + unit) * SECTOR_BYTES;
     let mut existing: Vec<Option<FileMember>> = Vec::with_capacity(n);
     let mut member_bytes = u64::MAX;
     for path in &opts.members {
@@ -117,7 +134,7 @@ pub fn create(
         member_bytes = member_bytes.min(size);
         existing.push(Some(member));
     }
-    let data_sectors = (member_bytes / SECTOR_BYTES - DATA_OFFSET_SECTORS) / unit * unit;
+    let data_sectors = (member_bytes / SECTOR_BYTES - data_offset) / unit * unit;
     let geometry = Geometry::new(level, layout, raid_disks, chunk_sectors, data_sectors)?;
     let synced = existing.iter().any(Option::is_some);
     let mut members: Vec<Box<dyn Member>> = Vec::with_capacity(n);
@@ -137,7 +154,7 @@ pub fn create(
         .map(|member| {
             Some(MemberSlot {
                 member,
-                data_offset_bytes: DATA_OFFSET_SECTORS * SECTOR_BYTES,
+                data_offset_bytes: data_offset * SECTOR_BYTES,
                 log_offset_bytes: None,
             })
         })
@@ -158,14 +175,14 @@ pub fn create(
         chunk_sectors,
         raid_disks: u32::from(raid_disks),
         ctime,
-        data_offset_sectors: DATA_OFFSET_SECTORS,
+        data_offset_sectors: data_offset,
         bitmap: None,
     };
     for role in 0..n {
         let slot = driver
             .member(MemberIdx(u16::try_from(role).expect("fits")))
             .expect("every member is present at create");
-        let avail = slot.member.size_bytes() / SECTOR_BYTES - DATA_OFFSET_SECTORS;
+        let avail = slot.member.size_bytes() / SECTOR_BYTES - data_offset;
         let mut sb = Superblock::new_member(
             &new,
             u32::try_from(role).expect("fits"),

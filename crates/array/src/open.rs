@@ -70,6 +70,28 @@ impl Array {
             .filter(|l| l.reason == LeftOutReason::Spare)
             .map(|l| (l.path.clone(), l.superblock.clone()))
             .collect();
+        let geo = assembled.geometry;
+        // The stripe log closes the write hole of the parity levels; it needs a ring of
+        // room on every member and is replayed (writing parity) at open, so only for
+        // arrays opened to write.
+        let ring = (geo.level().has_parity() && mode == OpenMode::ReadWrite)
+            .then(|| {
+                let rings = assembled
+                    .roles
+                    .iter()
+                    .flatten()
+                    .map(|m| log_ring(&m.superblock).map(|(_, n)| n));
+                rings.min().flatten()
+            })
+            .flatten()
+            .filter(|&n| {
+                let entry = xraid_engine::log_entry_max_sectors(
+                    geo.data_disks(),
+                    geo.chunk_sectors(),
+                    geo.level().parity_count(),
+                );
+                n >= 2 * entry + 8
+            });
         let mut slots = Vec::with_capacity(assembled.roles.len());
         let mut superblocks = Vec::with_capacity(assembled.roles.len());
         let mut recovering = Vec::with_capacity(assembled.roles.len());
@@ -86,10 +108,13 @@ impl Array {
                     if let Some(f) = faults.iter().find(|f| usize::from(f.role) == role) {
                         member = Box::new(FaultyMember::new(member, f.plan.clone()));
                     }
+                    let log_offset_bytes = ring
+                        .and_then(|_| log_ring(&found.superblock))
+                        .map(|(start, _)| start * SECTOR_BYTES);
                     slots.push(Some(MemberSlot {
                         member,
                         data_offset_bytes: found.superblock.data_offset * SECTOR_BYTES,
-                        log_offset_bytes: None,
+                        log_offset_bytes,
                     }));
                     superblocks.push(Some((found.path, found.superblock)));
                 }
@@ -111,6 +136,15 @@ impl Array {
                     })?;
             }
         }
+        if let Some(sectors) = ring {
+            // Reads every ring and replays what a crash cut off before anything else.
+            let mut config = driver.engine().config();
+            config.log_sectors = sectors;
+            driver.engine_mut().set_config(config);
+            while driver.engine().log_recovering() {
+                driver.pump(true)?;
+            }
+        }
         let resync_from = match assembled.superblock.resync_offset {
             u64::MAX => None,
             sector => Some(sector),
@@ -127,6 +161,10 @@ impl Array {
             spares,
             recover_pending: false,
         };
+        if array.was_dirty() && array.stripe_log_sectors().is_some() {
+            // The log's replay made parity right: the close marks the array clean.
+            array.begin_writes()?;
+        }
         if !array.start_recovery_if_needed()? {
             array.start_resync_if_needed()?;
         }
@@ -185,12 +223,21 @@ impl Array {
                 *entry = role16;
             }
             let data_offset_bytes = sb.data_offset * SECTOR_BYTES;
+            let log_offset_bytes = self
+                .stripe_log_sectors()
+                .and_then(|need| log_ring(&sb).filter(|&(_, n)| n >= need))
+                .map(|(start, _)| start * SECTOR_BYTES);
+            if self.stripe_log_sectors().is_some() && log_offset_bytes.is_none() {
+                // A spare without room for the log cannot serve this array's writes.
+                self.spares.push((path, spare));
+                continue;
+            }
             self.driver.replace_member(
                 role_idx(role),
                 MemberSlot {
                     member: Box::new(member),
                     data_offset_bytes,
-                    log_offset_bytes: None,
+                    log_offset_bytes,
                 },
             );
             self.superblocks[role] = Some((path.clone(), sb));
@@ -243,6 +290,12 @@ impl Array {
             })
     }
 
+    /// The sectors of the stripe-log ring on each member, when the array keeps one (a
+    /// parity level opened to write, with room between its metadata and its data).
+    pub fn stripe_log_sectors(&self) -> Option<u64> {
+        Some(self.driver.engine().config().log_sectors).filter(|&n| n > 0)
+    }
+
     /// Per role: `Some(percent)` for a member being rebuilt.
     pub fn rebuilding(&self) -> Vec<Option<u8>> {
         let engine = self.driver.engine();
@@ -292,8 +345,18 @@ impl Array {
     }
 
     /// Whether the array was not stopped cleanly and its resync has not completed yet.
+    /// With the stripe log, the replay at open already made parity agree with the data
+    /// wherever a write was cut off, so nothing is pending (a resync of a whole array
+    /// still runs, to check).
     pub fn resync_pending(&self) -> bool {
-        self.resync_from.is_some() && self.driver.engine().stats().resyncs_completed == 0
+        self.resync_from.is_some()
+            && self.driver.engine().stats().resyncs_completed == 0
+            && self.stripe_log_sectors().is_none()
+    }
+
+    /// Whether the array was not stopped cleanly (found so at open).
+    pub fn was_dirty(&self) -> bool {
+        self.resync_from.is_some()
     }
 
     pub fn driver(&mut self) -> &mut ArrayDriver {
@@ -410,4 +473,18 @@ impl Array {
         self.driver.flush()?;
         Ok(())
     }
+}
+
+/// Where a member's stripe-log ring lies: from past its metadata (superblock, bad-block
+/// log, aligned to 4 KiB) up to its data, in sectors from the member's start.
+pub(crate) fn log_ring(sb: &Superblock) -> Option<(u64, u64)> {
+    let bblog_end = if sb.bblog_size > 0 {
+        u64::from(sb.bblog_offset) + u64::from(sb.bblog_size)
+    } else {
+        0
+    };
+    let metadata_end = sb.super_offset + bblog_end.max(8);
+    let start = metadata_end.next_multiple_of(8);
+    let sectors = sb.data_offset.checked_sub(start)?;
+    (start > sb.super_offset && sectors > 0).then_some((start, sectors))
 }

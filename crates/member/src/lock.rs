@@ -11,9 +11,27 @@ pub(crate) enum Locked {
     HeldElsewhere,
 }
 
-/// Takes an exclusive, non-blocking flock on `file`. The lock lives as long as the open
-/// file description, so it goes away when `file` is closed.
+/// How long a lock held elsewhere is waited for. A process that was just killed can
+/// hold its members a moment longer: the kernel's io_uring workers finishing its last
+/// I/O keep the files open. A restart right after a crash should not fail on that.
+const GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// Takes an exclusive flock on `file`, waiting up to [`GRACE`] for another holder to
+/// go. The lock lives as long as the open file description, so it goes away when
+/// `file` is closed.
 pub(crate) fn lock_exclusive(file: &File) -> io::Result<Locked> {
+    let start = std::time::Instant::now();
+    loop {
+        match try_lock(file)? {
+            Locked::HeldElsewhere if start.elapsed() < GRACE => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            outcome => return Ok(outcome),
+        }
+    }
+}
+
+fn try_lock(file: &File) -> io::Result<Locked> {
     loop {
         // SAFETY: flock only reads its integer arguments; the descriptor belongs to
         // `file`, which is borrowed for the duration of the call.

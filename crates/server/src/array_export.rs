@@ -148,6 +148,10 @@ pub(crate) fn spawn(
             p.done_below,
             p.total_units
         ));
+    } else if array.was_dirty() && array.stripe_log_sectors().is_some() {
+        log::info(&format!(
+            "array '{name}' was not stopped cleanly and is degraded: the stripe log put parity right where writes were cut off"
+        ));
     } else if array.resync_pending() {
         log::error(&format!(
             "array '{name}' was not stopped cleanly and is degraded: parity cannot be checked against the missing member (md's write hole); restore redundancy and scrub"
