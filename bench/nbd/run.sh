@@ -22,6 +22,7 @@
 # Environment (defaults in brackets):
 #   SERVERS     servers to compare [xraid nbdkit qemu-nbd nbd-server]
 #   XRAID_EXPORTS  xraid exports to measure [file raid5]
+#   XRAID_SERVE_ARGS  more flags for xraid serve, e.g. "--consistency resync" []
 #   WORKLOADS   [randread4k randwrite4k seqread1m seqwrite1m twolane]
 #   TWOLANE_SERVERS  servers the two-lane test runs against [xraid]
 #   FS          [shm disk]; SHM_DIR [/dev/shm], DISK_DIR [/var/tmp]
@@ -39,6 +40,7 @@ RAMP=${RAMP:-$([ "$RUNTIME" -ge 10 ] && echo 2 || echo 1)}
 SIZE=${SIZE:-1G}
 SERVERS=${SERVERS:-"xraid nbdkit qemu-nbd nbd-server"}
 XRAID_EXPORTS=${XRAID_EXPORTS:-"file raid5"}
+XRAID_SERVE_ARGS=${XRAID_SERVE_ARGS:-}
 WORKLOADS=${WORKLOADS:-"randread4k randwrite4k seqread1m seqwrite1m twolane"}
 TWOLANE_SERVERS=${TWOLANE_SERVERS:-xraid}
 FS=${FS:-"shm disk"}
@@ -196,7 +198,8 @@ EOF
             name=bench
             local paths=("$dir/plain.img")
             [ "$target" = raid5 ] && paths=("$dir"/raid/m{0,1,2,3}.img)
-            "$xraid" serve --listen "127.0.0.1:$port" --name "$name" "${paths[@]}" >"$srv_log" 2>&1 &
+            # shellcheck disable=SC2086 # XRAID_SERVE_ARGS is a list of flags
+            "$xraid" serve --listen "127.0.0.1:$port" --name "$name" $XRAID_SERVE_ARGS "${paths[@]}" >"$srv_log" 2>&1 &
             srv_pid=$! ;;
     esac
     running="$running $srv_pid"

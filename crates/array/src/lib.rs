@@ -18,6 +18,6 @@ pub use assemble::{assemble, Assembled, FoundMember, LeftOut, LeftOutReason};
 pub use create::{create, CreateOptions, Created, DATA_OFFSET_SECTORS};
 pub use error::ArrayError;
 pub use members::{add_member, assemble_with_spares, fail_member, remove_member, Added};
-pub use open::{Array, OpenMode};
+pub use open::{Array, Consistency, OpenMode};
 pub use scan::{read_superblock, MemberPath};
 pub use sync::SyncReport;

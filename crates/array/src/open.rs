@@ -16,6 +16,19 @@ use crate::assemble::{member_options, role_idx};
 use crate::create::write_superblock;
 use crate::{ArrayError, Assembled, LeftOut, LeftOutReason};
 
+/// How a parity level keeps parity right across a crash in the middle of a write
+/// (md's consistency policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Consistency {
+    /// The stripe log (closes the write hole; one small extra write and flush per
+    /// stripe write).
+    #[default]
+    Log,
+    /// Resync after an unclean stop only, as md without PPL or journal: a crash with a
+    /// member missing can lose data that member held.
+    Resync,
+}
+
 /// Whether an array is opened to read only or to read and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenMode {
@@ -64,6 +77,18 @@ impl Array {
         backend: BackendChoice,
         faults: &[MemberFault],
     ) -> Result<Array, ArrayError> {
+        Array::open_with(assembled, mode, backend, faults, Consistency::Log)
+    }
+
+    /// Opens an assembled array: faults as [`Array::open_with_faults`], and how a crash
+    /// in the middle of a parity-level write is made good.
+    pub fn open_with(
+        assembled: Assembled,
+        mode: OpenMode,
+        backend: BackendChoice,
+        faults: &[MemberFault],
+        consistency: Consistency,
+    ) -> Result<Array, ArrayError> {
         let spares = assembled
             .left_out
             .iter()
@@ -74,7 +99,9 @@ impl Array {
         // The stripe log closes the write hole of the parity levels; it needs a ring of
         // room on every member and is replayed (writing parity) at open, so only for
         // arrays opened to write.
-        let ring = (geo.level().has_parity() && mode == OpenMode::ReadWrite)
+        let ring = (geo.level().has_parity()
+            && mode == OpenMode::ReadWrite
+            && consistency == Consistency::Log)
             .then(|| {
                 let rings = assembled
                     .roles

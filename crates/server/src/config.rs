@@ -58,6 +58,9 @@ pub struct ExportConfig {
     /// sync_speed_max).
     #[serde(default)]
     pub rebuild_max: Option<u64>,
+    /// "log" (default: the stripe log closes the write hole) or "resync".
+    #[serde(default)]
+    pub consistency: Option<String>,
 }
 
 /// Everything `xraid serve` needs.

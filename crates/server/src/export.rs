@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-use xraid_array::{assemble_with_spares, read_superblock, Array, OpenMode};
+use xraid_array::{assemble_with_spares, read_superblock, Array, Consistency, OpenMode};
 use xraid_driver::BackendChoice;
 use xraid_member::{DirectMode, FileMember, OpenOptions};
 use xraid_nbd::consts::*;
@@ -165,7 +165,16 @@ pub(crate) fn open(
             f.role, f.plan
         ));
     }
-    let mut array = Array::open_with_faults(assembled, mode, backend, &config.faults)
+    let consistency = match config.consistency.as_deref() {
+        None | Some("log") => Consistency::Log,
+        Some("resync") => Consistency::Resync,
+        Some(other) => {
+            return Err(export_error(format!(
+                "consistency '{other}' is not known: use log or resync"
+            )))
+        }
+    };
+    let mut array = Array::open_with(assembled, mode, backend, &config.faults, consistency)
         .map_err(|e| export_error(e.to_string()))?;
     let engine = array.driver().engine_mut();
     let mut pace = engine.config();

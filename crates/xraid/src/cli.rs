@@ -219,7 +219,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = xraid_server::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Serve the exports a TOML file lists (see docs/SERVE.md) instead of ARRAY.
-    #[arg(long, conflicts_with_all = ["array", "name", "read_only", "fault", "tls", "tls_cert", "rebuild_min", "rebuild_max"])]
+    #[arg(long, conflicts_with_all = ["array", "name", "read_only", "fault", "tls", "tls_cert", "rebuild_min", "rebuild_max", "consistency"])]
     pub config: Option<PathBuf>,
     /// TLS (NBD_OPT_STARTTLS): off, allow, or require [default: allow with
     /// --tls-cert/--tls-key, else off].
@@ -244,6 +244,11 @@ pub struct ServeArgs {
     /// (md's sync_speed_max; default: no cap).
     #[arg(long, value_name = "MB/s")]
     pub rebuild_max: Option<u64>,
+    /// How RAID-4/5/6 parity stays right across a crash mid-write: "log" (default: a
+    /// stripe log closes md's write hole, at one small extra write and flush per stripe
+    /// write) or "resync" (md without PPL: resync after an unclean stop only).
+    #[arg(long, value_name = "log|resync")]
+    pub consistency: Option<String>,
     /// The array (member paths or a folder holding them), or one plain file, which is
     /// served as it is.
     #[arg(required_unless_present = "config")]

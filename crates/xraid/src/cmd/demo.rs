@@ -120,6 +120,7 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
             faults: Vec::new(),
             rebuild_min: None,
             rebuild_max: None,
+            consistency: None,
         }],
         max_connections: DEFAULT_MAX_CONNECTIONS,
         tls_mode: xraid_server::TlsMode::Off,

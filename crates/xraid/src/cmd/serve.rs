@@ -22,6 +22,7 @@ pub fn run(args: ServeArgs, backend: BackendChoice) -> Result<()> {
                 faults: args.fault.clone(),
                 rebuild_min: args.rebuild_min,
                 rebuild_max: args.rebuild_max,
+                consistency: args.consistency.clone(),
             }],
             max_connections: args.max_connections,
             tls_files: match (&args.tls_cert, &args.tls_key) {

@@ -71,6 +71,32 @@ fn a_member_failing_every_read_is_rebuilt_around() {
 }
 
 #[test]
+fn an_unknown_consistency_is_refused_in_one_line() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "8M");
+    let before = crate::util::ok(&["status", "--json", p(&disks)]);
+    let out = crate::util::xraid()
+        .args([
+            "serve",
+            "--socket",
+            "/nonexistent/x.sock",
+            "--consistency",
+            "journal",
+            p(&disks),
+        ])
+        .output()
+        .expect("xraid runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "accepted");
+    assert!(
+        err.contains("consistency 'journal' is not known: use log or resync"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(crate::util::ok(&["status", "--json", p(&disks)]), before);
+}
+
+#[test]
 fn a_bad_fault_spec_is_refused_in_one_line() {
     let dir = tempdir();
     let disks = raid5(dir.path(), "8M");
