@@ -297,6 +297,37 @@ impl Array {
         Ok(used)
     }
 
+    /// Records how far a running recover or resync has got in the superblocks (md's
+    /// recovery_offset / resync_offset), so that a crash does not send it back to the
+    /// start. Cheap enough to call every few seconds; does nothing when nothing runs.
+    pub fn checkpoint_sync(&mut self) -> Result<(), ArrayError> {
+        let Some(progress) = self.driver.engine().sync_progress() else {
+            return Ok(());
+        };
+        if self.mode != OpenMode::ReadWrite || progress.done_below == 0 {
+            return Ok(());
+        }
+        let sector = self
+            .driver
+            .engine()
+            .unit_to_member_sector(progress.done_below);
+        match progress.kind {
+            SyncKind::Recover => {
+                // What was rebuilt below the checkpoint must be durable before a
+                // superblock says so. Superblocks say the array is active (0) while it
+                // runs; the members being rebuilt carry how far.
+                self.driver.flush()?;
+                self.dirty = true;
+                self.update_superblocks(0, Some(sector))
+            }
+            SyncKind::Resync if self.resync_pending() => {
+                self.resync_from = Some(sector);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Starts the recover [`Array::use_spares`] left waiting for another sync to end.
     /// Cheap; call it now and then.
     pub fn maintain(&mut self) -> Result<(), ArrayError> {

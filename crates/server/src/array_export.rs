@@ -121,6 +121,10 @@ impl ArrayHandle {
 
 /// Starts the worker for `array`; it runs until every handle is dropped, then flushes
 /// and marks the array clean.
+/// How often a running rebuild's progress goes to the superblocks (md does it every
+/// few seconds too), so that a crash costs at most that much of it.
+const SYNC_CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub(crate) fn spawn(
     mut array: Array,
     name: String,
@@ -171,6 +175,7 @@ pub(crate) fn spawn(
         next_job: 0,
         began_writes: false,
         reniced_at: None,
+        checkpointed_at: std::time::Instant::now(),
     };
     let thread = std::thread::Builder::new()
         .name("xraid-array".to_owned())
@@ -216,6 +221,8 @@ struct Worker {
     next_job: u64,
     began_writes: bool,
     reniced_at: Option<std::time::Instant>,
+    /// When a running rebuild's progress last went to the superblocks.
+    checkpointed_at: std::time::Instant,
 }
 
 impl Worker {
@@ -477,6 +484,15 @@ impl Worker {
                     "array '{}': could not put a spare in the failed member's place: {e}",
                     self.name
                 )),
+            }
+        }
+        if self.checkpointed_at.elapsed() >= SYNC_CHECKPOINT_EVERY {
+            self.checkpointed_at = std::time::Instant::now();
+            if let Err(e) = self.array.checkpoint_sync() {
+                log::error(&format!(
+                    "array '{}': could not record the rebuild's progress: {e}",
+                    self.name
+                ));
             }
         }
         if let Err(e) = self.array.maintain() {

@@ -443,3 +443,46 @@ fn fail_then_remove_a_member_and_a_spare_steps_in() {
     std::fs::remove_file(disks.join("d0")).expect("lose d0");
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
 }
+
+#[test]
+fn a_rebuild_cut_off_by_a_crash_goes_on_from_its_checkpoint() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let image = filled(dir.path(), &disks, 38);
+    std::fs::remove_file(disks.join("d1")).expect("lose d1");
+    ok(&[
+        "add",
+        "--no-rebuild",
+        "--size",
+        "16M",
+        p(&disks),
+        p(&disks.join("d1")),
+    ]);
+    // 2 MB/s: the 15 MiB member takes about 8 s; checkpoints go out every 2 s.
+    let server = Server::unix(
+        dir.path(),
+        &["--rebuild-min", "2", "--rebuild-max", "2", p(&disks)],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(4500));
+    server.kill();
+    let s = status(&disks);
+    assert_eq!(s["members"][1]["state"], "rebuilding", "{s}");
+    let done = s["members"][1]["rebuilt_percent"].as_u64().unwrap_or(0);
+    assert!(done > 0 && done < 100, "a checkpoint was recorded: {s}");
+
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    server.wait_for_log(0, &["recover done (0 mismatched units, 0 unrecoverable)"]);
+    let log = server.stderr();
+    assert!(
+        !log.contains("from unit 0 of"),
+        "the recover resumed, not restarted: {log}"
+    );
+    server.stop();
+    let s = status(&disks);
+    assert_eq!(s["degraded"], false, "{s}");
+    let check: serde_json::Value =
+        serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("json");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+    std::fs::remove_file(disks.join("d0")).expect("lose d0");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
