@@ -105,6 +105,7 @@ pub struct Engine {
     pub(crate) sync_flush_buf: Option<BufId>,
     /// The partial-parity log, when on (RAID-4/5/6 with `log_sectors`).
     pub(crate) log: Option<crate::ppl::LogState>,
+    pub(crate) latency: crate::latency::Latency,
     now: Nanos,
 }
 
@@ -135,6 +136,7 @@ impl Engine {
             sync: None,
             sync_flush_buf: None,
             log: None,
+            latency: crate::latency::Latency::new(members.len()),
             now: Nanos(0),
             members,
         }
@@ -329,6 +331,18 @@ impl Engine {
         self.now = now;
         let key = usize::try_from(io.0).expect("io ids fit usize");
         let target = self.ios.remove(key);
+        if let Some(member) = target_member(&target) {
+            if let Some(slow) = self.latency.completed(key, member, now) {
+                let mean = self.latency.mean(member).unwrap_or_default();
+                let peers = self.latency.peers(member).unwrap_or_default();
+                self.push_event(Event::SlowMember {
+                    member,
+                    slow,
+                    mean,
+                    peers,
+                });
+            }
+        }
         if result.is_err() {
             self.stats.io_errors += 1;
         }
@@ -504,6 +518,16 @@ impl Engine {
         }
     }
 
+    /// A member's mean service time, once measured.
+    pub fn member_latency(&self, member: MemberIdx) -> Option<Nanos> {
+        self.latency.mean(member)
+    }
+
+    /// Whether `member` is slow next to its peers (RAID-1/10 reads avoid it).
+    pub fn is_slow(&self, member: MemberIdx) -> bool {
+        self.latency.is_slow(member)
+    }
+
     /// Whether `member` is still part of the array (active or being rebuilt).
     pub(crate) fn is_present(&self, member: MemberIdx) -> bool {
         self.members[member.index()] != MemberState::Failed
@@ -606,7 +630,9 @@ impl Engine {
         if let IoTarget::Direct { req, .. } | IoTarget::Flush { req, .. } = target {
             self.reqs.get_mut(req).pending += 1;
         }
-        let id = IoId(self.ios.insert(target) as u64);
+        let key = self.ios.insert(target);
+        self.latency.issued(key, self.now);
+        let id = IoId(key as u64);
         match kind {
             IoKind::Read => {
                 self.stats.member_reads += 1;
@@ -685,4 +711,18 @@ pub(crate) fn member_idx(m: usize) -> MemberIdx {
 
 pub(crate) fn sectors_to_bytes(sectors: u64) -> usize {
     usize::try_from(sectors * SECTOR_BYTES).expect("request sizes fit usize")
+}
+
+/// The member an I/O in flight went to.
+fn target_member(target: &IoTarget) -> Option<MemberIdx> {
+    match *target {
+        IoTarget::Direct { member, .. }
+        | IoTarget::Stripe { member, .. }
+        | IoTarget::Mirror { member, .. }
+        | IoTarget::Flush { member, .. }
+        | IoTarget::SyncFlush { member }
+        | IoTarget::LogCheckpoint { member }
+        | IoTarget::LogRecovery { member }
+        | IoTarget::LogMarker { member, .. } => Some(member),
+    }
 }

@@ -37,6 +37,7 @@
 
 pub mod buffers;
 mod engine;
+mod latency;
 mod mirror;
 mod ppl;
 pub mod sim;
@@ -227,8 +228,16 @@ pub enum Event {
         sector: u64,
         sectors: u64,
     },
-    /// The partial-parity log was read at start and `replayed` entries of writes cut off
-    /// by a crash made parity agree with the data again.
+    /// A member's service time stands far above its peers' (or came back down):
+    /// RAID-1/10 reads avoid it while it is slow.
+    SlowMember {
+        member: MemberIdx,
+        slow: bool,
+        mean: Nanos,
+        peers: Nanos,
+    },
+    /// The stripe log was read at start and `replayed` entries of writes cut off by a
+    /// crash made parity agree with the data again.
     LogRecovered { replayed: u64 },
     /// A sync ran to its end (`completed`) or was cancelled.
     SyncFinished {

@@ -107,7 +107,15 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
             let place = if seg.write || crate::sync::awaiting_resync(engine, unit) {
                 live[0]
             } else {
-                let pick = live[engine.read_rotor % live.len()];
+                // Spread reads over the copies, leaving out slow members while a
+                // copy on a member that is not slow exists.
+                let fast: Vec<Place> = live
+                    .iter()
+                    .copied()
+                    .filter(|p| !engine.is_slow(p.member))
+                    .collect();
+                let choices = if fast.is_empty() { &live } else { &fast };
+                let pick = choices[engine.read_rotor % choices.len()];
                 engine.read_rotor = engine.read_rotor.wrapping_add(1);
                 pick
             };

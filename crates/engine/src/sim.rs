@@ -76,6 +76,10 @@ pub struct SimMember {
     pub health: SimMemberHealth,
     /// Member sector ranges whose reads fail with a medium error.
     pub bad_ranges: Vec<Range<u64>>,
+    /// Time each of its I/Os takes beyond the others' (a slow disk).
+    pub extra_latency: Nanos,
+    /// Data-area reads it served.
+    pub reads: u64,
     unflushed: Vec<Unflushed>,
 }
 
@@ -86,6 +90,8 @@ impl SimMember {
             log: Vec::new(),
             health: SimMemberHealth::Healthy,
             bad_ranges: Vec::new(),
+            extra_latency: Nanos(0),
+            reads: 0,
             unflushed: Vec::new(),
         }
     }
@@ -118,7 +124,9 @@ pub struct SimArray {
     pub members: Vec<SimMember>,
     rng: SimRng,
     now: Nanos,
-    in_flight: Vec<MemberIo>,
+    /// Member I/Os in flight, each with the time it may complete (a slow member's are
+    /// held back by its extra latency).
+    in_flight: Vec<(MemberIo, Nanos)>,
     replies: VecDeque<Reply>,
     events: Vec<Event>,
     next_id: u64,
@@ -197,7 +205,8 @@ impl SimArray {
 
     fn collect(&mut self) {
         while let Some(io) = self.engine.poll_member_io() {
-            self.in_flight.push(io);
+            let extra = self.members[io.member.index()].extra_latency;
+            self.in_flight.push((io, Nanos(self.now.0 + extra.0)));
         }
         while let Some(reply) = self.engine.poll_reply() {
             self.replies.push_back(reply);
@@ -221,12 +230,28 @@ impl SimArray {
             self.collect();
             return true;
         }
+        // Only I/Os whose time has come may complete; with none, the clock jumps.
+        let mut ready: Vec<usize> = (0..self.in_flight.len())
+            .filter(|&i| self.in_flight[i].1 <= self.now)
+            .collect();
+        if ready.is_empty() {
+            let next = self
+                .in_flight
+                .iter()
+                .map(|(_, t)| *t)
+                .min()
+                .expect("in flight");
+            self.now = next;
+            ready = (0..self.in_flight.len())
+                .filter(|&i| self.in_flight[i].1 <= self.now)
+                .collect();
+        }
         let pick = if self.shuffle {
-            self.rng.below(self.in_flight.len() as u64) as usize
+            ready[self.rng.below(ready.len() as u64) as usize]
         } else {
-            0
+            ready[0]
         };
-        let io = self.in_flight.swap_remove(pick);
+        let (io, _) = self.in_flight.swap_remove(pick);
         self.now = Nanos(self.now.0 + IO_TICK.0);
         let result = self.perform(&io);
         self.engine.handle_completion(io.id, result, self.now);
@@ -256,6 +281,9 @@ impl SimArray {
             IoKind::Read => {
                 if bad {
                     return Err(IoFailed::Medium);
+                }
+                if !log {
+                    member.reads += 1;
                 }
                 bufs.slice_mut(io.buf)
                     .copy_from_slice(&store[at..at + io.buf.len]);

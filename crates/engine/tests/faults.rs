@@ -784,3 +784,35 @@ fn the_log_closes_the_write_hole_that_is_open_without_it() {
     );
     assert_eq!(wrong(256), 0, "with the log no untouched data is lost");
 }
+
+#[test]
+fn a_slow_mirror_member_is_found_and_reads_avoid_it() {
+    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 3, 0, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 11);
+    let data = vec![9u8; geo.array_sectors() as usize * SECTOR];
+    array.write(0, &data).expect("fill");
+    // Member 2 answers 20 ms late; the others in 0.1 ms.
+    array.members[2].extra_latency = xraid_engine::Nanos(20_000_000);
+    for round in 0..200u64 {
+        let got = array.read((round * 8) % 2000, 8).expect("read");
+        assert_eq!(got, data[..8 * SECTOR]);
+    }
+    assert!(array.engine.is_slow(MemberIdx(2)), "member 2 found slow");
+    assert!(!array.engine.is_slow(MemberIdx(0)));
+    let events = array.take_events();
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            Event::SlowMember { member, slow: true, .. } if *member == MemberIdx(2)
+        )),
+        "{events:?}"
+    );
+    let before: Vec<u64> = array.members.iter().map(|m| m.reads).collect();
+    for round in 0..100u64 {
+        array.read((round * 8) % 2000, 8).expect("read");
+    }
+    let after: Vec<u64> = array.members.iter().map(|m| m.reads).collect();
+    assert_eq!(after[2], before[2], "no read goes to the slow member");
+    assert_eq!(after[0] - before[0] + after[1] - before[1], 100);
+}

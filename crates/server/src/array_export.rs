@@ -466,6 +466,32 @@ impl Worker {
                     "array '{}': stripe log read; {replayed} writes cut off by a crash replayed",
                     self.name
                 )),
+                Event::SlowMember {
+                    member,
+                    slow,
+                    mean,
+                    peers,
+                } => {
+                    let name = self
+                        .array
+                        .driver()
+                        .member(member)
+                        .map_or_else(|| format!("role {}", member.0), |s| s.member.name().to_owned());
+                    if slow {
+                        log::info(&format!(
+                            "array '{}': member {name} is slow: {:.1} ms per I/O against {:.1} ms for its peers; mirrored reads avoid it",
+                            self.name,
+                            mean.0 as f64 / 1e6,
+                            peers.0 as f64 / 1e6
+                        ));
+                    } else {
+                        log::info(&format!(
+                            "array '{}': member {name} is no longer slow ({:.1} ms per I/O)",
+                            self.name,
+                            mean.0 as f64 / 1e6
+                        ));
+                    }
+                }
                 Event::MemberFailed { .. } => {}
             }
         }
