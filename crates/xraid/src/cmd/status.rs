@@ -22,6 +22,10 @@ struct Status {
     member_data_bytes: u64,
     /// "clean" or "active" (written and not closed cleanly).
     state: &'static str,
+    /// What the array needs, md's words: "clean", "degraded", "recovering" (members
+    /// being rebuilt), "resync" (not stopped cleanly: parity is checked when it is next
+    /// opened to write).
+    health: &'static str,
     degraded: bool,
     events: u64,
     members: Vec<MemberStatus>,
@@ -108,6 +112,15 @@ fn describe(a: &Assembled) -> Status {
         array_size_bytes: geo.array_sectors() * SECTOR_BYTES,
         member_data_bytes: geo.member_sectors() * SECTOR_BYTES,
         state: if sb.is_clean() { "clean" } else { "active" },
+        health: if a.roles.iter().any(|m| rebuilt_percent(m, &geo).is_some()) {
+            "recovering"
+        } else if a.is_degraded() {
+            "degraded"
+        } else if !sb.is_clean() {
+            "resync"
+        } else {
+            "clean"
+        },
         degraded: a.is_degraded() || a.roles.iter().any(|m| rebuilt_percent(m, &geo).is_some()),
         events: sb.events,
         members,
@@ -153,8 +166,7 @@ fn print_text(s: &Status) {
     if let Some(chunk) = s.chunk_bytes {
         println!("    Chunk Size : {}K", chunk / 1024);
     }
-    let degraded = if s.degraded { ", degraded" } else { "" };
-    println!("         State : {}{degraded}", s.state);
+    println!("         State : {}, {}", s.state, s.health);
     println!("        Events : {}", s.events);
     println!();
     println!("    Role  State           Events  Path");

@@ -110,6 +110,7 @@ fn without_rebuild_md_sees_a_recovering_member_and_serve_rebuilds_it() {
     assert_eq!(s["members"][2]["state"], "rebuilding", "{s}");
     assert_eq!(s["members"][2]["rebuilt_percent"], 0, "{s}");
     assert_eq!(s["degraded"], true, "not in sync yet: {s}");
+    assert_eq!(s["health"], "recovering", "{s}");
     let md = md_agrees(&disks.join("d2"));
     assert_eq!(md["Recovery Offset"], "0 sectors");
     assert_eq!(md["Feature Map"], "0x2");
@@ -392,6 +393,7 @@ fn fail_then_remove_a_member_and_a_spare_steps_in() {
     assert!(out.contains("marked faulty (role 2)"), "{out}");
     let s = status(&disks);
     assert_eq!(s["degraded"], true, "{s}");
+    assert_eq!(s["health"], "degraded", "{s}");
     assert_eq!(s["members"][2]["state"], "missing", "{s}");
     let md = md_agrees(&disks.join("d0"));
     assert_eq!(md["Array State"].split(' ').next(), Some("AA.A"), "{md:?}");

@@ -139,6 +139,7 @@ fn an_array_killed_while_written_resyncs_when_served_again() {
     let status = crate::util::ok(&["status", "--json", p(&disks)]);
     let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
     assert_eq!(json["state"], "active", "killed while written: {status}");
+    assert_eq!(json["health"], "resync", "{status}");
     // Parity the crash left wrong: stripe 0's parity lives on the last member
     // (left-symmetric), whose data area starts at 1 MiB.
     flip_byte(&disks.join("d3"), (1 << 20) + 1000);
