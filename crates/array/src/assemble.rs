@@ -71,6 +71,17 @@ impl Assembled {
         self.superblock.name()
     }
 
+    /// Where a server that serves this array listens for control requests: a Unix
+    /// socket beside its first member, named by the array's UUID (so that two arrays
+    /// in one folder do not meet).
+    pub fn control_socket(&self) -> Option<PathBuf> {
+        let first = self.roles.iter().flatten().next()?;
+        let dir = first.path.parent()?;
+        let uuid = Superblock::uuid_string(&self.superblock.set_uuid);
+        let short: String = uuid.chars().filter(|c| *c != ':').take(8).collect();
+        Some(dir.join(format!(".xraid-{short}.ctl")))
+    }
+
     pub fn missing_roles(&self) -> Vec<u16> {
         (0..self.roles.len())
             .filter(|&r| self.roles[r].is_none())

@@ -354,6 +354,36 @@ impl Array {
         Some(self.driver.engine().config().log_sectors).filter(|&n| n > 0)
     }
 
+    /// The path of the member in `role`, if one is there.
+    pub fn role_path(&self, role: usize) -> Option<&std::path::Path> {
+        self.superblocks
+            .get(role)?
+            .as_ref()
+            .map(|(path, _)| path.as_path())
+    }
+
+    /// The role of the member at `path` (compared as canonical paths), if it serves one.
+    pub fn role_of_path(&self, path: &std::path::Path) -> Option<usize> {
+        let wanted = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        (0..self.superblocks.len()).find(|&r| {
+            self.role_path(r).is_some_and(|p| {
+                std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()) == wanted
+            })
+        })
+    }
+
+    /// Hot spares waiting to be used.
+    pub fn spare_paths(&self) -> Vec<PathBuf> {
+        self.spares.iter().map(|(p, _)| p.clone()).collect()
+    }
+
+    /// Writes the members' states to the superblocks now (a member failed by request
+    /// shows as faulty at once, as md does).
+    pub fn record_members(&mut self) -> Result<(), ArrayError> {
+        self.dirty = true;
+        self.update_superblocks(0, None)
+    }
+
     /// Per role: `Some(percent)` for a member being rebuilt.
     pub fn rebuilding(&self) -> Vec<Option<u8>> {
         let engine = self.driver.engine();
@@ -419,6 +449,11 @@ impl Array {
 
     pub fn driver(&mut self) -> &mut ArrayDriver {
         &mut self.driver
+    }
+
+    /// The driver, to look at (its engine's state).
+    pub fn driver_ref(&self) -> &ArrayDriver {
+        &self.driver
     }
 
     pub fn name(&self) -> String {

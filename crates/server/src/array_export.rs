@@ -16,7 +16,8 @@ use std::thread::JoinHandle;
 use xraid_array::Array;
 use xraid_driver::{DriverError, Waker};
 use xraid_engine::{
-    BufId, EngineError, Event, FailReason, IoBuf, RequestId, RequestKind, SECTOR_BYTES,
+    BufId, EngineError, Event, FailReason, IoBuf, MemberIdx, MemberState, RequestId, RequestKind,
+    SyncKind, SECTOR_BYTES,
 };
 use xraid_nbd::consts::{EINVAL, EIO};
 
@@ -48,6 +49,11 @@ pub(crate) enum JobOp {
         fua: bool,
     },
     Flush,
+    /// A control request from the control socket (see `control`), answered at once.
+    Control {
+        request: serde_json::Value,
+        reply: Sender<serde_json::Value>,
+    },
 }
 
 impl JobOp {
@@ -55,7 +61,7 @@ impl JobOp {
         match self {
             JobOp::Read { len, .. } | JobOp::Write { len, .. } => *len,
             JobOp::WriteZeroes { len, .. } => usize::try_from(*len).unwrap_or(usize::MAX),
-            JobOp::Flush => 0,
+            JobOp::Flush | JobOp::Control { .. } => 0,
         }
     }
 
@@ -176,6 +182,7 @@ pub(crate) fn spawn(
         began_writes: false,
         reniced_at: None,
         checkpointed_at: std::time::Instant::now(),
+        last_sync: None,
     };
     let thread = std::thread::Builder::new()
         .name("xraid-array".to_owned())
@@ -223,6 +230,8 @@ struct Worker {
     reniced_at: Option<std::time::Instant>,
     /// When a running rebuild's progress last went to the superblocks.
     checkpointed_at: std::time::Instant,
+    /// How the last sync ended, for the control socket's status.
+    last_sync: Option<serde_json::Value>,
 }
 
 impl Worker {
@@ -285,11 +294,163 @@ impl Worker {
         }
     }
 
+    /// Answers a control request (see `control`).
+    fn control(&mut self, request: &serde_json::Value) -> serde_json::Value {
+        match request["op"].as_str() {
+            Some("status") => self.status(),
+            Some("fail") => {
+                let Some(path) = request["member"].as_str() else {
+                    return crate::control::error_reply("fail needs \"member\": the member's path");
+                };
+                self.fail(std::path::Path::new(path))
+            }
+            Some("scrub") => {
+                let kind = match request["action"].as_str() {
+                    Some("check") => SyncKind::Check,
+                    Some("repair") => SyncKind::Repair,
+                    _ => {
+                        return crate::control::error_reply(
+                            "scrub needs \"action\": check or repair",
+                        )
+                    }
+                };
+                self.scrub(kind)
+            }
+            _ => crate::control::error_reply("unknown op: use status, fail or scrub"),
+        }
+    }
+
+    fn status(&mut self) -> serde_json::Value {
+        let engine = self.array.driver_ref().engine();
+        let geo = *engine.geometry();
+        let states = engine.member_states().to_vec();
+        let progress = engine.sync_progress();
+        let lost = engine.lost_error().is_some();
+        let percent = |p: &xraid_engine::SyncProgress| {
+            (p.done_below * 100)
+                .checked_div(p.total_units)
+                .unwrap_or(100)
+        };
+        let members: Vec<serde_json::Value> = states
+            .iter()
+            .enumerate()
+            .map(|(role, state)| {
+                let member = MemberIdx(u16::try_from(role).unwrap_or(u16::MAX));
+                let rebuilt = match (state, progress) {
+                    (MemberState::Rebuilding, Some(p)) if p.kind == SyncKind::Recover => {
+                        Some(percent(&p))
+                    }
+                    (MemberState::Rebuilding, _) => Some(0),
+                    _ => None,
+                };
+                serde_json::json!({
+                    "role": role,
+                    "state": match state {
+                        MemberState::Active => "active",
+                        MemberState::Failed => "faulty",
+                        MemberState::Rebuilding => "rebuilding",
+                    },
+                    "rebuilt_percent": rebuilt,
+                    "path": self.array.role_path(role).map(|p| p.display().to_string()),
+                    "latency_ms": engine.member_latency(member).map(|n| n.0 as f64 / 1e6),
+                    "slow": engine.is_slow(member),
+                })
+            })
+            .collect();
+        let health = if lost {
+            "failed"
+        } else if states.contains(&MemberState::Rebuilding) {
+            "recovering"
+        } else if states.contains(&MemberState::Failed) {
+            "degraded"
+        } else {
+            match progress.map(|p| p.kind) {
+                Some(SyncKind::Resync) => "resyncing",
+                Some(SyncKind::Check) => "checking",
+                Some(SyncKind::Repair) => "repairing",
+                _ => "clean",
+            }
+        };
+        serde_json::json!({
+            "ok": true,
+            "served": true,
+            "name": self.name,
+            "level": geo.level().to_string(),
+            "raid_disks": geo.raid_disks(),
+            "array_size_bytes": geo.array_sectors() * SECTOR_BYTES,
+            "health": health,
+            "members": members,
+            "spares": self.array.spare_paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "sync": progress.map(|p| serde_json::json!({
+                "kind": p.kind.name(),
+                "done_percent": percent(&p),
+                "mismatched_units": p.mismatches,
+            })),
+            "last_sync": self.last_sync,
+            "stripe_log": self.array.stripe_log_sectors().is_some(),
+        })
+    }
+
+    fn fail(&mut self, path: &std::path::Path) -> serde_json::Value {
+        if self.read_only {
+            return crate::control::error_reply("the export is read-only");
+        }
+        let Some(role) = self.array.role_of_path(path) else {
+            return crate::control::error_reply(&format!(
+                "{} is not an active member of array '{}'",
+                path.display(),
+                self.name
+            ));
+        };
+        let member = MemberIdx(u16::try_from(role).unwrap_or(u16::MAX));
+        let engine = self.array.driver().engine();
+        let mut states = engine.member_states().to_vec();
+        states[role] = MemberState::Failed;
+        let probe = xraid_engine::Engine::new(*engine.geometry(), states);
+        if let Some(lost) = probe.lost_error() {
+            return crate::control::error_reply(&format!(
+                "failing {} is refused: {lost}",
+                path.display()
+            ));
+        }
+        self.array.driver().engine_mut().fail_member(member);
+        // Log it, put a spare in, and write the superblocks now, as md does.
+        self.collect();
+        if let Err(e) = self.array.record_members() {
+            return crate::control::error_reply(&format!(
+                "failed, but the superblocks could not be written: {e}"
+            ));
+        }
+        serde_json::json!({ "ok": true, "role": role })
+    }
+
+    fn scrub(&mut self, kind: SyncKind) -> serde_json::Value {
+        if self.read_only {
+            return crate::control::error_reply("the export is read-only");
+        }
+        if let Err(e) = self.array.driver().engine().can_start_sync(kind) {
+            return crate::control::error_reply(&format!("cannot start a {}: {e}", kind.name()));
+        }
+        if let Err(e) = self.array.begin_writes() {
+            return crate::control::error_reply(&e.to_string());
+        }
+        self.began_writes = true;
+        match self.array.driver().engine_mut().start_sync(kind, 0) {
+            Ok(()) => serde_json::json!({ "ok": true }),
+            Err(e) => crate::control::error_reply(&format!("cannot start a {}: {e}", kind.name())),
+        }
+    }
+
     fn busy(&mut self) -> bool {
         self.array.driver().busy() || !self.running.is_empty()
     }
 
     fn enqueue(&mut self, job: Job) {
+        if let JobOp::Control { request, reply } = job.op {
+            let answer = self.control(&request);
+            let _ = reply.send(answer);
+            return;
+        }
         if job.op.bytes() >= LARGE_REQUEST_BYTES {
             self.large.push_back(job);
         } else {
@@ -359,6 +520,7 @@ impl Worker {
             flushing: false,
         };
         match job.op {
+            JobOp::Control { .. } => unreachable!("control requests are answered in enqueue"),
             JobOp::Read { offset, len } => {
                 let buf = self.array.driver().engine_mut().buffers_mut().alloc(len);
                 self.submit_part(id, RequestKind::Read, offset, len, Some(buf), false);
@@ -456,12 +618,20 @@ impl Worker {
                     completed,
                     mismatches,
                     unrecoverable,
-                } => log::info(&format!(
-                    "array '{}': {} {} ({mismatches} mismatched units, {unrecoverable} unrecoverable)",
-                    self.name,
-                    kind.name(),
-                    if completed { "done" } else { "stopped" }
-                )),
+                } => {
+                    self.last_sync = Some(serde_json::json!({
+                        "kind": kind.name(),
+                        "completed": completed,
+                        "mismatched_units": mismatches,
+                        "unrecoverable_units": unrecoverable,
+                    }));
+                    log::info(&format!(
+                        "array '{}': {} {} ({mismatches} mismatched units, {unrecoverable} unrecoverable)",
+                        self.name,
+                        kind.name(),
+                        if completed { "done" } else { "stopped" }
+                    ))
+                }
                 Event::LogRecovered { replayed } => log::info(&format!(
                     "array '{}': stripe log read; {replayed} writes cut off by a crash replayed",
                     self.name

@@ -79,10 +79,16 @@ impl Export {
 
 /// Opens an export: a single path without an md superblock is a plain file; anything
 /// else is assembled as an array and gets a worker thread.
-pub(crate) fn open(
-    config: &ExportConfig,
-    backend: BackendChoice,
-) -> Result<(Export, Option<JoinHandle<()>>), ServerError> {
+/// An opened export, with the threads that serve it.
+pub(crate) struct Opened {
+    pub export: Export,
+    /// The array's worker, for arrays.
+    pub worker: Option<JoinHandle<()>>,
+    /// The array's control socket, for arrays.
+    pub control: Option<crate::control::Control>,
+}
+
+pub(crate) fn open(config: &ExportConfig, backend: BackendChoice) -> Result<Opened, ServerError> {
     let name = config.name.clone();
     if let [path] = config.paths.as_slice() {
         if is_plain_file(path)? {
@@ -103,7 +109,11 @@ pub(crate) fn open(
                 read_only: config.read_only,
                 kind: ExportKind::File(file),
             };
-            return Ok((export, None));
+            return Ok(Opened {
+                export,
+                worker: None,
+                control: None,
+            });
         }
     }
     let options = OpenOptions {
@@ -174,6 +184,7 @@ pub(crate) fn open(
             )))
         }
     };
+    let control_path = assembled.control_socket();
     let mut array = Array::open_with(assembled, mode, backend, &config.faults, consistency)
         .map_err(|e| export_error(e.to_string()))?;
     let engine = array.driver().engine_mut();
@@ -187,13 +198,29 @@ pub(crate) fn open(
     engine.set_config(pace);
     let (handle, thread) = array_export::spawn(array, name.clone(), config.read_only)
         .map_err(|e| export_error(e.to_string()))?;
+    let control = control_path.and_then(|path| {
+        match crate::control::Control::start(path.clone(), handle.clone(), name.clone()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                crate::log::error(&format!(
+                    "export '{name}': no control socket at {}: {e}; xraid status/fail/scrub will not reach this server",
+                    path.display()
+                ));
+                None
+            }
+        }
+    });
     let export = Export {
         name,
         description,
         read_only: config.read_only,
         kind: ExportKind::Array(handle),
     };
-    Ok((export, Some(thread)))
+    Ok(Opened {
+        export,
+        worker: Some(thread),
+        control,
+    })
 }
 
 /// Whether `path` is one file or block device that holds no md superblock.

@@ -7,6 +7,7 @@
 
 mod array_export;
 mod config;
+mod control;
 mod export;
 mod file_export;
 mod handshake;

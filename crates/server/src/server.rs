@@ -79,6 +79,7 @@ pub struct Server {
     listener: Listener,
     exports: Arc<Exports>,
     workers: Vec<JoinHandle<()>>,
+    controls: Vec<crate::control::Control>,
     max_connections: usize,
     shared: Arc<Shared>,
     address: String,
@@ -92,10 +93,12 @@ impl Server {
         let tls = Tls::load(config.tls_mode, config.tls_files.as_ref())?;
         let mut exports = Exports::default();
         let mut workers = Vec::new();
+        let mut controls = Vec::new();
         for e in &config.exports {
-            let (export, worker) = export::open(e, backend)?;
-            exports.list.push(Arc::new(export));
-            workers.extend(worker);
+            let opened = export::open(e, backend)?;
+            exports.list.push(Arc::new(opened.export));
+            workers.extend(opened.worker);
+            controls.extend(opened.control);
         }
         let listen_error = |source| ServerError::Listen {
             listen: config.listen.to_string(),
@@ -123,6 +126,7 @@ impl Server {
             listener,
             exports: Arc::new(exports),
             workers,
+            controls,
             max_connections: config.max_connections,
             shared: Arc::new(Shared {
                 stopping: AtomicBool::new(false),
@@ -210,8 +214,13 @@ impl Server {
             listener,
             exports,
             workers,
+            controls,
             ..
         } = self;
+        // The control sockets hold handles to the arrays too: close them first.
+        for c in controls {
+            c.stop();
+        }
         if let Listener::Unix(_, path) = &listener {
             let _ = std::fs::remove_file(path);
         }

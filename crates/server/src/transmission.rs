@@ -644,7 +644,7 @@ impl JobOp {
     fn bytes_in_flight(&self) -> usize {
         match self {
             JobOp::Read { len, .. } | JobOp::Write { len, .. } => *len,
-            JobOp::WriteZeroes { .. } | JobOp::Flush => 0,
+            JobOp::WriteZeroes { .. } | JobOp::Flush | JobOp::Control { .. } => 0,
         }
     }
 }

@@ -15,6 +15,11 @@ use crate::progress::bytes_bar;
 
 pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
     let paths = vec![args.array.clone()];
+    if super::live::served(&paths).is_some() {
+        bail!(
+            "the array is served by a running xraid serve: adding members to a running server is not supported yet (hot spares already there step in by themselves); stop the server first"
+        );
+    }
     let added = add_member(&paths, &args.member, args.size, args.spare, args.force)?;
     let Some(role) = added.role else {
         println!(

@@ -6,6 +6,19 @@ use xraid_array::{fail_member, remove_member};
 use crate::cli::MemberArgs;
 
 pub fn fail(args: MemberArgs) -> Result<()> {
+    if let Some(socket) = super::live::served(std::slice::from_ref(&args.array)) {
+        let path = std::fs::canonicalize(&args.member).unwrap_or_else(|_| args.member.clone());
+        let answer = super::live::ask(
+            &socket,
+            &serde_json::json!({ "op": "fail", "member": path.display().to_string() }),
+        )?;
+        println!(
+            "{}: marked faulty (role {}) by the server that serves the array",
+            args.member.display(),
+            answer["role"]
+        );
+        return Ok(());
+    }
     let role = fail_member(std::slice::from_ref(&args.array), &args.member)?;
     println!(
         "{}: marked faulty (role {role}); the array runs degraded until a spare or `xraid add` fills the role",

@@ -6,6 +6,7 @@ mod create;
 mod demo;
 mod examine;
 mod io;
+mod live;
 mod membership;
 mod scrub;
 mod serve;

@@ -32,6 +32,9 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
         ScrubAction::Check => SyncKind::Check,
         ScrubAction::Repair => SyncKind::Repair,
     };
+    if let Some(socket) = super::live::served(&args.array) {
+        return live(&socket, kind, args.json);
+    }
     let mut array = super::open_array(&args.array, OpenMode::ReadWrite, backend)?;
     let name = array.name();
     let bar = bytes_bar(0, kind.name());
@@ -71,6 +74,55 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
             "{} units could not be read or rebuilt: the array has lost data there",
             out.unrecoverable_units
         );
+    }
+    Ok(())
+}
+
+/// Has the server that serves the array run the scrub, following its progress.
+fn live(socket: &std::path::Path, kind: SyncKind, json: bool) -> Result<()> {
+    use super::live::ask;
+    ask(
+        socket,
+        &serde_json::json!({ "op": "scrub", "action": kind.name() }),
+    )?;
+    let bar = bytes_bar(100, kind.name());
+    let status = loop {
+        let status = ask(socket, &serde_json::json!({ "op": "status" }))?;
+        match status["sync"].as_object() {
+            Some(sync) => bar.set_position(sync["done_percent"].as_u64().unwrap_or(0)),
+            None if status["last_sync"]["kind"] == kind.name() => break status,
+            None => {}
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    bar.finish_and_clear();
+    let last = &status["last_sync"];
+    let mismatched = last["mismatched_units"].as_u64().unwrap_or(0);
+    let unrecoverable = last["unrecoverable_units"].as_u64().unwrap_or(0);
+    if json {
+        let out = serde_json::json!({
+            "array": status["name"],
+            "action": kind.name(),
+            "served": true,
+            "completed": last["completed"],
+            "mismatched_units": mismatched,
+            "unrecoverable_units": unrecoverable,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "{} of array '{}' (by the server that serves it): {mismatched} units mismatched{}",
+            kind.name(),
+            status["name"].as_str().unwrap_or("?"),
+            if kind == SyncKind::Repair && mismatched > 0 {
+                " (rewritten)"
+            } else {
+                ""
+            }
+        );
+    }
+    if unrecoverable > 0 {
+        bail!("{unrecoverable} units could not be read or rebuilt: the array has lost data there");
     }
     Ok(())
 }

@@ -54,6 +54,15 @@ struct LeftOutStatus {
 }
 
 pub fn run(args: StatusArgs) -> Result<()> {
+    if let Some(socket) = super::live::served(&args.array) {
+        let live = super::live::ask(&socket, &serde_json::json!({ "op": "status" }))?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&live)?);
+        } else {
+            print_live(&live);
+        }
+        return Ok(());
+    }
     let options = OpenOptions {
         write: false,
         direct: DirectMode::Off,
@@ -184,5 +193,45 @@ fn print_text(s: &Status) {
     }
     for l in &s.left_out {
         println!("    left out: {} ({})", l.path, l.reason);
+    }
+}
+
+/// The status a running server gave.
+fn print_live(s: &serde_json::Value) {
+    println!(
+        "{} : served, {} {} [{} members]",
+        s["name"].as_str().unwrap_or("?"),
+        s["health"].as_str().unwrap_or("?"),
+        s["level"].as_str().unwrap_or("?"),
+        s["raid_disks"]
+    );
+    if let Some(sync) = s["sync"].as_object() {
+        println!(
+            "          Sync : {} {}%",
+            sync["kind"].as_str().unwrap_or("?"),
+            sync["done_percent"]
+        );
+    }
+    println!();
+    println!("    Role  State           Latency  Path");
+    for m in s["members"].as_array().into_iter().flatten() {
+        let state = match m["rebuilt_percent"].as_u64() {
+            Some(p) => format!("rebuilding {p}%"),
+            None if m["slow"] == true => "active, slow".to_owned(),
+            None => m["state"].as_str().unwrap_or("?").to_owned(),
+        };
+        let latency = m["latency_ms"]
+            .as_f64()
+            .map_or_else(|| "-".to_owned(), |l| format!("{l:.2} ms"));
+        println!(
+            "    {:>4}  {:<14}  {:>7}  {}",
+            m["role"],
+            state,
+            latency,
+            m["path"].as_str().unwrap_or("-")
+        );
+    }
+    for spare in s["spares"].as_array().into_iter().flatten() {
+        println!("    spare: {}", spare.as_str().unwrap_or("?"));
     }
 }
