@@ -106,6 +106,8 @@ pub struct Engine {
     /// The partial-parity log, when on (RAID-4/5/6 with `log_sectors`).
     pub(crate) log: Option<crate::ppl::LogState>,
     pub(crate) latency: crate::latency::Latency,
+    /// Members past the stall timeout that could not be failed (see `check_stalls`).
+    stall_excused: Vec<bool>,
     now: Nanos,
 }
 
@@ -137,6 +139,7 @@ impl Engine {
             sync_flush_buf: None,
             log: None,
             latency: crate::latency::Latency::new(members.len()),
+            stall_excused: vec![false; members.len()],
             now: Nanos(0),
             members,
         }
@@ -332,6 +335,7 @@ impl Engine {
         let key = usize::try_from(io.0).expect("io ids fit usize");
         let target = self.ios.remove(key);
         if let Some(member) = target_member(&target) {
+            self.stall_excused[member.index()] = false;
             if let Some(slow) = self.latency.completed(key, member, now) {
                 let mean = self.latency.mean(member).unwrap_or_default();
                 let peers = self.latency.peers(member).unwrap_or_default();
@@ -400,13 +404,67 @@ impl Engine {
     /// Advances the engine's notion of time: a sync paced to its rate limit goes on.
     pub fn handle_timeout(&mut self, now: Nanos) {
         self.now = now;
+        self.check_stalls();
         crate::sync::pump(self);
+    }
+
+    /// Fails members with an I/O outstanding past the stall timeout.
+    fn check_stalls(&mut self) {
+        let Some(first) = self.stall_deadline() else {
+            return;
+        };
+        if self.now < first {
+            return;
+        }
+        let timeout = self.config.stall_timeout.0;
+        let now = self.now.0;
+        let mut stalled: Vec<MemberIdx> = self
+            .ios
+            .iter()
+            .filter(|(key, _)| self.latency.issued_at(*key).0.saturating_add(timeout) <= now)
+            .filter_map(|(_, target)| target_member(target))
+            .filter(|m| self.is_present(*m) && !self.stall_excused[m.index()])
+            .collect();
+        stalled.dedup();
+        for member in stalled {
+            // Only where the array survives without it: failing the last copy of some
+            // data would turn a slow answer into none.
+            let mut states = self.members.clone();
+            states[member.index()] = MemberState::Failed;
+            if Engine::new(self.geo, states).lost_error().is_none() {
+                self.fail(member, FailReason::Stalled);
+            } else {
+                // Waited for as it is, until it answers.
+                self.stall_excused[member.index()] = true;
+            }
+        }
+    }
+
+    /// When the oldest I/O in flight to a present member passes the stall timeout.
+    /// A member that cannot be failed is excused until it next answers.
+    fn stall_deadline(&self) -> Option<Nanos> {
+        let timeout = self.config.stall_timeout.0;
+        if timeout == 0 {
+            return None;
+        }
+        self.ios
+            .iter()
+            .filter(|(_, t)| {
+                target_member(t)
+                    .is_some_and(|m| self.is_present(m) && !self.stall_excused[m.index()])
+            })
+            .map(|(key, _)| self.latency.issued_at(key).0.saturating_add(timeout))
+            .min()
+            .map(Nanos)
     }
 
     /// When the engine next wants [`Engine::handle_timeout`]: when a paced sync may
     /// issue its next unit.
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        crate::sync::next_wakeup(self)
+        [crate::sync::next_wakeup(self), self.stall_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Something the driver should record (a member failed, a sync ended...).

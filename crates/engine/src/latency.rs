@@ -39,6 +39,11 @@ impl Latency {
         self.issued[key] = now;
     }
 
+    /// When I/O `key` was issued.
+    pub(crate) fn issued_at(&self, key: usize) -> Nanos {
+        self.issued.get(key).copied().unwrap_or_default()
+    }
+
     /// Records I/O `key` of `member` completing at `now`; returns the member's new
     /// slowness when it changed.
     pub(crate) fn completed(&mut self, key: usize, member: MemberIdx, now: Nanos) -> Option<bool> {

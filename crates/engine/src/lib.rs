@@ -210,6 +210,8 @@ pub enum FailReason {
     ReadErrors(u32),
     /// The device reported itself gone.
     DeviceGone,
+    /// An I/O to it has not completed within [`EngineConfig::stall_timeout`].
+    Stalled,
     /// The driver or an operator asked ([`Engine::fail_member`]).
     Requested,
 }
@@ -264,6 +266,9 @@ pub struct EngineConfig {
     /// Sectors of each member's partial-parity log ring (RAID-4/5/6); 0 turns the log
     /// off, and with it the closing of the write hole (see `ppl`).
     pub log_sectors: u64,
+    /// A member with an I/O outstanding longer than this is failed, so that new work
+    /// goes around it (what waits on that I/O still waits for it); 0: never.
+    pub stall_timeout: Nanos,
 }
 
 impl Default for EngineConfig {
@@ -274,6 +279,7 @@ impl Default for EngineConfig {
             sync_max_bytes_per_sec: 0,
             sync_window: 16,
             log_sectors: 0,
+            stall_timeout: Nanos(30_000_000_000),
         }
     }
 }

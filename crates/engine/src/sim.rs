@@ -241,6 +241,13 @@ impl SimArray {
                 .map(|(_, t)| *t)
                 .min()
                 .expect("in flight");
+            // An engine timer (a stalled member) may come first.
+            if let Some(at) = self.engine.poll_timeout().filter(|at| *at < next) {
+                self.now = Nanos(self.now.0.max(at.0));
+                self.engine.handle_timeout(self.now);
+                self.collect();
+                return true;
+            }
             self.now = next;
             ready = (0..self.in_flight.len())
                 .filter(|&i| self.in_flight[i].1 <= self.now)

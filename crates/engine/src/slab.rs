@@ -50,4 +50,12 @@ impl<T> Slab<T> {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+
+    /// The live entries with their keys.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &T)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(k, e)| e.as_ref().map(|v| (k, v)))
+    }
 }

@@ -516,6 +516,7 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         sync_max_bytes_per_sec: [0, 50_000_000][rng.below(2) as usize],
         sync_window: 1 + rng.below(4) as usize,
         log_sectors,
+        stall_timeout: EngineConfig::default().stall_timeout,
     });
     let total = geo.array_sectors() as usize * SECTOR;
     let mut initial = vec![0u8; total];
@@ -815,4 +816,68 @@ fn a_slow_mirror_member_is_found_and_reads_avoid_it() {
     let after: Vec<u64> = array.members.iter().map(|m| m.reads).collect();
     assert_eq!(after[2], before[2], "no read goes to the slow member");
     assert_eq!(after[0] - before[0] + after[1] - before[1], 100);
+}
+
+#[test]
+fn a_stalled_member_is_failed_and_new_reads_go_around_it() {
+    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 2, 0, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 12);
+    array.engine.set_config(EngineConfig {
+        stall_timeout: xraid_engine::Nanos(1_000_000_000),
+        ..EngineConfig::default()
+    });
+    let data = vec![4u8; geo.array_sectors() as usize * SECTOR];
+    array.write(0, &data).expect("fill");
+    // Member 1 stops answering for a minute.
+    array.members[1].extra_latency = xraid_engine::Nanos(60_000_000_000);
+    let reads: Vec<_> = (0..4).map(|i| array.start_read(i * 8, 8)).collect();
+    let replies = array.run();
+    assert_eq!(
+        replies.len(),
+        4,
+        "the stuck reads complete when the member answers"
+    );
+    assert!(replies.iter().all(|r| r.result.is_ok()));
+    for (_, buf) in reads {
+        assert_eq!(array.engine.buffers().get(buf), &data[..8 * SECTOR]);
+        array.engine.buffers_mut().free(buf);
+    }
+    assert_eq!(array.engine.member_states()[1], MemberState::Failed);
+    assert!(array.take_events().iter().any(|e| matches!(
+        e,
+        Event::MemberFailed {
+            member,
+            reason: xraid_engine::FailReason::Stalled
+        } if *member == MemberIdx(1)
+    )));
+    // From now on reads go around it at once.
+    let before = array.now();
+    for i in 0..8 {
+        assert_eq!(array.read(i * 8, 8).expect("read"), data[..8 * SECTOR]);
+    }
+    assert!(
+        array.now().0 - before.0 < 1_000_000_000,
+        "new reads did not wait for the stalled member"
+    );
+}
+
+#[test]
+fn a_stalled_raid0_member_is_waited_for_not_failed() {
+    let geo = Geometry::new(Level::Raid0, Layout::default_for(Level::Raid0), 2, 8, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 13);
+    array.engine.set_config(EngineConfig {
+        stall_timeout: xraid_engine::Nanos(1_000_000_000),
+        ..EngineConfig::default()
+    });
+    let data = vec![6u8; 64 * SECTOR];
+    array.write(0, &data).expect("write");
+    array.members[1].extra_latency = xraid_engine::Nanos(5_000_000_000);
+    assert_eq!(array.read(0, 64).expect("read, late"), data);
+    assert_eq!(
+        array.engine.member_states(),
+        &[MemberState::Active, MemberState::Active],
+        "no copy to go around: it is waited for"
+    );
 }

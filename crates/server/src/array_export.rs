@@ -183,6 +183,7 @@ pub(crate) fn spawn(
         reniced_at: None,
         checkpointed_at: std::time::Instant::now(),
         last_sync: None,
+        ticked_at: std::time::Instant::now(),
     };
     let thread = std::thread::Builder::new()
         .name("xraid-array".to_owned())
@@ -232,6 +233,7 @@ struct Worker {
     checkpointed_at: std::time::Instant,
     /// How the last sync ended, for the control socket's status.
     last_sync: Option<serde_json::Value>,
+    ticked_at: std::time::Instant,
 }
 
 impl Worker {
@@ -263,6 +265,11 @@ impl Worker {
             }
             self.admit();
             self.array.driver().pump(false)?;
+            if self.ticked_at.elapsed() >= std::time::Duration::from_millis(100) {
+                // The engine's clock: stalled members are found by it.
+                self.ticked_at = std::time::Instant::now();
+                self.array.driver().tick();
+            }
             self.collect();
             if !self.busy() {
                 continue;
@@ -593,6 +600,9 @@ impl Worker {
         for failure in failures {
             let why = match (&failure.error, failure.reason) {
                 (_, FailReason::ReadErrors(n)) => format!("{n} read errors"),
+                (_, FailReason::Stalled) => {
+                    "an I/O did not complete within the stall timeout".to_string()
+                }
                 (Some(error), _) => error.to_string(),
                 (None, _) => "failed by request".to_string(),
             };
