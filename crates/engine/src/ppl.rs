@@ -264,6 +264,15 @@ impl LogState {
 /// whose members cannot take the write, each with its rows lo..hi as they are after it
 /// (new data where written, rebuilt data elsewhere). Returns the entry's buffer (the
 /// caller frees it) and sectors; [`reserve`] gives it its seq when it is written.
+/// Whether an entry logging `missing` chunks of rows lo..hi fits the ring at all (an
+/// engine configured with a ring smaller than twice the largest entry would otherwise
+/// wait for room forever).
+pub(crate) fn fits(engine: &Engine, chunks: usize, lo: u32, hi: u32) -> bool {
+    let ring = engine.log.as_ref().map_or(0, |l| l.ring);
+    let sectors = header_sectors(chunks) + u64::from(hi - lo) * chunks as u64;
+    RING_START + sectors <= ring
+}
+
 pub(crate) fn build(
     engine: &mut Engine,
     stripe: u64,

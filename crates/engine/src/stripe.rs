@@ -666,7 +666,8 @@ fn emit_writes(engine: &mut Engine, op: usize, writes: Vec<(MemberIdx, u64, BufS
 
 /// Builds the stripe-log entry of a client write whose new rows are all in the scratch
 /// (see `ppl`), to be written to P's ring (Q's if P is missing). Returns false when no
-/// parity member is in sync: with no parity to disagree, there is no hole.
+/// parity member is in sync (with no parity to disagree, there is no hole), and when
+/// the entry could never fit the ring (a ring configured too small).
 fn build_log_entry(
     engine: &mut Engine,
     op: usize,
@@ -695,6 +696,9 @@ fn build_log_entry(
             (i, rows)
         })
         .collect();
+    if !crate::ppl::fits(engine, missing.len(), lo, hi) {
+        return false;
+    }
     let (buf, sectors) = crate::ppl::build(engine, stripe, lo, hi, &missing);
     engine.ops.get_mut(op).log = Some((0, log_member, buf, sectors));
     true
