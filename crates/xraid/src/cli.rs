@@ -39,7 +39,9 @@ pub enum Command {
     Create(CreateArgs),
     /// Show a member's md superblock (like `mdadm --examine`).
     Examine(ExamineArgs),
-    /// Show an array: level, layout, size, each member's role and state.
+    /// Show an array: level, layout, size, health, each member's role and state. On an
+    /// array `xraid serve` serves, the server's live view (rebuild progress, slow
+    /// members), through its control socket.
     Status(StatusArgs),
     /// Copy the array's contents (or a part) to a file or standard output.
     Read(ReadArgs),
@@ -55,7 +57,8 @@ pub enum Command {
     Add(AddArgs),
     /// Mark a member faulty (like `mdadm --fail`): it is left out from then on and a
     /// hot spare, if any, takes its role when the array is next opened to write.
-    /// Refused when the array could not survive without it.
+    /// Refused when the array could not survive without it. On a served array, the
+    /// server does it (and a spare steps in at once).
     Fail(MemberArgs),
     /// Take a left-out member (failed, stale or spare) out of the array for good: its
     /// role-table entry is freed and its md superblock erased (like `mdadm --remove`
@@ -63,7 +66,8 @@ pub enum Command {
     Remove(MemberArgs),
     /// Scrub an array (md's sync_action check/repair): read everything, count where
     /// parity or mirror copies disagree with the data, and with `repair` rewrite them.
-    /// Ranges that fail to read are rebuilt from redundancy and rewritten either way.
+    /// Ranges that fail to read are rebuilt from redundancy and rewritten either way. On
+    /// a served array, the server runs it.
     Scrub(ScrubArgs),
     /// Create (or reuse) a demo RAID-5 of file members, write data, verify it, and
     /// serve it over NBD.
