@@ -82,6 +82,23 @@ impl Assembled {
         Some(dir.join(format!(".xraid-{short}.ctl")))
     }
 
+    /// Each role's state as the engine would start it: missing roles failed, members
+    /// recorded as being recovered (md's RECOVERY_OFFSET) rebuilding.
+    pub fn member_states(&self) -> Vec<xraid_engine::MemberState> {
+        self.roles
+            .iter()
+            .map(|r| match r {
+                None => xraid_engine::MemberState::Failed,
+                Some(m)
+                    if m.superblock.feature_map & xraid_format::MD_FEATURE_RECOVERY_OFFSET != 0 =>
+                {
+                    xraid_engine::MemberState::Rebuilding
+                }
+                Some(_) => xraid_engine::MemberState::Active,
+            })
+            .collect()
+    }
+
     pub fn missing_roles(&self) -> Vec<u16> {
         (0..self.roles.len())
             .filter(|&r| self.roles[r].is_none())
@@ -286,14 +303,7 @@ fn check_raid0_zone(m: &FoundMember, geometry: &Geometry) -> Result<(), ArrayErr
 
 /// Refuses to start an array that misses more members than its level survives.
 fn check_enough(a: &Assembled) -> Result<(), ArrayError> {
-    let states = a
-        .roles
-        .iter()
-        .map(|r| match r {
-            Some(_) => xraid_engine::MemberState::Active,
-            None => xraid_engine::MemberState::Failed,
-        })
-        .collect();
+    let states = a.member_states();
     let engine = xraid_engine::Engine::new(a.geometry, states);
     if engine.lost_error().is_none() {
         return Ok(());

@@ -230,14 +230,7 @@ pub fn fail_member(array: &[PathBuf], member: &Path) -> Result<u16, ArrayError> 
             path: member.to_path_buf(),
             name: assembled.name(),
         })?;
-    let mut states: Vec<xraid_engine::MemberState> = assembled
-        .roles
-        .iter()
-        .map(|r| match r {
-            Some(_) => xraid_engine::MemberState::Active,
-            None => xraid_engine::MemberState::Failed,
-        })
-        .collect();
+    let mut states = assembled.member_states();
     states[role] = xraid_engine::MemberState::Failed;
     let engine = xraid_engine::Engine::new(assembled.geometry, states);
     if let Some(lost) = engine.lost_error() {

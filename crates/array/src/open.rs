@@ -96,6 +96,7 @@ impl Array {
             .map(|l| (l.path.clone(), l.superblock.clone()))
             .collect();
         let geo = assembled.geometry;
+        let assembled_uuid = assembled.superblock.set_uuid;
         // The stripe log closes the write hole of the parity levels; it needs a ring of
         // room on every member and is replayed (writing parity) at open, so only for
         // arrays opened to write.
@@ -167,6 +168,9 @@ impl Array {
             // Reads every ring and replays what a crash cut off before anything else.
             let mut config = driver.engine().config();
             config.log_sectors = sectors;
+            let mut tag = [0u8; 8];
+            tag.copy_from_slice(&assembled_uuid[..8]);
+            config.log_tag = u64::from_le_bytes(tag);
             driver.engine_mut().set_config(config);
             while driver.engine().log_recovering() {
                 driver.pump(true)?;
@@ -188,7 +192,7 @@ impl Array {
             spares,
             recover_pending: false,
         };
-        if array.was_dirty() && array.stripe_log_sectors().is_some() {
+        if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
             // The log's replay made parity right: the close marks the array clean.
             array.begin_writes()?;
         }
@@ -285,6 +289,9 @@ impl Array {
         self.update_superblocks(0, None)?;
         match self.driver.engine().sync_progress().map(|p| p.kind) {
             Some(SyncKind::Recover) => {}
+            // A resync protects what it has not reached yet (writes there do not trust
+            // parity): the recover waits for it to end.
+            Some(SyncKind::Resync) => self.recover_pending = true,
             Some(_) => {
                 self.driver.engine_mut().cancel_sync();
                 self.recover_pending = true;
@@ -437,9 +444,10 @@ impl Array {
     /// wherever a write was cut off, so nothing is pending (a resync of a whole array
     /// still runs, to check).
     pub fn resync_pending(&self) -> bool {
+        let stats = self.driver.engine().stats();
         self.resync_from.is_some()
-            && self.driver.engine().stats().resyncs_completed == 0
-            && self.stripe_log_sectors().is_none()
+            && stats.resyncs_completed == 0
+            && (self.stripe_log_sectors().is_none() || stats.log_entries_skipped > 0)
     }
 
     /// Whether the array was not stopped cleanly (found so at open).

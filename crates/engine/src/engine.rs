@@ -459,7 +459,7 @@ impl Engine {
     }
 
     /// When the engine next wants [`Engine::handle_timeout`]: when a paced sync may
-    /// issue its next unit.
+    /// issue its next unit, or an I/O in flight passes the stall timeout.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         [crate::sync::next_wakeup(self), self.stall_deadline()]
             .into_iter()

@@ -266,6 +266,10 @@ pub struct EngineConfig {
     /// Sectors of each member's partial-parity log ring (RAID-4/5/6); 0 turns the log
     /// off, and with it the closing of the write hole (see `ppl`).
     pub log_sectors: u64,
+    /// Names the array in every stripe-log entry, so that entries another array (or
+    /// an earlier array on the same disks) left in a ring are never replayed here;
+    /// drivers derive it from the array's UUID.
+    pub log_tag: u64,
     /// A member with an I/O outstanding longer than this is failed, so that new work
     /// goes around it (what waits on that I/O still waits for it); 0: never.
     pub stall_timeout: Nanos,
@@ -279,6 +283,7 @@ impl Default for EngineConfig {
             sync_max_bytes_per_sec: 0,
             sync_window: 16,
             log_sectors: 0,
+            log_tag: 0,
             stall_timeout: Nanos(30_000_000_000),
         }
     }
@@ -334,4 +339,7 @@ pub struct Stats {
     pub sync_units: u64,
     /// Resyncs that ran to their end.
     pub resyncs_completed: u64,
+    /// Stripe-log entries the replay could not apply (a member gone or unreadable):
+    /// their stripes may still need a resync.
+    pub log_entries_skipped: u64,
 }

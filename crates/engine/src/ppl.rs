@@ -38,7 +38,7 @@ use crate::engine::{member_idx, sectors_to_bytes, Engine, IoTarget};
 use crate::{Area, Event, FailReason, IoFailed, IoKind, MemberState, Nanos, Request};
 
 const MAGIC: u64 = 0x6c70_7064_6961_7278; // "xraidppl"
-const HEADER_FIXED: usize = 64;
+const HEADER_FIXED: usize = 72;
 const SEG_BYTES: usize = 12;
 /// A marker: no write, only "every seq up to `durable` is durable".
 const FLAG_MARKER: u32 = 2;
@@ -57,7 +57,7 @@ struct LogSeg {
 /// `chunk_sectors`, with `parity_count` parity chunks: what a log ring must hold twice.
 pub fn log_entry_max_sectors(data_disks: u16, chunk_sectors: u32, parity_count: u8) -> u64 {
     let header = (HEADER_FIXED + SEG_BYTES * usize::from(data_disks)).div_ceil(512) as u64;
-    // Partial parity rows, and at most one logged chunk per missing member.
+    // At most one logged chunk per missing member (a generous bound: twice that).
     header + 2 * u64::from(parity_count) * u64::from(chunk_sectors)
 }
 
@@ -88,6 +88,8 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// An entry read back from a ring.
 #[derive(Debug, Clone)]
 struct Found {
+    /// The array the entry belongs to ([`crate::EngineConfig::log_tag`]).
+    tag: u64,
     marker: bool,
     seq: u64,
     durable: u64,
@@ -95,7 +97,7 @@ struct Found {
     lo: u32,
     hi: u32,
     segs: Vec<LogSeg>,
-    /// Payload: partial P, partial Q, logged rows.
+    /// Payload: the logged chunks' rows, in header order.
     payload: Vec<u8>,
 }
 
@@ -128,6 +130,7 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
         })
         .collect();
     let found = Found {
+        tag: u64_at(b, 64),
         marker,
         seq: u64_at(b, 8),
         durable: u64_at(b, 16),
@@ -260,10 +263,6 @@ impl LogState {
     }
 }
 
-/// Builds an entry for a stripe write of rows lo..hi: `missing` lists the data chunks
-/// whose members cannot take the write, each with its rows lo..hi as they are after it
-/// (new data where written, rebuilt data elsewhere). Returns the entry's buffer (the
-/// caller frees it) and sectors; [`reserve`] gives it its seq when it is written.
 /// Whether an entry logging `missing` chunks of rows lo..hi fits the ring at all (an
 /// engine configured with a ring smaller than twice the largest entry would otherwise
 /// wait for room forever).
@@ -273,6 +272,10 @@ pub(crate) fn fits(engine: &Engine, chunks: usize, lo: u32, hi: u32) -> bool {
     RING_START + sectors <= ring
 }
 
+/// Builds an entry for a stripe write of rows lo..hi: `missing` lists the data chunks
+/// whose members cannot take the write, each with its rows lo..hi as they are after it
+/// (new data where written, rebuilt data elsewhere). Returns the entry's buffer (the
+/// caller frees it) and sectors; [`reserve`] gives it its seq when it is written.
 pub(crate) fn build(
     engine: &mut Engine,
     stripe: u64,
@@ -280,6 +283,7 @@ pub(crate) fn build(
     hi: u32,
     missing: &[(u16, BufSlice)],
 ) -> (BufId, u64) {
+    let tag = engine.config.log_tag;
     let rows = sectors_to_bytes(u64::from(hi - lo));
     let head = header_sectors(missing.len());
     let total = head + u64::from(hi - lo) * missing.len() as u64;
@@ -302,6 +306,7 @@ pub(crate) fn build(
     b[40..44].copy_from_slice(&(missing.len() as u32).to_le_bytes());
     b[48..52].copy_from_slice(&(head as u32).to_le_bytes());
     b[52..56].copy_from_slice(&(total as u32).to_le_bytes());
+    b[64..72].copy_from_slice(&tag.to_le_bytes());
     for (k, (data_index, _)) in missing.iter().enumerate() {
         let at = HEADER_FIXED + k * SEG_BYTES;
         b[at..at + 2].copy_from_slice(&data_index.to_le_bytes());
@@ -314,6 +319,7 @@ pub(crate) fn build(
 
 /// A marker saying every seq up to `durable` is durable.
 fn marker(engine: &mut Engine, durable: u64) -> BufId {
+    let tag = engine.config.log_tag;
     let buf = engine.bufs.alloc(sectors_to_bytes(MARKER_SECTORS));
     let b = engine.bufs.get_mut(buf);
     b.fill(0);
@@ -322,6 +328,7 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     b[44..48].copy_from_slice(&FLAG_MARKER.to_le_bytes());
     b[48..52].copy_from_slice(&(header_sectors(0) as u32).to_le_bytes());
     b[52..56].copy_from_slice(&(MARKER_SECTORS as u32).to_le_bytes());
+    b[64..72].copy_from_slice(&tag.to_le_bytes());
     let sum = checksum(b);
     b[56..64].copy_from_slice(&sum.to_le_bytes());
     buf
@@ -392,7 +399,13 @@ pub(crate) fn start_checkpoint(engine: &mut Engine) {
         .map(member_idx)
         .filter(|&m| engine.is_present(m))
         .collect();
-    if engine.log.as_ref().is_none_or(|l| l.checkpoint.is_some()) {
+    // Nothing to do while one runs, or when a flush now would make nothing durable
+    // (the room is held by writes still unfinished: the next to finish starts one).
+    if engine
+        .log
+        .as_ref()
+        .is_none_or(|l| l.checkpoint.is_some() || l.flush_covers() <= l.durable + 1)
+    {
         return;
     }
     let buf = engine.bufs.alloc(0);
@@ -588,7 +601,8 @@ pub(crate) fn start_recovery(engine: &mut Engine) {
     let mut bufs = vec![None; n];
     let mut reads = Vec::new();
     for (m, slot) in bufs.iter_mut().enumerate() {
-        if engine.member_states()[m] == MemberState::Active {
+        // A member being rebuilt keeps entries of writes to the part it already holds.
+        if engine.member_states()[m] != MemberState::Failed {
             let buf = engine.bufs.alloc(sectors_to_bytes(ring));
             *slot = Some(buf);
             reads.push((member_idx(m), buf));
@@ -693,6 +707,20 @@ fn scanned(engine: &mut Engine) {
         }
         engine.bufs.free(buf);
     }
+    // Only this array's entries, and only ones that fit its geometry: a ring may hold
+    // what another array (or an earlier life of these disks) left there.
+    let tag = engine.config.log_tag;
+    let geo = engine.geo;
+    found.retain(|e| {
+        let rows = u64::from(e.hi.saturating_sub(e.lo));
+        e.tag == tag
+            && (e.marker
+                || (e.stripe < geo.stripes()
+                    && e.lo < e.hi
+                    && e.hi <= geo.chunk_sectors()
+                    && e.segs.iter().all(|s| s.data_index < geo.data_disks())
+                    && e.payload.len() as u64 == e.segs.len() as u64 * rows * SECTOR_BYTES))
+    });
     let durable = found.iter().map(|e| e.durable).max().unwrap_or(0);
     let max_seq = found
         .iter()
@@ -751,6 +779,7 @@ fn replay_step(engine: &mut Engine) {
             if std::mem::take(&mut r.unreadable) {
                 // The changed rows cannot be read: what parity says is all there is.
                 engine.bufs.free(scratch);
+                engine.stats.log_entries_skipped += 1;
                 continue;
             }
             r.replayed += 1;
@@ -846,6 +875,7 @@ fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
     });
     if gone {
         engine.bufs.free(scratch);
+        engine.stats.log_entries_skipped += 1;
         return false;
     }
     let rows = sectors_to_bytes(u64::from(entry.hi - entry.lo));
@@ -884,15 +914,14 @@ fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
         }
     }
     engine.bufs.free(scratch);
+    // Parity goes to members being rebuilt too: the part they already hold must agree,
+    // and what they do not hold yet the rebuild overwrites.
     let mut writes = Vec::new();
     let sector = engine.geo.member_sector(entry.stripe, entry.lo);
-    if engine.member_states()[map.p().index()] == MemberState::Active {
+    if engine.is_present(map.p()) {
         writes.push((map.p(), 0));
     }
-    if let Some(q) = map
-        .q()
-        .filter(|q| engine.member_states()[q.index()] == MemberState::Active)
-    {
+    if let Some(q) = map.q().filter(|q| engine.is_present(*q)) {
         writes.push((q, 1));
     }
     let r = replay(engine);

@@ -111,9 +111,12 @@ impl Engine {
         self.set_member_state(member, MemberState::Rebuilding);
         if let Some(s) = &mut self.sync {
             if s.kind == SyncKind::Recover {
-                // The units already done hold nothing for the newcomer.
+                // The units already done hold nothing for the newcomer: walk again
+                // (units still in flight are waited for before they are issued anew),
+                // and flush again at the end.
                 s.next = 0;
                 s.failed_units.clear();
+                s.flushing = None;
             }
         }
         Ok(())
@@ -239,7 +242,12 @@ pub(crate) fn pump(engine: &mut Engine) {
             }
             return;
         }
-        if s.in_flight.len() >= config.sync_window || now < s.next_launch {
+        // A unit still in flight from before a restart is not issued twice at once
+        // (it would look done when the older operation ends).
+        if s.in_flight.len() >= config.sync_window
+            || now < s.next_launch
+            || s.in_flight.contains(&s.next)
+        {
             return;
         }
         let unit = s.next;

@@ -516,6 +516,7 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         sync_max_bytes_per_sec: [0, 50_000_000][rng.below(2) as usize],
         sync_window: 1 + rng.below(4) as usize,
         log_sectors,
+        log_tag: seed,
         stall_timeout: EngineConfig::default().stall_timeout,
     });
     let total = geo.array_sectors() as usize * SECTOR;

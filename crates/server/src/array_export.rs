@@ -125,12 +125,12 @@ impl ArrayHandle {
     }
 }
 
-/// Starts the worker for `array`; it runs until every handle is dropped, then flushes
-/// and marks the array clean.
 /// How often a running rebuild's progress goes to the superblocks (md does it every
 /// few seconds too), so that a crash costs at most that much of it.
 const SYNC_CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Starts the worker for `array`; it runs until every handle is dropped, then flushes
+/// and marks the array clean.
 pub(crate) fn spawn(
     mut array: Array,
     name: String,

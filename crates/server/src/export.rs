@@ -125,6 +125,16 @@ pub(crate) fn open(config: &ExportConfig, backend: BackendChoice) -> Result<Open
         name: name.clone(),
         detail,
     };
+    // Checked before anything is written (spares promoted) to the members.
+    let consistency = match config.consistency.as_deref() {
+        None | Some("log") => Consistency::Log,
+        Some("resync") => Consistency::Resync,
+        Some(other) => {
+            return Err(export_error(format!(
+                "consistency '{other}' is not known: use log or resync"
+            )))
+        }
+    };
     let (assembled, promoted) =
         assemble_with_spares(&config.paths, &options).map_err(|e| export_error(e.to_string()))?;
     for spare in &promoted {
@@ -175,15 +185,6 @@ pub(crate) fn open(config: &ExportConfig, backend: BackendChoice) -> Result<Open
             f.role, f.plan
         ));
     }
-    let consistency = match config.consistency.as_deref() {
-        None | Some("log") => Consistency::Log,
-        Some("resync") => Consistency::Resync,
-        Some(other) => {
-            return Err(export_error(format!(
-                "consistency '{other}' is not known: use log or resync"
-            )))
-        }
-    };
     let control_path = assembled.control_socket();
     let mut array = Array::open_with(assembled, mode, backend, &config.faults, consistency)
         .map_err(|e| export_error(e.to_string()))?;

@@ -89,7 +89,18 @@ fn live(socket: &std::path::Path, kind: SyncKind, json: bool) -> Result<()> {
     let status = loop {
         let status = ask(socket, &serde_json::json!({ "op": "status" }))?;
         match status["sync"].as_object() {
-            Some(sync) => bar.set_position(sync["done_percent"].as_u64().unwrap_or(0)),
+            Some(sync) if sync["kind"] == kind.name() => {
+                bar.set_position(sync["done_percent"].as_u64().unwrap_or(0))
+            }
+            Some(sync) => {
+                // Another sync took over (a spare's recover cancels a scrub).
+                bar.finish_and_clear();
+                bail!(
+                    "the {} was stopped: the server runs a {} now; scrub again when it is done",
+                    kind.name(),
+                    sync["kind"].as_str().unwrap_or("sync")
+                );
+            }
             None if status["last_sync"]["kind"] == kind.name() => break status,
             None => {}
         }
