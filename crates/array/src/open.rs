@@ -275,7 +275,7 @@ impl Array {
             self.recovering[role] = Some(0);
             self.driver
                 .engine_mut()
-                .mark_rebuilding(role_idx(role))
+                .replace_member(role_idx(role))
                 .map_err(|source| ArrayError::Sync {
                     kind: "recover",
                     source,

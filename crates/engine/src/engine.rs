@@ -108,6 +108,12 @@ pub struct Engine {
     pub(crate) latency: crate::latency::Latency,
     /// Members past the stall timeout that could not be failed (see `check_stalls`).
     stall_excused: Vec<bool>,
+    /// Per role, how many times a new device took it ([`Engine::replace_member`]); per
+    /// I/O in flight (by key), the count when it was sent.
+    member_gen: Vec<u32>,
+    io_gen: Vec<u32>,
+    /// The member whose completion being handled came from a replaced device.
+    stale_member: Option<MemberIdx>,
     now: Nanos,
 }
 
@@ -140,6 +146,9 @@ impl Engine {
             log: None,
             latency: crate::latency::Latency::new(members.len()),
             stall_excused: vec![false; members.len()],
+            member_gen: vec![0; members.len()],
+            io_gen: Vec::new(),
+            stale_member: None,
             now: Nanos(0),
             members,
         }
@@ -218,6 +227,9 @@ impl Engine {
     }
 
     pub(crate) fn fail(&mut self, member: MemberIdx, reason: FailReason) {
+        if self.stale_member == Some(member) {
+            return;
+        }
         let state = &mut self.members[member.index()];
         if *state == MemberState::Failed {
             return;
@@ -233,6 +245,9 @@ impl Engine {
 
     /// Counts a read error of `member`; past the limit, fails it.
     pub(crate) fn note_read_error(&mut self, member: MemberIdx) {
+        if self.stale_member == Some(member) {
+            return;
+        }
         let count = &mut self.read_errors[member.index()];
         *count += 1;
         if *count > self.config.max_read_errors {
@@ -334,7 +349,12 @@ impl Engine {
         self.now = now;
         let key = usize::try_from(io.0).expect("io ids fit usize");
         let target = self.ios.remove(key);
-        if let Some(member) = target_member(&target) {
+        // An I/O sent to a member since replaced in its role (a spare stepped in)
+        // completes with no bearing on the newcomer: its failure fails nobody.
+        let stale = target_member(&target)
+            .filter(|m| self.io_gen.get(key).copied().unwrap_or(0) != self.member_gen[m.index()]);
+        self.stale_member = stale;
+        if let Some(member) = target_member(&target).filter(|_| stale.is_none()) {
             self.stall_excused[member.index()] = false;
             if let Some(slow) = self.latency.completed(key, member, now) {
                 let mean = self.latency.mean(member).unwrap_or_default();
@@ -398,6 +418,7 @@ impl Engine {
                 crate::ppl::on_marker_io(self, member, flushed, result);
             }
         }
+        self.stale_member = None;
         crate::sync::pump(self);
     }
 
@@ -422,7 +443,11 @@ impl Engine {
             .ios
             .iter()
             .filter(|(key, _)| self.latency.issued_at(*key).0.saturating_add(timeout) <= now)
-            .filter_map(|(_, target)| target_member(target))
+            .filter_map(|(key, target)| {
+                target_member(target).filter(|m| {
+                    self.io_gen.get(key).copied().unwrap_or(0) == self.member_gen[m.index()]
+                })
+            })
             .filter(|m| self.is_present(*m) && !self.stall_excused[m.index()])
             .collect();
         stalled.dedup();
@@ -449,9 +474,12 @@ impl Engine {
         }
         self.ios
             .iter()
-            .filter(|(_, t)| {
-                target_member(t)
-                    .is_some_and(|m| self.is_present(m) && !self.stall_excused[m.index()])
+            .filter(|(key, t)| {
+                target_member(t).is_some_and(|m| {
+                    self.is_present(m)
+                        && !self.stall_excused[m.index()]
+                        && self.io_gen.get(*key).copied().unwrap_or(0) == self.member_gen[m.index()]
+                })
             })
             .map(|(key, _)| self.latency.issued_at(key).0.saturating_add(timeout))
             .min()
@@ -586,6 +614,15 @@ impl Engine {
         self.latency.is_slow(member)
     }
 
+    /// A new device takes `member`'s role (a spare stepping in): what the old one still
+    /// answers no longer counts for (or against) the role, and the newcomer is rebuilt.
+    pub fn replace_member(&mut self, member: MemberIdx) -> Result<(), crate::SyncError> {
+        self.member_gen[member.index()] += 1;
+        self.stall_excused[member.index()] = false;
+        self.read_errors[member.index()] = 0;
+        self.mark_rebuilding(member)
+    }
+
     /// Whether `member` is still part of the array (active or being rebuilt).
     pub(crate) fn is_present(&self, member: MemberIdx) -> bool {
         self.members[member.index()] != MemberState::Failed
@@ -690,6 +727,10 @@ impl Engine {
         }
         let key = self.ios.insert(target);
         self.latency.issued(key, self.now);
+        if self.io_gen.len() <= key {
+            self.io_gen.resize(key + 1, 0);
+        }
+        self.io_gen[key] = self.member_gen[member.index()];
         let id = IoId(key as u64);
         match kind {
             IoKind::Read => {

@@ -80,6 +80,9 @@ pub struct SimMember {
     pub extra_latency: Nanos,
     /// Data-area reads it served.
     pub reads: u64,
+    /// Which device holds the role (a replacement is a new device): I/O sent to an
+    /// earlier one fails as gone.
+    device: u32,
     unflushed: Vec<Unflushed>,
 }
 
@@ -92,6 +95,7 @@ impl SimMember {
             bad_ranges: Vec::new(),
             extra_latency: Nanos(0),
             reads: 0,
+            device: 0,
             unflushed: Vec::new(),
         }
     }
@@ -126,7 +130,7 @@ pub struct SimArray {
     now: Nanos,
     /// Member I/Os in flight, each with the time it may complete (a slow member's are
     /// held back by its extra latency).
-    in_flight: Vec<(MemberIo, Nanos)>,
+    in_flight: Vec<(MemberIo, Nanos, u32)>,
     replies: VecDeque<Reply>,
     events: Vec<Event>,
     next_id: u64,
@@ -206,7 +210,9 @@ impl SimArray {
     fn collect(&mut self) {
         while let Some(io) = self.engine.poll_member_io() {
             let extra = self.members[io.member.index()].extra_latency;
-            self.in_flight.push((io, Nanos(self.now.0 + extra.0)));
+            let device = self.members[io.member.index()].device;
+            self.in_flight
+                .push((io, Nanos(self.now.0 + extra.0), device));
         }
         while let Some(reply) = self.engine.poll_reply() {
             self.replies.push_back(reply);
@@ -238,7 +244,7 @@ impl SimArray {
             let next = self
                 .in_flight
                 .iter()
-                .map(|(_, t)| *t)
+                .map(|(_, t, _)| *t)
                 .min()
                 .expect("in flight");
             // An engine timer (a stalled member) may come first.
@@ -258,9 +264,14 @@ impl SimArray {
         } else {
             ready[0]
         };
-        let (io, _) = self.in_flight.swap_remove(pick);
+        let (io, _, device) = self.in_flight.swap_remove(pick);
         self.now = Nanos(self.now.0 + IO_TICK.0);
-        let result = self.perform(&io);
+        let result = if device == self.members[io.member.index()].device {
+            self.perform(&io)
+        } else {
+            // Sent to a device that has since been replaced: it is gone.
+            Err(IoFailed::Gone)
+        };
         self.engine.handle_completion(io.id, result, self.now);
         self.collect();
         true
@@ -391,9 +402,11 @@ impl SimArray {
         m.bad_ranges.clear();
         m.unflushed.clear();
         if replace {
+            m.device += 1;
             let mut garbage = std::mem::take(&mut m.data);
             self.rng.fill(&mut garbage);
             self.members[member.index()].data = garbage;
+            return self.engine.replace_member(member);
         }
         self.engine.mark_rebuilding(member)
     }

@@ -882,3 +882,42 @@ fn a_stalled_raid0_member_is_waited_for_not_failed() {
         "no copy to go around: it is waited for"
     );
 }
+
+#[test]
+fn a_replaced_members_late_answer_does_not_fail_its_replacement() {
+    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 2, 0, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 14);
+    array.engine.set_config(EngineConfig {
+        stall_timeout: xraid_engine::Nanos(1_000_000_000),
+        ..EngineConfig::default()
+    });
+    let data = vec![3u8; geo.array_sectors() as usize * SECTOR];
+    array.write(0, &data).expect("fill");
+    // Member 1 hangs; reads are sent to it and it is failed after a second.
+    array.members[1].extra_latency = xraid_engine::Nanos(60_000_000_000);
+    let reads: Vec<_> = (0..4).map(|i| array.start_read(i * 8, 8)).collect();
+    while array.engine.member_states()[1] != MemberState::Failed {
+        assert!(array.step(), "the stall is found");
+    }
+    // A new device takes the role while the old one's reads are still out.
+    array.members[1].extra_latency = xraid_engine::Nanos(0);
+    array.return_member(MemberIdx(1), true).expect("replace");
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    let replies = array.run_sync();
+    let replies: Vec<_> = replies.into_iter().chain(array.run()).collect();
+    assert_eq!(replies.len(), 4);
+    for (_, buf) in reads {
+        array.engine.buffers_mut().free(buf);
+    }
+    assert_eq!(
+        array.engine.member_states(),
+        &[MemberState::Active, MemberState::Active],
+        "the old device's failures did not fail the new one"
+    );
+    array.kill_member(MemberIdx(0));
+    assert_eq!(array.read(0, geo.array_sectors()).expect("read"), data);
+}
