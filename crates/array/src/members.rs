@@ -139,9 +139,7 @@ fn assign(
     let mut roles = freshest.dev_roles.clone();
     roles[dev] = role.unwrap_or(ROLE_SPARE);
     let events = freshest.events + 1;
-    let utime = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let utime = now_secs();
 
     sb.dev_number = u32::try_from(dev).expect("role tables are small");
     if role.is_some() {
@@ -155,17 +153,38 @@ fn assign(
     sb.dev_roles = roles.clone();
     write_superblock(member, &sb, path)?;
     member.flush().map_err(|source| io_error(path, source))?;
-    for m in assembled.roles.iter().flatten() {
-        let mut present = m.superblock.clone();
-        present.events = events;
-        present.utime = utime;
-        present.dev_roles = roles.clone();
-        write_superblock(&m.member, &present, &m.path)?;
+    write_role_table(assembled, &roles, None)
+}
+
+/// Writes `roles` into every present member's superblock (but `skip`'s) with a new
+/// event count, and makes each durable.
+fn write_role_table(
+    assembled: &Assembled,
+    roles: &[u16],
+    skip: Option<usize>,
+) -> Result<(), ArrayError> {
+    let events = assembled.superblock.events + 1;
+    let utime = now_secs();
+    for (r, m) in assembled.roles.iter().enumerate() {
+        let Some(m) = m.as_ref().filter(|_| Some(r) != skip) else {
+            continue;
+        };
+        let mut sb = m.superblock.clone();
+        sb.events = events;
+        sb.utime = utime;
+        sb.dev_roles = roles.to_vec();
+        write_superblock(&m.member, &sb, &m.path)?;
         m.member
             .flush()
             .map_err(|source| io_error(&m.path, source))?;
     }
     Ok(())
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Assembles the array and, where roles are missing and hot spares are at hand, puts
@@ -246,24 +265,7 @@ pub fn fail_member(array: &[PathBuf], member: &Path) -> Result<u16, ArrayError> 
         .dev_number as usize;
     let mut roles = assembled.superblock.dev_roles.clone();
     roles[failed] = xraid_format::ROLE_FAULTY;
-    let events = assembled.superblock.events + 1;
-    let utime = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    for (r, m) in assembled.roles.iter().enumerate() {
-        let Some(m) = m else { continue };
-        if r == role {
-            continue;
-        }
-        let mut sb = m.superblock.clone();
-        sb.events = events;
-        sb.utime = utime;
-        sb.dev_roles = roles.clone();
-        write_superblock(&m.member, &sb, &m.path)?;
-        m.member
-            .flush()
-            .map_err(|source| io_error(&m.path, source))?;
-    }
+    write_role_table(&assembled, &roles, Some(role))?;
     Ok(u16::try_from(role).expect("roles fit u16"))
 }
 
@@ -299,20 +301,7 @@ pub fn remove_member(array: &[PathBuf], member: &Path) -> Result<(), ArrayError>
     if dev < roles.len() && !taken_by_present {
         roles[dev] = ROLE_SPARE;
     }
-    let events = assembled.superblock.events + 1;
-    let utime = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    for m in assembled.roles.iter().flatten() {
-        let mut sb = m.superblock.clone();
-        sb.events = events;
-        sb.utime = utime;
-        sb.dev_roles = roles.clone();
-        write_superblock(&m.member, &sb, &m.path)?;
-        m.member
-            .flush()
-            .map_err(|source| io_error(&m.path, source))?;
-    }
+    write_role_table(&assembled, &roles, None)?;
     let removed = FileMember::open(member, &options)?;
     removed
         .write_at(

@@ -243,6 +243,24 @@ impl Engine {
         }
     }
 
+    /// A read from `member` failed: a device gone is failed at once, a medium error
+    /// counted (the caller repairs around it).
+    pub(crate) fn read_failed(&mut self, member: MemberIdx, failure: IoFailed) {
+        match failure {
+            IoFailed::Gone => self.fail(member, FailReason::DeviceGone),
+            IoFailed::Medium => self.note_read_error(member),
+        }
+    }
+
+    /// A write (or flush) to `member` failed: it is failed.
+    pub(crate) fn write_failed(&mut self, member: MemberIdx, failure: IoFailed) {
+        let reason = match failure {
+            IoFailed::Gone => FailReason::DeviceGone,
+            IoFailed::Medium => FailReason::WriteError,
+        };
+        self.fail(member, reason);
+    }
+
     /// Counts a read error of `member`; past the limit, fails it.
     pub(crate) fn note_read_error(&mut self, member: MemberIdx) {
         if self.stale_member == Some(member) {
@@ -372,18 +390,20 @@ impl Engine {
         }
         match target {
             IoTarget::Direct { req, member, seg } => {
-                if result.is_err() {
+                if let Err(failure) = result {
                     if seg.write {
-                        self.fail(member, FailReason::WriteError);
+                        self.write_failed(member, failure);
                         if let Some(error) = self.segment_lost(seg) {
                             self.fail_request(req, error);
                         }
-                    } else if let Err(IoFailed::Gone) = result {
-                        self.fail(member, FailReason::DeviceGone);
-                        self.submit_segment(req, seg);
                     } else {
-                        self.note_read_error(member);
-                        self.submit_repair_read(req, seg, member);
+                        self.read_failed(member, failure);
+                        if failure == IoFailed::Gone {
+                            // Gone: plan the read again around it.
+                            self.submit_segment(req, seg);
+                        } else {
+                            self.submit_repair_read(req, seg, member);
+                        }
                     }
                 }
                 self.request_step_done(req, None);

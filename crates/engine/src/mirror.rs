@@ -15,7 +15,7 @@ use xraid_layout::{Level, MemberIdx, Place};
 use crate::buffers::{BufId, BufSlice};
 use crate::engine::{sectors_to_bytes, Engine, Holder, IoTarget, Owner, Segment};
 use crate::sync::{mirror_unit, unit_sectors, UnitOutcome};
-use crate::{EngineError, Event, FailReason, IoFailed, IoKind, MemberState, SyncKind};
+use crate::{EngineError, Event, IoFailed, IoKind, MemberState, SyncKind};
 
 /// What a mirror operation does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,19 +322,14 @@ pub(crate) fn on_completion(
     if let Err(failure) = result {
         match engine.mops.get(op).phase {
             Phase::Reading => {
-                if failure == IoFailed::Gone {
-                    engine.fail(member, FailReason::DeviceGone);
-                } else {
-                    engine.note_read_error(member);
-                }
+                engine.read_failed(member, failure);
                 let o = engine.mops.get_mut(op);
                 o.replan = true;
                 if !o.bad.contains(&member) {
                     o.bad.push(member);
                 }
             }
-            _ if failure == IoFailed::Gone => engine.fail(member, FailReason::DeviceGone),
-            _ => engine.fail(member, FailReason::WriteError),
+            _ => engine.write_failed(member, failure),
         }
     }
     let o = engine.mops.get_mut(op);

@@ -15,7 +15,7 @@ use xraid_layout::{MemberIdx, StripeMap};
 use crate::buffers::{BufId, BufSlice};
 use crate::engine::{member_idx, sectors_to_bytes, Engine, Holder, IoTarget, Owner, Segment};
 use crate::sync::UnitOutcome;
-use crate::{EngineError, Event, FailReason, IoFailed, IoKind, MemberState, SyncKind};
+use crate::{EngineError, Event, IoFailed, IoKind, MemberState, SyncKind};
 
 /// The part of a stripe's data chunk `data_index` that an operation reads or writes,
 /// in sectors from the chunk's start, and where it sits in the client buffer.
@@ -447,19 +447,14 @@ pub(crate) fn on_completion(
     if let Err(failure) = result {
         match phase {
             Phase::Reading => {
-                if failure == IoFailed::Gone {
-                    engine.fail(member, FailReason::DeviceGone);
-                } else {
-                    engine.note_read_error(member);
-                }
+                engine.read_failed(member, failure);
                 let o = engine.ops.get_mut(op);
                 o.replan = true;
                 if !o.bad.contains(&member) {
                     o.bad.push(member);
                 }
             }
-            _ if failure == IoFailed::Gone => engine.fail(member, FailReason::DeviceGone),
-            _ => engine.fail(member, FailReason::WriteError),
+            _ => engine.write_failed(member, failure),
         }
     }
     let log_member_present = engine
