@@ -693,12 +693,24 @@ fn scanned(engine: &mut Engine) {
         return;
     };
     let mut found: Vec<Found> = Vec::new();
+    // The marker slot that holds the newest marker (by durable seq), so that the next
+    // marker goes to the other one and a torn write cannot take the newest away.
+    let mut newest_marker: Option<(u64, u64)> = None;
+    let tag = engine.config.log_tag;
     for buf in bufs.into_iter().flatten() {
         let bytes = engine.bufs.get(buf);
         let mut pos = 0usize;
         while pos + 512 <= bytes.len() {
             match parse(&bytes[pos..]) {
                 Some((entry, sectors)) => {
+                    let slot = (pos as u64) / sectors_to_bytes(MARKER_SECTORS) as u64;
+                    if entry.marker
+                        && entry.tag == tag
+                        && slot < 2
+                        && newest_marker.is_none_or(|(d, _)| entry.durable > d)
+                    {
+                        newest_marker = Some((entry.durable, slot));
+                    }
                     found.push(entry);
                     pos += sectors_to_bytes(sectors);
                 }
@@ -707,9 +719,11 @@ fn scanned(engine: &mut Engine) {
         }
         engine.bufs.free(buf);
     }
+    if let (Some((_, slot)), Some(log)) = (newest_marker, engine.log.as_mut()) {
+        log.marker_slot = slot ^ 1;
+    }
     // Only this array's entries, and only ones that fit its geometry: a ring may hold
     // what another array (or an earlier life of these disks) left there.
-    let tag = engine.config.log_tag;
     let geo = engine.geo;
     found.retain(|e| {
         let rows = u64::from(e.hi.saturating_sub(e.lo));
