@@ -303,9 +303,7 @@ fn check_raid0_zone(m: &FoundMember, geometry: &Geometry) -> Result<(), ArrayErr
 
 /// Refuses to start an array that misses more members than its level survives.
 fn check_enough(a: &Assembled) -> Result<(), ArrayError> {
-    let states = a.member_states();
-    let engine = xraid_engine::Engine::new(a.geometry, states);
-    if engine.lost_error().is_none() {
+    if xraid_engine::Engine::lost_with(a.geometry, a.member_states()).is_none() {
         return Ok(());
     }
     let present = a.roles.iter().filter(|r| r.is_some()).count();

@@ -251,8 +251,7 @@ pub fn fail_member(array: &[PathBuf], member: &Path) -> Result<u16, ArrayError> 
         })?;
     let mut states = assembled.member_states();
     states[role] = xraid_engine::MemberState::Failed;
-    let engine = xraid_engine::Engine::new(assembled.geometry, states);
-    if let Some(lost) = engine.lost_error() {
+    if let Some(lost) = xraid_engine::Engine::lost_with(assembled.geometry, states) {
         return Err(ArrayError::WouldLoseData {
             path: member.to_path_buf(),
             detail: lost.to_string(),

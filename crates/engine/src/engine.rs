@@ -476,7 +476,7 @@ impl Engine {
             // data would turn a slow answer into none.
             let mut states = self.members.clone();
             states[member.index()] = MemberState::Failed;
-            if Engine::new(self.geo, states).lost_error().is_none() {
+            if Engine::lost_with(self.geo, states).is_none() {
                 self.fail(member, FailReason::Stalled);
             } else {
                 // Waited for as it is, until it answers.
@@ -641,6 +641,37 @@ impl Engine {
         self.stall_excused[member.index()] = false;
         self.read_errors[member.index()] = 0;
         self.mark_rebuilding(member)
+    }
+
+    /// Members still part of the array (active or being rebuilt), in role order.
+    pub(crate) fn present_members(&self) -> Vec<MemberIdx> {
+        (0..self.members.len())
+            .map(member_idx)
+            .filter(|&m| self.is_present(m))
+            .collect()
+    }
+
+    /// Emits a flush with the empty slice of `buf` to each of `members`.
+    pub(crate) fn emit_flushes(
+        &mut self,
+        members: &[MemberIdx],
+        buf: BufId,
+        target: impl Fn(MemberIdx) -> IoTarget,
+    ) {
+        for &m in members {
+            let slice = BufSlice {
+                buf,
+                offset: 0,
+                len: 0,
+            };
+            self.emit(m, IoKind::Flush, 0, slice, target(m));
+        }
+    }
+
+    /// The data-loss error an array of `geo` would report with members in `states`:
+    /// a probe for "could the array survive this member failing?".
+    pub fn lost_with(geo: Geometry, states: Vec<MemberState>) -> Option<EngineError> {
+        Engine::new(geo, states).lost_error()
     }
 
     /// Whether `member` is still part of the array (active or being rebuilt).

@@ -395,10 +395,7 @@ pub(crate) fn finished(engine: &mut Engine, seq: u64) {
 
 /// Flushes every present member so that entries become durable and their room free.
 pub(crate) fn start_checkpoint(engine: &mut Engine) {
-    let members: Vec<MemberIdx> = (0..engine.member_states().len())
-        .map(member_idx)
-        .filter(|&m| engine.is_present(m))
-        .collect();
+    let members = engine.present_members();
     // Nothing to do while one runs, or when a flush now would make nothing durable
     // (the room is held by writes still unfinished: the next to finish starts one).
     if engine
@@ -420,21 +417,7 @@ pub(crate) fn start_checkpoint(engine: &mut Engine) {
         checkpoint_done(engine);
         return;
     }
-    for m in members {
-        let slice = BufSlice {
-            buf,
-            offset: 0,
-            len: 0,
-        };
-        engine.emit_to(
-            m,
-            IoKind::Flush,
-            Area::Data,
-            0,
-            slice,
-            IoTarget::LogCheckpoint { member: m },
-        );
-    }
+    engine.emit_flushes(&members, buf, |member| IoTarget::LogCheckpoint { member });
 }
 
 /// One checkpoint flush completed.
@@ -495,10 +478,7 @@ pub(crate) fn persist(engine: &mut Engine, waiter: Waiter) {
     let durable = log.durable;
     let slot = log.marker_slot;
     log.marker_slot ^= 1;
-    let members: Vec<MemberIdx> = (0..engine.member_states().len())
-        .map(member_idx)
-        .filter(|&m| engine.is_present(m))
-        .collect();
+    let members = engine.present_members();
     let buf = marker(engine, durable);
     engine.log.as_mut().expect("logging is on").marker_job = Some(MarkerJob {
         buf,
@@ -803,10 +783,7 @@ fn replay_step(engine: &mut Engine) {
             continue;
         }
         let Some(entry) = replay(engine).entries.pop_front() else {
-            let members: Vec<MemberIdx> = (0..engine.member_states().len())
-                .map(member_idx)
-                .filter(|&m| engine.is_present(m))
-                .collect();
+            let members = engine.present_members();
             let buf = engine.bufs.alloc(0);
             let r = replay(engine);
             r.flushing = Some(buf);
@@ -814,21 +791,7 @@ fn replay_step(engine: &mut Engine) {
             if members.is_empty() {
                 continue;
             }
-            for m in members {
-                let slice = BufSlice {
-                    buf,
-                    offset: 0,
-                    len: 0,
-                };
-                engine.emit_to(
-                    m,
-                    IoKind::Flush,
-                    Area::Data,
-                    0,
-                    slice,
-                    IoTarget::LogRecovery { member: m },
-                );
-            }
+            engine.emit_flushes(&members, buf, |member| IoTarget::LogRecovery { member });
             return;
         };
         if read_segments(engine, entry) {

@@ -311,10 +311,7 @@ pub(crate) fn unit_done(engine: &mut Engine, unit: u64, outcome: UnitOutcome) {
 
 /// Flushes every present member once the last unit is done.
 fn start_flush(engine: &mut Engine) {
-    let members: Vec<MemberIdx> = (0..engine.member_states().len())
-        .map(crate::engine::member_idx)
-        .filter(|&m| engine.is_present(m))
-        .collect();
+    let members = engine.present_members();
     if let Some(s) = &mut engine.sync {
         s.flushing = Some(u32::try_from(members.len()).expect("few members"));
     }

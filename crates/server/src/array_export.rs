@@ -413,8 +413,7 @@ impl Worker {
         let engine = self.array.driver().engine();
         let mut states = engine.member_states().to_vec();
         states[role] = MemberState::Failed;
-        let probe = xraid_engine::Engine::new(*engine.geometry(), states);
-        if let Some(lost) = probe.lost_error() {
+        if let Some(lost) = xraid_engine::Engine::lost_with(*engine.geometry(), states) {
             return crate::control::error_reply(&format!(
                 "failing {} is refused: {lost}",
                 path.display()
