@@ -156,6 +156,7 @@ pub fn create(
                 member,
                 data_offset_bytes: data_offset * SECTOR_BYTES,
                 log_offset_bytes: None,
+                bitmap_offset_bytes: None,
             })
         })
         .collect();

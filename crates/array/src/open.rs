@@ -143,6 +143,7 @@ impl Array {
                         member,
                         data_offset_bytes: found.superblock.data_offset * SECTOR_BYTES,
                         log_offset_bytes,
+                        bitmap_offset_bytes: None,
                     }));
                     superblocks.push(Some((found.path, found.superblock)));
                 }
@@ -269,6 +270,7 @@ impl Array {
                     member: Box::new(member),
                     data_offset_bytes,
                     log_offset_bytes,
+                    bitmap_offset_bytes: None,
                 },
             );
             self.superblocks[role] = Some((path.clone(), sb));

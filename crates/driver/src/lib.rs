@@ -49,6 +49,9 @@ pub struct MemberSlot {
     /// Where the member's stripe-log ring starts, in bytes, if it has one (between the
     /// metadata and the data, where md ignores it).
     pub log_offset_bytes: Option<u64>,
+    /// Where the member's write-intent bitmap starts (md's `super_offset +
+    /// bitmap_offset`), in bytes, if the array keeps one.
+    pub bitmap_offset_bytes: Option<u64>,
 }
 
 /// A member the engine failed, with the last I/O error it returned, for the front end
@@ -306,10 +309,11 @@ impl ArrayDriver {
         let base = match io.area {
             Area::Data => Some(slot.data_offset_bytes),
             Area::Log => slot.log_offset_bytes,
+            Area::Bitmap => slot.bitmap_offset_bytes,
         };
         let Some(base) = base else {
             // The engine was configured with a log this member has no room for.
-            let error = io::Error::other("no stripe-log ring on this member");
+            let error = io::Error::other("no room on this member for the area the engine wrote");
             self.note_failure(io.member, &error);
             self.inline_done.push_back((io.id, Err(IoFailed::Medium)));
             return;

@@ -64,6 +64,7 @@ fn slot(member: Box<dyn Member>) -> Option<MemberSlot> {
         member,
         data_offset_bytes: DATA_OFFSET,
         log_offset_bytes: None,
+        bitmap_offset_bytes: None,
     })
 }
 

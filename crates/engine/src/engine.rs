@@ -48,6 +48,8 @@ pub(crate) enum IoTarget {
     LogRecovery { member: MemberIdx },
     /// A durable-marker write to a member's ring, or the flush after it.
     LogMarker { member: MemberIdx, flushed: bool },
+    /// A write-intent bitmap write, or a flush of its round.
+    Intent { member: MemberIdx },
 }
 
 /// Who waits for a lock on a sync unit: writes, repairs and sync work on one unit
@@ -74,6 +76,8 @@ pub(crate) struct ReqState {
     /// For a flush with the log on: the log entries below this seq are durable once it
     /// succeeds.
     log_covers: Option<u64>,
+    /// The write-intent chunks a write is counted in on, while it runs.
+    intent: Option<(u64, u64)>,
     /// Sub-operations still running, plus one while the request is being planned.
     pending: u32,
     error: Option<EngineError>,
@@ -105,6 +109,8 @@ pub struct Engine {
     pub(crate) sync_flush_buf: Option<BufId>,
     /// The partial-parity log, when on (RAID-4/5/6 with `log_sectors`).
     pub(crate) log: Option<crate::ppl::LogState>,
+    /// The write-intent bitmap, when on.
+    pub(crate) intent: Option<crate::intent::WriteIntent>,
     pub(crate) latency: crate::latency::Latency,
     /// Members past the stall timeout that could not be failed (see `check_stalls`).
     stall_excused: Vec<bool>,
@@ -144,6 +150,7 @@ impl Engine {
             sync: None,
             sync_flush_buf: None,
             log: None,
+            intent: None,
             latency: crate::latency::Latency::new(members.len()),
             stall_excused: vec![false; members.len()],
             member_gen: vec![0; members.len()],
@@ -286,6 +293,7 @@ impl Engine {
             && self.ios.len() == 0
             && self.sync.is_none()
             && !self.log_recovering()
+            && self.write_intent_settled()
     }
 
     /// Whether no client request is in flight (a sync may be running).
@@ -320,6 +328,7 @@ impl Engine {
             buf: req.buf,
             own_buf: false,
             log_covers: None,
+            intent: None,
             pending: 1,
             error: None,
         });
@@ -332,7 +341,10 @@ impl Engine {
                     buf_off: 0,
                     write: req.kind == RequestKind::Write,
                 };
-                self.submit_segment(key, seg);
+                // A write waits until its chunks' bits are on every member.
+                if !seg.write || crate::intent::admit(self, key, seg) {
+                    self.submit_segment(key, seg);
+                }
             }
         }
         self.request_step_done(key, None);
@@ -437,6 +449,7 @@ impl Engine {
             IoTarget::LogMarker { member, flushed } => {
                 crate::ppl::on_marker_io(self, member, flushed, result);
             }
+            IoTarget::Intent { member } => crate::intent::on_io(self, member, result),
         }
         self.stale_member = None;
         crate::sync::pump(self);
@@ -446,6 +459,7 @@ impl Engine {
     pub fn handle_timeout(&mut self, now: Nanos) {
         self.now = now;
         self.check_stalls();
+        crate::intent::kick(self);
         crate::sync::pump(self);
     }
 
@@ -509,10 +523,14 @@ impl Engine {
     /// When the engine next wants [`Engine::handle_timeout`]: when a paced sync may
     /// issue its next unit, or an I/O in flight passes the stall timeout.
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        [crate::sync::next_wakeup(self), self.stall_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            crate::sync::next_wakeup(self),
+            self.stall_deadline(),
+            crate::intent::next_wakeup(self),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Something the driver should record (a member failed, a sync ended...).
@@ -526,6 +544,16 @@ impl Engine {
 
     pub fn poll_reply(&mut self) -> Option<Reply> {
         self.out_reply.pop_front()
+    }
+
+    /// Plans a write whose write-intent bits are on the members.
+    pub(crate) fn submit_admitted(&mut self, req: usize, seg: Segment) {
+        self.submit_segment(req, seg);
+    }
+
+    /// Records the write-intent chunks request `req` is counted in on.
+    pub(crate) fn set_request_intent(&mut self, req: usize, chunks: (u64, u64)) {
+        self.reqs.get_mut(req).intent = Some(chunks);
     }
 
     fn submit_segment(&mut self, req: usize, seg: Segment) {
@@ -834,6 +862,9 @@ impl Engine {
             if let (true, Some(buf)) = (state.own_buf, state.buf) {
                 self.bufs.free(buf);
             }
+            if let Some(chunks) = state.intent {
+                crate::intent::write_done(self, chunks);
+            }
             self.out_reply.push_back(Reply {
                 id: state.id,
                 result: state.error.map_or(Ok(()), Err),
@@ -873,6 +904,7 @@ fn target_member(target: &IoTarget) -> Option<MemberIdx> {
         | IoTarget::SyncFlush { member }
         | IoTarget::LogCheckpoint { member }
         | IoTarget::LogRecovery { member }
-        | IoTarget::LogMarker { member, .. } => Some(member),
+        | IoTarget::LogMarker { member, .. }
+        | IoTarget::Intent { member } => Some(member),
     }
 }

@@ -37,6 +37,7 @@
 
 pub mod buffers;
 mod engine;
+mod intent;
 mod latency;
 mod mirror;
 mod ppl;
@@ -47,6 +48,7 @@ mod sync;
 
 pub use buffers::{BufId, BufSlice, Buffers, IoBuf, BUF_ALIGN};
 pub use engine::Engine;
+pub use intent::{WriteIntentSetup, INTENT_HEADER_BYTES};
 pub use ppl::log_entry_max_sectors;
 pub use sync::SyncError;
 pub use xraid_layout::{Geometry, MemberIdx, SECTOR_BYTES};
@@ -109,6 +111,9 @@ pub enum Area {
     /// The member's partial-parity log ring, [`EngineConfig::log_sectors`] long, which the
     /// driver places where md ignores it (between the metadata and the data).
     Log,
+    /// The member's write-intent bitmap area (md's internal bitmap: its superblock
+    /// and bits), counted in sectors from the bitmap's start.
+    Bitmap,
 }
 
 /// One I/O the driver must perform on a member. `sector` counts from the start of the

@@ -61,7 +61,7 @@ pub enum SimMemberHealth {
 /// bytes it replaced (a power cut may put them back).
 #[derive(Debug, Clone)]
 struct Unflushed {
-    log: bool,
+    area: Area,
     at: usize,
     old: Vec<u8>,
 }
@@ -73,6 +73,8 @@ pub struct SimMember {
     pub data: Vec<u8>,
     /// The member's partial-parity log ring (grown on first use).
     pub log: Vec<u8>,
+    /// The member's write-intent bitmap area (grown on first use).
+    pub bitmap: Vec<u8>,
     pub health: SimMemberHealth,
     /// Member sector ranges whose reads fail with a medium error.
     pub bad_ranges: Vec<Range<u64>>,
@@ -91,12 +93,22 @@ impl SimMember {
         SimMember {
             data: vec![0; bytes],
             log: Vec::new(),
+            bitmap: Vec::new(),
             health: SimMemberHealth::Healthy,
             bad_ranges: Vec::new(),
             extra_latency: Nanos(0),
             reads: 0,
             device: 0,
             unflushed: Vec::new(),
+        }
+    }
+
+    /// The bytes of one area of the member.
+    fn store(&mut self, area: Area) -> &mut Vec<u8> {
+        match area {
+            Area::Data => &mut self.data,
+            Area::Log => &mut self.log,
+            Area::Bitmap => &mut self.bitmap,
         }
     }
 
@@ -284,33 +296,33 @@ impl SimArray {
         }
         let at = usize::try_from(io.sector * SECTOR_BYTES).expect("fits memory");
         let range = io.sector..io.sector + io.buf.len as u64 / SECTOR_BYTES;
-        let log = io.area == Area::Log;
-        if log && member.log.len() < at + io.buf.len {
-            member.log.resize(at + io.buf.len, 0);
+        let data = io.area == Area::Data;
+        let bad = data && member.read_fails(&range);
+        let store = member.store(io.area);
+        if !data && store.len() < at + io.buf.len {
+            store.resize(at + io.buf.len, 0);
         }
         let bufs = self.engine.buffers_mut();
-        let (store, bad) = if log {
-            (&mut member.log, false)
-        } else {
-            let bad = member.read_fails(&range);
-            (&mut member.data, bad)
-        };
         match io.kind {
             IoKind::Read => {
                 if bad {
                     return Err(IoFailed::Medium);
                 }
-                if !log {
-                    member.reads += 1;
-                }
                 bufs.slice_mut(io.buf)
                     .copy_from_slice(&store[at..at + io.buf.len]);
+                if data {
+                    member.reads += 1;
+                }
             }
             IoKind::Write => {
                 let old = store[at..at + io.buf.len].to_vec();
                 store[at..at + io.buf.len].copy_from_slice(bufs.slice(io.buf));
-                member.unflushed.push(Unflushed { log, at, old });
-                if !log {
+                member.unflushed.push(Unflushed {
+                    area: io.area,
+                    at,
+                    old,
+                });
+                if data {
                     member.remap(&range);
                 }
             }
@@ -329,6 +341,29 @@ impl SimArray {
             }
         }
         self.replies.drain(..).collect()
+    }
+
+    /// Lets `span` of simulated time pass: every I/O in flight completes and the
+    /// engine's timers due meanwhile run (a quiet bitmap chunk gets cleared).
+    pub fn pass_time(&mut self, span: Nanos) {
+        let until = Nanos(self.now.0.saturating_add(span.0));
+        loop {
+            self.collect();
+            if !self.in_flight.is_empty() {
+                self.step();
+                continue;
+            }
+            match self.engine.poll_timeout() {
+                Some(at) if at <= until => {
+                    self.now = Nanos(self.now.0.max(at.0));
+                    self.engine.handle_timeout(self.now);
+                }
+                _ => break,
+            }
+        }
+        self.now = Nanos(self.now.0.max(until.0));
+        self.engine.handle_timeout(self.now);
+        self.collect();
     }
 
     /// Runs until the running sync (if any) ends; returns the replies gathered.
@@ -433,12 +468,7 @@ impl SimArray {
             let unflushed = std::mem::take(&mut self.members[m].unflushed);
             for u in unflushed.into_iter().rev() {
                 if self.rng.below(2) == 0 {
-                    let member = &mut self.members[m];
-                    let store = if u.log {
-                        &mut member.log
-                    } else {
-                        &mut member.data
-                    };
+                    let store = self.members[m].store(u.area);
                     store[u.at..u.at + u.old.len()].copy_from_slice(&u.old);
                 }
             }

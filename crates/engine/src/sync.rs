@@ -53,6 +53,9 @@ pub(crate) struct SyncState {
     /// it wrote is durable, so a rebuilt member is never declared in sync on data a
     /// power cut could still take away.
     flushing: Option<u32>,
+    /// Visit only units whose write-intent bits are set (a resync after a crash, or
+    /// the catch-up of a member that returns), skipping the rest as done.
+    only_dirty: bool,
 }
 
 /// Member sectors in one unit (what the pace is counted in).
@@ -109,6 +112,8 @@ impl Engine {
             return Err(SyncError::NoRedundancy("rebuild"));
         }
         self.set_member_state(member, MemberState::Rebuilding);
+        // Its bitmap missed every bit set while it was away.
+        crate::intent::rewrite_all(self);
         if let Some(s) = &mut self.sync {
             if s.kind == SyncKind::Recover {
                 // The units already done hold nothing for the newcomer: walk again
@@ -117,6 +122,8 @@ impl Engine {
                 s.next = 0;
                 s.failed_units.clear();
                 s.flushing = None;
+                // Whatever the newcomer is, it is rebuilt whole.
+                s.only_dirty = false;
             }
         }
         Ok(())
@@ -124,6 +131,24 @@ impl Engine {
 
     /// Starts a sync from unit `from` (0, or a checkpoint from [`Engine::sync_progress`]).
     pub fn start_sync(&mut self, kind: SyncKind, from: u64) -> Result<(), SyncError> {
+        self.start_sync_over(kind, from, false)
+    }
+
+    /// Like [`Engine::start_sync`], but a resync or recover visits only the units whose
+    /// write-intent bits are set (everything without a bitmap): after a crash only
+    /// those can disagree, and a member that left a degraded array and returns missed
+    /// only those.
+    pub fn start_sync_where_dirty(&mut self, kind: SyncKind, from: u64) -> Result<(), SyncError> {
+        let only_dirty = self.intent.is_some() && crate::intent::sync_may_skip(kind);
+        self.start_sync_over(kind, from, only_dirty)
+    }
+
+    fn start_sync_over(
+        &mut self,
+        kind: SyncKind,
+        from: u64,
+        only_dirty: bool,
+    ) -> Result<(), SyncError> {
         self.can_start_sync(kind)?;
         let total = total_units(self);
         self.sync = Some(SyncState {
@@ -137,6 +162,7 @@ impl Engine {
             cancelled: false,
             next_launch: self.now(),
             flushing: None,
+            only_dirty,
         });
         pump(self);
         Ok(())
@@ -230,6 +256,16 @@ pub(crate) fn pump(engine: &mut Engine) {
         let clients_busy = !engine.clients_idle();
         let config = engine.config;
         let unit_bytes = unit_sectors(engine) * SECTOR_BYTES;
+        if let Some(s) = engine
+            .sync
+            .as_ref()
+            .filter(|s| s.only_dirty && !s.cancelled)
+        {
+            let next = crate::intent::next_dirty_unit(engine, s.next, s.total);
+            if let Some(s) = &mut engine.sync {
+                s.next = next;
+            }
+        }
         let Some(s) = &mut engine.sync else { return };
         let exhausted = s.cancelled || s.next >= s.total;
         if exhausted {
@@ -363,6 +399,17 @@ fn finish(engine: &mut Engine) {
                 engine.set_member_state(member, MemberState::Active);
             }
         }
+    }
+    let whole = engine
+        .member_states()
+        .iter()
+        .all(|m| *m == MemberState::Active);
+    if matches!(s.kind, SyncKind::Resync | SyncKind::Recover)
+        && completed
+        && s.unrecoverable == 0
+        && whole
+    {
+        crate::intent::sync_completed(engine);
     }
     engine.push_event(Event::SyncFinished {
         kind: s.kind,

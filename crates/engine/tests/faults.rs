@@ -18,7 +18,8 @@ use std::collections::HashSet;
 
 use xraid_engine::sim::{SimArray, SimMemberHealth, SimRng};
 use xraid_engine::{
-    BufId, EngineConfig, EngineError, Event, MemberIdx, MemberState, RequestId, SyncKind,
+    BufId, Engine, EngineConfig, EngineError, Event, MemberIdx, MemberState, Nanos, RequestId,
+    SyncKind, WriteIntentSetup, INTENT_HEADER_BYTES,
 };
 use xraid_layout::{Geometry, Layout, Level, ParityAlgorithm, Raid10Layout};
 
@@ -87,6 +88,9 @@ struct Story {
     log_on: bool,
     /// A member was killed since the last completed flush (see `power_cut`).
     died_since_flush: bool,
+    /// The write-intent bitmap (chunk sectors, quiet time) when on: resyncs after
+    /// power cuts and the catch-up of returning members visit only its dirty chunks.
+    intent: Option<(u64, Nanos)>,
     log: Vec<String>,
 }
 
@@ -197,6 +201,12 @@ impl Story {
             Ok(()) => {
                 self.oracle.flushed();
                 self.died_since_flush = false;
+                if self.intent.is_some() {
+                    // Quiet time: bits of chunks no longer written may be cleared.
+                    let quiet = Nanos(self.rng().below(3_000_000));
+                    self.log.push(format!("  quiet {} us", quiet.0 / 1000));
+                    self.array.pass_time(quiet);
+                }
                 Ok(())
             }
             Err(e) if !self.within_redundancy() && loud(&e) => Err(format!("over redundancy: {e}")),
@@ -325,10 +335,16 @@ impl Story {
             .return_member(MemberIdx(m as u16), replace)
             .map_err(|e| format!("return member {m}: {e}"))?;
         if self.array.engine.sync_progress().is_none() {
-            self.array
-                .engine
-                .start_sync(SyncKind::Recover, 0)
-                .map_err(|e| format!("start recover: {e}"))?;
+            // A member back with its old contents catches up on the dirty chunks only.
+            let started = if replace || self.intent.is_none() {
+                self.array.engine.start_sync(SyncKind::Recover, 0)
+            } else {
+                self.log.push("  catch up from the bitmap".into());
+                self.array
+                    .engine
+                    .start_sync_where_dirty(SyncKind::Recover, 0)
+            };
+            started.map_err(|e| format!("start recover: {e}"))?;
         }
         Ok(())
     }
@@ -378,9 +394,19 @@ impl Story {
             self.array.engine.member_states()
         ));
         self.array.power_cut();
+        if let Some((chunk_sectors, quiet)) = self.intent {
+            // The engine's memory is gone: the bits come back from a member's bitmap.
+            let states = self.array.engine.member_states().to_vec();
+            let first = (0..states.len())
+                .find(|&m| states[m] == MemberState::Active)
+                .expect("an active member");
+            let image = self.array.members[first].bitmap.clone();
+            let setup = intent_setup(&self.array.engine, chunk_sectors, quiet, Some(image));
+            self.array.engine.enable_write_intent(setup);
+        }
         self.array
             .engine
-            .start_sync(SyncKind::Resync, 0)
+            .start_sync_where_dirty(SyncKind::Resync, 0)
             .map_err(|e| format!("start resync: {e}"))?;
         // Every sector holds what was durable or something written since; from now
         // on that is what the array holds.
@@ -494,6 +520,36 @@ fn tolerance(geo: &Geometry) -> usize {
     }
 }
 
+/// A bitmap of `chunk_sectors` per bit over the engine's sync range (array sectors
+/// for RAID-10, member sectors otherwise): blank and written whole, or as found in
+/// `image`.
+fn intent_setup(
+    engine: &Engine,
+    chunk_sectors: u64,
+    quiet: Nanos,
+    image: Option<Vec<u8>>,
+) -> WriteIntentSetup {
+    let geo = engine.geometry();
+    let range = if geo.level() == Level::Raid10 {
+        geo.array_sectors()
+    } else {
+        geo.member_sectors()
+    };
+    let chunks = range.div_ceil(chunk_sectors);
+    let bytes = (INTENT_HEADER_BYTES as u64 + chunks.div_ceil(8)).next_multiple_of(512) as usize;
+    let rewrite = image.is_none();
+    let mut image = image.unwrap_or_default();
+    image.resize(bytes, 0);
+    WriteIntentSetup {
+        image,
+        chunks,
+        chunk_sectors,
+        block_bytes: 512,
+        clear_after: quiet,
+        rewrite,
+    }
+}
+
 /// Tells one story; `Err` says what went wrong.
 fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
     let mut rng = SimRng::new(seed);
@@ -519,6 +575,21 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         log_tag: seed,
         stall_timeout: EngineConfig::default().stall_timeout,
     });
+    // The write-intent bitmap on one seed in two (levels with redundancy), with chunks
+    // from a few sectors (many bits, many rounds) to large, and quiet times from none
+    // to longer than a story's pauses.
+    let intent = (geo.level().parity_count() > 0 || tolerance(&geo) > 0)
+        .then(|| rng.below(2) == 0)
+        .filter(|on| *on)
+        .map(|_| {
+            let chunk_sectors = 8u64 << rng.below(7);
+            let quiet = Nanos([0, 500_000, 2_000_000, 10_000_000][rng.below(4) as usize]);
+            (chunk_sectors, quiet)
+        });
+    if let Some((chunk_sectors, quiet)) = intent {
+        let setup = intent_setup(&array.engine, chunk_sectors, quiet, None);
+        array.engine.enable_write_intent(setup);
+    }
     let total = geo.array_sectors() as usize * SECTOR;
     let mut initial = vec![0u8; total];
     array.rng().fill(&mut initial);
@@ -535,8 +606,9 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         over: false,
         log_on,
         died_since_flush: false,
+        intent,
         log: vec![format!(
-            "{:?} {:?} {} disks, chunk {} sectors, {} member sectors, log ring {} sectors",
+            "{:?} {:?} {} disks, chunk {} sectors, {} member sectors, log ring {} sectors, bitmap {intent:?}",
             geo.level(),
             geo.layout(),
             geo.raid_disks(),

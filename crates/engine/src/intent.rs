@@ -1,0 +1,601 @@
+//! The write-intent bitmap (md's internal bitmap): one bit per bitmap chunk of the
+//! sync range, set on every member *before* a client write reaches that chunk and
+//! cleared once the chunk has been quiet for a while with the array whole. After a
+//! crash only chunks whose bit is set can disagree between members, and a member that
+//! left a degraded array misses only chunks whose bit is set — so a resync, or the
+//! catch-up of a returning member, visits those and skips the rest.
+//!
+//! The engine keeps the bitmap area's bytes as the driver read them (md's 256-byte
+//! bitmap superblock, the bits, padding to whole blocks) and writes back whole blocks
+//! of it; the bytes' meaning beyond "bit `i` of the bits after byte 256" stays with the
+//! format crate. Updates go out in *rounds*, one at a time, so that a bit's set and its
+//! later clear never cross on the way to a disk:
+//! - a **set round** writes the blocks holding newly wanted bits to every present
+//!   member and flushes them; every write that waited for one of those bits starts
+//!   when the round ends. Writes arriving while a round runs are batched into the
+//!   next one, so under load one round serves many writes (md pays a synchronous
+//!   bitmap write per newly dirtied chunk; this is what keeps the cost small);
+//! - a **clear round** first flushes every member (the quiet chunks' data becomes
+//!   durable) and then writes the blocks with their bits cleared. It runs only while
+//!   every member is active and no sync runs, as md clears nothing on a degraded
+//!   array (the bits are what a returning member catches up on).
+//!
+//! Bits found set when the bitmap was loaded are kept until a resync or recover has
+//! been over them (they are the work list after a crash).
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+
+use xraid_layout::{Level, MemberIdx};
+
+use crate::buffers::{BufId, BufSlice};
+use crate::engine::{Engine, IoTarget, Segment};
+use crate::{Area, FailReason, IoFailed, IoKind, MemberState, Nanos, SyncKind};
+
+/// Bytes of md's bitmap superblock, which come before the bits.
+pub const INTENT_HEADER_BYTES: usize = 256;
+
+/// What the driver hands the engine to keep a write-intent bitmap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteIntentSetup {
+    /// The bitmap area as on the members: the bitmap superblock, the bits (chunk `i`
+    /// is bit `i % 8` of byte `256 + i / 8`), and padding to a whole number of blocks.
+    pub image: Vec<u8>,
+    /// Bits in use.
+    pub chunks: u64,
+    /// Sectors of the sync range per bit: member sectors for RAID-1/4/5/6, array
+    /// sectors for RAID-10 (md's bitmap runs where its resync runs).
+    pub chunk_sectors: u64,
+    /// Bytes written at once; the image's length is a multiple of it, and the driver
+    /// places the area so that a block is as aligned as the members need.
+    pub block_bytes: usize,
+    /// How long a chunk must stay quiet before its bit is cleared (md's
+    /// `daemon_sleep`).
+    pub clear_after: Nanos,
+    /// Write the whole image to every member before any client write (a bitmap found
+    /// stale, whose bits the driver set all at once).
+    pub rewrite: bool,
+}
+
+/// How a chunk is being used by client writes since the bitmap was loaded.
+#[derive(Debug, Clone, Copy)]
+struct ChunkUse {
+    /// Client writes in flight to it.
+    writers: u32,
+    /// When the last one ended.
+    quiet_since: Nanos,
+}
+
+/// A round of bitmap I/O in flight.
+#[derive(Debug)]
+struct Round {
+    clearing: bool,
+    /// The blocks written, and the buffer holding their bytes back to back.
+    blocks: Vec<u64>,
+    buf: BufId,
+    /// Flush before writing (clear) or after (set); which step runs now.
+    writing: bool,
+    /// I/Os of the current step still out.
+    pending: u32,
+}
+
+/// A write waiting for its bits.
+#[derive(Debug, Clone, Copy)]
+struct Parked {
+    req: usize,
+    seg: Segment,
+    chunks: (u64, u64),
+}
+
+#[derive(Debug)]
+pub(crate) struct WriteIntent {
+    image: Vec<u8>,
+    chunks: u64,
+    chunk_sectors: u64,
+    block_bytes: usize,
+    clear_after: Nanos,
+    /// Chunks client writes have used since load.
+    used: HashMap<u64, ChunkUse>,
+    /// Bits wanted set by parked writes, not yet in a round.
+    wanted: BTreeSet<u64>,
+    /// Bits the set round in flight is writing (set in `image`, not yet durable).
+    setting: BTreeSet<u64>,
+    parked: Vec<Parked>,
+    /// Blocks to write in the next set round regardless of bits (the superblock block
+    /// after a new header, or everything after a stale load).
+    blocks_due: BTreeSet<u64>,
+    round: Option<Round>,
+    /// Clear every quiet bit at once, without waiting `clear_after` (a clean stop).
+    clear_now: bool,
+    /// Set and clear rounds done (for tests and the lab).
+    pub(crate) rounds: u64,
+}
+
+/// Bit `chunk` of a bitmap image.
+fn bit_in(image: &[u8], chunk: u64) -> bool {
+    let byte = INTENT_HEADER_BYTES + usize::try_from(chunk / 8).expect("bits fit memory");
+    image[byte] & (1 << (chunk % 8)) != 0
+}
+
+impl WriteIntent {
+    fn bit(&self, chunk: u64) -> bool {
+        bit_in(&self.image, chunk)
+    }
+
+    fn put_bit(&mut self, chunk: u64, on: bool) {
+        let byte = INTENT_HEADER_BYTES + usize::try_from(chunk / 8).expect("bits fit memory");
+        let mask = 1u8 << (chunk % 8);
+        if on {
+            self.image[byte] |= mask;
+        } else {
+            self.image[byte] &= !mask;
+        }
+    }
+
+    fn block_of(&self, chunk: u64) -> u64 {
+        (INTENT_HEADER_BYTES as u64 + chunk / 8) / self.block_bytes as u64
+    }
+
+    /// Whether `chunk`'s bit is set on every member (a write there may go ahead).
+    fn durable(&self, chunk: u64) -> bool {
+        self.bit(chunk) && !self.setting.contains(&chunk)
+    }
+
+    /// Whether nothing is in flight or waiting.
+    fn settled(&self) -> bool {
+        self.round.is_none()
+            && self.wanted.is_empty()
+            && self.parked.is_empty()
+            && self.blocks_due.is_empty()
+    }
+
+    /// Number of bits set.
+    fn dirty(&self) -> u64 {
+        (0..self.chunks).filter(|&c| self.bit(c)).count() as u64
+    }
+}
+
+/// Sectors of the bitmap's range a client write to `seg` touches.
+fn intent_sectors(engine: &Engine, seg: Segment) -> Range<u64> {
+    let geo = &engine.geo;
+    match geo.level() {
+        Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+            // Every member sector of the stripes the write touches: parity too.
+            let per = geo.stripe_data_sectors();
+            let chunk = u64::from(geo.chunk_sectors());
+            let first = seg.sector / per;
+            let last = (seg.sector + seg.sectors - 1) / per;
+            first * chunk..(last + 1) * chunk
+        }
+        _ => seg.sector..seg.sector + seg.sectors,
+    }
+}
+
+fn chunk_span(wi: &WriteIntent, sectors: Range<u64>) -> (u64, u64) {
+    let first = (sectors.start / wi.chunk_sectors).min(wi.chunks);
+    let end = sectors.end.div_ceil(wi.chunk_sectors).min(wi.chunks);
+    (first, end)
+}
+
+impl Engine {
+    /// Turns the write-intent bitmap on (RAID-1/4/5/6/10): from now on no client
+    /// write reaches a chunk before its bit is set on every present member.
+    pub fn enable_write_intent(&mut self, setup: WriteIntentSetup) {
+        if self.geo.level() == Level::Raid0 || setup.chunk_sectors == 0 || setup.block_bytes == 0 {
+            return;
+        }
+        let bits_end = INTENT_HEADER_BYTES as u64 + setup.chunks.div_ceil(8);
+        assert!(
+            setup.image.len() as u64 >= bits_end
+                && setup.image.len().is_multiple_of(setup.block_bytes),
+            "the bitmap image holds the bits in whole blocks"
+        );
+        let blocks = setup.image.len() / setup.block_bytes;
+        let blocks_due = if setup.rewrite {
+            (0..blocks as u64).collect()
+        } else {
+            BTreeSet::new()
+        };
+        self.intent = Some(WriteIntent {
+            image: setup.image,
+            chunks: setup.chunks,
+            chunk_sectors: setup.chunk_sectors,
+            block_bytes: setup.block_bytes,
+            clear_after: setup.clear_after,
+            used: HashMap::new(),
+            wanted: BTreeSet::new(),
+            setting: BTreeSet::new(),
+            parked: Vec::new(),
+            blocks_due,
+            round: None,
+            clear_now: false,
+            rounds: 0,
+        });
+        kick(self);
+    }
+
+    /// The bitmap area as the engine last wrote (or is writing) it.
+    pub fn write_intent_image(&self) -> Option<&[u8]> {
+        self.intent.as_ref().map(|wi| wi.image.as_slice())
+    }
+
+    /// Bits set now.
+    pub fn write_intent_dirty(&self) -> Option<u64> {
+        self.intent.as_ref().map(WriteIntent::dirty)
+    }
+
+    /// Bitmap rounds (set and clear) written so far.
+    pub fn write_intent_rounds(&self) -> u64 {
+        self.intent.as_ref().map_or(0, |wi| wi.rounds)
+    }
+
+    /// Replaces the bitmap superblock (new event counts) and writes it to every
+    /// member in the next round; [`Engine::write_intent_settled`] says when it is on.
+    pub fn set_write_intent_header(&mut self, header: &[u8; INTENT_HEADER_BYTES]) {
+        let Some(wi) = self.intent.as_mut() else {
+            return;
+        };
+        wi.image[..INTENT_HEADER_BYTES].copy_from_slice(header);
+        wi.blocks_due.insert(0);
+        kick(self);
+    }
+
+    /// Whether no bitmap I/O is in flight or waiting (true without a bitmap).
+    pub fn write_intent_settled(&self) -> bool {
+        self.intent.as_ref().is_none_or(WriteIntent::settled)
+    }
+
+    /// Clears every quiet bit now rather than after the quiet time (a clean stop:
+    /// md's bitmap flush). Happens only with every member active and no sync running.
+    pub fn clear_write_intent_now(&mut self) {
+        if let Some(wi) = self.intent.as_mut() {
+            wi.clear_now = true;
+        }
+        kick(self);
+    }
+
+    /// Whether some chunk overlapping sync unit `unit` has its bit set: with a bitmap,
+    /// syncs started by [`Engine::start_sync_where_dirty`] skip the others.
+    pub(crate) fn unit_dirty(&self, unit: u64) -> bool {
+        let Some(wi) = self.intent.as_ref() else {
+            return true;
+        };
+        let per = crate::sync::unit_sectors(self);
+        let (first, end) = chunk_span(wi, unit * per..(unit + 1) * per);
+        (first..end).any(|c| wi.bit(c))
+    }
+}
+
+/// Writes the whole bitmap to every member in the next round: a member back in the
+/// array holds whatever bitmap it left with.
+pub(crate) fn rewrite_all(engine: &mut Engine) {
+    let Some(wi) = engine.intent.as_mut() else {
+        return;
+    };
+    let blocks = (wi.image.len() / wi.block_bytes) as u64;
+    wi.blocks_due.extend(0..blocks);
+    kick(engine);
+}
+
+/// Lets a client write through when every bit it needs is on the members; otherwise
+/// parks it (the caller counts it as a step in progress) and asks for the bits.
+/// Returns whether the write may be submitted now.
+pub(crate) fn admit(engine: &mut Engine, req: usize, seg: Segment) -> bool {
+    if engine.intent.is_none() {
+        return true;
+    }
+    let sectors = intent_sectors(engine, seg);
+    let wi = engine.intent.as_mut().expect("checked above");
+    let chunks = chunk_span(wi, sectors);
+    if try_enter(engine, req, chunks) {
+        return true;
+    }
+    let wi = engine.intent.as_mut().expect("checked above");
+    for c in chunks.0..chunks.1 {
+        if !wi.bit(c) {
+            wi.wanted.insert(c);
+        }
+    }
+    wi.parked.push(Parked { req, seg, chunks });
+    engine.request_step_started(req);
+    kick(engine);
+    false
+}
+
+/// Counts the write in on its chunks if every one is durable.
+fn try_enter(engine: &mut Engine, req: usize, (first, end): (u64, u64)) -> bool {
+    let now = engine.now();
+    let wi = engine.intent.as_mut().expect("intent is on");
+    if !(first..end).all(|c| wi.durable(c)) {
+        return false;
+    }
+    for c in first..end {
+        wi.used
+            .entry(c)
+            .or_insert(ChunkUse {
+                writers: 0,
+                quiet_since: now,
+            })
+            .writers += 1;
+    }
+    engine.set_request_intent(req, (first, end));
+    true
+}
+
+/// A client write counted in on `chunks` ended.
+pub(crate) fn write_done(engine: &mut Engine, (first, end): (u64, u64)) {
+    let now = engine.now();
+    let Some(wi) = engine.intent.as_mut() else {
+        return;
+    };
+    for c in first..end {
+        if let Some(u) = wi.used.get_mut(&c) {
+            u.writers -= 1;
+            if u.writers == 0 {
+                u.quiet_since = now;
+            }
+        }
+    }
+}
+
+/// A resync or recover ran over the whole array and left every member active: the
+/// bits it covered (all of them) may be cleared.
+pub(crate) fn sync_completed(engine: &mut Engine) {
+    let Some(wi) = engine.intent.as_mut() else {
+        return;
+    };
+    for c in 0..wi.chunks {
+        if wi.bit(c) {
+            wi.used.entry(c).or_insert(ChunkUse {
+                writers: 0,
+                quiet_since: Nanos(0),
+            });
+        }
+    }
+    kick(engine);
+}
+
+/// Whether bits may be cleared now: every member active and no sync running.
+fn may_clear(engine: &Engine) -> bool {
+    engine.sync.is_none()
+        && engine
+            .member_states()
+            .iter()
+            .all(|s| *s == MemberState::Active)
+}
+
+/// Chunks whose bit may be cleared now.
+fn clearable(engine: &Engine) -> Vec<u64> {
+    let Some(wi) = engine.intent.as_ref() else {
+        return Vec::new();
+    };
+    if !may_clear(engine) {
+        return Vec::new();
+    }
+    let now = engine.now().0;
+    let mut out: Vec<u64> = wi
+        .used
+        .iter()
+        .filter(|(c, u)| {
+            u.writers == 0
+                && (wi.clear_now || u.quiet_since.0.saturating_add(wi.clear_after.0) <= now)
+                && wi.bit(**c)
+                && !wi.wanted.contains(c)
+                && !wi.setting.contains(c)
+        })
+        .map(|(c, _)| *c)
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// When the next bit may be cleared, if one is waiting for its quiet time.
+pub(crate) fn next_wakeup(engine: &Engine) -> Option<Nanos> {
+    let wi = engine.intent.as_ref()?;
+    if wi.round.is_some() || !may_clear(engine) {
+        return None;
+    }
+    wi.used
+        .iter()
+        .filter(|(c, u)| u.writers == 0 && wi.bit(**c))
+        .map(|(_, u)| Nanos(u.quiet_since.0.saturating_add(wi.clear_after.0)))
+        .min()
+}
+
+/// Starts the next round if none runs: bits wanted first, then bits to clear.
+pub(crate) fn kick(engine: &mut Engine) {
+    let Some(wi) = engine.intent.as_mut() else {
+        return;
+    };
+    if wi.round.is_some() {
+        return;
+    }
+    if !wi.wanted.is_empty() || !wi.blocks_due.is_empty() {
+        let mut blocks = std::mem::take(&mut wi.blocks_due);
+        let wanted = std::mem::take(&mut wi.wanted);
+        for &c in &wanted {
+            wi.put_bit(c, true);
+            blocks.insert(wi.block_of(c));
+        }
+        wi.setting = wanted;
+        start_round(engine, blocks.into_iter().collect(), false);
+        return;
+    }
+    let clear = clearable(engine);
+    let wi = engine.intent.as_mut().expect("checked above");
+    if clear.is_empty() {
+        wi.clear_now = false;
+        // Forget chunks whose bits are already clear and that nobody writes.
+        let image = &wi.image;
+        wi.used.retain(|c, u| u.writers > 0 || bit_in(image, *c));
+        return;
+    }
+    let mut blocks = BTreeSet::new();
+    for &c in &clear {
+        wi.put_bit(c, false);
+        wi.used.remove(&c);
+        blocks.insert(wi.block_of(c));
+    }
+    start_round(engine, blocks.into_iter().collect(), true);
+}
+
+fn start_round(engine: &mut Engine, blocks: Vec<u64>, clearing: bool) {
+    let wi = engine.intent.as_ref().expect("intent is on");
+    let bb = wi.block_bytes;
+    let buf = engine.bufs.alloc(blocks.len() * bb);
+    let wi = engine.intent.as_ref().expect("intent is on");
+    let bytes = engine.bufs.get_mut(buf);
+    for (i, &b) in blocks.iter().enumerate() {
+        let at = usize::try_from(b).expect("blocks fit memory") * bb;
+        bytes[i * bb..(i + 1) * bb].copy_from_slice(&wi.image[at..at + bb]);
+    }
+    let wi = engine.intent.as_mut().expect("intent is on");
+    wi.rounds += 1;
+    wi.round = Some(Round {
+        clearing,
+        blocks,
+        buf,
+        writing: !clearing,
+        pending: 0,
+    });
+    issue_step(engine);
+}
+
+/// Issues the current step of the round to every present member (or ends the round
+/// when none is left to take it).
+fn issue_step(engine: &mut Engine) {
+    let members = engine.present_members();
+    let wi = engine.intent.as_mut().expect("intent is on");
+    let round = wi.round.as_mut().expect("a round runs");
+    let bb = wi.block_bytes;
+    let sectors_per_block = (bb / 512) as u64;
+    let writes: Vec<(u64, usize)> = round
+        .blocks
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| (b * sectors_per_block, i * bb))
+        .collect();
+    let (buf, writing) = (round.buf, round.writing);
+    let per_member = if writing { writes.len() } else { 1 };
+    round.pending = u32::try_from(members.len() * per_member).expect("few I/Os");
+    if members.is_empty() {
+        step_done(engine);
+        return;
+    }
+    for m in members {
+        if writing {
+            for &(sector, offset) in &writes {
+                let slice = BufSlice {
+                    buf,
+                    offset,
+                    len: bb,
+                };
+                engine.emit_to(
+                    m,
+                    IoKind::Write,
+                    Area::Bitmap,
+                    sector,
+                    slice,
+                    IoTarget::Intent { member: m },
+                );
+            }
+        } else {
+            let slice = BufSlice {
+                buf,
+                offset: 0,
+                len: 0,
+            };
+            engine.emit_to(
+                m,
+                IoKind::Flush,
+                Area::Data,
+                0,
+                slice,
+                IoTarget::Intent { member: m },
+            );
+        }
+    }
+}
+
+/// A bitmap write or flush completed. A member that fails to take its bitmap is
+/// failed, as md fails a member whose bitmap write fails.
+pub(crate) fn on_io(engine: &mut Engine, member: MemberIdx, result: Result<(), IoFailed>) {
+    if let Err(failure) = result {
+        let reason = match failure {
+            IoFailed::Gone => FailReason::DeviceGone,
+            IoFailed::Medium => FailReason::WriteError,
+        };
+        engine.fail(member, reason);
+    }
+    let Some(round) = engine.intent.as_mut().and_then(|wi| wi.round.as_mut()) else {
+        return;
+    };
+    round.pending -= 1;
+    if round.pending == 0 {
+        step_done(engine);
+    }
+}
+
+fn step_done(engine: &mut Engine) {
+    let wi = engine.intent.as_mut().expect("intent is on");
+    let round = wi.round.as_mut().expect("a round runs");
+    // Set rounds write then flush; clear rounds flush then write.
+    let more = if round.clearing {
+        !round.writing
+    } else {
+        round.writing
+    };
+    if more {
+        round.writing = !round.writing;
+        issue_step(engine);
+        return;
+    }
+    let round = wi.round.take().expect("a round runs");
+    wi.setting.clear();
+    engine.bufs.free(round.buf);
+    release_parked(engine);
+    kick(engine);
+}
+
+/// Starts every parked write whose bits are now on the members.
+fn release_parked(engine: &mut Engine) {
+    let parked = std::mem::take(&mut engine.intent.as_mut().expect("intent is on").parked);
+    for p in parked {
+        if try_enter(engine, p.req, p.chunks) {
+            engine.submit_admitted(p.req, p.seg);
+            engine.request_step_done(p.req, None);
+        } else {
+            let wi = engine.intent.as_mut().expect("intent is on");
+            for c in p.chunks.0..p.chunks.1 {
+                if !wi.bit(c) {
+                    wi.wanted.insert(c);
+                }
+            }
+            wi.parked.push(p);
+        }
+    }
+}
+
+/// Where a sync that visits only dirty chunks goes next from `unit` on: the first
+/// unit at or after it overlapping a set bit (or `total`).
+pub(crate) fn next_dirty_unit(engine: &Engine, unit: u64, total: u64) -> u64 {
+    let Some(wi) = engine.intent.as_ref() else {
+        return unit;
+    };
+    let per = crate::sync::unit_sectors(engine);
+    let mut u = unit;
+    while u < total {
+        if engine.unit_dirty(u) {
+            return u;
+        }
+        // Jump past the chunk holding the unit's last sector.
+        let chunk = ((u + 1) * per - 1) / wi.chunk_sectors;
+        u = ((chunk + 1) * wi.chunk_sectors / per).max(u + 1);
+    }
+    total
+}
+
+/// Whether `kind` can use the bitmap to skip clean chunks.
+pub(crate) fn sync_may_skip(kind: SyncKind) -> bool {
+    matches!(kind, SyncKind::Resync | SyncKind::Recover)
+}

@@ -1,0 +1,239 @@
+//! The write-intent bitmap in the simulator: bits reach every member before the
+//! writes they cover, rounds batch concurrent writes, quiet chunks are cleared only on
+//! a whole array, and resyncs and catch-ups visit only dirty chunks.
+
+use xraid_engine::sim::SimArray;
+use xraid_engine::{
+    Engine, Event, MemberIdx, Nanos, SyncKind, WriteIntentSetup, INTENT_HEADER_BYTES,
+};
+use xraid_layout::{Geometry, Layout, Level, ParityAlgorithm};
+
+/// Sectors of the sync range per bit in these tests.
+const CHUNK_SECTORS: u64 = 64;
+const QUIET: Nanos = Nanos(5_000_000_000);
+
+fn raid5() -> Geometry {
+    Geometry::new(
+        Level::Raid5,
+        Layout::Parity(ParityAlgorithm::LeftSymmetric),
+        4,
+        16,
+        1024,
+    )
+    .expect("geometry")
+}
+
+fn raid1() -> Geometry {
+    Geometry::new(Level::Raid1, Layout::None, 2, 0, 2048).expect("geometry")
+}
+
+fn with_bitmap(geo: Geometry) -> SimArray {
+    let mut array = SimArray::new(geo, 7);
+    let chunks = geo.member_sectors().div_ceil(CHUNK_SECTORS);
+    let bytes = (INTENT_HEADER_BYTES as u64 + chunks.div_ceil(8)).next_multiple_of(512) as usize;
+    array.engine.enable_write_intent(WriteIntentSetup {
+        image: vec![0; bytes],
+        chunks,
+        chunk_sectors: CHUNK_SECTORS,
+        block_bytes: 512,
+        clear_after: QUIET,
+        rewrite: true,
+    });
+    array
+}
+
+fn bit(image: &[u8], chunk: u64) -> bool {
+    image[INTENT_HEADER_BYTES + (chunk / 8) as usize] & (1 << (chunk % 8)) != 0
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
+}
+
+/// Sync units the next sync visits: the engine's counter before and after.
+fn run_sync_units(array: &mut SimArray) -> u64 {
+    let before = array.engine.stats().sync_units;
+    array.run_sync();
+    array.engine.stats().sync_units - before
+}
+
+#[test]
+fn a_write_is_acknowledged_only_once_its_bit_is_on_every_member() {
+    let mut array = with_bitmap(raid1());
+    array
+        .write(3 * CHUNK_SECTORS + 5, &pattern(1, 4096))
+        .expect("write");
+    for m in &array.members {
+        assert!(bit(&m.bitmap, 3), "the bit is on the member");
+        assert!(!bit(&m.bitmap, 2) && !bit(&m.bitmap, 4));
+    }
+    // A second write to the same chunk needs no bitmap I/O.
+    let rounds = array.engine.write_intent_rounds();
+    array
+        .write(3 * CHUNK_SECTORS + 40, &pattern(2, 512))
+        .expect("write");
+    assert_eq!(array.engine.write_intent_rounds(), rounds);
+}
+
+#[test]
+fn concurrent_writes_to_new_chunks_share_bitmap_rounds() {
+    let mut array = with_bitmap(raid1());
+    array.run();
+    let rounds = array.engine.write_intent_rounds();
+    let data = pattern(3, 512);
+    let mut bufs = Vec::new();
+    for chunk in 0..16 {
+        let (_, buf) = array.start_write(chunk * CHUNK_SECTORS, &data);
+        bufs.push(buf);
+    }
+    let replies = array.run();
+    assert_eq!(replies.len(), 16);
+    assert!(replies.iter().all(|r| r.result.is_ok()));
+    for buf in bufs {
+        array.engine.buffers_mut().free(buf);
+    }
+    let used = array.engine.write_intent_rounds() - rounds;
+    // The first write's round, then one for everything that arrived meanwhile.
+    assert!(used <= 2, "16 new chunks took {used} rounds");
+    assert_eq!(array.engine.write_intent_dirty(), Some(16));
+}
+
+#[test]
+fn quiet_chunks_are_cleared_on_a_whole_array_only() {
+    let mut array = with_bitmap(raid5());
+    array.write(0, &pattern(4, 8192)).expect("write");
+    array.flush().expect("flush");
+    assert_eq!(array.engine.write_intent_dirty(), Some(1));
+    array.pass_time(Nanos(QUIET.0 / 2));
+    assert_eq!(
+        array.engine.write_intent_dirty(),
+        Some(1),
+        "not quiet long enough"
+    );
+    array.pass_time(QUIET);
+    assert_eq!(array.engine.write_intent_dirty(), Some(0));
+    for m in &array.members {
+        assert!(!bit(&m.bitmap, 0), "the clear reached the member");
+    }
+    // Degraded, bits stay: they are what a returning member catches up on.
+    array.kill_member(MemberIdx(2));
+    let last = array.engine.geometry().array_sectors() - 16;
+    array
+        .write(last, &pattern(5, 8192))
+        .expect("write degraded");
+    array.flush().expect("flush");
+    array.pass_time(Nanos(QUIET.0 * 3));
+    assert_eq!(array.engine.write_intent_dirty(), Some(1));
+}
+
+#[test]
+fn a_returning_member_catches_up_on_what_changed_only() {
+    let geo = raid5();
+    let mut array = with_bitmap(geo);
+    let total = geo.array_sectors();
+    let mut expected = pattern(6, (total * 512) as usize);
+    array.write(0, &expected).expect("fill");
+    array.flush().expect("flush");
+    array.pass_time(Nanos(QUIET.0 * 2));
+    assert_eq!(array.engine.write_intent_dirty(), Some(0));
+
+    array.kill_member(MemberIdx(1));
+    let change = pattern(7, 4096);
+    let at = 3 * geo.stripe_data_sectors();
+    array.write(at, &change).expect("write while degraded");
+    expected[(at * 512) as usize..(at * 512) as usize + change.len()].copy_from_slice(&change);
+    array.flush().expect("flush");
+
+    array
+        .return_member(MemberIdx(1), false)
+        .expect("member returns");
+    array
+        .engine
+        .start_sync_where_dirty(SyncKind::Recover, 0)
+        .expect("catch-up");
+    let units = run_sync_units(&mut array);
+    let stripes = geo.stripes();
+    let per_chunk = CHUNK_SECTORS / u64::from(geo.chunk_sectors());
+    assert!(
+        units <= per_chunk,
+        "caught up {units} of {stripes} stripes; one chunk is {per_chunk}"
+    );
+    assert!(array.take_events().iter().any(|e| matches!(
+        e,
+        Event::SyncFinished {
+            completed: true,
+            kind: SyncKind::Recover,
+            ..
+        }
+    )));
+    // The member is whole again: the bits clear, and without another member the
+    // returned one serves what it was away for.
+    array.pass_time(Nanos(QUIET.0 * 2));
+    assert_eq!(array.engine.write_intent_dirty(), Some(0));
+    array.kill_member(MemberIdx(0));
+    assert_eq!(array.read(0, total).expect("read"), expected);
+}
+
+#[test]
+fn after_a_power_cut_only_dirty_chunks_are_resynced() {
+    let geo = raid5();
+    let mut array = with_bitmap(geo);
+    let total = geo.array_sectors();
+    array
+        .write(0, &pattern(8, (total * 512) as usize))
+        .expect("fill");
+    array.flush().expect("flush");
+    array.pass_time(Nanos(QUIET.0 * 2));
+    let at = 5 * geo.stripe_data_sectors();
+    array.write(at, &pattern(9, 2048)).expect("write");
+    array.power_cut();
+    let image = array.members[0].bitmap.clone();
+    let chunks = geo.member_sectors().div_ceil(CHUNK_SECTORS);
+    array.engine.enable_write_intent(WriteIntentSetup {
+        image,
+        chunks,
+        chunk_sectors: CHUNK_SECTORS,
+        block_bytes: 512,
+        clear_after: QUIET,
+        rewrite: false,
+    });
+    assert_eq!(array.engine.write_intent_dirty(), Some(1));
+    array
+        .engine
+        .start_sync_where_dirty(SyncKind::Resync, 0)
+        .expect("resync");
+    let units = run_sync_units(&mut array);
+    assert!(units <= CHUNK_SECTORS / u64::from(geo.chunk_sectors()));
+    array.engine.start_sync(SyncKind::Check, 0).expect("check");
+    array.run_sync();
+    let mismatches: u64 = array
+        .take_events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::SyncFinished {
+                kind: SyncKind::Check,
+                mismatches,
+                ..
+            } => Some(*mismatches),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(mismatches, 0);
+}
+
+#[test]
+fn raid0_keeps_no_bitmap() {
+    let geo = Geometry::new(Level::Raid0, Layout::None, 2, 16, 1024).expect("geometry");
+    let mut engine = Engine::new(geo, vec![xraid_engine::MemberState::Active; 2]);
+    engine.enable_write_intent(WriteIntentSetup {
+        image: vec![0; 512],
+        chunks: 16,
+        chunk_sectors: 64,
+        block_bytes: 512,
+        clear_after: QUIET,
+        rewrite: true,
+    });
+    assert_eq!(engine.write_intent_dirty(), None);
+}
