@@ -23,6 +23,7 @@
 #   SERVERS     servers to compare [xraid nbdkit qemu-nbd nbd-server]
 #   XRAID_EXPORTS  xraid exports to measure [file raid5]
 #   XRAID_SERVE_ARGS  more flags for xraid serve, e.g. "--consistency resync" []
+#   XRAID_CREATE_ARGS more flags for xraid create of the RAID-5, e.g. "--bitmap none" []
 #   WORKLOADS   [randread4k randwrite4k seqread1m seqwrite1m twolane]
 #   TWOLANE_SERVERS  servers the two-lane test runs against [xraid]
 #   FS          [shm disk]; SHM_DIR [/dev/shm], DISK_DIR [/var/tmp]
@@ -41,6 +42,7 @@ SIZE=${SIZE:-1G}
 SERVERS=${SERVERS:-"xraid nbdkit qemu-nbd nbd-server"}
 XRAID_EXPORTS=${XRAID_EXPORTS:-"file raid5"}
 XRAID_SERVE_ARGS=${XRAID_SERVE_ARGS:-}
+XRAID_CREATE_ARGS=${XRAID_CREATE_ARGS:-}
 WORKLOADS=${WORKLOADS:-"randread4k randwrite4k seqread1m seqwrite1m twolane"}
 TWOLANE_SERVERS=${TWOLANE_SERVERS:-xraid}
 FS=${FS:-"shm disk"}
@@ -289,7 +291,8 @@ for f in $FS; do
         member_mib=$(( (size_mib + 2) / 3 + 2 ))
         mkdir -p "$d/raid"
         log "$f: creating a 4 x ${member_mib}M RAID-5 (64K chunk) in $d/raid"
-        "$xraid" create --level 5 --chunk 64K --size "${member_mib}M" --name bench \
+        # shellcheck disable=SC2086 # XRAID_CREATE_ARGS is a list of flags
+        "$xraid" create --level 5 --chunk 64K --size "${member_mib}M" --name bench $XRAID_CREATE_ARGS \
             "$d"/raid/m{0,1,2,3}.img >"$work/create-$f.log" 2>&1 ||
             { cat "$work/create-$f.log" >&2; die "xraid create failed"; }
         start_server xraid raid5 "$d"

@@ -239,9 +239,12 @@ fn geometry_of(sb: &Superblock, path: &std::path::Path) -> Result<Geometry, Arra
         path: path.to_path_buf(),
         what,
     };
-    // A member being recovered (md's per-device recovery offset) is served: it is
-    // rebuilt from its checkpoint when the array is opened to write.
-    let supported = xraid_format::SUPPORTED_FEATURES | xraid_format::MD_FEATURE_RECOVERY_OFFSET;
+    // A member being recovered (md's per-device recovery offset, and whether the
+    // recovery follows the bitmap) is served: it is rebuilt from its checkpoint when
+    // the array is opened to write.
+    let supported = xraid_format::SUPPORTED_FEATURES
+        | xraid_format::MD_FEATURE_RECOVERY_OFFSET
+        | xraid_format::MD_FEATURE_RECOVERY_BITMAP;
     if sb.feature_map & !supported != 0 {
         return Err(unsupported(format!("feature map {:#x}", sb.feature_map)));
     }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
-use xraid_format::{NewArray, Superblock};
+use xraid_format::{BitmapChoice, NewArray, Superblock};
 use xraid_layout::{Geometry, Layout, Level, MemberIdx, SECTOR_BYTES};
 use xraid_member::{FileMember, Member};
 
@@ -49,6 +49,11 @@ pub struct CreateOptions {
     /// Overwrite members that already belong to an md array.
     pub force: bool,
     pub backend: BackendChoice,
+    /// Keep md's internal write-intent bitmap (levels with redundancy only).
+    pub bitmap: bool,
+    /// Bytes of data per bitmap bit; `None` for mdadm's choice (64 MiB, or more when
+    /// the bits would not fit the room after the superblock).
+    pub bitmap_chunk_bytes: Option<u32>,
 }
 
 /// What was created.
@@ -136,6 +141,18 @@ pub fn create(
     }
     let data_sectors = (member_bytes / SECTOR_BYTES - data_offset) / unit * unit;
     let geometry = Geometry::new(level, layout, raid_disks, chunk_sectors, data_sectors)?;
+    let mut new = NewArray {
+        set_uuid: [0; 16],
+        name: opts.name.clone(),
+        level: level.md_level(),
+        layout: layout.md_value(),
+        chunk_sectors,
+        raid_disks: u32::from(raid_disks),
+        ctime: 0,
+        data_offset_sectors: data_offset,
+        bitmap: None,
+    };
+    let bitmap = bitmap_choice(opts, &new, geometry.member_sectors())?;
     let synced = existing.iter().any(Option::is_some);
     let mut members: Vec<Box<dyn Member>> = Vec::with_capacity(n);
     for (path, member) in opts.members.iter().zip(existing) {
@@ -168,17 +185,9 @@ pub fn create(
     let ctime = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let new = NewArray {
-        set_uuid,
-        name: opts.name.clone(),
-        level: level.md_level(),
-        layout: layout.md_value(),
-        chunk_sectors,
-        raid_disks: u32::from(raid_disks),
-        ctime,
-        data_offset_sectors: data_offset,
-        bitmap: None,
-    };
+    new.set_uuid = set_uuid;
+    new.ctime = ctime;
+    new.bitmap = bitmap.clone();
     for role in 0..n {
         let slot = driver
             .member(MemberIdx(u16::try_from(role).expect("fits")))
@@ -192,6 +201,12 @@ pub fn create(
         );
         sb.size = geometry.member_sectors();
         write_superblock(slot.member.as_ref(), &sb, &opts.members[role])?;
+        if let (Some(choice), Some(start)) = (&bitmap, xraid_format::bitmap_start_sector(&sb)) {
+            let image = xraid_format::new_member_bitmap(&sb, choice);
+            slot.member
+                .write_at(&image, start * SECTOR_BYTES)
+                .map_err(|source| io_error(&opts.members[role], source))?;
+        }
     }
     driver.flush()?;
     Ok(Created {
@@ -201,6 +216,23 @@ pub fn create(
         members: opts.members.clone(),
         synced,
     })
+}
+
+/// The internal bitmap a new array gets, as `mdadm --create --bitmap=internal`
+/// would make it; refused (before any file is touched) for a level without
+/// redundancy or a chunk that does not fit.
+fn bitmap_choice(
+    opts: &CreateOptions,
+    new: &NewArray,
+    member_sectors: u64,
+) -> Result<Option<BitmapChoice>, ArrayError> {
+    if !opts.bitmap {
+        return Ok(None);
+    }
+    let path = opts.members.first().cloned().unwrap_or_default();
+    BitmapChoice::internal(new, member_sectors, opts.bitmap_chunk_bytes)
+        .map(Some)
+        .map_err(|source| ArrayError::Superblock { path, source })
 }
 
 fn chunk_sectors(level: Level, chunk_bytes: u64) -> Result<u32, ArrayError> {

@@ -79,6 +79,12 @@ pub enum ArrayError {
     StillActive { path: PathBuf },
     #[error("{path} is not a member of array '{name}' (neither active nor left out)")]
     NotInArray { path: PathBuf, name: String },
+    #[error("{path} is already a hot spare of array '{name}'")]
+    AlreadySpare { path: PathBuf, name: String },
+    #[error("{path} failed while the array is served, and the server keeps it open (I/O to it may still be in the kernel): add another disk, or add it back after the server stops")]
+    HeldByServer { path: PathBuf },
+    #[error("array '{name}' is open read-only: members cannot be added or removed")]
+    ReadOnly { name: String },
     #[error("array '{name}' has no free slot left in its role table")]
     NoFreeSlot { name: String },
     #[error("cannot start a {kind}: {source}")]

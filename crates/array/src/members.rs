@@ -9,7 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use xraid_format::{Superblock, MD_FEATURE_RECOVERY_OFFSET, ROLE_SPARE};
+use xraid_format::{
+    Superblock, MD_FEATURE_RECOVERY_BITMAP, MD_FEATURE_RECOVERY_OFFSET, ROLE_SPARE,
+};
 use xraid_layout::SECTOR_BYTES;
 use xraid_member::{FileMember, Member, OpenOptions};
 
@@ -56,6 +58,50 @@ pub fn add_member(
     };
     let freshest = &assembled.superblock;
     let need = (freshest.data_offset + assembled.geometry.member_sectors()) * SECTOR_BYTES;
+    let (member, existing) = open_newcomer(new, size, need, &freshest.set_uuid, force)?;
+    let mut sb = freshest.clone();
+    sb.device_uuid = random_uuid();
+    sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
+    sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
+    if let (Some(role), Some(old)) = (role, &existing) {
+        // A member of this array back in its own role after a short absence catches
+        // up on the chunks the bitmap marks (md's re-add), not the whole array.
+        let same_role = old.set_uuid == freshest.set_uuid
+            && old.dev_roles.get(old.dev_number as usize) == Some(&role)
+            && old.data_offset == freshest.data_offset;
+        let holder = assembled
+            .roles
+            .iter()
+            .flatten()
+            .find(|m| m.superblock.events == freshest.events);
+        if same_role
+            && holder.is_some_and(|h| {
+                crate::bitmap::covers_member_since(&h.member, &h.superblock, old.events)
+            })
+        {
+            sb.feature_map |= MD_FEATURE_RECOVERY_BITMAP;
+        }
+    }
+    assign(&assembled, &member, new, sb, role)?;
+    Ok(Added {
+        path: new.to_path_buf(),
+        role,
+    })
+}
+
+/// Opens `new` to join the array whose UUID is `uuid` and whose members need `need`
+/// bytes, with `mdadm --add`'s checks, before anything is written: a file that does not
+/// exist is made (sparse) of `size` bytes when given and large enough, a member of
+/// another md array is refused unless `force`, and a member too small is refused.
+/// Returns the member and the md superblock it already held, if any. Shared by
+/// [`add_member`] and the server's live add, so both refuse the same things alike.
+pub(crate) fn open_newcomer(
+    new: &Path,
+    size: Option<u64>,
+    need: u64,
+    uuid: &[u8; 16],
+    force: bool,
+) -> Result<(FileMember, Option<Superblock>), ArrayError> {
     if !new.exists() {
         let size = size.ok_or_else(|| ArrayError::MissingFile {
             path: new.to_path_buf(),
@@ -71,9 +117,10 @@ pub fn add_member(
             .and_then(|f| f.set_len(size))
             .map_err(|source| io_error(new, source))?;
     }
-    let member = FileMember::open(new, &options)?;
-    if let Some(sb) = read_superblock(&member, new)? {
-        if sb.set_uuid != freshest.set_uuid && !force {
+    let member = FileMember::open(new, &member_options(true))?;
+    let existing = read_superblock(&member, new)?;
+    if let Some(sb) = &existing {
+        if sb.set_uuid != *uuid && !force {
             return Err(ArrayError::AlreadyMember {
                 path: new.to_path_buf(),
                 name: sb.name(),
@@ -88,14 +135,30 @@ pub fn add_member(
             need,
         });
     }
-    let mut sb = freshest.clone();
-    sb.device_uuid = random_uuid();
-    sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
-    assign(&assembled, &member, new, sb, role)?;
-    Ok(Added {
-        path: new.to_path_buf(),
-        role,
-    })
+    Ok((member, existing))
+}
+
+/// The role-table entry a newcomer takes: `own` (the entry a returning member of this
+/// array had) when it is free, else the first free one. Free means marked spare in
+/// `roles` and not in `taken` (the entries of present members and of spares, which
+/// md also marks spare).
+pub(crate) fn free_slot(roles: &[u16], taken: &[usize], own: Option<usize>) -> Option<usize> {
+    let free = |d: usize| roles.get(d) == Some(&ROLE_SPARE) && !taken.contains(&d);
+    own.filter(|&d| free(d))
+        .or_else(|| (0..roles.len()).find(|&d| free(d)))
+}
+
+/// Erases the md superblock of `member` (zeros where md looks for one) and makes that
+/// durable, as `mdadm --zero-superblock` does, so that nothing takes it for a member
+/// again.
+pub(crate) fn erase_superblock(member: &dyn Member, path: &Path) -> Result<(), ArrayError> {
+    member
+        .write_at(
+            &[0u8; xraid_format::SUPERBLOCK_BYTES],
+            xraid_format::SUPERBLOCK_OFFSET_BYTES,
+        )
+        .and_then(|()| member.flush())
+        .map_err(|source| io_error(path, source))
 }
 
 /// Writes `sb` (the newcomer's superblock, based on the array's) to `member` as the
@@ -123,17 +186,9 @@ fn assign(
                 .map(|l| l.superblock.dev_number as usize),
         )
         .collect();
-    let own = (sb.set_uuid == freshest.set_uuid
-        && (sb.dev_number as usize) < freshest.dev_roles.len()
-        && freshest.dev_roles[sb.dev_number as usize] == ROLE_SPARE
-        && !taken.contains(&(sb.dev_number as usize)))
-    .then_some(sb.dev_number as usize);
-    let dev = own
-        .or_else(|| {
-            (0..freshest.dev_roles.len())
-                .find(|&d| freshest.dev_roles[d] == ROLE_SPARE && !taken.contains(&d))
-        })
-        .ok_or_else(|| ArrayError::NoFreeSlot {
+    let own = (sb.set_uuid == freshest.set_uuid).then_some(sb.dev_number as usize);
+    let dev =
+        free_slot(&freshest.dev_roles, &taken, own).ok_or_else(|| ArrayError::NoFreeSlot {
             name: assembled.name(),
         })?;
     let mut roles = freshest.dev_roles.clone();
@@ -151,6 +206,17 @@ fn assign(
     sb.events = events;
     sb.utime = utime;
     sb.dev_roles = roles.clone();
+    // The newcomer gets the array's bitmap (md's tools drop the feature without one).
+    let holder = assembled
+        .roles
+        .iter()
+        .flatten()
+        .find(|m| m.superblock.events == freshest.events);
+    if let Some(h) = holder {
+        if let Some(image) = crate::bitmap::read_image(&h.member, &h.superblock, &h.path)? {
+            crate::bitmap::write_copy(member, &sb, &image, path)?;
+        }
+    }
     write_superblock(member, &sb, path)?;
     member.flush().map_err(|source| io_error(path, source))?;
     write_role_table(assembled, &roles, None)
@@ -170,6 +236,7 @@ fn write_role_table(
             continue;
         };
         let mut sb = m.superblock.clone();
+        crate::bitmap::follow_events(&m.member, &sb, events, &m.path)?;
         sb.events = events;
         sb.utime = utime;
         sb.dev_roles = roles.to_vec();
@@ -181,7 +248,26 @@ fn write_role_table(
     Ok(())
 }
 
-fn now_secs() -> u64 {
+/// `path` with symbolic links and relative parts resolved, where it exists: two
+/// spellings of one member compare equal.
+pub(crate) fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Opens a member to erase its superblock while the array is served. Without the lock:
+/// the server itself may hold it (a member that failed stays open while I/O to it may
+/// still be in the kernel), and no other xraid can be driving it, since the server
+/// holds the locks of the array's present members.
+pub(crate) fn open_unlocked(path: &Path) -> Result<FileMember, ArrayError> {
+    let options = OpenOptions {
+        write: true,
+        direct: xraid_member::DirectMode::Off,
+        lock: false,
+    };
+    Ok(FileMember::open(path, &options)?)
+}
+
+pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -302,12 +388,5 @@ pub fn remove_member(array: &[PathBuf], member: &Path) -> Result<(), ArrayError>
     }
     write_role_table(&assembled, &roles, None)?;
     let removed = FileMember::open(member, &options)?;
-    removed
-        .write_at(
-            &[0u8; xraid_format::SUPERBLOCK_BYTES],
-            xraid_format::SUPERBLOCK_OFFSET_BYTES,
-        )
-        .and_then(|()| removed.flush())
-        .map_err(|source| io_error(member, source))?;
-    Ok(())
+    erase_superblock(&removed, member)
 }

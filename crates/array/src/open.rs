@@ -8,7 +8,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
 use xraid_engine::{MemberState, SyncKind};
-use xraid_format::{Superblock, MD_FEATURE_RECOVERY_OFFSET, ROLE_FAULTY};
+use xraid_format::{
+    Superblock, MD_FEATURE_RECOVERY_BITMAP, MD_FEATURE_RECOVERY_OFFSET, ROLE_FAULTY,
+};
 use xraid_layout::SECTOR_BYTES;
 use xraid_member::{FaultyMember, FileMember, Member, MemberFault};
 
@@ -57,6 +59,11 @@ pub struct Array {
     spares: Vec<(PathBuf, Superblock)>,
     /// A recover waits for another sync (cancelled to make way) to end.
     recover_pending: bool,
+    /// The internal write-intent bitmap, when the array has one and is open to write.
+    bitmap: Option<crate::bitmap::KeptBitmap>,
+    /// The members found being recovered all returned after a short absence and
+    /// catch up on the bitmap's dirty chunks only (md's RECOVERY_BITMAP).
+    recover_from_bitmap: bool,
 }
 
 impl Array {
@@ -122,6 +129,10 @@ impl Array {
             });
         let mut slots = Vec::with_capacity(assembled.roles.len());
         let mut superblocks = Vec::with_capacity(assembled.roles.len());
+        // The write-intent bitmap, read from the first member as fresh as the array.
+        let mut bitmap = None;
+        // Some member being recovered needs all of it (not only the bitmap's chunks).
+        let mut whole_recovery = false;
         let mut recovering = Vec::with_capacity(assembled.roles.len());
         for role in assembled.roles {
             let sb = role.as_ref().map(|found| &found.superblock);
@@ -129,6 +140,12 @@ impl Array {
                 sb.filter(|sb| sb.feature_map & MD_FEATURE_RECOVERY_OFFSET != 0)
                     .map(|sb| sb.recovery_offset),
             );
+            if sb.is_some_and(|sb| {
+                sb.feature_map & MD_FEATURE_RECOVERY_OFFSET != 0
+                    && sb.feature_map & MD_FEATURE_RECOVERY_BITMAP == 0
+            }) {
+                whole_recovery = true;
+            }
             match role {
                 Some(found) => {
                     let role = slots.len();
@@ -139,11 +156,23 @@ impl Array {
                     let log_offset_bytes = ring
                         .and_then(|_| log_ring(&found.superblock))
                         .map(|(start, _)| start * SECTOR_BYTES);
+                    // Not from a member being recovered: it missed bits while away.
+                    if bitmap.is_none()
+                        && mode == OpenMode::ReadWrite
+                        && found.superblock.events == assembled.superblock.events
+                        && found.superblock.feature_map & MD_FEATURE_RECOVERY_OFFSET == 0
+                    {
+                        bitmap =
+                            crate::bitmap::load(member.as_ref(), &found.superblock, &found.path)?;
+                    }
+                    let bitmap_offset_bytes = (mode == OpenMode::ReadWrite)
+                        .then(|| crate::bitmap::offset_bytes(&found.superblock))
+                        .flatten();
                     slots.push(Some(MemberSlot {
                         member,
                         data_offset_bytes: found.superblock.data_offset * SECTOR_BYTES,
                         log_offset_bytes,
-                        bitmap_offset_bytes: None,
+                        bitmap_offset_bytes,
                     }));
                     superblocks.push(Some((found.path, found.superblock)));
                 }
@@ -154,6 +183,10 @@ impl Array {
             }
         }
         let mut driver = ArrayDriver::new(assembled.geometry, slots, backend)?;
+        let bitmap = bitmap.map(|(kept, setup)| {
+            driver.engine_mut().enable_write_intent(setup);
+            kept
+        });
         for (role, recovery) in recovering.iter().enumerate() {
             if recovery.is_some() {
                 driver
@@ -192,6 +225,8 @@ impl Array {
             recovering,
             spares,
             recover_pending: false,
+            recover_from_bitmap: bitmap.is_some() && !whole_recovery,
+            bitmap,
         };
         if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
             // The log's replay made parity right: the close marks the array clean.
@@ -215,13 +250,16 @@ impl Array {
         }
         let unit = self.driver.engine().member_sector_to_unit(from);
         self.begin_writes()?;
-        self.driver
-            .engine_mut()
-            .start_sync(SyncKind::Recover, unit)
-            .map_err(|source| ArrayError::Sync {
-                kind: "recover",
-                source,
-            })?;
+        let engine = self.driver.engine_mut();
+        let started = if self.recover_from_bitmap {
+            engine.start_sync_where_dirty(SyncKind::Recover, unit)
+        } else {
+            engine.start_sync(SyncKind::Recover, unit)
+        };
+        started.map_err(|source| ArrayError::Sync {
+            kind: "recover",
+            source,
+        })?;
         Ok(true)
     }
 
@@ -245,6 +283,8 @@ impl Array {
             let (path, spare) = self.spares.remove(0);
             let member = FileMember::open(&path, &member_options(true))?;
             let mut sb = self.freshest.clone();
+            sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
+            self.recover_from_bitmap = false;
             sb.dev_number = spare.dev_number;
             sb.device_uuid = spare.device_uuid;
             sb.data_offset = spare.data_offset;
@@ -270,7 +310,10 @@ impl Array {
                     member: Box::new(member),
                     data_offset_bytes,
                     log_offset_bytes,
-                    bitmap_offset_bytes: None,
+                    bitmap_offset_bytes: self
+                        .bitmap
+                        .as_ref()
+                        .and_then(|_| crate::bitmap::offset_bytes(&sb)),
                 },
             );
             self.superblocks[role] = Some((path.clone(), sb));
@@ -432,9 +475,10 @@ impl Array {
         }
         let unit = engine.member_sector_to_unit(from);
         self.begin_writes()?;
+        // With a bitmap only chunks whose bits are set can disagree.
         self.driver
             .engine_mut()
-            .start_sync(SyncKind::Resync, unit)
+            .start_sync_where_dirty(SyncKind::Resync, unit)
             .map_err(|source| ArrayError::Sync {
                 kind: "resync",
                 source,
@@ -489,6 +533,12 @@ impl Array {
             return Ok(());
         }
         self.driver.flush()?;
+        if self.bitmap.is_some() {
+            // A clean stop leaves no quiet bit set (md's bitmap flush); on a degraded
+            // array the bits stay, for the member that returns.
+            self.driver.engine_mut().clear_write_intent_now();
+            self.wait_for_bitmap(|e| e.write_intent_settled())?;
+        }
         let reached = |kind| {
             stopped
                 .filter(|(k, _)| *k == kind)
@@ -501,6 +551,20 @@ impl Array {
         };
         let recovered_to = reached(SyncKind::Recover);
         self.update_superblocks(resync_offset, recovered_to)
+    }
+
+    /// Runs the driver until `done` holds for the engine's bitmap.
+    fn wait_for_bitmap(
+        &mut self,
+        done: impl Fn(&xraid_engine::Engine) -> bool,
+    ) -> Result<(), ArrayError> {
+        while !done(self.driver.engine()) {
+            self.driver.pump(true)?;
+            if !self.driver.io_in_flight() {
+                self.driver.tick();
+            }
+        }
+        Ok(())
     }
 
     /// Cancels a running sync and waits for its units in flight; returns its kind and
@@ -549,6 +613,14 @@ impl Array {
             }
         }
         self.freshest.dev_roles = roles.clone();
+        if let Some(bitmap) = self.bitmap.as_mut() {
+            // The bitmap's event count goes first: a bitmap behind its superblocks is
+            // stale (everything resyncs), one ahead is fine.
+            let whole = states.iter().all(|s| *s == MemberState::Active);
+            let header = bitmap.header(events, whole);
+            self.driver.engine_mut().set_write_intent_header(&header);
+            self.wait_for_bitmap(|e| !e.write_intent_header_pending())?;
+        }
         for (role, state) in states.iter().enumerate() {
             if *state == MemberState::Failed {
                 continue;
@@ -564,7 +636,7 @@ impl Array {
                 sb.feature_map |= MD_FEATURE_RECOVERY_OFFSET;
                 sb.recovery_offset = recovered_to.or(self.recovering[role]).unwrap_or(0);
             } else {
-                sb.feature_map &= !MD_FEATURE_RECOVERY_OFFSET;
+                sb.feature_map &= !(MD_FEATURE_RECOVERY_OFFSET | MD_FEATURE_RECOVERY_BITMAP);
                 sb.recovery_offset = 0;
             }
             let slot = self
@@ -586,8 +658,230 @@ pub(crate) fn log_ring(sb: &Superblock) -> Option<(u64, u64)> {
     } else {
         0
     };
-    let metadata_end = sb.super_offset + bblog_end.max(8);
+    // An internal bitmap takes the room mdadm keeps for it after the superblock.
+    let bitmap_end = match xraid_format::bitmap_start_sector(sb) {
+        Some(start) => {
+            (start + xraid_format::bitmap_space(sb.size)).saturating_sub(sb.super_offset)
+        }
+        None => 0,
+    };
+    let metadata_end = sb.super_offset + bblog_end.max(8).max(bitmap_end);
     let start = metadata_end.next_multiple_of(8);
     let sectors = sb.data_offset.checked_sub(start)?;
     (start > sb.super_offset && sectors > 0).then_some((start, sectors))
+}
+
+/// Membership changes while the array is open and served (`xraid add` and `xraid
+/// remove` through a server's control socket): the checks and superblock bookkeeping of
+/// the offline [`crate::add_member`] and [`crate::remove_member`], done on the open array
+/// so that clients go on being served. A newcomer always enters as a hot spare; one
+/// meant for a failed role is then put there by [`Array::use_spares`], exactly as a
+/// spare steps in when a member fails, so the recover runs in the background through
+/// the same machinery.
+impl Array {
+    /// Adds `new` to the open array: into the lowest failed (or missing) role, where it
+    /// is rebuilt in the background, or as a hot spare when no role needs it or `spare`
+    /// is asked. Refuses, changing nothing, what [`crate::add_member`] refuses (a member
+    /// too small, one of another array without `force`, a missing file without `size`),
+    /// a member already active or already a spare, and a member that failed while the
+    /// array runs (this process still holds it).
+    pub fn add_member_live(
+        &mut self,
+        new: &std::path::Path,
+        size: Option<u64>,
+        spare: bool,
+        force: bool,
+    ) -> Result<crate::Added, ArrayError> {
+        use crate::members::{canonical, free_slot, now_secs, open_newcomer};
+        let name = self.name();
+        if self.mode != OpenMode::ReadWrite {
+            return Err(ArrayError::ReadOnly { name });
+        }
+        let wanted = canonical(new);
+        let states = self.driver.engine().member_states().to_vec();
+        if let Some(role) = self.role_of_path(new) {
+            return Err(if states[role] == MemberState::Failed {
+                ArrayError::HeldByServer {
+                    path: new.to_path_buf(),
+                }
+            } else {
+                ArrayError::AlreadyActive {
+                    path: new.to_path_buf(),
+                    name,
+                }
+            });
+        }
+        if self.spares.iter().any(|(p, _)| canonical(p) == wanted) {
+            return Err(ArrayError::AlreadySpare {
+                path: new.to_path_buf(),
+                name,
+            });
+        }
+        // Entries of the role table in use: present members (failed ones too, until
+        // removed) and spares.
+        let taken: Vec<usize> = self
+            .superblocks
+            .iter()
+            .flatten()
+            .map(|(_, sb)| sb.dev_number as usize)
+            .chain(self.spares.iter().map(|(_, sb)| sb.dev_number as usize))
+            .collect();
+        // Before a file is made: nothing to do without a free entry.
+        if free_slot(&self.freshest.dev_roles, &taken, None).is_none() {
+            return Err(ArrayError::NoFreeSlot { name });
+        }
+        let geo = *self.driver.engine().geometry();
+        let need = (self.freshest.data_offset + geo.member_sectors()) * SECTOR_BYTES;
+        let (member, existing) = open_newcomer(new, size, need, &self.freshest.set_uuid, force)?;
+        let ours = existing
+            .as_ref()
+            .filter(|sb| sb.set_uuid == self.freshest.set_uuid);
+        if let Some(sb) = ours {
+            // A second name (a hard link) for a member that serves.
+            let serving = self
+                .superblocks
+                .iter()
+                .enumerate()
+                .filter(|(role, _)| states[*role] != MemberState::Failed)
+                .any(|(_, s)| {
+                    s.as_ref()
+                        .is_some_and(|(_, m)| m.device_uuid == sb.device_uuid)
+                });
+            if serving {
+                return Err(ArrayError::AlreadyActive {
+                    path: new.to_path_buf(),
+                    name,
+                });
+            }
+        }
+        let own = ours.map(|sb| sb.dev_number as usize);
+        let dev = free_slot(&self.freshest.dev_roles, &taken, own)
+            .ok_or_else(|| ArrayError::NoFreeSlot { name: name.clone() })?;
+        let mut sb = self.freshest.clone();
+        sb.device_uuid = crate::create::random_uuid();
+        sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
+        sb.dev_number = u32::try_from(dev).map_err(|_| ArrayError::NoFreeSlot { name })?;
+        // A newcomer holds nothing yet: not being recovered, nor catching up by bitmap.
+        sb.feature_map &= !(MD_FEATURE_RECOVERY_OFFSET | xraid_format::MD_FEATURE_RECOVERY_BITMAP);
+        sb.recovery_offset = 0;
+        sb.events = self.freshest.events + 1;
+        sb.utime = now_secs();
+        if let Some(image) = self.driver.engine().write_intent_image() {
+            // The newcomer gets the array's bitmap (md's tools drop the feature without).
+            let image = image.to_vec();
+            crate::bitmap::write_copy(&member, &sb, &image, new)?;
+        }
+        write_superblock(&member, &sb, new)?;
+        member.flush().map_err(|source| ArrayError::Io {
+            path: new.to_path_buf(),
+            source,
+        })?;
+        // Spares are opened when they step in.
+        drop(member);
+        self.left_out.retain(|l| canonical(&l.path) != wanted);
+        let path = new.to_path_buf();
+        if !spare && states.contains(&MemberState::Failed) {
+            // First in line, so that it takes the lowest failed role.
+            self.spares.insert(0, (path.clone(), sb));
+            let used = self.use_spares()?;
+            if let Some((_, role)) = used.iter().find(|(p, _)| *p == path) {
+                return Ok(crate::Added {
+                    path,
+                    role: Some(*role),
+                });
+            }
+        } else {
+            self.spares.push((path.clone(), sb));
+        }
+        self.record_role_table()?;
+        Ok(crate::Added { path, role: None })
+    }
+
+    /// Takes `path` out of the open array for good, as [`crate::remove_member`] does
+    /// offline: a member that failed (while served or before), a hot spare, or a member
+    /// left out at assembly. Its role-table entry is freed on the present members and
+    /// its md superblock erased (unless its file is gone: a dead disk's entry is freed
+    /// all the same). An active or rebuilding member is refused (fail it first), as is
+    /// a file that is not a member of this array; both change nothing.
+    pub fn remove_member_live(&mut self, path: &std::path::Path) -> Result<(), ArrayError> {
+        use crate::members::{canonical, erase_superblock, open_unlocked};
+        let name = self.name();
+        if self.mode != OpenMode::ReadWrite {
+            return Err(ArrayError::ReadOnly { name });
+        }
+        let wanted = canonical(path);
+        let states = self.driver.engine().member_states().to_vec();
+        let role = self.role_of_path(path);
+        if role.is_some_and(|r| states[r] != MemberState::Failed) {
+            return Err(ArrayError::StillActive {
+                path: path.to_path_buf(),
+            });
+        }
+        let spare = self.spares.iter().position(|(p, _)| canonical(p) == wanted);
+        let known = role
+            .and_then(|r| self.superblocks[r].as_ref())
+            .or_else(|| spare.map(|i| &self.spares[i]))
+            .map(|(_, sb)| sb.dev_number as usize);
+        let not_in_array = || ArrayError::NotInArray {
+            path: path.to_path_buf(),
+            name: name.clone(),
+        };
+        // Opened before anything changes: a path that cannot be opened changes nothing,
+        // but a failed member or spare whose file is gone still has its entry freed.
+        let member = match open_unlocked(path) {
+            Ok(member) => Some(member),
+            Err(_) if !path.exists() && known.is_some() => None,
+            Err(_) if !path.exists() => return Err(not_in_array()),
+            Err(e) => return Err(e),
+        };
+        let dev = match (known, &member) {
+            (Some(dev), _) => dev,
+            // Not known to the open array: a member left out at assembly, or one that
+            // failed and whose role a spare took. Its own superblock names its entry.
+            (None, Some(member)) => crate::scan::read_superblock(member, path)?
+                .filter(|sb| sb.set_uuid == self.freshest.set_uuid)
+                .map(|sb| sb.dev_number as usize)
+                .ok_or_else(not_in_array)?,
+            (None, None) => return Err(not_in_array()),
+        };
+        if let Some(r) = role {
+            self.superblocks[r] = None;
+        }
+        if let Some(i) = spare {
+            self.spares.remove(i);
+        }
+        self.left_out.retain(|l| canonical(&l.path) != wanted);
+        let taken_by_present = self
+            .superblocks
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| states[*r] != MemberState::Failed)
+            .any(|(_, s)| {
+                s.as_ref()
+                    .is_some_and(|(_, sb)| sb.dev_number as usize == dev)
+            });
+        if let Some(entry) = self.freshest.dev_roles.get_mut(dev) {
+            if !taken_by_present {
+                *entry = xraid_format::ROLE_SPARE;
+            }
+        }
+        self.record_role_table()?;
+        match member {
+            Some(member) => erase_superblock(&member, path),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the role table (with a new event count) to every present member after a
+    /// membership change, as md does. The array's state is kept: active (0) once it has
+    /// been written, else what its superblocks said at open, so a change to an idle
+    /// array leaves it clean (and one not stopped cleanly, still to be resynced).
+    fn record_role_table(&mut self) -> Result<(), ArrayError> {
+        let resync_offset = if self.dirty {
+            0
+        } else {
+            self.freshest.resync_offset
+        };
+        self.update_superblocks(resync_offset, None)
+    }
 }

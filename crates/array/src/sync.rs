@@ -17,6 +17,9 @@ pub struct SyncReport {
     pub unrecoverable: u64,
     /// Units in the array, and member sectors per unit.
     pub units: u64,
+    /// Units the sync visited: fewer than `units` where the write-intent bitmap let
+    /// it skip chunks no write touched (a resync after a crash, a member's catch-up).
+    pub visited: u64,
     pub unit_sectors: u64,
     /// Read errors met and repaired on the way.
     pub read_errors_corrected: u64,
@@ -43,6 +46,7 @@ impl Array {
         }
         self.begin_writes()?;
         let before = self.driver.engine().stats().read_errors_corrected;
+        let units_before = self.driver.engine().stats().sync_units;
         if running != Some(kind) {
             // A sync started at open (a resync after an unclean stop) goes first.
             while self.driver.engine().sync_progress().is_some() {
@@ -73,6 +77,7 @@ impl Array {
                 } = event
                 {
                     let after = self.driver.engine().stats().read_errors_corrected;
+                    let visited = self.driver.engine().stats().sync_units - units_before;
                     return Ok(SyncReport {
                         kind,
                         completed,
@@ -80,6 +85,7 @@ impl Array {
                         unrecoverable,
                         units: first.0,
                         unit_sectors: first.1,
+                        visited,
                         read_errors_corrected: after - before,
                     });
                 }

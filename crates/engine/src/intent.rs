@@ -224,6 +224,11 @@ impl Engine {
         self.intent.as_ref().map(WriteIntent::dirty)
     }
 
+    /// Bits in the bitmap (chunks it covers).
+    pub fn write_intent_chunks(&self) -> Option<u64> {
+        self.intent.as_ref().map(|wi| wi.chunks)
+    }
+
     /// Bitmap rounds (set and clear) written so far.
     pub fn write_intent_rounds(&self) -> u64 {
         self.intent.as_ref().map_or(0, |wi| wi.rounds)
@@ -238,6 +243,13 @@ impl Engine {
         wi.image[..INTENT_HEADER_BYTES].copy_from_slice(header);
         wi.blocks_due.insert(0);
         kick(self);
+    }
+
+    /// Whether the bitmap superblock handed in last is not on every member yet.
+    pub fn write_intent_header_pending(&self) -> bool {
+        self.intent.as_ref().is_some_and(|wi| {
+            wi.blocks_due.contains(&0) || wi.round.as_ref().is_some_and(|r| r.blocks.contains(&0))
+        })
     }
 
     /// Whether no bitmap I/O is in flight or waiting (true without a bitmap).

@@ -55,8 +55,8 @@ pub const MD_FEATURE_MULTIPLE_PPLS: u32 = 2048;
 /// `layout` is meaningful for raid0.
 pub const MD_FEATURE_RAID0_LAYOUT: u32 = 4096;
 
-/// `feature_map` bits xraid can serve: only the raid0 layout flag, which md sets on
-/// raid0 arrays and which changes nothing for members of equal size. Every other bit
-/// describes state (bitmap, reshape, recovery, journal, PPL...) xraid does not handle,
-/// so callers refuse a member that has one set.
-pub const SUPPORTED_FEATURES: u32 = MD_FEATURE_RAID0_LAYOUT;
+/// `feature_map` bits xraid can serve: the raid0 layout flag, which md sets on raid0
+/// arrays and which changes nothing for members of equal size, and the internal
+/// write-intent bitmap, which the array keeps. Other bits describe state (reshape,
+/// journal, PPL...) xraid does not handle, so callers refuse a member that has one.
+pub const SUPPORTED_FEATURES: u32 = MD_FEATURE_RAID0_LAYOUT | MD_FEATURE_BITMAP_OFFSET;

@@ -61,7 +61,7 @@ fn max_dev_for(raid_disks: u32) -> u32 {
 /// mdadm's `choose_bm_space`: sectors kept free after the superblock for a bitmap,
 /// by size of the used area of each member; an internal bitmap made at create time
 /// gets its chunk chosen to fit in the same room.
-pub(crate) fn bitmap_space(used_sectors: u64) -> u64 {
+pub fn bitmap_space(used_sectors: u64) -> u64 {
     if used_sectors < 64 * 2 {
         0
     } else if used_sectors - 64 * 2 >= 200 * 1024 * 1024 * 2 {

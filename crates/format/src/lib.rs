@@ -36,7 +36,7 @@ pub use constants::{
     ROLE_FAULTY, ROLE_JOURNAL, ROLE_MAX, ROLE_SPARE, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET_BYTES,
     SUPERBLOCK_OFFSET_SECTORS, SUPPORTED_FEATURES,
 };
-pub use create::NewArray;
+pub use create::{bitmap_space, NewArray};
 pub use error::FormatError;
 pub use examine::{examine_bitmap_text, examine_text, examine_text_with_bitmap};
 pub use superblock::Superblock;

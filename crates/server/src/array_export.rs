@@ -10,8 +10,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use xraid_array::Array;
 use xraid_driver::{DriverError, Waker};
@@ -125,6 +126,33 @@ impl ArrayHandle {
     }
 }
 
+/// How often the worker looks at the clock when nothing else wakes it, idle or waiting
+/// on member I/O: the engine's timers (an I/O past the stall timeout, a paced sync's
+/// next unit) and the rebuild checkpoints must not wait for the next client request.
+const WAKE_EVERY: Duration = Duration::from_millis(100);
+
+/// Starts the thread that wakes the worker out of its wait on member I/O every
+/// [`WAKE_EVERY`], by calling `wake`. Neither I/O backend's wait takes a deadline, and
+/// without this a member whose I/O never completes would never be found stalled while
+/// no request arrives. It wakes only a worker that says it sleeps (`sleeping`, cleared
+/// here as a submitter would) and ends once the worker is gone.
+fn spawn_alarm(
+    sleeping: Weak<AtomicBool>,
+    wake: impl Fn() + Send + 'static,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("xraid-alarm".to_owned())
+        .spawn(move || loop {
+            std::thread::sleep(WAKE_EVERY);
+            let Some(flag) = sleeping.upgrade() else {
+                return;
+            };
+            if flag.swap(false, Ordering::SeqCst) {
+                wake();
+            }
+        })
+}
+
 /// How often a running rebuild's progress goes to the superblocks (md does it every
 /// few seconds too), so that a crash costs at most that much of it.
 const SYNC_CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
@@ -140,6 +168,9 @@ pub(crate) fn spawn(
     let sleeping = Arc::new(AtomicBool::new(false));
     let waker = array.driver().waker()?;
     let geo = *array.driver().engine().geometry();
+    let alarm = waker.clone();
+    spawn_alarm(Arc::downgrade(&sleeping), move || alarm.wake())
+        .map_err(|e| DriverError::Backend(format!("cannot start the array's alarm thread: {e}")))?;
     let handle = ArrayHandle {
         tx,
         waker,
@@ -152,8 +183,15 @@ pub(crate) fn spawn(
             xraid_engine::SyncKind::Recover => "has members being rebuilt",
             _ => "was not stopped cleanly",
         };
+        let engine = array.driver().engine();
+        let bitmap = match (engine.write_intent_dirty(), engine.write_intent_chunks()) {
+            (Some(dirty), Some(chunks)) if p.kind == xraid_engine::SyncKind::Resync => format!(
+                " (only the {dirty} chunks of {chunks} the write-intent bitmap marks dirty)"
+            ),
+            _ => String::new(),
+        };
         log::info(&format!(
-            "array '{name}' {why}: {} running in the background from unit {} of {}",
+            "array '{name}' {why}: {} running in the background from unit {} of {}{bitmap}",
             p.kind.name(),
             p.done_below,
             p.total_units
@@ -184,6 +222,7 @@ pub(crate) fn spawn(
         checkpointed_at: std::time::Instant::now(),
         last_sync: None,
         ticked_at: std::time::Instant::now(),
+        failed_paths: Vec::new(),
     };
     let thread = std::thread::Builder::new()
         .name("xraid-array".to_owned())
@@ -234,6 +273,9 @@ struct Worker {
     /// How the last sync ended, for the control socket's status.
     last_sync: Option<serde_json::Value>,
     ticked_at: std::time::Instant,
+    /// Members that failed while served (canonical paths). The driver keeps them open
+    /// (and flocked) until the array closes, so a live add of one is refused clearly.
+    failed_paths: Vec<std::path::PathBuf>,
 }
 
 impl Worker {
@@ -255,9 +297,10 @@ impl Worker {
         loop {
             let idle = self.small.is_empty() && self.large.is_empty() && !self.busy();
             if idle {
-                match self.rx.recv() {
+                match self.rx.recv_timeout(WAKE_EVERY) {
                     Ok(job) => self.enqueue(job),
-                    Err(_) => return Ok(()),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
                 }
             }
             while let Ok(job) = self.rx.try_recv() {
@@ -265,7 +308,7 @@ impl Worker {
             }
             self.admit();
             self.array.driver().pump(false)?;
-            if self.ticked_at.elapsed() >= std::time::Duration::from_millis(100) {
+            if self.ticked_at.elapsed() >= WAKE_EVERY {
                 // The engine's clock: stalled members are found by it.
                 self.ticked_at = std::time::Instant::now();
                 self.array.driver().tick();
@@ -280,7 +323,8 @@ impl Worker {
                     .array
                     .driver()
                     .until_timer()
-                    .unwrap_or(std::time::Duration::from_millis(10));
+                    .unwrap_or(Duration::from_millis(10))
+                    .min(WAKE_EVERY);
                 match self.rx.recv_timeout(wait) {
                     Ok(job) => self.enqueue(job),
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -295,6 +339,7 @@ impl Worker {
                 self.enqueue(job);
                 continue;
             }
+            // Ends with a completion, a new job, or the alarm (`spawn_alarm`).
             self.array.driver().pump(true)?;
             self.sleeping.store(false, Ordering::SeqCst);
             self.collect();
@@ -311,6 +356,25 @@ impl Worker {
                 };
                 self.fail(std::path::Path::new(path))
             }
+            Some("add") => {
+                let Some(path) = request["member"].as_str() else {
+                    return crate::control::error_reply(
+                        "add needs \"member\": the new member's path",
+                    );
+                };
+                let size = request["size"].as_u64();
+                let spare = request["spare"].as_bool().unwrap_or(false);
+                let force = request["force"].as_bool().unwrap_or(false);
+                self.add(std::path::Path::new(path), size, spare, force)
+            }
+            Some("remove") => {
+                let Some(path) = request["member"].as_str() else {
+                    return crate::control::error_reply(
+                        "remove needs \"member\": the member's path",
+                    );
+                };
+                self.remove(std::path::Path::new(path))
+            }
             Some("scrub") => {
                 let kind = match request["action"].as_str() {
                     Some("check") => SyncKind::Check,
@@ -323,7 +387,7 @@ impl Worker {
                 };
                 self.scrub(kind)
             }
-            _ => crate::control::error_reply("unknown op: use status, fail or scrub"),
+            _ => crate::control::error_reply("unknown op: use status, fail, scrub, add or remove"),
         }
     }
 
@@ -411,6 +475,12 @@ impl Worker {
         };
         let member = MemberIdx(u16::try_from(role).unwrap_or(u16::MAX));
         let engine = self.array.driver().engine();
+        if engine.member_states()[role] == MemberState::Failed {
+            return crate::control::error_reply(&format!(
+                "{} has failed already: remove it (xraid remove)",
+                path.display()
+            ));
+        }
         let mut states = engine.member_states().to_vec();
         states[role] = MemberState::Failed;
         if let Some(lost) = xraid_engine::Engine::lost_with(*engine.geometry(), states) {
@@ -428,6 +498,66 @@ impl Worker {
             ));
         }
         serde_json::json!({ "ok": true, "role": role })
+    }
+
+    /// Adds a member while clients go on being served (`xraid add` on a served array):
+    /// into a failed role, recovered in the background, or as a hot spare; see
+    /// `Array::add_member_live`. Refusals change nothing and come back as one line.
+    fn add(
+        &mut self,
+        path: &std::path::Path,
+        size: Option<u64>,
+        spare: bool,
+        force: bool,
+    ) -> serde_json::Value {
+        if self.read_only {
+            return crate::control::error_reply("the export is read-only");
+        }
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if self.failed_paths.contains(&real) {
+            // Its flock is still ours: opening it again would wait, then say "in use".
+            let held = xraid_array::ArrayError::HeldByServer {
+                path: path.to_path_buf(),
+            };
+            return crate::control::error_reply(&held.to_string());
+        }
+        match self.array.add_member_live(path, size, spare, force) {
+            Ok(added) => {
+                match added.role {
+                    Some(role) => log::info(&format!(
+                        "array '{}': {} added into role {role}; recover running in the background",
+                        self.name,
+                        path.display()
+                    )),
+                    None => log::info(&format!(
+                        "array '{}': {} added as a hot spare",
+                        self.name,
+                        path.display()
+                    )),
+                }
+                serde_json::json!({ "ok": true, "role": added.role })
+            }
+            Err(e) => crate::control::error_reply(&e.to_string()),
+        }
+    }
+
+    /// Takes a failed member, a spare or a left-out member out of the array for good
+    /// (`xraid remove` on a served array); see `Array::remove_member_live`.
+    fn remove(&mut self, path: &std::path::Path) -> serde_json::Value {
+        if self.read_only {
+            return crate::control::error_reply("the export is read-only");
+        }
+        match self.array.remove_member_live(path) {
+            Ok(()) => {
+                log::info(&format!(
+                    "array '{}': {} removed from the array; its md superblock is erased",
+                    self.name,
+                    path.display()
+                ));
+                serde_json::json!({ "ok": true })
+            }
+            Err(e) => crate::control::error_reply(&e.to_string()),
+        }
     }
 
     fn scrub(&mut self, kind: SyncKind) -> serde_json::Value {
@@ -597,6 +727,11 @@ impl Worker {
         let failures = self.array.driver().take_failures();
         let any_failed = !failures.is_empty();
         for failure in failures {
+            // Before a spare takes the role: the path is still the failed member's.
+            if let Some(path) = self.array.role_path(failure.member.index()) {
+                let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+                self.failed_paths.push(real);
+            }
             let why = match (&failure.error, failure.reason) {
                 (_, FailReason::ReadErrors(n)) => format!("{n} read errors"),
                 (_, FailReason::Stalled) => {
@@ -786,5 +921,29 @@ fn engine_errno(e: &EngineError) -> u32 {
     match e {
         EngineError::OutOfRange { .. } | EngineError::BufferSize { .. } => EINVAL,
         EngineError::DataLost { .. } | EngineError::Unreadable { .. } => EIO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_alarm_wakes_only_a_sleeping_worker_and_ends_with_it() {
+        let sleeping = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let alarm = spawn_alarm(Arc::downgrade(&sleeping), move || {
+            let _ = tx.send(());
+        })
+        .expect("alarm thread");
+        // Awake: left alone.
+        assert!(rx.recv_timeout(WAKE_EVERY * 3).is_err());
+        // Asleep: woken within a period, and the flag says so.
+        sleeping.store(true, Ordering::SeqCst);
+        assert!(rx.recv_timeout(WAKE_EVERY * 3).is_ok());
+        assert!(!sleeping.load(Ordering::SeqCst));
+        // The worker gone, the alarm ends.
+        drop(sleeping);
+        alarm.join().expect("the alarm ends");
     }
 }

@@ -53,7 +53,9 @@ pub enum Command {
     /// Add a member to a degraded array's missing role and rebuild it (like
     /// `mdadm --add`): a blank disk or file, or a member that was left out as stale. To a
     /// whole array (or with --spare) it is added as a hot spare, which takes the place
-    /// of a member that fails.
+    /// of a member that fails. On a served array, the server adds it while its clients
+    /// go on, into a failed or missing role (rebuilt in the background; followed here
+    /// to the end) or as a spare.
     Add(AddArgs),
     /// Mark a member faulty (like `mdadm --fail`): it is left out from then on and a
     /// hot spare, if any, takes its role when the array is next opened to write.
@@ -62,7 +64,8 @@ pub enum Command {
     Fail(MemberArgs),
     /// Take a left-out member (failed, stale or spare) out of the array for good: its
     /// role-table entry is freed and its md superblock erased (like `mdadm --remove`
-    /// then `--zero-superblock`).
+    /// then `--zero-superblock`). An active member is refused: fail it first. On a
+    /// served array, the server does it while its clients go on.
     Remove(MemberArgs),
     /// Scrub an array (md's sync_action check/repair): read everything, count where
     /// parity or mirror copies disagree with the data, and with `repair` rewrite them.
@@ -101,6 +104,16 @@ pub struct CreateArgs {
     /// fails (or is missing when the array is next opened to write) and is rebuilt.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub spares: usize,
+    /// Write-intent bitmap: `internal` (md's, on every member; the default for levels
+    /// with redundancy) or `none`. After a crash only chunks marked dirty resync, and a
+    /// member that returns catches up on only what changed while it was away.
+    #[arg(long, value_name = "internal|none")]
+    pub bitmap: Option<String>,
+    /// Data per bitmap bit (power of two); K/M/G suffixes. Default: mdadm's choice,
+    /// 64M (or more when the bits would not fit). Smaller chunks resync less after a
+    /// crash but set bits more often.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub bitmap_chunk: Option<u64>,
     /// Member files or block devices, in role order (then the spares).
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
@@ -108,6 +121,10 @@ pub struct CreateArgs {
 
 #[derive(Debug, Args)]
 pub struct ExamineArgs {
+    /// Show each member's write-intent bitmap instead, in `mdadm --examine-bitmap`'s
+    /// words (its event counts and how many chunks are dirty).
+    #[arg(long, short = 'X')]
+    pub bitmap: bool,
     /// Member files or block devices.
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
@@ -127,10 +144,12 @@ pub struct StatusArgs {
 pub struct AddArgs {
     /// Only record the new member (md sees it as being recovered from sector 0); the
     /// rebuild then runs the next time the array is opened to write (`xraid serve`
-    /// runs it in the background).
+    /// runs it in the background). On a served array: return at once, leaving the
+    /// server's background rebuild running (`xraid status` shows how far it is).
     #[arg(long)]
     pub no_rebuild: bool,
-    /// Add it as a hot spare even if a role is missing.
+    /// Add it as a hot spare even if a role is missing (on a served array it steps in
+    /// when a member next fails, or at the next start).
     #[arg(long)]
     pub spare: bool,
     /// Size of the new member file to create if it does not exist (sparse); K/M/G/T.

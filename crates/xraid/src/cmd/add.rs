@@ -1,6 +1,7 @@
 //! `xraid add`: a member into a degraded array's missing role, rebuilt with a progress
 //! bar (or, with `--no-rebuild`, left for the next open to rebuild in the background);
-//! into a whole array (or with `--spare`), a hot spare.
+//! into a whole array (or with `--spare`), a hot spare. On an array `xraid serve`
+//! serves, the server does it while its clients go on, and rebuilds in the background.
 
 use std::path::{Path, PathBuf};
 
@@ -15,10 +16,8 @@ use crate::progress::bytes_bar;
 
 pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
     let paths = vec![args.array.clone()];
-    if super::live::served(&paths).is_some() {
-        bail!(
-            "the array is served by a running xraid serve: adding members to a running server is not supported yet (hot spares already there step in by themselves); stop the server first"
-        );
+    if let Some(socket) = super::live::served(&paths) {
+        return live(&socket, &args);
     }
     let added = add_member(&paths, &args.member, args.size, args.spare, args.force)?;
     let Some(role) = added.role else {
@@ -55,11 +54,81 @@ pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
             report.unrecoverable
         );
     }
+    let caught_up = if report.visited < report.units {
+        format!(
+            "; caught up on {} of {} units, the ones the write-intent bitmap marks as written while it was away",
+            report.visited, report.units
+        )
+    } else {
+        String::new()
+    };
     println!(
-        "{}: rebuilt ({} read errors corrected on the way)",
+        "{}: rebuilt ({} read errors corrected on the way{caught_up})",
         added.path.display(),
         report.read_errors_corrected
     );
+    Ok(())
+}
+
+/// Has the server that serves the array add the member (the same checks as offline,
+/// `--size` and `--force` included). A member put into a role is rebuilt by the server
+/// in the background; unless `--no-rebuild`, this follows the rebuild to its end with a
+/// progress bar, as the offline add does. Interrupting it leaves the rebuild running.
+fn live(socket: &Path, args: &AddArgs) -> Result<()> {
+    use super::live::{absolute, ask};
+    let path = absolute(&args.member);
+    let shown = path.display().to_string();
+    let answer = ask(
+        socket,
+        &serde_json::json!({
+            "op": "add",
+            "member": shown,
+            "spare": args.spare,
+            "force": args.force,
+            "size": args.size,
+        }),
+    )?;
+    let Some(role) = answer["role"].as_u64() else {
+        println!(
+            "{shown}: added as a hot spare by the server that serves the array; it takes the place of the next member to fail"
+        );
+        return Ok(());
+    };
+    println!(
+        "{shown}: added as role {role} by the server that serves the array; it is rebuilt in the background while clients are served"
+    );
+    if args.no_rebuild {
+        return Ok(());
+    }
+    let bar = bytes_bar(100, "rebuild");
+    let status = loop {
+        let status = ask(socket, &serde_json::json!({ "op": "status" }))?;
+        let member = usize::try_from(role)
+            .ok()
+            .map_or(&serde_json::Value::Null, |r| &status["members"][r]);
+        if member["path"].as_str() != Some(shown.as_str()) {
+            bar.finish_and_clear();
+            bail!("{shown} no longer holds role {role}: see xraid status and the server's log");
+        }
+        match member["state"].as_str() {
+            Some("active") => break status,
+            Some("rebuilding") => bar.set_position(member["rebuilt_percent"].as_u64().unwrap_or(0)),
+            _ => {
+                bar.finish_and_clear();
+                bail!("{shown} failed while being rebuilt: see the server's log");
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    bar.finish_and_clear();
+    let last = &status["last_sync"];
+    let unrecoverable = last["unrecoverable_units"].as_u64().unwrap_or(0);
+    if last["kind"] == "recover" && unrecoverable > 0 {
+        bail!(
+            "rebuild of {shown} met {unrecoverable} units it could not read or rebuild: it stays out of sync there"
+        );
+    }
+    println!("{shown}: rebuilt by the server");
     Ok(())
 }
 
@@ -67,11 +136,9 @@ pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
 /// member lies in it (assembly finds it there), else both.
 fn with_member(array: &Path, member: &Path) -> Vec<PathBuf> {
     let inside = array.is_dir()
-        && match (
-            std::fs::canonicalize(array),
-            member.parent().map(std::fs::canonicalize),
-        ) {
-            (Ok(a), Some(Ok(parent))) => a == parent,
+        && match (std::fs::canonicalize(array), std::fs::canonicalize(member)) {
+            // A bare file name has an empty parent: compare real paths instead.
+            (Ok(a), Ok(m)) => m.parent() == Some(a.as_path()),
             _ => false,
         };
     if inside {

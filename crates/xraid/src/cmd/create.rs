@@ -24,6 +24,24 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         );
     }
     let spares = members.split_off(members.len() - args.spares);
+    let redundant = level != Level::Raid0;
+    let bitmap = match args.bitmap.as_deref() {
+        None => redundant,
+        Some("internal") if redundant => true,
+        Some("internal") => {
+            bail!("--bitmap internal: {level} has no redundancy to resync; leave --bitmap out")
+        }
+        Some("none") => false,
+        Some(other) => bail!("--bitmap {other}: say internal or none"),
+    };
+    let bitmap_chunk_bytes = match args.bitmap_chunk {
+        None => None,
+        Some(_) if !bitmap => bail!("--bitmap-chunk needs a bitmap (--bitmap internal)"),
+        Some(bytes) => Some(
+            u32::try_from(bytes)
+                .map_err(|_| anyhow::anyhow!("--bitmap-chunk {bytes}: at most 2G per bit"))?,
+        ),
+    };
     let opts = CreateOptions {
         level,
         layout,
@@ -33,6 +51,8 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         members,
         force: args.force,
         backend,
+        bitmap,
+        bitmap_chunk_bytes,
     };
     let bar = bytes_bar(0, "initialising parity");
     let created = create(&opts, &mut |done, total| {

@@ -45,6 +45,8 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
             members: members.clone(),
             force: false,
             backend,
+            bitmap: true,
+            bitmap_chunk_bytes: None,
         };
         let created = create(&opts, &mut |_, _| {})?;
         println!(

@@ -1,8 +1,12 @@
-//! `xraid examine`: a member's superblock in mdadm --examine's words.
+//! `xraid examine`: a member's superblock in mdadm --examine's words, or with
+//! `--bitmap` its write-intent bitmap in mdadm --examine-bitmap's.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use xraid_array::read_superblock;
-use xraid_member::{DirectMode, FileMember, OpenOptions};
+use xraid_format::{
+    bitmap_start_sector, parse_bitmap, BitmapSuper, Superblock, BITMAP_SUPER_BYTES,
+};
+use xraid_member::{DirectMode, FileMember, Member, OpenOptions};
 
 use crate::cli::ExamineArgs;
 
@@ -20,10 +24,38 @@ pub fn run(args: ExamineArgs) -> Result<()> {
                 path.display()
             );
         };
-        print!(
-            "{}",
-            xraid_format::examine_text(&sb, &path.display().to_string())
-        );
+        let name = path.display().to_string();
+        let bitmap = read_bitmap(&member, &sb).with_context(|| name.clone())?;
+        if args.bitmap {
+            let Some(bytes) = bitmap else {
+                bail!("{name}: the array keeps no internal bitmap");
+            };
+            let (bsb, bits) = parse_bitmap(&bytes).with_context(|| name.clone())?;
+            print!("{}", xraid_format::examine_bitmap_text(&bsb, &bits, &name));
+            continue;
+        }
+        let text = match bitmap.as_deref().map(BitmapSuper::parse) {
+            Some(Ok(bsb)) => xraid_format::examine_text_with_bitmap(&sb, &bsb, &name),
+            _ => xraid_format::examine_text(&sb, &name),
+        };
+        print!("{text}");
     }
     Ok(())
+}
+
+/// The bytes of the member's internal bitmap (its superblock and bits), if the
+/// superblock says it has one.
+fn read_bitmap(member: &FileMember, sb: &Superblock) -> Result<Option<Vec<u8>>> {
+    let Some(start) = bitmap_start_sector(sb) else {
+        return Ok(None);
+    };
+    let mut head = vec![0u8; BITMAP_SUPER_BYTES];
+    member.read_at(&mut head, start * 512)?;
+    let Ok(bsb) = BitmapSuper::parse(&head) else {
+        return Ok(Some(head));
+    };
+    let len = usize::try_from(bsb.on_disk_bytes()).context("bitmap larger than memory")?;
+    let mut bytes = vec![0u8; len];
+    member.read_at(&mut bytes, start * 512)?;
+    Ok(Some(bytes))
 }

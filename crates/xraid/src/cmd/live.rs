@@ -1,6 +1,7 @@
 //! Talking to a server that serves the array: its control socket beside the members
-//! (see the server's `control` module). The commands that act on an array ask here
-//! first; when no server answers, they work on the members themselves.
+//! (see the server's `control` module). The commands that act on an array (`status`,
+//! `scrub`, `fail`, `add`, `remove`) ask here first; when no server answers, they work
+//! on the members themselves.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -39,4 +40,13 @@ pub fn ask(socket: &Path, request: &serde_json::Value) -> Result<serde_json::Val
         );
     }
     Ok(answer)
+}
+
+/// `path` as a server should be given it: absolute, since its working folder is not
+/// ours, and canonical where it exists, as the server compares members by canonical
+/// path.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf())
 }

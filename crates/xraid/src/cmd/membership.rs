@@ -1,4 +1,5 @@
-//! `xraid fail` and `xraid remove`: a member out of an array that is not being served.
+//! `xraid fail` and `xraid remove`: a member out of an array; on an array `xraid serve`
+//! serves, the server does it through its control socket.
 
 use anyhow::Result;
 use xraid_array::{fail_member, remove_member};
@@ -28,6 +29,18 @@ pub fn fail(args: MemberArgs) -> Result<()> {
 }
 
 pub fn remove(args: MemberArgs) -> Result<()> {
+    if let Some(socket) = super::live::served(std::slice::from_ref(&args.array)) {
+        let path = super::live::absolute(&args.member);
+        super::live::ask(
+            &socket,
+            &serde_json::json!({ "op": "remove", "member": path.display().to_string() }),
+        )?;
+        println!(
+            "{}: removed from the array by the server that serves it; its md superblock is erased",
+            args.member.display()
+        );
+        return Ok(());
+    }
     remove_member(std::slice::from_ref(&args.array), &args.member)?;
     println!(
         "{}: removed from the array; its md superblock is erased",

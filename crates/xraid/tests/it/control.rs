@@ -1,8 +1,11 @@
-//! The control socket of a served array: `xraid status`, `scrub` and `fail` reach the
-//! running server (which holds the members) instead of the members themselves.
+//! The control socket of a served array: `xraid status`, `scrub`, `fail`, `add` and
+//! `remove` reach the running server (which holds the members) instead of the members
+//! themselves.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
+use crate::nbd_raw::Client;
 use crate::server::{raid5, Server};
 use crate::util::{fails, ok, p, random_bytes, sha256_file, sha256_of_read, tempdir};
 
@@ -54,8 +57,8 @@ fn status_scrub_and_fail_reach_the_running_server() {
     // Refusals come back as one clear line and change nothing.
     let err = fails(&["fail", p(&disks), p(&dir.path().join("image.raw"))]);
     assert!(err.contains("is not an active member"), "{err}");
-    let err = fails(&["add", "--size", "16M", p(&disks), p(&disks.join("s1"))]);
-    assert!(err.contains("served by a running xraid"), "{err}");
+    let err = fails(&["add", "--size", "1M", p(&disks), p(&disks.join("s1"))]);
+    assert!(err.contains("but a member needs at least"), "{err}");
     assert!(!disks.join("s1").exists(), "nothing created");
 
     server.stop();
@@ -80,4 +83,259 @@ fn a_stale_control_socket_is_no_server() {
     let server = Server::unix(dir.path(), &[p(&disks)]);
     assert_eq!(live_status(&disks)["served"], true);
     server.stop();
+}
+
+/// What a membership change would change in a live status: health, each role's state
+/// and path, the spares (not the latencies, which move with every I/O).
+fn membership(s: &serde_json::Value) -> serde_json::Value {
+    let members: Vec<serde_json::Value> = s["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| serde_json::json!([m["state"], m["path"]]))
+        .collect();
+    serde_json::json!({ "health": s["health"], "members": members, "spares": s["spares"] })
+}
+
+/// The 4 KiB where md 1.2 keeps its superblock: all zeros once it has been erased.
+fn superblock_erased(member: &Path) -> bool {
+    let bytes = std::fs::read(member).expect("member");
+    bytes[4096..8192].iter().all(|&b| b == 0)
+}
+
+/// Polls the live status until `health` is `want` (up to 30 s).
+fn wait_for_health(disks: &Path, want: &str) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        let s = live_status(disks);
+        if s["health"] == want {
+            return s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "still {} after 30 s: {s}",
+            s["health"]
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_member_added_live_to_a_whole_array_becomes_a_hot_spare() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "8M");
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+
+    let s0 = disks.join("s0");
+    let out = ok(&["add", "--size", "8M", p(&disks), p(&s0)]);
+    assert!(out.contains("added as a hot spare by the server"), "{out}");
+    let s = live_status(&disks);
+    assert_eq!(s["health"], "clean", "{s}");
+    assert_eq!(s["spares"].as_array().map(Vec::len), Some(1), "{s}");
+    assert!(s["spares"][0].as_str().unwrap_or("").ends_with("s0"), "{s}");
+    server.wait_for_log(0, &["s0 added as a hot spare"]);
+
+    // Each refusal is one line and changes nothing.
+    let before = membership(&s);
+    let small = dir.path().join("small");
+    std::fs::write(&small, vec![0u8; 1 << 20]).expect("small member");
+    let (s1, d1) = (disks.join("s1"), disks.join("d1"));
+    let refusals: [(&[&str], &str); 6] = [
+        (
+            &["add", p(&disks), p(&small)],
+            "but a member needs at least",
+        ),
+        (
+            &["add", "--size", "1M", p(&disks), p(&s1)],
+            "but a member needs at least",
+        ),
+        (&["add", p(&disks), p(&s1)], "does not exist: give --size"),
+        (&["add", p(&disks), p(&d1)], "is already an active member"),
+        (&["add", p(&disks), p(&s0)], "is already a hot spare"),
+        (
+            &["remove", p(&disks), p(&d1)],
+            "is an active member: fail it first",
+        ),
+    ];
+    for (args, needle) in refusals {
+        let err = fails(args);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert_eq!(
+            membership(&live_status(&disks)),
+            before,
+            "{args:?} changed something"
+        );
+    }
+    assert!(!s1.exists(), "nothing created");
+    assert!(superblock_erased(&small), "the small file was not written");
+
+    server.stop();
+    let s = json(&ok(&["status", "--json", p(&disks)]));
+    assert_eq!(s["state"], "clean", "{s}");
+    assert_eq!(s["degraded"], false, "{s}");
+    assert_eq!(s["left_out"].as_array().map(Vec::len), Some(1), "{s}");
+    assert_eq!(s["left_out"][0]["reason"], "spare", "{s}");
+}
+
+#[test]
+fn a_member_added_live_into_a_failed_role_is_rebuilt_while_clients_are_served() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "8M");
+    let size = json(&ok(&["status", "--json", p(&disks)]))["array_size_bytes"]
+        .as_u64()
+        .expect("array size");
+    let mut expected = random_bytes(usize::try_from(size).expect("size"), 51);
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, &expected).expect("image");
+    ok(&["write", p(&disks), "-i", p(&image)]);
+    // A slow rebuild, so that the clients below meet it.
+    let server = Server::tcp(dir.path(), &["--rebuild-max", "2", p(&disks)]);
+
+    let d2 = disks.join("d2");
+    ok(&["fail", p(&disks), p(&d2)]);
+    assert_eq!(live_status(&disks)["health"], "degraded");
+    // Its disk is gone for good: its entry is freed all the same.
+    std::fs::remove_file(&d2).expect("d2 gone");
+    let out = ok(&["remove", p(&disks), p(&d2)]);
+    assert!(
+        out.contains("removed from the array by the server"),
+        "{out}"
+    );
+    let n2 = disks.join("n2");
+    let out = ok(&["add", "--no-rebuild", "--size", "8M", p(&disks), p(&n2)]);
+    assert!(out.contains("added as role 2 by the server"), "{out}");
+    let s = live_status(&disks);
+    assert_eq!(s["health"], "recovering", "{s}");
+    assert_eq!(s["members"][2]["state"], "rebuilding", "{s}");
+    assert!(
+        s["members"][2]["path"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("n2"),
+        "{s}"
+    );
+
+    // Clients are served meanwhile: every byte reads right, and writes land.
+    let mut client = Client::open(server.tcp_addr(), "xraid", false);
+    let piece = 1usize << 20;
+    for at in (0..expected.len()).step_by(piece) {
+        let len = piece.min(expected.len() - at);
+        let got = client
+            .read(at as u64, len as u32)
+            .expect("read while recovering");
+        assert!(
+            got == expected[at..at + len],
+            "wrong data at {at} while recovering"
+        );
+    }
+    let fresh = random_bytes(3 * piece, 52);
+    assert_eq!(client.write(5 * piece as u64, &fresh), 0);
+    assert_eq!(client.flush(), 0);
+    expected[5 * piece..8 * piece].copy_from_slice(&fresh);
+    assert_eq!(
+        live_status(&disks)["health"],
+        "recovering",
+        "the clients were served while the rebuild ran"
+    );
+    client.disconnect();
+
+    let s = wait_for_health(&disks, "clean");
+    for m in s["members"].as_array().expect("members") {
+        assert_eq!(m["state"], "active", "{s}");
+    }
+    server.wait_for_log(0, &["recover done (0 mismatched units, 0 unrecoverable)"]);
+    let check = json(&ok(&["scrub", "check", "--json", p(&disks)]));
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+
+    server.stop();
+    let s = json(&ok(&["status", "--json", p(&disks)]));
+    assert_eq!(s["state"], "clean", "{s}");
+    assert_eq!(s["degraded"], false, "{s}");
+    std::fs::write(&image, &expected).expect("expected image");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+    // The rebuilt member alone stands in for d0: its data is right.
+    let (d1, d3) = (disks.join("d1"), disks.join("d3"));
+    assert_eq!(
+        sha256_of_read(&[p(&d1), p(&n2), p(&d3)]),
+        sha256_file(&image)
+    );
+}
+
+#[test]
+fn failed_members_and_spares_are_removed_live() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "8M");
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(12 << 20, 61)).expect("image");
+    ok(&["write", p(&disks), "-i", p(&image)]);
+    ok(&["add", "--size", "8M", p(&disks), p(&disks.join("s0"))]);
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+
+    // A failed member whose role a spare took.
+    let d1 = disks.join("d1");
+    ok(&["fail", p(&disks), p(&d1)]);
+    wait_for_health(&disks, "clean");
+    let out = ok(&["remove", p(&disks), p(&d1)]);
+    assert!(
+        out.contains("removed from the array by the server"),
+        "{out}"
+    );
+    assert!(superblock_erased(&d1));
+    // The server still holds it (I/O to it may be in the kernel): not back before a restart.
+    let err = fails(&["add", p(&disks), p(&d1)]);
+    assert!(err.contains("the server keeps it open"), "{err}");
+
+    // A spare added live, removed live.
+    let s1 = disks.join("s1");
+    ok(&["add", "--spare", "--size", "8M", p(&disks), p(&s1)]);
+    assert_eq!(
+        live_status(&disks)["spares"].as_array().map(Vec::len),
+        Some(1)
+    );
+    ok(&["remove", p(&disks), p(&s1)]);
+    let s = live_status(&disks);
+    assert_eq!(s["spares"].as_array().map(Vec::len), Some(0), "{s}");
+    assert!(superblock_erased(&s1));
+
+    // A failed member with no spare to take its role: the role stays failed, empty.
+    let d3 = disks.join("d3");
+    ok(&["fail", p(&disks), p(&d3)]);
+    ok(&["remove", p(&disks), p(&d3)]);
+    let s = live_status(&disks);
+    assert_eq!(s["health"], "degraded", "{s}");
+    assert_eq!(s["members"][3]["state"], "faulty", "{s}");
+    assert!(s["members"][3]["path"].is_null(), "{s}");
+    assert!(superblock_erased(&d3));
+    let err = fails(&["remove", p(&disks), p(&d3)]);
+    assert!(err.contains("is not a member of array"), "{err}");
+
+    // A new member fills it; `xraid add` follows the rebuild to the end.
+    let n3 = disks.join("n3");
+    let out = ok(&["add", "--size", "8M", p(&disks), p(&n3)]);
+    assert!(
+        out.contains("added as role 3") && out.contains("rebuilt by the server"),
+        "{out}"
+    );
+    let s = live_status(&disks);
+    assert_eq!(s["health"], "clean", "{s}");
+    assert!(
+        s["members"][3]["path"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("n3"),
+        "{s}"
+    );
+
+    server.stop();
+    let s = json(&ok(&["status", "--json", p(&disks)]));
+    assert_eq!(s["state"], "clean", "{s}");
+    assert_eq!(s["degraded"], false, "{s}");
+    assert_eq!(s["left_out"].as_array().map(Vec::len), Some(0), "{s}");
+    let read = dir.path().join("read.raw");
+    ok(&["read", "--length", "12M", "-o", p(&read), p(&disks)]);
+    assert_eq!(sha256_file(&read), sha256_file(&image));
+    // Let go by the server, a removed member can come back (here as a spare).
+    let out = ok(&["add", p(&disks), p(&d1)]);
+    assert!(out.contains("hot spare"), "{out}");
 }

@@ -7,6 +7,7 @@ mod server;
 mod util;
 
 mod bad_input;
+mod bitmap;
 mod control;
 mod crash_loop;
 mod create_examine;

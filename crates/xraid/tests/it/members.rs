@@ -82,8 +82,8 @@ fn a_blank_member_replaces_a_lost_one_and_is_rebuilt() {
     let md = md_agrees(&disks.join("d1"));
     assert_eq!(md["Device Role"], "Active device 1");
     assert_eq!(
-        md["Feature Map"], "0x0",
-        "recovered: no recovery offset left"
+        md["Feature Map"], "0x1",
+        "recovered: no recovery offset left, the bitmap kept"
     );
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
     // The rebuilt member carries the array: lose another and read it all back.
@@ -113,7 +113,7 @@ fn without_rebuild_md_sees_a_recovering_member_and_serve_rebuilds_it() {
     assert_eq!(s["health"], "recovering", "{s}");
     let md = md_agrees(&disks.join("d2"));
     assert_eq!(md["Recovery Offset"], "0 sectors");
-    assert_eq!(md["Feature Map"], "0x2");
+    assert_eq!(md["Feature Map"], "0x3");
     // Reads are right while the member is not rebuilt: it is treated as missing.
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
 
@@ -125,7 +125,7 @@ fn without_rebuild_md_sees_a_recovering_member_and_serve_rebuilds_it() {
     let s = status(&disks);
     assert_eq!(s["members"][2]["state"], "active", "{s}");
     assert_eq!(s["state"], "clean", "{s}");
-    assert_eq!(md_agrees(&disks.join("d2"))["Feature Map"], "0x0");
+    assert_eq!(md_agrees(&disks.join("d2"))["Feature Map"], "0x1");
     let check: serde_json::Value =
         serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("json");
     assert_eq!(check["mismatched_units"], 0, "{check}");

@@ -1,0 +1,257 @@
+//! The write-intent bitmap end to end: `mdadm --examine-bitmap` reads what xraid
+//! wrote (event counts, chunks, dirty bits) after a crash under writes; the next start
+//! resyncs only the dirty chunks and a clean stop leaves none; a member back after a
+//! short absence catches up on what changed only.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::require_tool;
+use crate::server::Server;
+use crate::util::{fails, ok, p, random_bytes, tempdir};
+
+/// A RAID-5 of four 16 MiB members with a 1 MiB bitmap chunk (15 bits over 15 MiB used per member).
+fn raid5_with_bitmap(dir: &Path) -> PathBuf {
+    let disks = dir.join("disks");
+    std::fs::create_dir(&disks).expect("disks folder");
+    let members: Vec<PathBuf> = (0..4).map(|i| disks.join(format!("d{i}"))).collect();
+    let mut args = vec![
+        "create",
+        "-l",
+        "5",
+        "-c",
+        "64K",
+        "--size",
+        "16M",
+        "--bitmap-chunk",
+        "1M",
+    ];
+    args.extend(members.iter().map(|m| p(m)));
+    ok(&args);
+    disks
+}
+
+/// "label : value" lines as pairs.
+fn field(text: &str, label: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(" : ")?;
+        (k.trim() == label).then(|| v.trim().to_owned())
+    })
+}
+
+/// What mdadm 4.x prints with `--examine-bitmap` for the bitmap of `member`: mdadm
+/// looks for internal bitmaps on block devices only and reads a regular file as a
+/// bitmap file, so it is handed the bytes from where `--examine` says the bitmap is.
+fn mdadm_examine_bitmap(member: &Path, scratch: &Path) -> String {
+    let examine = Command::new("mdadm")
+        .args(["--examine", p(member)])
+        .output()
+        .expect("mdadm runs");
+    let examine = String::from_utf8_lossy(&examine.stdout).into_owned();
+    let offset: u64 = field(&examine, "Internal Bitmap")
+        .and_then(|v| {
+            v.strip_suffix(" sectors from superblock")
+                .map(str::to_owned)
+        })
+        .expect("mdadm sees an internal bitmap")
+        .parse()
+        .expect("a number");
+    let start = (8 + offset) * 512;
+    let bytes = std::fs::read(member).expect("member");
+    let bitmap = scratch.join("bitmap.bin");
+    std::fs::write(&bitmap, &bytes[start as usize..start as usize + 64 * 1024]).expect("write");
+    let out = Command::new("mdadm")
+        .args(["--examine-bitmap", p(&bitmap)])
+        .output()
+        .expect("mdadm runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// mdadm's and xraid's bitmap reports agree on every field but the file name; the
+/// fields that matter most are returned: (events, events cleared, bitmap line).
+fn bitmaps_agree(member: &Path, scratch: &Path) -> (String, String, String) {
+    let md = mdadm_examine_bitmap(member, scratch);
+    let ours = ok(&["examine", "--bitmap", p(member)]);
+    let strip = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.trim_start().starts_with("Filename"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(strip(&md), strip(&ours), "mdadm:\n{md}\nxraid:\n{ours}");
+    (
+        field(&ours, "Events").expect("events"),
+        field(&ours, "Events Cleared").expect("events cleared"),
+        field(&ours, "Bitmap").expect("bitmap line"),
+    )
+}
+
+fn qemu_io(server: &Server, commands: &[&str]) {
+    let mut cmd = Command::new("qemu-io");
+    cmd.args(["-f", "raw", &server.uri("")]);
+    for c in commands {
+        cmd.args(["-c", c]);
+    }
+    let out = cmd.output().expect("qemu-io runs");
+    assert!(
+        out.status.success(),
+        "qemu-io failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn mdadm_reads_the_bitmap_left_by_a_crash_and_the_restart_resyncs_its_chunks_only() {
+    require_tool!("mdadm");
+    require_tool!("qemu-io");
+    let dir = tempdir();
+    let disks = raid5_with_bitmap(dir.path());
+    let member = disks.join("d1");
+    let (_, _, line) = bitmaps_agree(&member, dir.path());
+    assert!(line.starts_with("15 bits (chunks), 0 dirty"), "{line}");
+
+    // Writes to three chunks, flushed, then SIGKILL before the quiet time clears them.
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    qemu_io(
+        &server,
+        &[
+            "write -P 1 0 64k",
+            "write -P 2 20M 64k",
+            "write -P 3 40M 4k",
+            "flush",
+        ],
+    );
+    server.kill();
+    let (events, _, line) = bitmaps_agree(&member, dir.path());
+    assert!(line.starts_with("15 bits (chunks), 3 dirty"), "{line}");
+    let sb_events = field(&ok(&["examine", p(&member)]), "Events").expect("events");
+    assert_eq!(
+        events, sb_events,
+        "the bitmap's events follow the superblock's"
+    );
+
+    // The restart resyncs the dirty chunks (3 of 15 chunks of 1 MiB: at most 3 MiB
+    // of member sectors, 48 of 240 stripes) and a clean stop clears every bit.
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    let log = server.wait_for_log(0, &["resync done"]);
+    let stopped = server.stop();
+    assert!(
+        log.contains("only the 3 chunks") || stopped.stderr.contains("only the 3 chunks"),
+        "the resync says how much it visits:\n{log}\n{}",
+        stopped.stderr
+    );
+    let (events, cleared, line) = bitmaps_agree(&member, dir.path());
+    assert!(line.starts_with("15 bits (chunks), 0 dirty"), "{line}");
+    assert_eq!(events, cleared, "a whole array moves events_cleared along");
+    let scrub = ok(&["scrub", "check", p(&disks)]);
+    assert!(scrub.contains(" 0 of "), "{scrub}");
+}
+
+#[test]
+fn a_member_back_after_a_short_absence_catches_up_on_what_changed_only() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = raid5_with_bitmap(dir.path());
+    let data = random_bytes(40 << 20, 11);
+    let image = dir.path().join("data");
+    std::fs::write(&image, &data).expect("data");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+
+    // d2 is left out while 64 KiB change in one chunk.
+    let away = dir.path().join("away");
+    std::fs::create_dir(&away).expect("folder");
+    std::fs::rename(disks.join("d2"), away.join("d2")).expect("move d2 out");
+    let change = random_bytes(64 << 10, 12);
+    let patch = dir.path().join("patch");
+    std::fs::write(&patch, &change).expect("patch");
+    ok(&["write", "--offset", "30M", "-i", p(&patch), p(&disks)]);
+    let (_, _, line) = bitmaps_agree(&disks.join("d0"), dir.path());
+    assert!(line.starts_with("15 bits (chunks), 1 dirty"), "{line}");
+
+    std::fs::rename(away.join("d2"), disks.join("d2")).expect("d2 back");
+    let added = ok(&["add", p(&disks), p(&disks.join("d2"))]);
+    assert!(added.contains("caught up on "), "{added}");
+    let visited: u64 = added
+        .split("caught up on ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("a unit count");
+    assert!(
+        visited <= 16,
+        "one 1 MiB chunk is 16 stripes of 64K: {added}"
+    );
+
+    // Without d0 the array reads through the caught-up d2.
+    ok(&["fail", p(&disks), p(&disks.join("d0"))]);
+    let mut expected = data;
+    expected[30 << 20..(30 << 20) + change.len()].copy_from_slice(&change);
+    let out = crate::util::xraid()
+        .args(["read", p(&disks)])
+        .output()
+        .expect("read");
+    assert!(out.status.success());
+    assert_eq!(out.stdout[..expected.len()], expected[..]);
+}
+
+#[test]
+fn bad_bitmap_requests_are_refused_before_anything_is_written() {
+    let dir = tempdir();
+    let m = |i: usize| dir.path().join(format!("m{i}"));
+    let err = fails(&[
+        "create",
+        "-l",
+        "0",
+        "--bitmap",
+        "internal",
+        "--size",
+        "8M",
+        p(&m(0)),
+        p(&m(1)),
+    ]);
+    assert!(err.contains("no redundancy"), "{err}");
+    let err = fails(&[
+        "create",
+        "-l",
+        "1",
+        "--bitmap",
+        "sideways",
+        "--size",
+        "8M",
+        p(&m(0)),
+        p(&m(1)),
+    ]);
+    assert!(err.contains("internal or none"), "{err}");
+    let err = fails(&[
+        "create",
+        "-l",
+        "1",
+        "--bitmap-chunk",
+        "3K",
+        "--size",
+        "8M",
+        p(&m(0)),
+        p(&m(1)),
+    ]);
+    assert!(err.contains("chunk"), "{err}");
+    assert!(!m(0).exists() && !m(1).exists(), "nothing was made");
+    // An array without a bitmap has none to show.
+    ok(&[
+        "create",
+        "-l",
+        "1",
+        "--bitmap",
+        "none",
+        "--size",
+        "8M",
+        p(&m(0)),
+        p(&m(1)),
+    ]);
+    let err = fails(&["examine", "--bitmap", p(&m(0))]);
+    assert!(err.contains("no internal bitmap"), "{err}");
+}
