@@ -1,11 +1,15 @@
 //! A member that fails on purpose: every I/O after the first N, I/Os touching chosen
-//! byte ranges, or every I/O slowed by a fixed latency. Tests and demonstrations
+//! byte ranges, every I/O slowed by a fixed latency, a stall (I/Os hang for a long
+//! time after the first N), silent corruption (writes that land with a bit flipped,
+//! writes acknowledged but never stored), and a power cut (after N I/Os the writes
+//! not yet flushed are undone and the device is gone). Tests and demonstrations
 //! (`xraid serve --fault`) put it around a real member to show the array surviving.
 
 use std::io;
 use std::ops::Range;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::{DirectFd, Member};
@@ -19,7 +23,21 @@ pub struct FaultPlan {
     pub error_ranges: Vec<Range<u64>>,
     /// Added to every I/O.
     pub latency: Option<Duration>,
+    /// After this many I/Os, every I/O first hangs for `stall_for` (a device that
+    /// stops answering, then answers late).
+    pub stall_after: Option<u64>,
+    pub stall_for: Duration,
+    /// Member byte ranges where every write lands with one bit flipped, silently.
+    pub flip_ranges: Vec<Range<u64>>,
+    /// Member byte ranges where writes are acknowledged but not stored.
+    pub lost_ranges: Vec<Range<u64>>,
+    /// At this I/O the power fails: writes since the last flush are undone, and the
+    /// device is gone from then on.
+    pub power_cut_after: Option<u64>,
 }
+
+/// How long a stalled I/O hangs unless told: longer than the engine's stall timeout.
+const DEFAULT_STALL: Duration = Duration::from_secs(60);
 
 /// A fault for one member of an array: `role=N` and what goes wrong, e.g.
 /// `role=1,fail-after=1000`, `role=0,errors=1M..2M`, `role=2,latency=20ms`.
@@ -44,15 +62,7 @@ impl FromStr for MemberFault {
                 "fail-after" => {
                     plan.fail_after = Some(value.parse().map_err(|_| bad("a count of I/Os"))?)
                 }
-                "errors" => {
-                    let (a, b) = value.split_once("..").ok_or_else(|| bad("a range START..END"))?;
-                    let start = parse_bytes(a).ok_or_else(|| bad("a byte range"))?;
-                    let end = parse_bytes(b).ok_or_else(|| bad("a byte range"))?;
-                    if start >= end {
-                        return Err(bad("a non-empty range"));
-                    }
-                    plan.error_ranges.push(start..end);
-                }
+                "errors" => plan.error_ranges.push(parse_range(value).map_err(bad)?),
                 "latency" => {
                     let ms = value
                         .strip_suffix("ms")
@@ -60,16 +70,61 @@ impl FromStr for MemberFault {
                         .ok_or_else(|| bad("a latency like 20ms"))?;
                     plan.latency = Some(Duration::from_millis(ms));
                 }
+                "stall-after" => {
+                    plan.stall_after = Some(value.parse().map_err(|_| bad("a count of I/Os"))?)
+                }
+                "stall" => {
+                    plan.stall_for = parse_duration(value).ok_or_else(|| bad("a time like 40s"))?
+                }
+                "flips" => plan.flip_ranges.push(parse_range(value).map_err(bad)?),
+                "lose" => plan.lost_ranges.push(parse_range(value).map_err(bad)?),
+                "power-cut-after" => {
+                    plan.power_cut_after =
+                        Some(value.parse().map_err(|_| bad("a count of I/Os"))?)
+                }
                 _ => {
                     return Err(format!(
-                        "fault '{spec}': unknown '{key}' (use role=N with fail-now, fail-after=N, errors=START..END, latency=Nms)"
+                        "fault '{spec}': unknown '{key}' (use role=N with fail-now, fail-after=N, errors=START..END, latency=Nms, stall-after=N, stall=Ns, flips=START..END, lose=START..END, power-cut-after=N)"
                     ))
                 }
             }
         }
         let role = role.ok_or_else(|| format!("fault '{spec}': say which member with role=N"))?;
+        if plan.stall_for.is_zero() {
+            plan.stall_for = DEFAULT_STALL;
+        }
         Ok(MemberFault { role, plan })
     }
+}
+
+/// `START..END` in bytes (K/M/G suffixes), not empty; the error names what was wanted.
+fn parse_range(value: &str) -> Result<Range<u64>, &'static str> {
+    let (a, b) = value.split_once("..").ok_or("a range START..END")?;
+    let start = parse_bytes(a).ok_or("a byte range")?;
+    let end = parse_bytes(b).ok_or("a byte range")?;
+    if start >= end {
+        return Err("a non-empty range");
+    }
+    Ok(start..end)
+}
+
+/// `40s` or `500ms`.
+fn parse_duration(value: &str) -> Option<Duration> {
+    if let Some(ms) = value.strip_suffix("ms") {
+        return ms.parse().ok().map(Duration::from_millis);
+    }
+    value
+        .strip_suffix('s')?
+        .parse()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// The part of `r` inside `range`, if any.
+fn overlap(r: &Range<u64>, range: &Range<u64>) -> Option<Range<u64>> {
+    let start = r.start.max(range.start);
+    let end = r.end.min(range.end);
+    (start < end).then_some(start..end)
 }
 
 /// Bytes with an optional K/M/G suffix (powers of 1024).
@@ -91,6 +146,13 @@ pub struct FaultyMember {
     inner: Box<dyn Member>,
     plan: FaultPlan,
     ios: AtomicU64,
+    /// Writes since the last flush, with the bytes they replaced (kept only when a
+    /// power cut is planned), newest last.
+    unflushed: Mutex<Vec<(u64, Vec<u8>)>>,
+    powered_off: AtomicBool,
+    /// Writes that landed with a flipped bit, and writes dropped.
+    flipped: AtomicU64,
+    lost: AtomicU64,
 }
 
 impl FaultyMember {
@@ -99,6 +161,31 @@ impl FaultyMember {
             inner,
             plan,
             ios: AtomicU64::new(0),
+            unflushed: Mutex::new(Vec::new()),
+            powered_off: AtomicBool::new(false),
+            flipped: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+        }
+    }
+
+    /// Writes stored with a flipped bit so far.
+    pub fn flipped_writes(&self) -> u64 {
+        self.flipped.load(Ordering::Relaxed)
+    }
+
+    /// Writes acknowledged and dropped so far.
+    pub fn lost_writes(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Undoes every write since the last flush, newest first: what a drive's volatile
+    /// cache loses when the power fails.
+    fn cut_power(&self) {
+        self.powered_off.store(true, Ordering::Relaxed);
+        let mut journal = self.unflushed.lock().unwrap_or_else(|e| e.into_inner());
+        for (offset, old) in journal.drain(..).rev() {
+            // The device is gone either way; what could not be undone stays written.
+            let _ = self.inner.write_at(&old, offset);
         }
     }
 
@@ -107,6 +194,17 @@ impl FaultyMember {
             std::thread::sleep(latency);
         }
         let n = self.ios.fetch_add(1, Ordering::Relaxed);
+        if self.plan.stall_after.is_some_and(|after| n >= after) {
+            std::thread::sleep(self.plan.stall_for);
+        }
+        if self.plan.power_cut_after.is_some_and(|at| n >= at)
+            && !self.powered_off.load(Ordering::Relaxed)
+        {
+            self.cut_power();
+        }
+        if self.powered_off.load(Ordering::Relaxed) {
+            return Err(io::Error::from_raw_os_error(libc::ENODEV));
+        }
         if self.plan.fail_after.is_some_and(|after| n >= after) {
             // A dead device answers as a vanished one does, so it is failed at once.
             return Err(io::Error::from_raw_os_error(libc::ENODEV));
@@ -140,13 +238,56 @@ impl Member for FaultyMember {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.check(Some(offset..offset + buf.len() as u64))?;
-        self.inner.write_at(buf, offset)
+        let range = offset..offset + buf.len() as u64;
+        self.check(Some(range.clone()))?;
+        if self.plan.power_cut_after.is_some() {
+            let mut old = vec![0u8; buf.len()];
+            self.inner.read_at(&mut old, offset)?;
+            self.unflushed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((offset, old));
+        }
+        let mut data = std::borrow::Cow::Borrowed(buf);
+        for f in &self.plan.flip_ranges {
+            if let Some(o) = overlap(&range, f) {
+                let at = usize::try_from(o.start - offset).unwrap_or(0);
+                let n = self.flipped.fetch_add(1, Ordering::Relaxed);
+                data.to_mut()[at] ^= 1 << (n % 8);
+            }
+        }
+        let lost: Vec<Range<u64>> = self
+            .plan
+            .lost_ranges
+            .iter()
+            .filter_map(|l| overlap(&range, l))
+            .collect();
+        if lost.is_empty() {
+            return self.inner.write_at(&data, offset);
+        }
+        self.lost.fetch_add(1, Ordering::Relaxed);
+        // Store only what lies outside the lost ranges.
+        let mut at = offset;
+        let mut cuts = lost;
+        cuts.sort_by_key(|r| r.start);
+        for cut in cuts.iter().chain(std::iter::once(&(range.end..range.end))) {
+            if cut.start > at {
+                let (a, b) = ((at - offset) as usize, (cut.start - offset) as usize);
+                self.inner.write_at(&data[a..b], at)?;
+            }
+            at = at.max(cut.end);
+        }
+        Ok(())
     }
 
     fn flush(&self) -> io::Result<()> {
         self.check(None)?;
-        self.inner.flush()
+        self.inner.flush()?;
+        self.unflushed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        Ok(())
     }
 
     fn direct_fd(&self) -> Option<DirectFd> {
@@ -186,7 +327,7 @@ mod tests {
         let plan = FaultPlan {
             fail_after: Some(3),
             error_ranges: std::iter::once(4096..8192).collect(),
-            latency: None,
+            ..FaultPlan::default()
         };
         let m = FaultyMember::new(Box::new(MemoryMember::new("m", 1 << 16)), plan);
         let mut buf = [0u8; 512];
@@ -196,5 +337,133 @@ mod tests {
         m.read_at(&mut buf, 0).expect("third I/O works");
         assert!(m.read_at(&mut buf, 0).is_err(), "fourth and later fail");
         assert!(m.flush().is_err());
+    }
+
+    fn member(plan: FaultPlan) -> FaultyMember {
+        FaultyMember::new(Box::new(MemoryMember::new("m", 1 << 16)), plan)
+    }
+
+    #[test]
+    fn new_fault_specs_parse() {
+        let f: MemberFault =
+            "role=0,stall-after=5,stall=2s,flips=1M..2M,lose=0..4K,power-cut-after=9"
+                .parse()
+                .expect("valid");
+        assert_eq!(f.plan.stall_after, Some(5));
+        assert_eq!(f.plan.stall_for, Duration::from_secs(2));
+        assert_eq!(f.plan.flip_ranges.first(), Some(&(1 << 20..2 << 20)));
+        assert_eq!(f.plan.lost_ranges.first(), Some(&(0..4096)));
+        assert_eq!(f.plan.power_cut_after, Some(9));
+        let f: MemberFault = "role=0,stall-after=1".parse().expect("valid");
+        assert_eq!(
+            f.plan.stall_for, DEFAULT_STALL,
+            "a stall outlasts the timeout"
+        );
+        for bad in [
+            "role=0,stall=5",
+            "role=0,flips=9..1",
+            "role=0,power-cut-after=x",
+        ] {
+            let err = bad.parse::<MemberFault>().expect_err(bad);
+            assert!(err.contains("fault"), "{err}");
+        }
+    }
+
+    #[test]
+    fn flipped_writes_land_with_one_bit_changed_silently() {
+        let m = member(FaultPlan {
+            flip_ranges: std::iter::once(4096..8192).collect(),
+            ..FaultPlan::default()
+        });
+        let data = [0xa5u8; 1024];
+        m.write_at(&data, 3584).expect("acknowledged");
+        let mut back = [0u8; 1024];
+        m.read_at(&mut back, 3584).expect("read");
+        let differing: Vec<usize> = (0..1024).filter(|&i| back[i] != data[i]).collect();
+        assert_eq!(differing, vec![512], "the first byte inside the range");
+        assert_eq!((back[512] ^ data[512]).count_ones(), 1);
+        assert_eq!(m.flipped_writes(), 1);
+    }
+
+    #[test]
+    fn lost_writes_are_acknowledged_and_dropped_inside_the_range_only() {
+        let m = member(FaultPlan {
+            lost_ranges: std::iter::once(1024..2048).collect(),
+            ..FaultPlan::default()
+        });
+        m.write_at(&[7u8; 4096], 0).expect("acknowledged");
+        let mut back = [9u8; 4096];
+        m.read_at(&mut back, 0).expect("read");
+        assert!(back[..1024].iter().all(|&b| b == 7));
+        assert!(back[1024..2048].iter().all(|&b| b == 0), "dropped");
+        assert!(back[2048..].iter().all(|&b| b == 7));
+        assert_eq!(m.lost_writes(), 1);
+    }
+
+    #[test]
+    fn a_power_cut_undoes_unflushed_writes_and_the_device_is_gone() {
+        let inner = std::sync::Arc::new(MemoryMember::new("m", 1 << 16));
+        let m = FaultyMember::new(
+            Box::new(SharedMember(inner.clone())),
+            FaultPlan {
+                power_cut_after: Some(4),
+                ..FaultPlan::default()
+            },
+        );
+        m.write_at(&[1u8; 512], 0).expect("I/O 0");
+        m.flush().expect("I/O 1: durable");
+        m.write_at(&[2u8; 512], 0).expect("I/O 2");
+        m.write_at(&[3u8; 512], 512).expect("I/O 3");
+        assert!(m.flush().is_err(), "I/O 4: the power is gone");
+        assert!(m.read_at(&mut [0u8; 512], 0).is_err());
+        let mut back = [0u8; 1024];
+        inner.read_at(&mut back, 0).expect("the disk after the cut");
+        assert!(
+            back[..512].iter().all(|&b| b == 1),
+            "the flushed write stays"
+        );
+        assert!(
+            back[512..].iter().all(|&b| b == 0),
+            "the unflushed one is gone"
+        );
+    }
+
+    #[test]
+    fn a_stall_holds_every_io_after_the_first_n() {
+        let m = member(FaultPlan {
+            stall_after: Some(1),
+            stall_for: Duration::from_millis(50),
+            ..FaultPlan::default()
+        });
+        let start = std::time::Instant::now();
+        m.read_at(&mut [0u8; 512], 0).expect("first");
+        assert!(start.elapsed() < Duration::from_millis(50));
+        m.read_at(&mut [0u8; 512], 0).expect("second, late");
+        assert!(start.elapsed() >= Duration::from_millis(50));
+    }
+
+    /// A member the test keeps a handle on, to look under the faults.
+    #[derive(Debug)]
+    struct SharedMember(std::sync::Arc<MemoryMember>);
+
+    impl Member for SharedMember {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn size_bytes(&self) -> u64 {
+            self.0.size_bytes()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.0.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.0.write_at(buf, offset)
+        }
+        fn flush(&self) -> io::Result<()> {
+            self.0.flush()
+        }
+        fn direct_fd(&self) -> Option<DirectFd> {
+            None
+        }
     }
 }

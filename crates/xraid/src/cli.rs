@@ -255,8 +255,11 @@ pub struct ServeArgs {
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// Inject faults into a member, for demonstrations and tests: `role=N` with
-    /// `fail-now`, `fail-after=IOS`, `errors=START..END` (member bytes, K/M/G) or
-    /// `latency=MSms`, e.g. `--fault role=1,fail-after=5000`. Repeatable.
+    /// `fail-now`, `fail-after=IOS`, `errors=START..END` (member bytes, K/M/G),
+    /// `latency=MSms`, `stall-after=IOS` [`stall=Ns`], `flips=START..END` (silent bit
+    /// flips), `lose=START..END` (writes dropped silently) or `power-cut-after=IOS`
+    /// (unflushed writes undone, then gone), e.g. `--fault role=1,fail-after=5000`.
+    /// Repeatable.
     #[arg(long)]
     pub fault: Vec<MemberFault>,
     /// Pace of a background rebuild or resync while clients are busy, in MB/s per
