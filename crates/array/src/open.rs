@@ -64,6 +64,9 @@ pub struct Array {
     /// The members found being recovered all returned after a short absence and
     /// catch up on the bitmap's dirty chunks only (md's RECOVERY_BITMAP).
     recover_from_bitmap: bool,
+    /// A member added back live that may catch up from the bitmap: its path and the
+    /// role it held (consumed by the next [`Array::use_spares`]).
+    catch_up: Option<(PathBuf, usize)>,
 }
 
 impl Array {
@@ -226,6 +229,7 @@ impl Array {
             spares,
             recover_pending: false,
             recover_from_bitmap: bitmap.is_some() && !whole_recovery,
+            catch_up: None,
             bitmap,
         };
         if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
@@ -275,6 +279,12 @@ impl Array {
         let failed: Vec<usize> = (0..self.superblocks.len())
             .filter(|&r| self.driver.engine().member_states()[r] == MemberState::Failed)
             .collect();
+        let rebuilding_before = self
+            .driver
+            .engine()
+            .member_states()
+            .contains(&MemberState::Rebuilding);
+        let catch_up = self.catch_up.take();
         let mut used = Vec::new();
         for role in failed {
             if self.spares.is_empty() {
@@ -283,8 +293,15 @@ impl Array {
             let (path, spare) = self.spares.remove(0);
             let member = FileMember::open(&path, &member_options(true))?;
             let mut sb = self.freshest.clone();
-            sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
-            self.recover_from_bitmap = false;
+            // A returning member in its own role catches up from the bitmap, when it
+            // is the only one to rebuild; anything else is rebuilt whole.
+            let catching_up = catch_up.as_ref() == Some(&(path.clone(), role));
+            if catching_up {
+                sb.feature_map |= MD_FEATURE_RECOVERY_BITMAP;
+            } else {
+                sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
+            }
+            self.recover_from_bitmap = catching_up && !rebuilding_before && used.is_empty();
             sb.dev_number = spare.dev_number;
             sb.device_uuid = spare.device_uuid;
             sb.data_offset = spare.data_offset;
@@ -391,13 +408,16 @@ impl Array {
         if engine.can_start_sync(SyncKind::Recover).is_err() {
             return Ok(());
         }
-        self.driver
-            .engine_mut()
-            .start_sync(SyncKind::Recover, 0)
-            .map_err(|source| ArrayError::Sync {
-                kind: "recover",
-                source,
-            })
+        let engine = self.driver.engine_mut();
+        let started = if self.recover_from_bitmap {
+            engine.start_sync_where_dirty(SyncKind::Recover, 0)
+        } else {
+            engine.start_sync(SyncKind::Recover, 0)
+        };
+        started.map_err(|source| ArrayError::Sync {
+            kind: "recover",
+            source,
+        })
     }
 
     /// The sectors of the stripe-log ring on each member, when the array keeps one (a
@@ -781,6 +801,22 @@ impl Array {
         self.left_out.retain(|l| canonical(&l.path) != wanted);
         let path = new.to_path_buf();
         if !spare && states.contains(&MemberState::Failed) {
+            // A member of this array back in the role it left (the lowest failed one,
+            // which it takes), no earlier than the bitmap's last clearing, catches up
+            // on the dirty chunks only (md's re-add).
+            let lowest = states.iter().position(|s| *s == MemberState::Failed);
+            let back_home = ours.filter(|old| {
+                old.data_offset == self.freshest.data_offset
+                    && old
+                        .dev_roles
+                        .get(old.dev_number as usize)
+                        .is_some_and(|r| Some(usize::from(*r)) == lowest)
+            });
+            if let (Some(old), Some(bitmap), Some(role)) = (back_home, &self.bitmap, lowest) {
+                if bitmap.bsb.events_cleared <= old.events {
+                    self.catch_up = Some((path.clone(), role));
+                }
+            }
             // First in line, so that it takes the lowest failed role.
             self.spares.insert(0, (path.clone(), sb));
             let used = self.use_spares()?;

@@ -46,7 +46,6 @@ impl Array {
         }
         self.begin_writes()?;
         let before = self.driver.engine().stats().read_errors_corrected;
-        let units_before = self.driver.engine().stats().sync_units;
         if running != Some(kind) {
             // A sync started at open (a resync after an unclean stop) goes first.
             while self.driver.engine().sync_progress().is_some() {
@@ -74,10 +73,11 @@ impl Array {
                     completed,
                     mismatches,
                     unrecoverable,
+                    visited,
+                    ..
                 } = event
                 {
                     let after = self.driver.engine().stats().read_errors_corrected;
-                    let visited = self.driver.engine().stats().sync_units - units_before;
                     return Ok(SyncReport {
                         kind,
                         completed,

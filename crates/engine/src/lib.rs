@@ -252,6 +252,10 @@ pub enum Event {
         completed: bool,
         mismatches: u64,
         unrecoverable: u64,
+        /// Units it worked on, of `total` (fewer where the write-intent bitmap let it
+        /// skip clean chunks).
+        visited: u64,
+        total: u64,
     },
 }
 

@@ -56,6 +56,8 @@ pub(crate) struct SyncState {
     /// Visit only units whose write-intent bits are set (a resync after a crash, or
     /// the catch-up of a member that returns), skipping the rest as done.
     only_dirty: bool,
+    /// Units issued so far.
+    visited: u64,
 }
 
 /// Member sectors in one unit (what the pace is counted in).
@@ -163,6 +165,7 @@ impl Engine {
             next_launch: self.now(),
             flushing: None,
             only_dirty,
+            visited: 0,
         });
         pump(self);
         Ok(())
@@ -288,6 +291,7 @@ pub(crate) fn pump(engine: &mut Engine) {
         }
         let unit = s.next;
         s.next += 1;
+        s.visited += 1;
         s.in_flight.insert(unit);
         s.next_launch =
             Nanos(s.next_launch.0.max(now.0) + pace_nanos(&config, clients_busy, unit_bytes));
@@ -416,5 +420,7 @@ fn finish(engine: &mut Engine) {
         completed,
         mismatches: s.mismatches,
         unrecoverable: s.unrecoverable,
+        visited: s.visited,
+        total: s.total,
     });
 }

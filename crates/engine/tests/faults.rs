@@ -249,6 +249,7 @@ impl Story {
                 completed,
                 mismatches,
                 unrecoverable,
+                ..
             } = event
             {
                 self.log.push(format!(

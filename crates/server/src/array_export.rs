@@ -762,15 +762,24 @@ impl Worker {
                     completed,
                     mismatches,
                     unrecoverable,
+                    visited,
+                    total,
                 } => {
                     self.last_sync = Some(serde_json::json!({
                         "kind": kind.name(),
                         "completed": completed,
                         "mismatched_units": mismatches,
                         "unrecoverable_units": unrecoverable,
+                        "visited_units": visited,
+                        "total_units": total,
                     }));
+                    let skipped = if completed && visited < total {
+                        format!("; {visited} of {total} units visited, the rest clean in the write-intent bitmap")
+                    } else {
+                        String::new()
+                    };
                     log::info(&format!(
-                        "array '{}': {} {} ({mismatches} mismatched units, {unrecoverable} unrecoverable)",
+                        "array '{}': {} {} ({mismatches} mismatched units, {unrecoverable} unrecoverable{skipped})",
                         self.name,
                         kind.name(),
                         if completed { "done" } else { "stopped" }

@@ -255,3 +255,52 @@ fn bad_bitmap_requests_are_refused_before_anything_is_written() {
     let err = fails(&["examine", "--bitmap", p(&m(0))]);
     assert!(err.contains("no internal bitmap"), "{err}");
 }
+
+#[test]
+fn a_member_added_back_to_a_running_server_catches_up_from_the_bitmap() {
+    require_tool!("qemu-io");
+    let dir = tempdir();
+    let disks = raid5_with_bitmap(dir.path());
+    let data = random_bytes(40 << 20, 13);
+    let image = dir.path().join("data");
+    std::fs::write(&image, &data).expect("data");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+
+    // Served without d2, which is away while 64 KiB change.
+    let away = dir.path().join("away");
+    std::fs::create_dir(&away).expect("folder");
+    std::fs::rename(disks.join("d2"), away.join("d2")).expect("move d2 out");
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    qemu_io(&server, &["write -P 7 30M 64k", "flush"]);
+    std::fs::rename(away.join("d2"), disks.join("d2")).expect("d2 back");
+    let added = ok(&["add", p(&disks), p(&disks.join("d2"))]);
+    assert!(added.contains("rebuilt by the server"), "{added}");
+    let log = server.wait_for_log(0, &["recover done"]);
+    let line = log
+        .lines()
+        .find(|l| l.contains("recover done"))
+        .expect("recover line")
+        .to_owned();
+    let visited: u64 = line
+        .split("; ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("units visited in: {line}"));
+    assert!(
+        visited <= 16,
+        "one 1 MiB chunk is 16 stripes of 64K: {line}"
+    );
+    server.stop();
+
+    // d2 holds the change: without d0 the array reads it through d2.
+    ok(&["fail", p(&disks), p(&disks.join("d0"))]);
+    let mut expected = data;
+    expected[30 << 20..(30 << 20) + (64 << 10)].fill(7);
+    let out = crate::util::xraid()
+        .args(["read", p(&disks)])
+        .output()
+        .expect("read");
+    assert!(out.status.success());
+    assert_eq!(out.stdout[..expected.len()], expected[..]);
+}
