@@ -20,6 +20,8 @@ pub struct SyncReport {
     /// Units the sync visited: fewer than `units` where the write-intent bitmap let
     /// it skip chunks no write touched (a resync after a crash, a member's catch-up).
     pub visited: u64,
+    /// Units skipped as clean in the write-intent bitmap.
+    pub skipped: u64,
     pub unit_sectors: u64,
     /// Read errors met and repaired on the way.
     pub read_errors_corrected: u64,
@@ -74,6 +76,7 @@ impl Array {
                     mismatches,
                     unrecoverable,
                     visited,
+                    skipped,
                     ..
                 } = event
                 {
@@ -86,6 +89,7 @@ impl Array {
                         units: first.0,
                         unit_sectors: first.1,
                         visited,
+                        skipped,
                         read_errors_corrected: after - before,
                     });
                 }

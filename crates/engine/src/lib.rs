@@ -252,9 +252,10 @@ pub enum Event {
         completed: bool,
         mismatches: u64,
         unrecoverable: u64,
-        /// Units it worked on, of `total` (fewer where the write-intent bitmap let it
-        /// skip clean chunks).
+        /// Units it worked on, and units it skipped as clean in the write-intent
+        /// bitmap (a resync after a crash, a member's catch-up), of `total`.
         visited: u64,
+        skipped: u64,
         total: u64,
     },
 }

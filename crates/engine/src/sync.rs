@@ -56,8 +56,9 @@ pub(crate) struct SyncState {
     /// Visit only units whose write-intent bits are set (a resync after a crash, or
     /// the catch-up of a member that returns), skipping the rest as done.
     only_dirty: bool,
-    /// Units issued so far.
+    /// Units issued so far, and units skipped as clean in the bitmap.
     visited: u64,
+    skipped: u64,
 }
 
 /// Member sectors in one unit (what the pace is counted in).
@@ -166,6 +167,7 @@ impl Engine {
             flushing: None,
             only_dirty,
             visited: 0,
+            skipped: 0,
         });
         pump(self);
         Ok(())
@@ -266,6 +268,7 @@ pub(crate) fn pump(engine: &mut Engine) {
         {
             let next = crate::intent::next_dirty_unit(engine, s.next, s.total);
             if let Some(s) = &mut engine.sync {
+                s.skipped += next - s.next;
                 s.next = next;
             }
         }
@@ -421,6 +424,7 @@ fn finish(engine: &mut Engine) {
         mismatches: s.mismatches,
         unrecoverable: s.unrecoverable,
         visited: s.visited,
+        skipped: s.skipped,
         total: s.total,
     });
 }

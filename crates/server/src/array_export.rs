@@ -763,6 +763,7 @@ impl Worker {
                     mismatches,
                     unrecoverable,
                     visited,
+                    skipped,
                     total,
                 } => {
                     self.last_sync = Some(serde_json::json!({
@@ -771,10 +772,11 @@ impl Worker {
                         "mismatched_units": mismatches,
                         "unrecoverable_units": unrecoverable,
                         "visited_units": visited,
+                        "skipped_units": skipped,
                         "total_units": total,
                     }));
-                    let skipped = if completed && visited < total {
-                        format!("; {visited} of {total} units visited, the rest clean in the write-intent bitmap")
+                    let skipped = if skipped > 0 {
+                        format!("; visited {visited} units of {total}, skipped {skipped} clean in the write-intent bitmap")
                     } else {
                         String::new()
                     };

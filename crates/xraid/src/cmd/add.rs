@@ -54,7 +54,7 @@ pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
             report.unrecoverable
         );
     }
-    let caught_up = if report.visited < report.units {
+    let caught_up = if report.skipped > 0 {
         format!(
             "; caught up on {} of {} units, the ones the write-intent bitmap marks as written while it was away",
             report.visited, report.units

@@ -282,7 +282,7 @@ fn a_member_added_back_to_a_running_server_catches_up_from_the_bitmap() {
         .expect("recover line")
         .to_owned();
     let visited: u64 = line
-        .split("; ")
+        .split("visited ")
         .nth(1)
         .and_then(|t| t.split(' ').next())
         .and_then(|n| n.parse().ok())
