@@ -19,6 +19,11 @@ use crate::ArrayError;
 /// (mdadm's placement): whole pages, so members opened with O_DIRECT take them.
 const PAGE_BYTES: usize = 4096;
 
+/// Largest bitmap area read into memory. md's own bitmaps stay far below this (a
+/// 64 MiB chunk over a 1 PiB member is 2 MiB of bits); a superblock claiming more is
+/// refused rather than trusted with an allocation.
+pub(crate) const MAX_BITMAP_BYTES: u64 = 64 << 20;
+
 /// The bitmap an open array keeps, as found at open.
 #[derive(Debug, Clone)]
 pub(crate) struct KeptBitmap {
@@ -59,7 +64,10 @@ pub(crate) fn read_image(
     if bsb.uuid != sb.set_uuid {
         return Ok(None);
     }
-    let Ok(len) = usize::try_from(bsb.on_disk_bytes()) else {
+    let Some(len) = usize::try_from(bsb.on_disk_bytes())
+        .ok()
+        .filter(|&l| l as u64 <= MAX_BITMAP_BYTES)
+    else {
         return Ok(None);
     };
     let mut image = vec![0u8; len];
@@ -173,10 +181,13 @@ pub(crate) fn load(
     } else {
         (bsb.on_disk_bytes(), 512)
     };
-    let len = usize::try_from(len).map_err(|_| ArrayError::Unsupported {
-        path: path.to_path_buf(),
-        what: "a write-intent bitmap larger than memory".into(),
-    })?;
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| l as u64 <= MAX_BITMAP_BYTES)
+        .ok_or_else(|| ArrayError::Unsupported {
+            path: path.to_path_buf(),
+            what: format!("a write-intent bitmap of {len} bytes (at most {MAX_BITMAP_BYTES})"),
+        })?;
     let mut image = vec![0u8; len];
     member
         .read_at(&mut image, start)

@@ -54,7 +54,13 @@ fn read_bitmap(member: &FileMember, sb: &Superblock) -> Result<Option<Vec<u8>>> 
     let Ok(bsb) = BitmapSuper::parse(&head) else {
         return Ok(Some(head));
     };
-    let len = usize::try_from(bsb.on_disk_bytes()).context("bitmap larger than memory")?;
+    // md's bitmaps are small; a header claiming more than this is not read whole.
+    const MAX_BITMAP_BYTES: u64 = 64 << 20;
+    let bytes_claimed = bsb.on_disk_bytes();
+    if bytes_claimed > MAX_BITMAP_BYTES {
+        bail!("its bitmap claims {bytes_claimed} bytes (at most {MAX_BITMAP_BYTES} are read)");
+    }
+    let len = usize::try_from(bytes_claimed).context("bitmap larger than memory")?;
     let mut bytes = vec![0u8; len];
     member.read_at(&mut bytes, start * 512)?;
     Ok(Some(bytes))

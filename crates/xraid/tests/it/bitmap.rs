@@ -304,3 +304,32 @@ fn a_member_added_back_to_a_running_server_catches_up_from_the_bitmap() {
     assert!(out.status.success());
     assert_eq!(out.stdout[..expected.len()], expected[..]);
 }
+
+#[test]
+fn a_damaged_bitmap_is_refused_in_one_line_and_nothing_is_written() {
+    let dir = tempdir();
+    let disks = raid5_with_bitmap(dir.path());
+    // Every member's bitmap claims a sync size of 2^50 sectors: bits far beyond the
+    // room before the data.
+    for i in 0..4 {
+        let member = disks.join(format!("d{i}"));
+        let mut bytes = std::fs::read(&member).expect("member");
+        bytes[8192 + 40..8192 + 48].copy_from_slice(&(1u64 << 50).to_le_bytes());
+        std::fs::write(&member, &bytes).expect("damage");
+    }
+    let before: Vec<Vec<u8>> = (0..4)
+        .map(|i| std::fs::read(disks.join(format!("d{i}"))).expect("member"))
+        .collect();
+    let err = fails(&["examine", "--bitmap", p(&disks.join("d0"))]);
+    assert!(err.contains("bitmap"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let patch = dir.path().join("patch");
+    std::fs::write(&patch, [1u8; 4096]).expect("patch");
+    let err = fails(&["write", "-i", p(&patch), p(&disks)]);
+    assert!(err.contains("bitmap"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    for (i, old) in before.iter().enumerate() {
+        let now = std::fs::read(disks.join(format!("d{i}"))).expect("member");
+        assert!(now == *old, "d{i} changed");
+    }
+}
