@@ -7,7 +7,8 @@ use std::path::Path;
 
 use xraid_engine::{Nanos, WriteIntentSetup, INTENT_HEADER_BYTES};
 use xraid_format::{
-    bitmap_start_sector, BitmapBits, BitmapSuper, Superblock, BITMAP_STALE, BITMAP_SUPER_BYTES,
+    bitmap_start_sector, bitmap_sync_sectors, BitmapBits, BitmapSuper, Superblock, BITMAP_STALE,
+    BITMAP_SUPER_BYTES,
 };
 use xraid_layout::SECTOR_BYTES;
 use xraid_member::Member;
@@ -61,7 +62,8 @@ pub(crate) fn read_image(
     let Ok(bsb) = BitmapSuper::parse(&head) else {
         return Ok(None);
     };
-    if bsb.uuid != sb.set_uuid {
+    // Only a bitmap that lies where the superblock leaves room for it is copied.
+    if bsb.uuid != sb.set_uuid || bsb.check_member(sb).is_err() {
         return Ok(None);
     }
     let Some(len) = usize::try_from(bsb.on_disk_bytes())
@@ -173,7 +175,14 @@ pub(crate) fn load(
     member
         .read_at(&mut head, start)
         .map_err(|e| io_error(path, e))?;
-    let bsb = BitmapSuper::parse(&head).map_err(bad)?;
+    let mut bsb = BitmapSuper::parse(&head).map_err(bad)?;
+    // md takes the sync range from the array, not from the bitmap (md_bitmap_read_sb
+    // overwrites it); bits counted over another range would mean other chunks, so
+    // such a bitmap is taken as all dirty.
+    let expected = bitmap_sync_sectors(sb.level, sb.layout, sb.raid_disks, sb.chunksize, sb.size)
+        .map_err(bad)?;
+    let resized = bsb.sync_size != expected;
+    bsb.sync_size = expected;
     bsb.check_member(sb).map_err(bad)?;
     let paged = sb.bitmap_offset % 8 == 0 && start.is_multiple_of(PAGE_BYTES as u64);
     let (len, block_bytes) = if paged {
@@ -192,7 +201,7 @@ pub(crate) fn load(
     member
         .read_at(&mut image, start)
         .map_err(|e| io_error(path, e))?;
-    let stale = bsb.is_stale_for(sb);
+    let stale = bsb.is_stale_for(sb) || resized;
     if stale {
         // Every chunk may differ: all bits set, as md does with an old bitmap.
         let mut bits =

@@ -66,7 +66,9 @@ pub fn add_member(
     if let (Some(role), Some(old)) = (role, &existing) {
         // A member of this array back in its own role after a short absence catches
         // up on the chunks the bitmap marks (md's re-add), not the whole array.
+        // Not one left mid-rebuild: it holds only part of its role.
         let same_role = old.set_uuid == freshest.set_uuid
+            && old.feature_map & MD_FEATURE_RECOVERY_OFFSET == 0
             && old.dev_roles.get(old.dev_number as usize) == Some(&role)
             && old.data_offset == freshest.data_offset;
         let holder = assembled

@@ -110,7 +110,7 @@ impl Array {
         // The stripe log closes the write hole of the parity levels; it needs a ring of
         // room on every member and is replayed (writing parity) at open, so only for
         // arrays opened to write.
-        let ring = (geo.level().has_parity()
+        let mut ring = (geo.level().has_parity()
             && mode == OpenMode::ReadWrite
             && consistency == Consistency::Log)
             .then(|| {
@@ -185,9 +185,30 @@ impl Array {
                 }
             }
         }
+        // mdadm may have given a bitmap more room than xraid's ring leaves it (a
+        // bitmap added later with a small chunk): the log then stays off rather than
+        // share the bitmap's sectors.
+        if let (Some((_, setup)), Some(_)) = (&bitmap, ring) {
+            let overlaps = slots.iter().flatten().any(|slot: &MemberSlot| {
+                match (slot.bitmap_offset_bytes, slot.log_offset_bytes) {
+                    (Some(b), Some(l)) => l < b + setup.image.len() as u64 && b < l,
+                    _ => false,
+                }
+            });
+            if overlaps {
+                ring = None;
+                for slot in slots.iter_mut().flatten() {
+                    slot.log_offset_bytes = None;
+                }
+            }
+        }
         let mut driver = ArrayDriver::new(assembled.geometry, slots, backend)?;
+        let clean = assembled.superblock.resync_offset == u64::MAX;
         let bitmap = bitmap.map(|(kept, setup)| {
             driver.engine_mut().enable_write_intent(setup);
+            if clean {
+                driver.engine_mut().release_write_intent_pins();
+            }
             kept
         });
         for (role, recovery) in recovering.iter().enumerate() {
@@ -553,9 +574,18 @@ impl Array {
             return Ok(());
         }
         self.driver.flush()?;
-        if self.bitmap.is_some() {
+        let whole = self
+            .driver
+            .engine()
+            .member_states()
+            .iter()
+            .all(|s| *s == MemberState::Active);
+        if let Some(bitmap) = self.bitmap.as_mut() {
             // A clean stop leaves no quiet bit set (md's bitmap flush); on a degraded
-            // array the bits stay, for the member that returns.
+            // array the bits stay, for the member that returns. A member rebuilt while
+            // the array ran makes it whole again: events_cleared goes up first.
+            let header = bitmap.header(self.freshest.events, whole);
+            self.write_bitmap_header(&header, whole)?;
             self.driver.engine_mut().clear_write_intent_now();
             self.wait_for_bitmap(|e| e.write_intent_settled())?;
         }
@@ -571,6 +601,20 @@ impl Array {
         };
         let recovered_to = reached(SyncKind::Recover);
         self.update_superblocks(resync_offset, recovered_to)
+    }
+
+    /// Writes the bitmap superblock to every member and waits for it; bits may be
+    /// cleared from then on if it was written on a whole array (its `events_cleared`
+    /// is then current, md's condition for clearing).
+    fn write_bitmap_header(
+        &mut self,
+        header: &[u8; xraid_engine::INTENT_HEADER_BYTES],
+        whole: bool,
+    ) -> Result<(), ArrayError> {
+        self.driver.engine_mut().set_write_intent_header(header);
+        self.wait_for_bitmap(|e| !e.write_intent_header_pending())?;
+        self.driver.engine_mut().allow_write_intent_clears(whole);
+        Ok(())
     }
 
     /// Runs the driver until `done` holds for the engine's bitmap.
@@ -638,8 +682,7 @@ impl Array {
             // stale (everything resyncs), one ahead is fine.
             let whole = states.iter().all(|s| *s == MemberState::Active);
             let header = bitmap.header(events, whole);
-            self.driver.engine_mut().set_write_intent_header(&header);
-            self.wait_for_bitmap(|e| !e.write_intent_header_pending())?;
+            self.write_bitmap_header(&header, whole)?;
         }
         for (role, state) in states.iter().enumerate() {
             if *state == MemberState::Failed {
@@ -806,7 +849,10 @@ impl Array {
             // on the dirty chunks only (md's re-add).
             let lowest = states.iter().position(|s| *s == MemberState::Failed);
             let back_home = ours.filter(|old| {
-                old.data_offset == self.freshest.data_offset
+                // Not one left mid-rebuild: it holds only part of its role (md then
+                // recovers it whole too).
+                old.feature_map & MD_FEATURE_RECOVERY_OFFSET == 0
+                    && old.data_offset == self.freshest.data_offset
                     && old
                         .dev_roles
                         .get(old.dev_number as usize)
@@ -874,10 +920,24 @@ impl Array {
             (Some(dev), _) => dev,
             // Not known to the open array: a member left out at assembly, or one that
             // failed and whose role a spare took. Its own superblock names its entry.
-            (None, Some(member)) => crate::scan::read_superblock(member, path)?
-                .filter(|sb| sb.set_uuid == self.freshest.set_uuid)
-                .map(|sb| sb.dev_number as usize)
-                .ok_or_else(not_in_array)?,
+            (None, Some(member)) => {
+                let sb = crate::scan::read_superblock(member, path)?
+                    .filter(|sb| sb.set_uuid == self.freshest.set_uuid)
+                    .ok_or_else(not_in_array)?;
+                // A second name (a hard link) of a member in service is not removable.
+                let states = self.driver.engine().member_states();
+                let serving = self.superblocks.iter().enumerate().any(|(r, s)| {
+                    states[r] != MemberState::Failed
+                        && s.as_ref()
+                            .is_some_and(|(_, m)| m.device_uuid == sb.device_uuid)
+                });
+                if serving {
+                    return Err(ArrayError::StillActive {
+                        path: path.to_path_buf(),
+                    });
+                }
+                sb.dev_number as usize
+            }
             (None, None) => return Err(not_in_array()),
         };
         if let Some(r) = role {

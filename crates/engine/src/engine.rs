@@ -49,7 +49,7 @@ pub(crate) enum IoTarget {
     /// A durable-marker write to a member's ring, or the flush after it.
     LogMarker { member: MemberIdx, flushed: bool },
     /// A write-intent bitmap write, or a flush of its round.
-    Intent { member: MemberIdx },
+    Intent { member: MemberIdx, buf: BufId },
 }
 
 /// Who waits for a lock on a sync unit: writes, repairs and sync work on one unit
@@ -245,6 +245,7 @@ impl Engine {
         *state = MemberState::Failed;
         self.out_event
             .push_back(Event::MemberFailed { member, reason });
+        crate::intent::member_gone(self, member);
         if was_rebuilding {
             crate::sync::targets_changed(self);
         }
@@ -449,7 +450,9 @@ impl Engine {
             IoTarget::LogMarker { member, flushed } => {
                 crate::ppl::on_marker_io(self, member, flushed, result);
             }
-            IoTarget::Intent { member } => crate::intent::on_io(self, member, result),
+            IoTarget::Intent { member, buf } => {
+                crate::intent::on_io(self, member, buf, result, stale.is_some());
+            }
         }
         self.stale_member = None;
         crate::sync::pump(self);
@@ -666,6 +669,7 @@ impl Engine {
     /// answers no longer counts for (or against) the role, and the newcomer is rebuilt.
     pub fn replace_member(&mut self, member: MemberIdx) -> Result<(), crate::SyncError> {
         self.member_gen[member.index()] += 1;
+        crate::intent::member_gone(self, member);
         self.stall_excused[member.index()] = false;
         self.read_errors[member.index()] = 0;
         self.mark_rebuilding(member)
@@ -905,6 +909,6 @@ fn target_member(target: &IoTarget) -> Option<MemberIdx> {
         | IoTarget::LogCheckpoint { member }
         | IoTarget::LogRecovery { member }
         | IoTarget::LogMarker { member, .. }
-        | IoTarget::Intent { member } => Some(member),
+        | IoTarget::Intent { member, .. } => Some(member),
     }
 }

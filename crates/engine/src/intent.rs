@@ -107,6 +107,20 @@ pub(crate) struct WriteIntent {
     round: Option<Round>,
     /// Clear every quiet bit at once, without waiting `clear_after` (a clean stop).
     clear_now: bool,
+    /// Bits found set at load: what a resync after a crash must visit. Only a
+    /// completed resync lets them go (client writes there and recovers do not).
+    pinned: Vec<u8>,
+    /// The driver has written a bitmap superblock whose `events_cleared` is current
+    /// on a whole array: only then may bits be cleared (md raises `events_cleared`
+    /// before it clears, or a member that left earlier would be caught up from bits
+    /// that no longer cover what it missed).
+    clears_allowed: bool,
+    /// Per member, bitmap I/Os of the round in flight (a member failed meanwhile is
+    /// not waited for).
+    outstanding: Vec<u32>,
+    /// Per round buffer, its I/Os not returned yet: a buffer outlives its round while
+    /// a device not waited for (failed, stalled) may still read from it.
+    buf_users: HashMap<BufId, u32>,
     /// Set and clear rounds done (for tests and the lab).
     pub(crate) rounds: u64,
 }
@@ -130,6 +144,13 @@ impl WriteIntent {
         } else {
             self.image[byte] &= !mask;
         }
+    }
+
+    fn is_pinned(&self, chunk: u64) -> bool {
+        let byte = usize::try_from(chunk / 8).expect("bits fit memory");
+        self.pinned
+            .get(byte)
+            .is_some_and(|b| b & (1 << (chunk % 8)) != 0)
     }
 
     fn block_of(&self, chunk: u64) -> u64 {
@@ -191,11 +212,20 @@ impl Engine {
             "the bitmap image holds the bits in whole blocks"
         );
         let blocks = setup.image.len() / setup.block_bytes;
+        let bits = &setup.image[INTENT_HEADER_BYTES..];
+        let pinned =
+            bits[..usize::try_from(setup.chunks.div_ceil(8)).expect("bits fit memory")].to_vec();
+        // Bits set on the member read may be missing on others (a crash during a clear
+        // round): they go out to every member again before any write relies on them.
         let blocks_due = if setup.rewrite {
             (0..blocks as u64).collect()
         } else {
-            BTreeSet::new()
+            (0..setup.chunks)
+                .filter(|&c| bit_in(&setup.image, c))
+                .map(|c| (INTENT_HEADER_BYTES as u64 + c / 8) / setup.block_bytes as u64)
+                .collect()
         };
+        let members = self.member_states().len();
         self.intent = Some(WriteIntent {
             image: setup.image,
             chunks: setup.chunks,
@@ -209,6 +239,10 @@ impl Engine {
             blocks_due,
             round: None,
             clear_now: false,
+            pinned,
+            clears_allowed: false,
+            outstanding: vec![0; members],
+            buf_users: HashMap::new(),
             rounds: 0,
         });
         kick(self);
@@ -257,6 +291,34 @@ impl Engine {
         self.intent.as_ref().is_none_or(WriteIntent::settled)
     }
 
+    /// The array was stopped cleanly: the bits found at load are no crash's work list
+    /// (they are what a member that left may catch up on, or a stale bitmap's all-set
+    /// bits), and may be cleared under the usual rules.
+    pub fn release_write_intent_pins(&mut self) {
+        let Some(wi) = self.intent.as_mut() else {
+            return;
+        };
+        wi.pinned.fill(0);
+        for c in 0..wi.chunks {
+            if wi.bit(c) {
+                wi.used.entry(c).or_insert(ChunkUse {
+                    writers: 0,
+                    quiet_since: Nanos(0),
+                });
+            }
+        }
+        kick(self);
+    }
+
+    /// Says whether the bitmap superblock last written has a current `events_cleared`
+    /// on a whole array (the driver's part of md's rule); bits are cleared only then.
+    pub fn allow_write_intent_clears(&mut self, allowed: bool) {
+        if let Some(wi) = self.intent.as_mut() {
+            wi.clears_allowed = allowed;
+        }
+        kick(self);
+    }
+
     /// Clears every quiet bit now rather than after the quiet time (a clean stop:
     /// md's bitmap flush). Happens only with every member active and no sync running.
     pub fn clear_write_intent_now(&mut self) {
@@ -284,6 +346,7 @@ pub(crate) fn rewrite_all(engine: &mut Engine) {
     let Some(wi) = engine.intent.as_mut() else {
         return;
     };
+    wi.clears_allowed = false;
     let blocks = (wi.image.len() / wi.block_bytes) as u64;
     wi.blocks_due.extend(0..blocks);
     kick(engine);
@@ -351,13 +414,18 @@ pub(crate) fn write_done(engine: &mut Engine, (first, end): (u64, u64)) {
 }
 
 /// A resync or recover ran over the whole array and left every member active: the
-/// bits it covered (all of them) may be cleared.
-pub(crate) fn sync_completed(engine: &mut Engine) {
+/// bits it covered may be cleared — all of them after a resync, those not pinned by a
+/// crash after a recover (which makes the rebuilt member agree with the others but
+/// not the others with each other).
+pub(crate) fn sync_completed(engine: &mut Engine, kind: SyncKind) {
     let Some(wi) = engine.intent.as_mut() else {
         return;
     };
+    if kind == SyncKind::Resync {
+        wi.pinned.fill(0);
+    }
     for c in 0..wi.chunks {
-        if wi.bit(c) {
+        if wi.bit(c) && !wi.is_pinned(c) {
             wi.used.entry(c).or_insert(ChunkUse {
                 writers: 0,
                 quiet_since: Nanos(0),
@@ -369,7 +437,8 @@ pub(crate) fn sync_completed(engine: &mut Engine) {
 
 /// Whether bits may be cleared now: every member active and no sync running.
 fn may_clear(engine: &Engine) -> bool {
-    engine.sync.is_none()
+    engine.intent.as_ref().is_some_and(|wi| wi.clears_allowed)
+        && engine.sync.is_none()
         && engine
             .member_states()
             .iter()
@@ -392,6 +461,7 @@ fn clearable(engine: &Engine) -> Vec<u64> {
             u.writers == 0
                 && (wi.clear_now || u.quiet_since.0.saturating_add(wi.clear_after.0) <= now)
                 && wi.bit(**c)
+                && !wi.is_pinned(**c)
                 && !wi.wanted.contains(c)
                 && !wi.setting.contains(c)
         })
@@ -409,7 +479,7 @@ pub(crate) fn next_wakeup(engine: &Engine) -> Option<Nanos> {
     }
     wi.used
         .iter()
-        .filter(|(c, u)| u.writers == 0 && wi.bit(**c))
+        .filter(|(c, u)| u.writers == 0 && wi.bit(**c) && !wi.is_pinned(**c))
         .map(|(_, u)| Nanos(u.quiet_since.0.saturating_add(wi.clear_after.0)))
         .min()
 }
@@ -490,6 +560,11 @@ fn issue_step(engine: &mut Engine) {
     let (buf, writing) = (round.buf, round.writing);
     let per_member = if writing { writes.len() } else { 1 };
     round.pending = u32::try_from(members.len() * per_member).expect("few I/Os");
+    let per = u32::try_from(per_member).expect("few I/Os");
+    for &m in &members {
+        wi.outstanding[m.index()] = per;
+    }
+    *wi.buf_users.entry(buf).or_insert(0) += round.pending;
     if members.is_empty() {
         step_done(engine);
         return;
@@ -508,7 +583,7 @@ fn issue_step(engine: &mut Engine) {
                     Area::Bitmap,
                     sector,
                     slice,
-                    IoTarget::Intent { member: m },
+                    IoTarget::Intent { member: m, buf },
                 );
             }
         } else {
@@ -523,7 +598,7 @@ fn issue_step(engine: &mut Engine) {
                 Area::Data,
                 0,
                 slice,
-                IoTarget::Intent { member: m },
+                IoTarget::Intent { member: m, buf },
             );
         }
     }
@@ -531,7 +606,18 @@ fn issue_step(engine: &mut Engine) {
 
 /// A bitmap write or flush completed. A member that fails to take its bitmap is
 /// failed, as md fails a member whose bitmap write fails.
-pub(crate) fn on_io(engine: &mut Engine, member: MemberIdx, result: Result<(), IoFailed>) {
+pub(crate) fn on_io(
+    engine: &mut Engine,
+    member: MemberIdx,
+    buf: BufId,
+    result: Result<(), IoFailed>,
+    stale: bool,
+) {
+    release_buf(engine, buf, 1);
+    if stale {
+        // From a device since replaced in its role: no longer waited for.
+        return;
+    }
     if let Err(failure) = result {
         let reason = match failure {
             IoFailed::Gone => FailReason::DeviceGone,
@@ -539,13 +625,57 @@ pub(crate) fn on_io(engine: &mut Engine, member: MemberIdx, result: Result<(), I
         };
         engine.fail(member, reason);
     }
-    let Some(round) = engine.intent.as_mut().and_then(|wi| wi.round.as_mut()) else {
+    count_done(engine, member, 1);
+}
+
+/// `n` I/Os using `buf` returned; the buffer is freed once none is out and its round
+/// is over.
+fn release_buf(engine: &mut Engine, buf: BufId, n: u32) {
+    let Some(wi) = engine.intent.as_mut() else {
         return;
     };
-    round.pending -= 1;
+    let current = wi.round.as_ref().is_some_and(|r| r.buf == buf);
+    let users = wi.buf_users.entry(buf).or_insert(0);
+    *users = users.saturating_sub(n);
+    if *users == 0 && !current {
+        wi.buf_users.remove(&buf);
+        engine.bufs.free(buf);
+    }
+}
+
+/// `n` of `member`'s bitmap I/Os in the round no longer hold it up.
+fn count_done(engine: &mut Engine, member: MemberIdx, n: u32) {
+    let Some(wi) = engine.intent.as_mut() else {
+        return;
+    };
+    let Some(round) = wi.round.as_mut() else {
+        return;
+    };
+    let left = &mut wi.outstanding[member.index()];
+    let n = n.min(*left);
+    if n == 0 {
+        return;
+    }
+    *left -= n;
+    round.pending -= n;
     if round.pending == 0 {
         step_done(engine);
     }
+}
+
+/// `member` failed or was replaced: the round does not wait for what it still owes
+/// (a stalled device may never answer); the others carry the bits.
+pub(crate) fn member_gone(engine: &mut Engine, member: MemberIdx) {
+    // Degraded (or rebuilding) from now on: events_cleared must go up again, on a
+    // whole array, before anything is cleared.
+    if let Some(wi) = engine.intent.as_mut() {
+        wi.clears_allowed = false;
+    }
+    let owed = engine
+        .intent
+        .as_ref()
+        .map_or(0, |wi| wi.outstanding[member.index()]);
+    count_done(engine, member, owed);
 }
 
 fn step_done(engine: &mut Engine) {
@@ -564,7 +694,7 @@ fn step_done(engine: &mut Engine) {
     }
     let round = wi.round.take().expect("a round runs");
     wi.setting.clear();
-    engine.bufs.free(round.buf);
+    release_buf(engine, round.buf, 0);
     release_parked(engine);
     kick(engine);
 }

@@ -416,7 +416,7 @@ fn finish(engine: &mut Engine) {
         && s.unrecoverable == 0
         && whole
     {
-        crate::intent::sync_completed(engine);
+        crate::intent::sync_completed(engine, s.kind);
     }
     engine.push_event(Event::SyncFinished {
         kind: s.kind,

@@ -404,6 +404,7 @@ impl Story {
             let image = self.array.members[first].bitmap.clone();
             let setup = intent_setup(&self.array.engine, chunk_sectors, quiet, Some(image));
             self.array.engine.enable_write_intent(setup);
+            self.array.engine.allow_write_intent_clears(true);
         }
         self.array
             .engine
@@ -590,6 +591,7 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
     if let Some((chunk_sectors, quiet)) = intent {
         let setup = intent_setup(&array.engine, chunk_sectors, quiet, None);
         array.engine.enable_write_intent(setup);
+        array.engine.allow_write_intent_clears(true);
     }
     let total = geo.array_sectors() as usize * SECTOR;
     let mut initial = vec![0u8; total];
@@ -622,6 +624,17 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
     let result = (|| {
         for _ in 0..40 {
             story.resume_recovery()?;
+            // The driver's part of md's rule: on a whole array, a bitmap superblock
+            // with a current events_cleared goes out, and bits may be cleared again.
+            let whole = story
+                .array
+                .engine
+                .member_states()
+                .iter()
+                .all(|s| *s == MemberState::Active);
+            if whole && story.intent.is_some() {
+                story.array.engine.allow_write_intent_clears(true);
+            }
             let roll = story.rng().below(100);
             let over = story.rng().below(50) == 0;
             let step = match roll {

@@ -39,6 +39,8 @@ fn with_bitmap(geo: Geometry) -> SimArray {
         clear_after: QUIET,
         rewrite: true,
     });
+    // No superblocks here: events_cleared is always current.
+    array.engine.allow_write_intent_clears(true);
     array
 }
 
@@ -168,8 +170,12 @@ fn a_returning_member_catches_up_on_what_changed_only() {
             ..
         }
     )));
-    // The member is whole again: the bits clear, and without another member the
-    // returned one serves what it was away for.
+    // The member is whole again: once the driver has moved events_cleared up the
+    // bits clear, and without another member the returned one serves what it was
+    // away for.
+    array.pass_time(Nanos(QUIET.0 * 2));
+    assert_eq!(array.engine.write_intent_dirty(), Some(1), "not before");
+    array.engine.allow_write_intent_clears(true);
     array.pass_time(Nanos(QUIET.0 * 2));
     assert_eq!(array.engine.write_intent_dirty(), Some(0));
     array.kill_member(MemberIdx(0));
@@ -199,6 +205,7 @@ fn after_a_power_cut_only_dirty_chunks_are_resynced() {
         clear_after: QUIET,
         rewrite: false,
     });
+    array.engine.allow_write_intent_clears(true);
     assert_eq!(array.engine.write_intent_dirty(), Some(1));
     array
         .engine
@@ -236,4 +243,109 @@ fn raid0_keeps_no_bitmap() {
         rewrite: true,
     });
     assert_eq!(engine.write_intent_dirty(), None);
+}
+
+/// A RAID-5 bitmap image with `chunks` set, as found after a crash.
+fn crashed(geo: Geometry, set: &[u64]) -> WriteIntentSetup {
+    let chunks = geo.member_sectors().div_ceil(CHUNK_SECTORS);
+    let bytes = (INTENT_HEADER_BYTES as u64 + chunks.div_ceil(8)).next_multiple_of(512) as usize;
+    let mut image = vec![0; bytes];
+    for &c in set {
+        image[INTENT_HEADER_BYTES + (c / 8) as usize] |= 1 << (c % 8);
+    }
+    WriteIntentSetup {
+        image,
+        chunks,
+        chunk_sectors: CHUNK_SECTORS,
+        block_bytes: 512,
+        clear_after: QUIET,
+        rewrite: false,
+    }
+}
+
+#[test]
+fn bits_found_after_a_crash_stay_until_a_resync_not_a_write_or_a_recover() {
+    let geo = raid5();
+    let mut array = SimArray::new(geo, 9);
+    array.engine.enable_write_intent(crashed(geo, &[2, 5]));
+    array.engine.allow_write_intent_clears(true);
+    // A write into a crash chunk, then quiet time: the bit stays.
+    array
+        .write(2 * CHUNK_SECTORS * 3, &pattern(1, 4096))
+        .expect("write");
+    array.flush().expect("flush");
+    array.pass_time(Nanos(QUIET.0 * 3));
+    assert_eq!(array.engine.write_intent_dirty(), Some(2));
+    // A member rebuilt meanwhile does not settle them either.
+    array.kill_member(MemberIdx(3));
+    array.write(0, &pattern(2, 512)).expect("degraded write");
+    array.return_member(MemberIdx(3), true).expect("replace");
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    array.run_sync();
+    array.engine.allow_write_intent_clears(true);
+    array.pass_time(Nanos(QUIET.0 * 3));
+    let dirty = array.engine.write_intent_dirty().expect("bitmap");
+    assert!(dirty >= 2, "crash chunks kept: {dirty}");
+    // A resync does.
+    array
+        .engine
+        .start_sync_where_dirty(SyncKind::Resync, 0)
+        .expect("resync");
+    array.run_sync();
+    array.pass_time(Nanos(QUIET.0 * 3));
+    assert_eq!(array.engine.write_intent_dirty(), Some(0));
+}
+
+#[test]
+fn bits_are_cleared_only_once_the_driver_allows_it() {
+    let mut array = SimArray::new(raid1(), 3);
+    let chunks = raid1().member_sectors().div_ceil(CHUNK_SECTORS);
+    let bytes = (INTENT_HEADER_BYTES as u64 + chunks.div_ceil(8)).next_multiple_of(512) as usize;
+    array.engine.enable_write_intent(WriteIntentSetup {
+        image: vec![0; bytes],
+        chunks,
+        chunk_sectors: CHUNK_SECTORS,
+        block_bytes: 512,
+        clear_after: QUIET,
+        rewrite: true,
+    });
+    array.write(0, &pattern(3, 512)).expect("write");
+    array.pass_time(Nanos(QUIET.0 * 3));
+    assert_eq!(
+        array.engine.write_intent_dirty(),
+        Some(1),
+        "events_cleared not current"
+    );
+    array.engine.allow_write_intent_clears(true);
+    array.pass_time(Nanos(QUIET.0 * 3));
+    assert_eq!(array.engine.write_intent_dirty(), Some(0));
+}
+
+#[test]
+fn a_stalled_member_does_not_hold_up_bitmap_rounds() {
+    let mut array = with_bitmap(raid1());
+    // Member 1 answers a minute late: past the stall timeout it is failed, and the
+    // write waiting for its bit goes on with member 0.
+    array.members[1].extra_latency = Nanos(60_000_000_000);
+    let start = array.now();
+    let (_, buf) = array.start_write(7 * CHUNK_SECTORS, &pattern(4, 512));
+    while !array.engine.clients_idle() {
+        assert!(array.step(), "the engine stalled with the write pending");
+    }
+    let waited = array.now().0 - start.0;
+    // The late I/Os still come back (the buffer they use lives until then).
+    array.run();
+    array.engine.buffers_mut().free(buf);
+    assert_eq!(array.engine.buffers().live(), 0, "no buffer left behind");
+    assert!(
+        waited < 59_000_000_000,
+        "the write waited {waited} ns for the stalled member"
+    );
+    assert_eq!(
+        array.engine.member_states()[1],
+        xraid_engine::MemberState::Failed
+    );
 }

@@ -25,15 +25,17 @@ pub fn run(args: ExamineArgs) -> Result<()> {
             );
         };
         let name = path.display().to_string();
-        let bitmap = read_bitmap(&member, &sb).with_context(|| name.clone())?;
+        let bitmap = read_bitmap(&member, &sb).with_context(|| name.clone());
         if args.bitmap {
-            let Some(bytes) = bitmap else {
+            let Some(bytes) = bitmap? else {
                 bail!("{name}: the array keeps no internal bitmap");
             };
             let (bsb, bits) = parse_bitmap(&bytes).with_context(|| name.clone())?;
             print!("{}", xraid_format::examine_bitmap_text(&bsb, &bits, &name));
             continue;
         }
+        // A bitmap that cannot be read does not hide the superblock (mdadm shows it).
+        let bitmap = bitmap.ok().flatten();
         let text = match bitmap.as_deref().map(BitmapSuper::parse) {
             Some(Ok(bsb)) => xraid_format::examine_text_with_bitmap(&sb, &bsb, &name),
             _ => xraid_format::examine_text(&sb, &name),

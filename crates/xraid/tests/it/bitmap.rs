@@ -306,7 +306,7 @@ fn a_member_added_back_to_a_running_server_catches_up_from_the_bitmap() {
 }
 
 #[test]
-fn a_damaged_bitmap_is_refused_in_one_line_and_nothing_is_written() {
+fn a_bitmap_claiming_a_huge_size_is_not_read_whole_and_the_array_puts_it_right() {
     let dir = tempdir();
     let disks = raid5_with_bitmap(dir.path());
     // Every member's bitmap claims a sync size of 2^50 sectors: bits far beyond the
@@ -317,19 +317,97 @@ fn a_damaged_bitmap_is_refused_in_one_line_and_nothing_is_written() {
         bytes[8192 + 40..8192 + 48].copy_from_slice(&(1u64 << 50).to_le_bytes());
         std::fs::write(&member, &bytes).expect("damage");
     }
-    let before: Vec<Vec<u8>> = (0..4)
-        .map(|i| std::fs::read(disks.join(format!("d{i}"))).expect("member"))
-        .collect();
     let err = fails(&["examine", "--bitmap", p(&disks.join("d0"))]);
     assert!(err.contains("bitmap"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // Plain examine still shows the superblock, as mdadm does.
+    let sb = ok(&["examine", p(&disks.join("d0"))]);
+    assert!(sb.contains("Raid Level : raid5"), "{sb}");
+    // md takes the sync size from the array: opened to write, the bitmap is whole
+    // again (all dirty, then cleared by the clean stop).
     let patch = dir.path().join("patch");
     std::fs::write(&patch, [1u8; 4096]).expect("patch");
-    let err = fails(&["write", "-i", p(&patch), p(&disks)]);
-    assert!(err.contains("bitmap"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    for (i, old) in before.iter().enumerate() {
-        let now = std::fs::read(disks.join(format!("d{i}"))).expect("member");
-        assert!(now == *old, "d{i} changed");
+    ok(&["write", "-i", p(&patch), p(&disks)]);
+    let report = ok(&["examine", "--bitmap", p(&disks.join("d0"))]);
+    let line = field(&report, "Bitmap").expect("bitmap line");
+    assert!(line.starts_with("15 bits (chunks), 0 dirty"), "{line}");
+}
+
+#[test]
+fn a_member_that_left_mid_rebuild_is_rebuilt_whole_when_added_back() {
+    let dir = tempdir();
+    let disks = raid5_with_bitmap(dir.path());
+    let data = random_bytes(40 << 20, 14);
+    let image = dir.path().join("data");
+    std::fs::write(&image, &data).expect("data");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+    // d1 is replaced by a blank file recorded as being recovered from sector 0, and
+    // taken away before any rebuild; the array is written meanwhile.
+    std::fs::remove_file(disks.join("d1")).expect("lose d1");
+    ok(&[
+        "add",
+        "--no-rebuild",
+        "--size",
+        "16M",
+        p(&disks),
+        p(&disks.join("d1")),
+    ]);
+    let away = dir.path().join("away");
+    std::fs::create_dir(&away).expect("folder");
+    std::fs::rename(disks.join("d1"), away.join("d1")).expect("move d1 out");
+    let change = dir.path().join("patch");
+    std::fs::write(&change, [5u8; 65536]).expect("patch");
+    ok(&["write", "--offset", "30M", "-i", p(&change), p(&disks)]);
+    std::fs::rename(away.join("d1"), disks.join("d1")).expect("d1 back");
+    let added = ok(&["add", p(&disks), p(&disks.join("d1"))]);
+    assert!(
+        !added.contains("caught up"),
+        "it held nothing to catch up from: {added}"
+    );
+    // Without d0 the array reads right through the rebuilt d1.
+    ok(&["fail", p(&disks), p(&disks.join("d0"))]);
+    let mut expected = data;
+    expected[30 << 20..(30 << 20) + 65536].fill(5);
+    let out = crate::util::xraid()
+        .args(["read", p(&disks)])
+        .output()
+        .expect("read");
+    assert!(out.status.success());
+    assert_eq!(out.stdout[..expected.len()], expected[..]);
+}
+
+#[test]
+fn a_bitmap_counting_another_sync_size_is_taken_as_all_dirty_and_put_right() {
+    let dir = tempdir();
+    let disks = raid5_with_bitmap(dir.path());
+    let right = field(
+        &ok(&["examine", "--bitmap", p(&disks.join("d0"))]),
+        "Sync Size",
+    )
+    .expect("sync size");
+    // Every member's bitmap claims half the sync range: its bits mean other chunks.
+    for i in 0..4 {
+        let member = disks.join(format!("d{i}"));
+        let mut bytes = std::fs::read(&member).expect("member");
+        let at = 8192 + 40;
+        let size = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        bytes[at..at + 8].copy_from_slice(&(size / 2).to_le_bytes());
+        std::fs::write(&member, &bytes).expect("damage");
+    }
+    let patch = dir.path().join("patch");
+    std::fs::write(&patch, [3u8; 4096]).expect("patch");
+    ok(&["write", "-i", p(&patch), p(&disks)]);
+    for i in 0..4 {
+        let report = ok(&["examine", "--bitmap", p(&disks.join(format!("d{i}")))]);
+        assert_eq!(
+            field(&report, "Sync Size").as_deref(),
+            Some(right.as_str()),
+            "{report}"
+        );
+        let bitmap = field(&report, "Bitmap").expect("bitmap line");
+        assert!(
+            bitmap.contains(" 0 dirty"),
+            "a clean stop clears them: {bitmap}"
+        );
     }
 }

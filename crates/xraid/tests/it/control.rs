@@ -339,3 +339,21 @@ fn failed_members_and_spares_are_removed_live() {
     let out = ok(&["add", p(&disks), p(&d1)]);
     assert!(out.contains("hot spare"), "{out}");
 }
+
+#[test]
+fn a_second_name_of_a_serving_member_is_not_removed_live() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "8M");
+    let alias = dir.path().join("alias");
+    std::fs::hard_link(disks.join("d0"), &alias).expect("hard link");
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    let before = membership(&live_status(&disks));
+    let err = fails(&["remove", p(&disks), p(&alias)]);
+    assert!(err.contains("active member"), "{err}");
+    assert_eq!(membership(&live_status(&disks)), before);
+    assert!(
+        !superblock_erased(&disks.join("d0")),
+        "d0 keeps its superblock"
+    );
+    server.stop();
+}
