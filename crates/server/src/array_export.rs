@@ -822,6 +822,17 @@ impl Worker {
         }
         if any_failed && !self.read_only {
             match self.array.use_spares() {
+                Ok(used) if used.is_empty() => {
+                    // No spare: the failure goes into the superblocks (and the bitmap's
+                    // events) now, as md records it, so that a crash cannot bring the
+                    // failed member back as current.
+                    if let Err(e) = self.array.record_members() {
+                        log::error(&format!(
+                            "array '{}': could not record the failed member in the superblocks: {e}",
+                            self.name
+                        ));
+                    }
+                }
                 Ok(used) => {
                     for (path, role) in used {
                         log::info(&format!(

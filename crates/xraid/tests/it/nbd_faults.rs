@@ -263,3 +263,33 @@ fn silent_faults_go_unseen_by_clients_and_scrub_finds_them() {
         assert_eq!(scrub("check", &disks)["mismatched_units"], 0, "{spec}");
     }
 }
+
+#[test]
+fn a_member_failed_without_a_spare_stays_out_after_a_crash() {
+    require_tool!("qemu-img");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(ARRAY_BYTES, 25)).expect("image");
+    let server = Server::unix(dir.path(), &["--fault", "role=2,fail-after=200", p(&disks)]);
+    run(
+        "qemu-img",
+        &[
+            "convert",
+            "-n",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            p(&image),
+            &server.uri("xraid"),
+        ],
+    );
+    server.wait_for_log(0, &["failed"]);
+    // SIGKILL: only what the server recorded when the member failed remains.
+    server.kill();
+    let status = crate::util::ok(&["status", "--json", p(&disks)]);
+    let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
+    assert_ne!(json["members"][2]["state"], "active", "{status}");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
