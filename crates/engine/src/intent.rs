@@ -77,6 +77,8 @@ struct Round {
     writing: bool,
     /// I/Os of the current step still out.
     pending: u32,
+    /// The chunks a clear round clears.
+    cleared: Vec<u64>,
 }
 
 /// A write waiting for its bits.
@@ -435,6 +437,17 @@ pub(crate) fn sync_completed(engine: &mut Engine, kind: SyncKind) {
     kick(engine);
 }
 
+/// Whether a clear round under way may still write its cleared bits: every member
+/// active and clearing still allowed (a sync may have started meanwhile; it walks the
+/// chunks it needs under its own locks and finds their data already durable).
+fn may_clear_now(engine: &Engine) -> bool {
+    engine.intent.as_ref().is_some_and(|wi| wi.clears_allowed)
+        && engine
+            .member_states()
+            .iter()
+            .all(|s| *s == MemberState::Active)
+}
+
 /// Whether bits may be cleared now: every member active and no sync running.
 fn may_clear(engine: &Engine) -> bool {
     engine.intent.as_ref().is_some_and(|wi| wi.clears_allowed)
@@ -500,7 +513,7 @@ pub(crate) fn kick(engine: &mut Engine) {
             blocks.insert(wi.block_of(c));
         }
         wi.setting = wanted;
-        start_round(engine, blocks.into_iter().collect(), false);
+        start_round(engine, blocks.into_iter().collect(), Vec::new());
         return;
     }
     let clear = clearable(engine);
@@ -518,10 +531,12 @@ pub(crate) fn kick(engine: &mut Engine) {
         wi.used.remove(&c);
         blocks.insert(wi.block_of(c));
     }
-    start_round(engine, blocks.into_iter().collect(), true);
+    start_round(engine, blocks.into_iter().collect(), clear);
 }
 
-fn start_round(engine: &mut Engine, blocks: Vec<u64>, clearing: bool) {
+/// Starts a round writing `blocks`: a set round, or a clear round of `cleared`.
+fn start_round(engine: &mut Engine, blocks: Vec<u64>, cleared: Vec<u64>) {
+    let clearing = !cleared.is_empty();
     let wi = engine.intent.as_ref().expect("intent is on");
     let bb = wi.block_bytes;
     let buf = engine.bufs.alloc(blocks.len() * bb);
@@ -539,6 +554,7 @@ fn start_round(engine: &mut Engine, blocks: Vec<u64>, clearing: bool) {
         buf,
         writing: !clearing,
         pending: 0,
+        cleared,
     });
     issue_step(engine);
 }
@@ -687,6 +703,26 @@ fn step_done(engine: &mut Engine) {
     } else {
         round.writing
     };
+    if more && round.clearing && !may_clear_now(engine) {
+        // A member failed during the flush (its data may not be durable) or the array
+        // changed: the bits stay set, on disk and here.
+        let now = engine.now();
+        let wi = engine.intent.as_mut().expect("intent is on");
+        let round = wi.round.take().expect("a round runs");
+        for &c in &round.cleared {
+            wi.put_bit(c, true);
+            wi.used.entry(c).or_insert(ChunkUse {
+                writers: 0,
+                quiet_since: now,
+            });
+        }
+        release_buf(engine, round.buf, 0);
+        release_parked(engine);
+        kick(engine);
+        return;
+    }
+    let wi = engine.intent.as_mut().expect("intent is on");
+    let round = wi.round.as_mut().expect("a round runs");
     if more {
         round.writing = !round.writing;
         issue_step(engine);

@@ -349,3 +349,24 @@ fn a_stalled_member_does_not_hold_up_bitmap_rounds() {
         xraid_engine::MemberState::Failed
     );
 }
+
+#[test]
+fn a_member_failing_during_a_clear_rounds_flush_keeps_the_bits() {
+    let mut array = with_bitmap(raid1());
+    array
+        .write(4 * CHUNK_SECTORS, &pattern(5, 512))
+        .expect("write");
+    array.flush().expect("flush");
+    // Member 1 dies unnoticed; the clear round's flush is the first I/O to find out.
+    array.kill_member(MemberIdx(1));
+    array.pass_time(Nanos(QUIET.0 * 3));
+    assert_eq!(
+        array.engine.member_states()[1],
+        xraid_engine::MemberState::Failed
+    );
+    assert_eq!(array.engine.write_intent_dirty(), Some(1));
+    assert!(
+        bit(&array.members[0].bitmap, 4),
+        "not cleared on the survivor"
+    );
+}
