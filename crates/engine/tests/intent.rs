@@ -27,18 +27,28 @@ fn raid1() -> Geometry {
     Geometry::new(Level::Raid1, Layout::None, 2, 0, 2048).expect("geometry")
 }
 
-fn with_bitmap(geo: Geometry) -> SimArray {
-    let mut array = SimArray::new(geo, 7);
+/// A bitmap over `geo`'s members with the chunks in `set` dirty (as found after a
+/// crash), or blank and written whole.
+fn setup(geo: Geometry, set: &[u64], rewrite: bool) -> WriteIntentSetup {
     let chunks = geo.member_sectors().div_ceil(CHUNK_SECTORS);
     let bytes = (INTENT_HEADER_BYTES as u64 + chunks.div_ceil(8)).next_multiple_of(512) as usize;
-    array.engine.enable_write_intent(WriteIntentSetup {
-        image: vec![0; bytes],
+    let mut image = vec![0; bytes];
+    for &c in set {
+        image[INTENT_HEADER_BYTES + (c / 8) as usize] |= 1 << (c % 8);
+    }
+    WriteIntentSetup {
+        image,
         chunks,
         chunk_sectors: CHUNK_SECTORS,
         block_bytes: 512,
         clear_after: QUIET,
-        rewrite: true,
-    });
+        rewrite,
+    }
+}
+
+fn with_bitmap(geo: Geometry) -> SimArray {
+    let mut array = SimArray::new(geo, 7);
+    array.engine.enable_write_intent(setup(geo, &[], true));
     // No superblocks here: events_cleared is always current.
     array.engine.allow_write_intent_clears(true);
     array
@@ -195,16 +205,10 @@ fn after_a_power_cut_only_dirty_chunks_are_resynced() {
     let at = 5 * geo.stripe_data_sectors();
     array.write(at, &pattern(9, 2048)).expect("write");
     array.power_cut();
-    let image = array.members[0].bitmap.clone();
-    let chunks = geo.member_sectors().div_ceil(CHUNK_SECTORS);
-    array.engine.enable_write_intent(WriteIntentSetup {
-        image,
-        chunks,
-        chunk_sectors: CHUNK_SECTORS,
-        block_bytes: 512,
-        clear_after: QUIET,
-        rewrite: false,
-    });
+    // The engine's memory is gone: the bits come back from member 0's bitmap.
+    let mut found = setup(geo, &[], false);
+    found.image = array.members[0].bitmap.clone();
+    array.engine.enable_write_intent(found);
     array.engine.allow_write_intent_clears(true);
     assert_eq!(array.engine.write_intent_dirty(), Some(1));
     array
@@ -245,29 +249,11 @@ fn raid0_keeps_no_bitmap() {
     assert_eq!(engine.write_intent_dirty(), None);
 }
 
-/// A RAID-5 bitmap image with `chunks` set, as found after a crash.
-fn crashed(geo: Geometry, set: &[u64]) -> WriteIntentSetup {
-    let chunks = geo.member_sectors().div_ceil(CHUNK_SECTORS);
-    let bytes = (INTENT_HEADER_BYTES as u64 + chunks.div_ceil(8)).next_multiple_of(512) as usize;
-    let mut image = vec![0; bytes];
-    for &c in set {
-        image[INTENT_HEADER_BYTES + (c / 8) as usize] |= 1 << (c % 8);
-    }
-    WriteIntentSetup {
-        image,
-        chunks,
-        chunk_sectors: CHUNK_SECTORS,
-        block_bytes: 512,
-        clear_after: QUIET,
-        rewrite: false,
-    }
-}
-
 #[test]
 fn bits_found_after_a_crash_stay_until_a_resync_not_a_write_or_a_recover() {
     let geo = raid5();
     let mut array = SimArray::new(geo, 9);
-    array.engine.enable_write_intent(crashed(geo, &[2, 5]));
+    array.engine.enable_write_intent(setup(geo, &[2, 5], false));
     array.engine.allow_write_intent_clears(true);
     // A write into a crash chunk, then quiet time: the bit stays.
     array
@@ -302,16 +288,7 @@ fn bits_found_after_a_crash_stay_until_a_resync_not_a_write_or_a_recover() {
 #[test]
 fn bits_are_cleared_only_once_the_driver_allows_it() {
     let mut array = SimArray::new(raid1(), 3);
-    let chunks = raid1().member_sectors().div_ceil(CHUNK_SECTORS);
-    let bytes = (INTENT_HEADER_BYTES as u64 + chunks.div_ceil(8)).next_multiple_of(512) as usize;
-    array.engine.enable_write_intent(WriteIntentSetup {
-        image: vec![0; bytes],
-        chunks,
-        chunk_sectors: CHUNK_SECTORS,
-        block_bytes: 512,
-        clear_after: QUIET,
-        rewrite: true,
-    });
+    array.engine.enable_write_intent(setup(raid1(), &[], true));
     array.write(0, &pattern(3, 512)).expect("write");
     array.pass_time(Nanos(QUIET.0 * 3));
     assert_eq!(
