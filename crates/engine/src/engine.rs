@@ -549,17 +549,13 @@ impl Engine {
         self.out_reply.pop_front()
     }
 
-    /// Plans a write whose write-intent bits are on the members.
-    pub(crate) fn submit_admitted(&mut self, req: usize, seg: Segment) {
-        self.submit_segment(req, seg);
-    }
-
     /// Records the write-intent chunks request `req` is counted in on.
     pub(crate) fn set_request_intent(&mut self, req: usize, chunks: (u64, u64)) {
         self.reqs.get_mut(req).intent = Some(chunks);
     }
 
-    fn submit_segment(&mut self, req: usize, seg: Segment) {
+    /// Plans a read or write of `seg` (a write's write-intent bits are on the members).
+    pub(crate) fn submit_segment(&mut self, req: usize, seg: Segment) {
         match self.geo.level() {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => crate::stripe::submit(self, req, seg),
             Level::Raid0 | Level::Raid1 | Level::Raid10 => crate::mirror::submit(self, req, seg),

@@ -69,7 +69,6 @@ struct ChunkUse {
 /// A round of bitmap I/O in flight.
 #[derive(Debug)]
 struct Round {
-    clearing: bool,
     /// The blocks written, and the buffer holding their bytes back to back.
     blocks: Vec<u64>,
     buf: BufId,
@@ -77,8 +76,14 @@ struct Round {
     writing: bool,
     /// I/Os of the current step still out.
     pending: u32,
-    /// The chunks a clear round clears.
+    /// The chunks a clear round clears (none: a set round).
     cleared: Vec<u64>,
+}
+
+impl Round {
+    fn clearing(&self) -> bool {
+        !self.cleared.is_empty()
+    }
 }
 
 /// A write waiting for its bits.
@@ -127,6 +132,11 @@ pub(crate) struct WriteIntent {
     pub(crate) rounds: u64,
 }
 
+/// The block of the bitmap area holding chunk `chunk`'s bit.
+fn block_of(chunk: u64, block_bytes: usize) -> u64 {
+    (INTENT_HEADER_BYTES as u64 + chunk / 8) / block_bytes as u64
+}
+
 /// Bit `chunk` of a bitmap image.
 fn bit_in(image: &[u8], chunk: u64) -> bool {
     let byte = INTENT_HEADER_BYTES + usize::try_from(chunk / 8).expect("bits fit memory");
@@ -156,7 +166,29 @@ impl WriteIntent {
     }
 
     fn block_of(&self, chunk: u64) -> u64 {
-        (INTENT_HEADER_BYTES as u64 + chunk / 8) / self.block_bytes as u64
+        block_of(chunk, self.block_bytes)
+    }
+
+    /// Asks for every bit in `chunks` not set yet.
+    fn want_missing(&mut self, (first, end): (u64, u64)) {
+        for c in first..end {
+            if !self.bit(c) {
+                self.wanted.insert(c);
+            }
+        }
+    }
+
+    /// Lets every set bit not pinned by a crash be cleared once quiet (a sync has
+    /// been over them, or the array was stopped cleanly).
+    fn release_set_bits(&mut self) {
+        for c in 0..self.chunks {
+            if self.bit(c) && !self.is_pinned(c) {
+                self.used.entry(c).or_insert(ChunkUse {
+                    writers: 0,
+                    quiet_since: Nanos(0),
+                });
+            }
+        }
     }
 
     /// Whether `chunk`'s bit is set on every member (a write there may go ahead).
@@ -224,7 +256,7 @@ impl Engine {
         } else {
             (0..setup.chunks)
                 .filter(|&c| bit_in(&setup.image, c))
-                .map(|c| (INTENT_HEADER_BYTES as u64 + c / 8) / setup.block_bytes as u64)
+                .map(|c| block_of(c, setup.block_bytes))
                 .collect()
         };
         let members = self.member_states().len();
@@ -301,14 +333,7 @@ impl Engine {
             return;
         };
         wi.pinned.fill(0);
-        for c in 0..wi.chunks {
-            if wi.bit(c) {
-                wi.used.entry(c).or_insert(ChunkUse {
-                    writers: 0,
-                    quiet_since: Nanos(0),
-                });
-            }
-        }
+        wi.release_set_bits();
         kick(self);
     }
 
@@ -368,11 +393,7 @@ pub(crate) fn admit(engine: &mut Engine, req: usize, seg: Segment) -> bool {
         return true;
     }
     let wi = engine.intent.as_mut().expect("checked above");
-    for c in chunks.0..chunks.1 {
-        if !wi.bit(c) {
-            wi.wanted.insert(c);
-        }
-    }
+    wi.want_missing(chunks);
     wi.parked.push(Parked { req, seg, chunks });
     engine.request_step_started(req);
     kick(engine);
@@ -426,14 +447,7 @@ pub(crate) fn sync_completed(engine: &mut Engine, kind: SyncKind) {
     if kind == SyncKind::Resync {
         wi.pinned.fill(0);
     }
-    for c in 0..wi.chunks {
-        if wi.bit(c) && !wi.is_pinned(c) {
-            wi.used.entry(c).or_insert(ChunkUse {
-                writers: 0,
-                quiet_since: Nanos(0),
-            });
-        }
-    }
+    wi.release_set_bits();
     kick(engine);
 }
 
@@ -448,14 +462,9 @@ fn may_clear_now(engine: &Engine) -> bool {
             .all(|s| *s == MemberState::Active)
 }
 
-/// Whether bits may be cleared now: every member active and no sync running.
+/// Whether a clear round may start now: as [`may_clear_now`], and no sync running.
 fn may_clear(engine: &Engine) -> bool {
-    engine.intent.as_ref().is_some_and(|wi| wi.clears_allowed)
-        && engine.sync.is_none()
-        && engine
-            .member_states()
-            .iter()
-            .all(|s| *s == MemberState::Active)
+    engine.sync.is_none() && may_clear_now(engine)
 }
 
 /// Chunks whose bit may be cleared now.
@@ -540,7 +549,6 @@ fn start_round(engine: &mut Engine, blocks: Vec<u64>, cleared: Vec<u64>) {
     let wi = engine.intent.as_ref().expect("intent is on");
     let bb = wi.block_bytes;
     let buf = engine.bufs.alloc(blocks.len() * bb);
-    let wi = engine.intent.as_ref().expect("intent is on");
     let bytes = engine.bufs.get_mut(buf);
     for (i, &b) in blocks.iter().enumerate() {
         let at = usize::try_from(b).expect("blocks fit memory") * bb;
@@ -549,7 +557,6 @@ fn start_round(engine: &mut Engine, blocks: Vec<u64>, cleared: Vec<u64>) {
     let wi = engine.intent.as_mut().expect("intent is on");
     wi.rounds += 1;
     wi.round = Some(Round {
-        clearing,
         blocks,
         buf,
         writing: !clearing,
@@ -698,17 +705,13 @@ fn step_done(engine: &mut Engine) {
     let wi = engine.intent.as_mut().expect("intent is on");
     let round = wi.round.as_mut().expect("a round runs");
     // Set rounds write then flush; clear rounds flush then write.
-    let more = if round.clearing {
-        !round.writing
-    } else {
-        round.writing
-    };
-    if more && round.clearing && !may_clear_now(engine) {
+    let more = round.clearing() != round.writing;
+    if more && round.clearing() && !may_clear_now(engine) {
         // A member failed during the flush (its data may not be durable) or the array
         // changed: the bits stay set, on disk and here.
         let now = engine.now();
+        let round = end_round(engine);
         let wi = engine.intent.as_mut().expect("intent is on");
-        let round = wi.round.take().expect("a round runs");
         for &c in &round.cleared {
             wi.put_bit(c, true);
             wi.used.entry(c).or_insert(ChunkUse {
@@ -716,23 +719,27 @@ fn step_done(engine: &mut Engine) {
                 quiet_since: now,
             });
         }
-        release_buf(engine, round.buf, 0);
-        release_parked(engine);
-        kick(engine);
-        return;
-    }
-    let wi = engine.intent.as_mut().expect("intent is on");
-    let round = wi.round.as_mut().expect("a round runs");
-    if more {
+    } else if more {
+        let wi = engine.intent.as_mut().expect("intent is on");
+        let round = wi.round.as_mut().expect("a round runs");
         round.writing = !round.writing;
         issue_step(engine);
         return;
+    } else {
+        end_round(engine);
     }
+    release_parked(engine);
+    kick(engine);
+}
+
+/// Takes the round in flight off: what it set is on the members now, and its buffer
+/// goes once its last I/O has returned.
+fn end_round(engine: &mut Engine) -> Round {
+    let wi = engine.intent.as_mut().expect("intent is on");
     let round = wi.round.take().expect("a round runs");
     wi.setting.clear();
     release_buf(engine, round.buf, 0);
-    release_parked(engine);
-    kick(engine);
+    round
 }
 
 /// Starts every parked write whose bits are now on the members.
@@ -740,15 +747,11 @@ fn release_parked(engine: &mut Engine) {
     let parked = std::mem::take(&mut engine.intent.as_mut().expect("intent is on").parked);
     for p in parked {
         if try_enter(engine, p.req, p.chunks) {
-            engine.submit_admitted(p.req, p.seg);
+            engine.submit_segment(p.req, p.seg);
             engine.request_step_done(p.req, None);
         } else {
             let wi = engine.intent.as_mut().expect("intent is on");
-            for c in p.chunks.0..p.chunks.1 {
-                if !wi.bit(c) {
-                    wi.wanted.insert(c);
-                }
-            }
+            wi.want_missing(p.chunks);
             wi.parked.push(p);
         }
     }
