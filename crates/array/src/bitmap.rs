@@ -23,7 +23,7 @@ const PAGE_BYTES: usize = 4096;
 /// Largest bitmap area read into memory. md's own bitmaps stay far below this (a
 /// 64 MiB chunk over a 1 PiB member is 2 MiB of bits); a superblock claiming more is
 /// refused rather than trusted with an allocation.
-pub(crate) const MAX_BITMAP_BYTES: u64 = 64 << 20;
+const MAX_BITMAP_BYTES: u64 = 64 << 20;
 
 /// The bitmap an open array keeps, as found at open.
 #[derive(Debug, Clone)]
@@ -45,13 +45,13 @@ impl KeptBitmap {
     }
 }
 
-/// The bytes of `member`'s bitmap (superblock `sb`): its superblock and bits, in
-/// whole sectors; `None` without a bitmap that names this array.
-pub(crate) fn read_image(
+/// Where `member`'s bitmap starts (superblock `sb`) and the bytes of its bitmap
+/// superblock; `None` when the superblock says it keeps none.
+fn read_head(
     member: &dyn Member,
     sb: &Superblock,
     path: &Path,
-) -> Result<Option<Vec<u8>>, ArrayError> {
+) -> Result<Option<(u64, Vec<u8>)>, ArrayError> {
     let Some(start) = offset_bytes(sb) else {
         return Ok(None);
     };
@@ -59,6 +59,39 @@ pub(crate) fn read_image(
     member
         .read_at(&mut head, start)
         .map_err(|e| io_error(path, e))?;
+    Ok(Some((start, head)))
+}
+
+/// `len` bytes of the bitmap area from `start`; `None` past [`MAX_BITMAP_BYTES`].
+fn read_area(
+    member: &dyn Member,
+    start: u64,
+    len: u64,
+    path: &Path,
+) -> Result<Option<Vec<u8>>, ArrayError> {
+    let Some(len) = usize::try_from(len)
+        .ok()
+        .filter(|&l| l as u64 <= MAX_BITMAP_BYTES)
+    else {
+        return Ok(None);
+    };
+    let mut area = vec![0u8; len];
+    member
+        .read_at(&mut area, start)
+        .map_err(|e| io_error(path, e))?;
+    Ok(Some(area))
+}
+
+/// The bytes of `member`'s bitmap (superblock `sb`): its superblock and bits, in
+/// whole sectors; `None` without a bitmap that names this array.
+pub(crate) fn read_image(
+    member: &dyn Member,
+    sb: &Superblock,
+    path: &Path,
+) -> Result<Option<Vec<u8>>, ArrayError> {
+    let Some((start, head)) = read_head(member, sb, path)? else {
+        return Ok(None);
+    };
     let Ok(bsb) = BitmapSuper::parse(&head) else {
         return Ok(None);
     };
@@ -66,17 +99,7 @@ pub(crate) fn read_image(
     if bsb.uuid != sb.set_uuid || bsb.check_member(sb).is_err() {
         return Ok(None);
     }
-    let Some(len) = usize::try_from(bsb.on_disk_bytes())
-        .ok()
-        .filter(|&l| l as u64 <= MAX_BITMAP_BYTES)
-    else {
-        return Ok(None);
-    };
-    let mut image = vec![0u8; len];
-    member
-        .read_at(&mut image, start)
-        .map_err(|e| io_error(path, e))?;
-    Ok(Some(image))
+    read_area(member, start, bsb.on_disk_bytes(), path)
 }
 
 /// Gives a newcomer (superblock `sb`, with its final event count) a copy of the
@@ -112,13 +135,9 @@ pub(crate) fn follow_events(
     events: u64,
     path: &Path,
 ) -> Result<(), ArrayError> {
-    let Some(start) = offset_bytes(sb) else {
+    let Some((start, head)) = read_head(member, sb, path)? else {
         return Ok(());
     };
-    let mut head = vec![0u8; BITMAP_SUPER_BYTES];
-    member
-        .read_at(&mut head, start)
-        .map_err(|e| io_error(path, e))?;
     let Ok(mut bsb) = BitmapSuper::parse(&head) else {
         return Ok(());
     };
@@ -136,14 +155,15 @@ pub(crate) fn follow_events(
 /// being rebuilt whole — md's re-add: the bitmap is not stale and no bit has been
 /// cleared since the member left (bits are cleared only on a whole array, and
 /// `events_cleared` follows them).
-pub(crate) fn covers_member_since(freshest: &dyn Member, sb: &Superblock, events: u64) -> bool {
-    let Some(start) = offset_bytes(sb) else {
+pub(crate) fn covers_member_since(
+    freshest: &dyn Member,
+    sb: &Superblock,
+    events: u64,
+    path: &Path,
+) -> bool {
+    let Ok(Some((_, head))) = read_head(freshest, sb, path) else {
         return false;
     };
-    let mut head = vec![0u8; BITMAP_SUPER_BYTES];
-    if freshest.read_at(&mut head, start).is_err() {
-        return false;
-    }
     BitmapSuper::parse(&head).is_ok_and(|bsb| {
         bsb.uuid == sb.set_uuid && !bsb.is_stale_for(sb) && events >= bsb.events_cleared
     })
@@ -164,17 +184,13 @@ pub(crate) fn load(
     sb: &Superblock,
     path: &Path,
 ) -> Result<Option<(KeptBitmap, WriteIntentSetup)>, ArrayError> {
-    let Some(start) = offset_bytes(sb) else {
+    let Some((start, head)) = read_head(member, sb, path)? else {
         return Ok(None);
     };
     let bad = |source| ArrayError::Superblock {
         path: path.to_path_buf(),
         source,
     };
-    let mut head = vec![0u8; 512];
-    member
-        .read_at(&mut head, start)
-        .map_err(|e| io_error(path, e))?;
     let mut bsb = BitmapSuper::parse(&head).map_err(bad)?;
     // md takes the sync range from the array, not from the bitmap (md_bitmap_read_sb
     // overwrites it); bits counted over another range would mean other chunks, so
@@ -190,17 +206,11 @@ pub(crate) fn load(
     } else {
         (bsb.on_disk_bytes(), 512)
     };
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&l| l as u64 <= MAX_BITMAP_BYTES)
-        .ok_or_else(|| ArrayError::Unsupported {
+    let mut image =
+        read_area(member, start, len, path)?.ok_or_else(|| ArrayError::Unsupported {
             path: path.to_path_buf(),
             what: format!("a write-intent bitmap of {len} bytes (at most {MAX_BITMAP_BYTES})"),
         })?;
-    let mut image = vec![0u8; len];
-    member
-        .read_at(&mut image, start)
-        .map_err(|e| io_error(path, e))?;
     let stale = bsb.is_stale_for(sb) || resized;
     if stale {
         // Every chunk may differ: all bits set, as md does with an old bitmap.

@@ -78,7 +78,7 @@ pub fn add_member(
             .find(|m| m.superblock.events == freshest.events);
         if same_role
             && holder.is_some_and(|h| {
-                crate::bitmap::covers_member_since(&h.member, &h.superblock, old.events)
+                crate::bitmap::covers_member_since(&h.member, &h.superblock, old.events, &h.path)
             })
         {
             sb.feature_map |= MD_FEATURE_RECOVERY_BITMAP;

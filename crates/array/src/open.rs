@@ -504,10 +504,7 @@ impl Array {
             return Ok(());
         };
         let engine = self.driver.engine();
-        let whole = engine
-            .member_states()
-            .iter()
-            .all(|s| *s == MemberState::Active);
+        let whole = engine.is_whole();
         if self.mode != OpenMode::ReadWrite
             || !whole
             || engine.can_start_sync(SyncKind::Resync).is_err()
@@ -574,12 +571,7 @@ impl Array {
             return Ok(());
         }
         self.driver.flush()?;
-        let whole = self
-            .driver
-            .engine()
-            .member_states()
-            .iter()
-            .all(|s| *s == MemberState::Active);
+        let whole = self.driver.engine().is_whole();
         if let Some(bitmap) = self.bitmap.as_mut() {
             // A clean stop leaves no quiet bit set (md's bitmap flush); on a degraded
             // array the bits stay, for the member that returns. A member rebuilt while

@@ -707,6 +707,11 @@ impl Engine {
         self.members[member.index()] != MemberState::Failed
     }
 
+    /// Whether every member is active: none failed, none being rebuilt.
+    pub fn is_whole(&self) -> bool {
+        self.failed_count() == 0
+    }
+
     /// Members that are failed or not yet rebuilt.
     pub(crate) fn failed_count(&self) -> usize {
         self.members

@@ -30,7 +30,7 @@ use xraid_layout::{Level, MemberIdx};
 
 use crate::buffers::{BufId, BufSlice};
 use crate::engine::{Engine, IoTarget, Segment};
-use crate::{Area, FailReason, IoFailed, IoKind, MemberState, Nanos, SyncKind};
+use crate::{Area, FailReason, IoFailed, IoKind, Nanos, SyncKind};
 
 /// Bytes of md's bitmap superblock, which come before the bits.
 pub const INTENT_HEADER_BYTES: usize = 256;
@@ -455,11 +455,7 @@ pub(crate) fn sync_completed(engine: &mut Engine, kind: SyncKind) {
 /// active and clearing still allowed (a sync may have started meanwhile; it walks the
 /// chunks it needs under its own locks and finds their data already durable).
 fn may_clear_now(engine: &Engine) -> bool {
-    engine.intent.as_ref().is_some_and(|wi| wi.clears_allowed)
-        && engine
-            .member_states()
-            .iter()
-            .all(|s| *s == MemberState::Active)
+    engine.intent.as_ref().is_some_and(|wi| wi.clears_allowed) && engine.is_whole()
 }
 
 /// Whether a clear round may start now: as [`may_clear_now`], and no sync running.

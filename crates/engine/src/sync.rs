@@ -407,10 +407,7 @@ fn finish(engine: &mut Engine) {
             }
         }
     }
-    let whole = engine
-        .member_states()
-        .iter()
-        .all(|m| *m == MemberState::Active);
+    let whole = engine.is_whole();
     if matches!(s.kind, SyncKind::Resync | SyncKind::Recover)
         && completed
         && s.unrecoverable == 0
