@@ -31,6 +31,29 @@ fn raid5_with_bitmap(dir: &Path) -> PathBuf {
     disks
 }
 
+/// The array in `disks` reads back as `expected` (from its start).
+fn assert_reads(disks: &Path, expected: &[u8]) {
+    let out = crate::util::xraid()
+        .args(["read", p(disks)])
+        .output()
+        .expect("read");
+    assert!(out.status.success());
+    assert_eq!(out.stdout[..expected.len()], expected[..]);
+}
+
+/// Rewrites the sync size in every member's bitmap superblock (8 KiB into the member,
+/// field at byte 40) with `new(old size)`, behind xraid's back.
+fn set_sync_size(disks: &Path, new: impl Fn(u64) -> u64) {
+    const AT: usize = 8192 + 40;
+    for i in 0..4 {
+        let member = disks.join(format!("d{i}"));
+        let mut bytes = std::fs::read(&member).expect("member");
+        let size = u64::from_le_bytes(bytes[AT..AT + 8].try_into().expect("8 bytes"));
+        bytes[AT..AT + 8].copy_from_slice(&new(size).to_le_bytes());
+        std::fs::write(&member, &bytes).expect("damage");
+    }
+}
+
 /// "label : value" lines as pairs.
 fn field(text: &str, label: &str) -> Option<String> {
     text.lines().find_map(|l| {
@@ -191,12 +214,7 @@ fn a_member_back_after_a_short_absence_catches_up_on_what_changed_only() {
     ok(&["fail", p(&disks), p(&disks.join("d0"))]);
     let mut expected = data;
     expected[30 << 20..(30 << 20) + change.len()].copy_from_slice(&change);
-    let out = crate::util::xraid()
-        .args(["read", p(&disks)])
-        .output()
-        .expect("read");
-    assert!(out.status.success());
-    assert_eq!(out.stdout[..expected.len()], expected[..]);
+    assert_reads(&disks, &expected);
 }
 
 #[test]
@@ -297,12 +315,7 @@ fn a_member_added_back_to_a_running_server_catches_up_from_the_bitmap() {
     ok(&["fail", p(&disks), p(&disks.join("d0"))]);
     let mut expected = data;
     expected[30 << 20..(30 << 20) + (64 << 10)].fill(7);
-    let out = crate::util::xraid()
-        .args(["read", p(&disks)])
-        .output()
-        .expect("read");
-    assert!(out.status.success());
-    assert_eq!(out.stdout[..expected.len()], expected[..]);
+    assert_reads(&disks, &expected);
 }
 
 #[test]
@@ -311,12 +324,7 @@ fn a_bitmap_claiming_a_huge_size_is_not_read_whole_and_the_array_puts_it_right()
     let disks = raid5_with_bitmap(dir.path());
     // Every member's bitmap claims a sync size of 2^50 sectors: bits far beyond the
     // room before the data.
-    for i in 0..4 {
-        let member = disks.join(format!("d{i}"));
-        let mut bytes = std::fs::read(&member).expect("member");
-        bytes[8192 + 40..8192 + 48].copy_from_slice(&(1u64 << 50).to_le_bytes());
-        std::fs::write(&member, &bytes).expect("damage");
-    }
+    set_sync_size(&disks, |_| 1 << 50);
     let err = fails(&["examine", "--bitmap", p(&disks.join("d0"))]);
     assert!(err.contains("bitmap"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -368,12 +376,7 @@ fn a_member_that_left_mid_rebuild_is_rebuilt_whole_when_added_back() {
     ok(&["fail", p(&disks), p(&disks.join("d0"))]);
     let mut expected = data;
     expected[30 << 20..(30 << 20) + 65536].fill(5);
-    let out = crate::util::xraid()
-        .args(["read", p(&disks)])
-        .output()
-        .expect("read");
-    assert!(out.status.success());
-    assert_eq!(out.stdout[..expected.len()], expected[..]);
+    assert_reads(&disks, &expected);
 }
 
 #[test]
@@ -386,14 +389,7 @@ fn a_bitmap_counting_another_sync_size_is_taken_as_all_dirty_and_put_right() {
     )
     .expect("sync size");
     // Every member's bitmap claims half the sync range: its bits mean other chunks.
-    for i in 0..4 {
-        let member = disks.join(format!("d{i}"));
-        let mut bytes = std::fs::read(&member).expect("member");
-        let at = 8192 + 40;
-        let size = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        bytes[at..at + 8].copy_from_slice(&(size / 2).to_le_bytes());
-        std::fs::write(&member, &bytes).expect("damage");
-    }
+    set_sync_size(&disks, |size| size / 2);
     let patch = dir.path().join("patch");
     std::fs::write(&patch, [3u8; 4096]).expect("patch");
     ok(&["write", "-i", p(&patch), p(&disks)]);

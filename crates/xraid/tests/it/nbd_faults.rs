@@ -9,6 +9,14 @@ use crate::util::{p, random_bytes, sha256_file, sha256_of_read, tempdir};
 
 const ARRAY_BYTES: usize = 45 << 20;
 
+/// qemu-img writes the raw `image` into the NBD export at `uri`.
+fn convert_into(image: &std::path::Path, uri: &str) {
+    run(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", p(image), uri],
+    );
+}
+
 #[test]
 fn a_member_dying_mid_write_goes_unnoticed_by_the_client() {
     require_tool!("qemu-img");
@@ -20,10 +28,7 @@ fn a_member_dying_mid_write_goes_unnoticed_by_the_client() {
     let uri = server.uri("xraid");
     let image = dir.path().join("image.raw");
     std::fs::write(&image, random_bytes(ARRAY_BYTES, 21)).expect("image");
-    run(
-        "qemu-img",
-        &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
-    );
+    convert_into(&image, &uri);
     let copy = dir.path().join("copy.raw");
     run("nbdcopy", &[&uri, p(&copy)]);
     assert_eq!(
@@ -52,10 +57,7 @@ fn a_member_failing_every_read_is_rebuilt_around() {
     std::fs::write(&image, random_bytes(ARRAY_BYTES, 22)).expect("image");
     let healthy = Server::unix(dir.path(), &[p(&disks)]);
     let uri = healthy.uri("xraid");
-    run(
-        "qemu-img",
-        &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
-    );
+    convert_into(&image, &uri);
     healthy.stop();
     // Every I/O touching member 1's data fails: reads are rebuilt from parity.
     let server = Server::unix(dir.path(), &["--fault", "role=1,errors=0..64M", p(&disks)]);
@@ -131,10 +133,7 @@ fn an_array_killed_while_written_resyncs_when_served_again() {
     std::fs::write(&image, random_bytes(ARRAY_BYTES, 23)).expect("image");
     let server = Server::unix(dir.path(), &[p(&disks)]);
     let uri = server.uri("xraid");
-    run(
-        "qemu-img",
-        &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
-    );
+    convert_into(&image, &uri);
     server.kill();
     let status = crate::util::ok(&["status", "--json", p(&disks)]);
     let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
@@ -185,10 +184,7 @@ fn a_hot_spare_steps_in_when_a_member_dies_under_clients() {
     let uri = server.uri("xraid");
     let image = dir.path().join("image.raw");
     std::fs::write(&image, random_bytes(ARRAY_BYTES, 24)).expect("image");
-    run(
-        "qemu-img",
-        &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
-    );
+    convert_into(&image, &uri);
     server.wait_for_log(0, &["recover done (0 mismatched units, 0 unrecoverable)"]);
     let log = server.stderr();
     assert!(
@@ -236,19 +232,7 @@ fn silent_faults_go_unseen_by_clients_and_scrub_finds_them() {
         let image = dir.path().join("image.raw");
         std::fs::write(&image, random_bytes(ARRAY_BYTES, 24)).expect("image");
         let server = Server::unix(dir.path(), &["--fault", spec, p(&disks)]);
-        run(
-            "qemu-img",
-            &[
-                "convert",
-                "-n",
-                "-f",
-                "raw",
-                "-O",
-                "raw",
-                p(&image),
-                &server.uri("xraid"),
-            ],
-        );
+        convert_into(&image, &server.uri("xraid"));
         server.stop();
         let status = crate::util::ok(&["status", "--json", p(&disks)]);
         assert!(status.contains("\"degraded\": false"), "{spec}: {status}");
@@ -272,19 +256,7 @@ fn a_member_failed_without_a_spare_stays_out_after_a_crash() {
     let image = dir.path().join("image.raw");
     std::fs::write(&image, random_bytes(ARRAY_BYTES, 25)).expect("image");
     let server = Server::unix(dir.path(), &["--fault", "role=2,fail-after=200", p(&disks)]);
-    run(
-        "qemu-img",
-        &[
-            "convert",
-            "-n",
-            "-f",
-            "raw",
-            "-O",
-            "raw",
-            p(&image),
-            &server.uri("xraid"),
-        ],
-    );
+    convert_into(&image, &server.uri("xraid"));
     server.wait_for_log(0, &["failed"]);
     // SIGKILL: only what the server recorded when the member failed remains.
     server.kill();
