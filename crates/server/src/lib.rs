@@ -10,6 +10,7 @@ mod config;
 mod control;
 mod export;
 mod file_export;
+mod file_transmission;
 mod handshake;
 mod lane;
 mod log;

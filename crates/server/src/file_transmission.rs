@@ -1,0 +1,342 @@
+//! The transmission phase of a plain-file export.
+//!
+//! A plain file is served inline by the connection's thread: it reads every request the
+//! socket has buffered, does each, and sends the replies of the batch in one write.
+//! Reads and writes of 64 KiB and more go to the connection's second thread.
+
+use std::io::{self, BufReader, Read, Write};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use xraid_nbd::consts::*;
+use xraid_nbd::{
+    block_status_chunk, offset_data_header, offset_hole_chunk, simple_reply, BlockDescriptor,
+    Command, Request,
+};
+
+use crate::export::ExportKind;
+use crate::file_export::FileExport;
+use crate::handshake::{Negotiated, BASE_ALLOCATION_ID};
+use crate::lane::Lane;
+use crate::tls::Conn;
+use crate::transmission::{
+    check, next_request, push_error, push_ok, skip_payload, ConnEnd, READ_BUFFER_BYTES,
+};
+
+/// Replies are sent once this much is batched, even with more requests waiting.
+const WRITE_BATCH_BYTES: usize = 1 << 20;
+/// Reads at least this long are checked for holes (shorter ones are sent as data:
+/// looking costs more than sending a few zeros), and their data goes from the file to
+/// the socket with sendfile(2) instead of through a buffer.
+const HOLE_CHECK_BYTES: u32 = 64 * 1024;
+/// Most extents in one block status reply.
+const MAX_EXTENTS: usize = 1024;
+
+/// Serves a plain-file export on this thread until the client leaves.
+pub(crate) fn serve_file(reader: Conn, writer: Conn, n: &Negotiated) -> Result<(), ConnEnd> {
+    let ExportKind::File(file) = &n.export.kind else {
+        return Err(ConnEnd::Protocol("not a file export".to_owned()));
+    };
+    let writer = Arc::new(Mutex::new(writer));
+    let pool = BufferPool::default();
+    let (bulk_tx, bulk_rx) = mpsc::sync_channel::<Bulk>(BULK_QUEUE);
+    let result = std::thread::scope(|scope| {
+        let (writer, pool) = (&writer, &pool);
+        let bulk = scope.spawn(move || bulk_worker(file, n.structured, writer, &bulk_rx, pool));
+        let result = read_file_requests(reader, file, n, writer, &bulk_tx, pool);
+        drop(bulk_tx);
+        let bulk_result = bulk
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("bulk thread panicked")));
+        result.and(bulk_result.map_err(ConnEnd::Io))
+    });
+    result
+}
+
+/// Large requests of a plain-file connection, handed from the thread that reads
+/// requests to a second thread: the file copy of one request then overlaps the socket
+/// copy of the next, on two cores.
+enum Bulk {
+    /// A complete reply (a long read's header and data), to be sent as it is.
+    Reply(Vec<u8>),
+    /// A long write's payload, to be written to the file, then answered.
+    Write {
+        cookie: u64,
+        offset: u64,
+        fua: bool,
+        data: Vec<u8>,
+    },
+}
+
+/// Long reads and writes in the bulk queue before the reading thread waits.
+const BULK_QUEUE: usize = 4;
+
+/// Recycled buffers of long requests, so that a megabyte is not mapped and faulted
+/// in anew for every request.
+#[derive(Default)]
+struct BufferPool(Mutex<Vec<Vec<u8>>>);
+
+impl BufferPool {
+    fn take(&self, len: usize) -> Vec<u8> {
+        let mut buf = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_default();
+        buf.clear();
+        buf.reserve(len);
+        buf
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        let mut pool = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if pool.len() < BULK_QUEUE + 2 {
+            pool.push(buf);
+        }
+    }
+}
+
+fn send_locked(writer: &Mutex<Conn>, bytes: &[u8]) -> io::Result<()> {
+    writer
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .write_all(bytes)
+}
+
+/// The second thread of a plain-file connection: sends long reads' replies and does
+/// long writes.
+fn bulk_worker(
+    file: &FileExport,
+    structured: bool,
+    writer: &Mutex<Conn>,
+    jobs: &mpsc::Receiver<Bulk>,
+    pool: &BufferPool,
+) -> io::Result<()> {
+    let mut lane = Lane::default();
+    lane.note(crate::lane::BULK_BYTES);
+    let mut failed = None;
+    while let Ok(job) = jobs.recv() {
+        if failed.is_some() {
+            continue;
+        }
+        let sent = match job {
+            Bulk::Reply(bytes) => {
+                let sent = send_locked(writer, &bytes);
+                pool.give(bytes);
+                sent
+            }
+            Bulk::Write {
+                cookie,
+                offset,
+                fua,
+                data,
+            } => {
+                let mut reply = Vec::new();
+                match file.write(&data, offset, fua) {
+                    Ok(()) => push_ok(&mut reply, structured, cookie),
+                    Err(errno) => push_error(
+                        &mut reply,
+                        structured,
+                        cookie,
+                        errno,
+                        "write error on the export",
+                    ),
+                }
+                pool.give(data);
+                send_locked(writer, &reply)
+            }
+        };
+        if let Err(e) = sent {
+            failed = Some(e);
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// The first thread of a plain-file connection: reads requests, answers short ones
+/// inline (replies batched into one write), and hands long ones to the bulk thread.
+fn read_file_requests(
+    reader: Conn,
+    file: &FileExport,
+    n: &Negotiated,
+    writer: &Mutex<Conn>,
+    bulk: &mpsc::SyncSender<Bulk>,
+    pool: &BufferPool,
+) -> Result<(), ConnEnd> {
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
+    let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH_BYTES);
+    let mut payload: Vec<u8> = Vec::new();
+    let mut lane = Lane::default();
+    let bulk_gone = || ConnEnd::Protocol("the connection's bulk thread stopped".to_owned());
+    let result = loop {
+        if !out.is_empty() && (reader.buffer().is_empty() || out.len() >= WRITE_BATCH_BYTES) {
+            send_locked(writer, &out)?;
+            out.clear();
+        }
+        let req = match next_request(&mut reader) {
+            Ok(r) => r,
+            Err(e) => break Err(e),
+        };
+        if req.command == Command::Disconnect {
+            break Ok(());
+        }
+        lane.note(req.length);
+        let checked = check(&req, n);
+        if let Some((errno, msg)) = checked.error {
+            if req.command == Command::Write {
+                skip_payload(&mut reader, req.length)?;
+            }
+            push_error(&mut out, n.structured, req.cookie, errno, &msg);
+            continue;
+        }
+        let long = req.length >= HOLE_CHECK_BYTES;
+        if long && req.command == Command::Read {
+            let mut reply = pool.take(req.length as usize + 64);
+            file_read_long(file, &req, n.structured, &mut reply);
+            bulk.send(Bulk::Reply(reply)).map_err(|_| bulk_gone())?;
+            continue;
+        }
+        if long && req.command == Command::Write {
+            let mut data = pool.take(req.length as usize);
+            data.resize(req.length as usize, 0);
+            reader.read_exact(&mut data)?;
+            let job = Bulk::Write {
+                cookie: req.cookie,
+                offset: req.offset,
+                fua: req.flags & CMD_FLAG_FUA != 0,
+                data,
+            };
+            bulk.send(job).map_err(|_| bulk_gone())?;
+            continue;
+        }
+        handle_file_request(file, n, &req, &mut reader, &mut out, &mut payload)?;
+    };
+    // Replies to requests that were done still go out.
+    if !out.is_empty() {
+        let _ = send_locked(writer, &out);
+    }
+    result
+}
+
+fn handle_file_request<R: Read>(
+    file: &FileExport,
+    n: &Negotiated,
+    req: &Request,
+    reader: &mut R,
+    out: &mut Vec<u8>,
+    payload: &mut Vec<u8>,
+) -> Result<(), ConnEnd> {
+    let structured = n.structured;
+    let cookie = req.cookie;
+    let fua = req.flags & CMD_FLAG_FUA != 0;
+    let len = u64::from(req.length);
+    let result = match req.command {
+        Command::Read => {
+            file_read(file, req, structured, out);
+            return Ok(());
+        }
+        Command::Write => {
+            payload.resize(req.length as usize, 0);
+            reader.read_exact(payload)?;
+            file.write(payload, req.offset, fua)
+        }
+        Command::Flush => file.flush(),
+        Command::Trim => file.trim(req.offset, len, fua),
+        Command::WriteZeroes => file.write_zeroes(
+            req.offset,
+            len,
+            req.flags & CMD_FLAG_NO_HOLE == 0,
+            req.flags & CMD_FLAG_FAST_ZERO != 0,
+            fua,
+        ),
+        Command::Cache => file.cache(req.offset, len),
+        Command::BlockStatus => {
+            let max = if req.flags & CMD_FLAG_REQ_ONE != 0 {
+                1
+            } else {
+                MAX_EXTENTS
+            };
+            let extents: Vec<BlockDescriptor> = file
+                .extents(req.offset, len, max)
+                .iter()
+                .map(|e| BlockDescriptor {
+                    length: u32::try_from(e.length).unwrap_or(u32::MAX),
+                    flags: e.nbd_flags(),
+                })
+                .collect();
+            out.extend_from_slice(&block_status_chunk(
+                REPLY_FLAG_DONE,
+                cookie,
+                BASE_ALLOCATION_ID,
+                &extents,
+            ));
+            return Ok(());
+        }
+        Command::Disconnect | Command::Unknown(_) => Ok(()),
+    };
+    match result {
+        Ok(()) => push_ok(out, structured, cookie),
+        Err(errno) => push_error(out, structured, cookie, errno, "I/O error on the export"),
+    }
+    Ok(())
+}
+
+/// A short file read, straight into the reply buffer.
+fn file_read(file: &FileExport, req: &Request, structured: bool, out: &mut Vec<u8>) {
+    let cookie = req.cookie;
+    let start = out.len();
+    if structured {
+        out.extend_from_slice(&offset_data_header(
+            REPLY_FLAG_DONE,
+            cookie,
+            req.offset,
+            req.length,
+        ));
+    } else {
+        out.extend_from_slice(&simple_reply(0, cookie));
+    }
+    let at = out.len();
+    out.resize(at + req.length as usize, 0);
+    if let Err(errno) = file.read(&mut out[at..], req.offset) {
+        out.truncate(start);
+        push_error(out, structured, cookie, errno, "read error on the export");
+    }
+}
+
+/// A long file read into `out`: with structured replies, holes in a file that has
+/// any go out as hole chunks, data as data chunks.
+fn file_read_long(file: &FileExport, req: &Request, structured: bool, out: &mut Vec<u8>) {
+    let cookie = req.cookie;
+    let mut extents = if structured && req.flags & CMD_FLAG_DF == 0 && file.may_have_holes() {
+        file.extents(req.offset, u64::from(req.length), MAX_EXTENTS)
+    } else {
+        Vec::new()
+    };
+    let covered: u64 = extents.iter().map(|e| e.length).sum();
+    if covered != u64::from(req.length) || extents.len() <= 1 {
+        extents.clear();
+    }
+    if extents.is_empty() {
+        file_read(file, req, structured, out);
+        return;
+    }
+    let last = extents.len() - 1;
+    for (i, e) in extents.iter().enumerate() {
+        let flags = if i == last { REPLY_FLAG_DONE } else { 0 };
+        // Extents lie within one request, so each fits in u32.
+        let length = e.length as u32;
+        if e.hole {
+            out.extend_from_slice(&offset_hole_chunk(flags, cookie, e.offset, length));
+            continue;
+        }
+        out.extend_from_slice(&offset_data_header(flags, cookie, e.offset, length));
+        let at = out.len();
+        out.resize(at + length as usize, 0);
+        if let Err(errno) = file.read(&mut out[at..], e.offset) {
+            out.clear();
+            push_error(out, structured, cookie, errno, "read error on the export");
+            return;
+        }
+    }
+}
