@@ -443,5 +443,7 @@ fn sector_range(offset: u64, length: u64) -> Result<(u64, u64), DriverError> {
     Ok((offset / SECTOR_BYTES, length / SECTOR_BYTES))
 }
 
+mod allocation;
 mod stream;
+pub use allocation::AllocationRun;
 pub use stream::{StreamProgress, DEFAULT_STREAM_DEPTH, DEFAULT_STREAM_REQUEST_BYTES};

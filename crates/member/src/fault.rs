@@ -293,6 +293,12 @@ impl Member for FaultyMember {
     fn direct_fd(&self) -> Option<DirectFd> {
         None
     }
+
+    // Zeroing keeps the trait's default, zeros written through `write_at`, so every
+    // injected fault applies to it as to any write.
+    fn data_ranges(&self, offset: u64, length: u64) -> Vec<Range<u64>> {
+        self.inner.data_ranges(offset, length)
+    }
 }
 
 #[cfg(test)]

@@ -181,6 +181,19 @@ impl Member for FileMember {
         self.buffered.sync_data()
     }
 
+    fn data_ranges(&self, offset: u64, length: u64) -> Vec<std::ops::Range<u64>> {
+        crate::sparse::data_ranges(&self.buffered, offset, length)
+    }
+
+    fn zero_range(&self, offset: u64, length: u64) -> io::Result<()> {
+        match crate::sparse::zero_without_writing(&self.buffered, offset, length) {
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                crate::sparse::write_zeros(|buf, at| self.write_at(buf, at), offset, length)
+            }
+            done => done,
+        }
+    }
+
     fn direct_fd(&self) -> Option<DirectFd> {
         let buffered_fd = self.buffered.as_raw_fd();
         Some(match &self.direct {

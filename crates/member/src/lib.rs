@@ -14,12 +14,14 @@ mod file;
 mod lock;
 mod memory;
 mod options;
+mod sparse;
 
 pub use error::MemberError;
 pub use fault::{FaultPlan, FaultyMember, MemberFault};
 pub use file::FileMember;
 pub use memory::MemoryMember;
 pub use options::{DirectFd, DirectMode, OpenOptions};
+pub use sparse::{data_ranges, zero_without_writing};
 
 /// A member device. Positional I/O at byte offsets; thread-safe reads/writes (&self).
 pub trait Member: std::fmt::Debug + Send + Sync {
@@ -43,6 +45,19 @@ pub trait Member: std::fmt::Debug + Send + Sync {
     /// are not kernel files (in-memory): the driver then calls
     /// [`Member::read_at`]/[`Member::write_at`]/[`Member::flush`] inline.
     fn direct_fd(&self) -> Option<DirectFd>;
+
+    /// The parts of `offset..offset + length` that may hold data; the rest surely reads
+    /// as zeros (the holes of a sparse file). A member that cannot tell reports the
+    /// whole range as data.
+    fn data_ranges(&self, offset: u64, length: u64) -> Vec<std::ops::Range<u64>> {
+        std::iter::once(offset..offset.saturating_add(length)).collect()
+    }
+
+    /// Makes `offset..offset + length` read as zeros: by freeing the range where the
+    /// device can (a punched hole), else by writing zeros.
+    fn zero_range(&self, offset: u64, length: u64) -> std::io::Result<()> {
+        sparse::write_zeros(|buf, at| self.write_at(buf, at), offset, length)
+    }
 }
 
 #[cfg(test)]

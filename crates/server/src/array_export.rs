@@ -20,8 +20,10 @@ use xraid_engine::{
     BufId, EngineError, Event, FailReason, IoBuf, MemberIdx, MemberState, RequestId, RequestKind,
     SyncKind, SECTOR_BYTES,
 };
-use xraid_nbd::consts::{EINVAL, EIO};
+use xraid_nbd::consts::{EINVAL, EIO, REPLY_FLAG_DONE, STATE_HOLE, STATE_ZERO};
+use xraid_nbd::{block_status_chunk, BlockDescriptor};
 
+use crate::handshake::BASE_ALLOCATION_ID;
 use crate::log;
 
 /// Requests of at least this many bytes take the large lane.
@@ -50,6 +52,13 @@ pub(crate) enum JobOp {
         fua: bool,
     },
     Flush,
+    /// Which of `len` bytes from `offset` surely read as zeros (NBD's
+    /// `base:allocation`), in at most `max_extents` extents; answered at once.
+    BlockStatus {
+        offset: u64,
+        len: u64,
+        max_extents: usize,
+    },
     /// A control request from the control socket (see `control`), answered at once.
     Control {
         request: serde_json::Value,
@@ -62,7 +71,7 @@ impl JobOp {
         match self {
             JobOp::Read { len, .. } | JobOp::Write { len, .. } => *len,
             JobOp::WriteZeroes { len, .. } => usize::try_from(*len).unwrap_or(usize::MAX),
-            JobOp::Flush | JobOp::Control { .. } => 0,
+            JobOp::Flush | JobOp::BlockStatus { .. } | JobOp::Control { .. } => 0,
         }
     }
 
@@ -577,6 +586,35 @@ impl Worker {
         }
     }
 
+    /// The block status reply for `len` bytes from `offset`: extents of sectors that
+    /// surely read as zeros (holes of the members) and of data. Completed writes are
+    /// on the members already, so the answer includes every acknowledged write.
+    fn block_status(&mut self, cookie: u64, offset: u64, len: u64, max_extents: usize) -> Vec<u8> {
+        let first = offset / SECTOR_BYTES;
+        let end = offset + len;
+        let runs =
+            self.array
+                .driver()
+                .allocation(first, end.div_ceil(SECTOR_BYTES) - first, max_extents);
+        let mut at = offset;
+        let mut extents = Vec::with_capacity(runs.len());
+        let mut run_start = first * SECTOR_BYTES;
+        for run in runs {
+            let run_end = (run_start + run.sectors * SECTOR_BYTES).min(end);
+            let length = run_end - at;
+            if length > 0 {
+                extents.push(BlockDescriptor {
+                    // The request's length is a u32, and so is every part of it.
+                    length: u32::try_from(length).unwrap_or(u32::MAX),
+                    flags: if run.zero { STATE_HOLE | STATE_ZERO } else { 0 },
+                });
+            }
+            at = run_end;
+            run_start = run_end;
+        }
+        block_status_chunk(REPLY_FLAG_DONE, cookie, BASE_ALLOCATION_ID, &extents)
+    }
+
     fn busy(&mut self) -> bool {
         self.array.driver().busy() || !self.running.is_empty()
     }
@@ -585,6 +623,17 @@ impl Worker {
         if let JobOp::Control { request, reply } = job.op {
             let answer = self.control(&request);
             let _ = reply.send(answer);
+            return;
+        }
+        if let JobOp::BlockStatus {
+            offset,
+            len,
+            max_extents,
+        } = job.op
+        {
+            let bytes = self.block_status(job.cookie, offset, len, max_extents);
+            // One in-flight unit of no bytes, as the connection counted it.
+            let _ = job.done.send(Done::Raw { bytes, releases: 1 });
             return;
         }
         if job.op.bytes() >= LARGE_REQUEST_BYTES {
@@ -656,7 +705,9 @@ impl Worker {
             flushing: false,
         };
         match job.op {
-            JobOp::Control { .. } => unreachable!("control requests are answered in enqueue"),
+            JobOp::Control { .. } | JobOp::BlockStatus { .. } => {
+                unreachable!("control and block status requests are answered in enqueue")
+            }
             JobOp::Read { offset, len } => {
                 let buf = self.array.driver().engine_mut().buffers_mut().alloc(len);
                 self.submit_part(id, RequestKind::Read, offset, len, Some(buf), false);

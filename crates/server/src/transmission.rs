@@ -12,14 +12,11 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use xraid_engine::IoBuf;
 use xraid_nbd::consts::*;
-use xraid_nbd::{
-    block_status_chunk, error_chunk, offset_data_header, simple_reply, BlockDescriptor, Command,
-    Request, REQUEST_BYTES,
-};
+use xraid_nbd::{error_chunk, offset_data_header, simple_reply, Command, Request, REQUEST_BYTES};
 
 use crate::array_export::{ArrayHandle, Done, Job, JobOp, ReadData};
 use crate::export::{ExportKind, MAX_REQUEST_BYTES};
-use crate::handshake::{Negotiated, BASE_ALLOCATION_ID};
+use crate::handshake::Negotiated;
 use crate::lane::Lane;
 use crate::tls::Conn;
 
@@ -27,6 +24,8 @@ pub(crate) use crate::file_transmission::serve_file;
 
 /// Bytes of requests read from the socket at once.
 pub(crate) const READ_BUFFER_BYTES: usize = 256 * 1024;
+/// Most extents in one block status reply of an array.
+const MAX_ARRAY_EXTENTS: usize = 1024;
 /// Requests one array connection may have in flight, and their bytes: beyond that
 /// the connection stops reading until replies have gone out.
 const MAX_IN_FLIGHT: usize = 256;
@@ -288,17 +287,15 @@ fn read_array_requests<S: Read>(
                 raw(out);
                 continue;
             }
-            Command::BlockStatus => {
-                let length = u32::try_from((array.size - req.offset).min(u64::from(req.length)))
-                    .unwrap_or(u32::MAX);
-                raw(block_status_chunk(
-                    REPLY_FLAG_DONE,
-                    req.cookie,
-                    BASE_ALLOCATION_ID,
-                    &[BlockDescriptor { length, flags: 0 }],
-                ));
-                continue;
-            }
+            Command::BlockStatus => JobOp::BlockStatus {
+                offset: req.offset,
+                len: (array.size - req.offset).min(u64::from(req.length)),
+                max_extents: if req.flags & CMD_FLAG_REQ_ONE != 0 {
+                    1
+                } else {
+                    MAX_ARRAY_EXTENTS
+                },
+            },
             Command::Disconnect | Command::Unknown(_) => continue,
         };
         let bytes = op.bytes_in_flight();
@@ -328,7 +325,10 @@ impl JobOp {
     fn bytes_in_flight(&self) -> usize {
         match self {
             JobOp::Read { len, .. } | JobOp::Write { len, .. } => *len,
-            JobOp::WriteZeroes { .. } | JobOp::Flush | JobOp::Control { .. } => 0,
+            JobOp::WriteZeroes { .. }
+            | JobOp::Flush
+            | JobOp::BlockStatus { .. }
+            | JobOp::Control { .. } => 0,
         }
     }
 }

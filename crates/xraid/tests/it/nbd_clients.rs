@@ -205,6 +205,61 @@ fn nbdinfo_shows_extents_flags_and_block_sizes() {
     }
 }
 
+/// `nbdinfo --map URI` as (offset, length, type) triples; type 3 is hole and zero,
+/// 0 is data.
+fn map_of(uri: &str) -> Vec<(u64, u64, u64)> {
+    let map = nbdinfo_json(&["--map"], uri);
+    map.as_array()
+        .expect("a list of extents")
+        .iter()
+        .map(|e| {
+            let n = |k: &str| e[k].as_u64().expect("a number");
+            (n("offset"), n("length"), n("type"))
+        })
+        .collect()
+}
+
+#[test]
+fn nbdinfo_maps_the_holes_of_an_array() {
+    require_tool!("nbdinfo");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    // 2 MiB of data at 10M, in the middle of stripes; parity is written too but is
+    // not the array's data.
+    let input = file_with(dir.path(), "in.bin", &random_bytes(2 << 20, 9));
+    ok(&["write", "--offset", "10M", "-i", p(&input), p(&disks)]);
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    let uri = server.uri("xraid");
+    let expected = [
+        (0, 10 << 20, 3),
+        (10 << 20, 2 << 20, 0),
+        (12 << 20, ARRAY_BYTES - (12 << 20), 3),
+    ];
+    assert_eq!(map_of(&uri), expected);
+    server.stop();
+
+    // Degraded: the chunks the missing member held count as data (a read rebuilds
+    // them from the others); the holes elsewhere stay holes.
+    let m0 = disks.join("d0");
+    let members: Vec<String> = (1..4)
+        .map(|i| disks.join(format!("d{i}")).display().to_string())
+        .collect();
+    assert!(m0.exists());
+    let args: Vec<&str> = members.iter().map(String::as_str).collect();
+    let server = Server::unix(dir.path(), &args);
+    let map = map_of(&server.uri("xraid"));
+    let data: u64 = map.iter().filter(|e| e.2 == 0).map(|e| e.1).sum();
+    let holes: u64 = map.iter().filter(|e| e.2 == 3).map(|e| e.1).sum();
+    assert_eq!(data + holes, ARRAY_BYTES, "{map:?}");
+    // Member 0 holds a quarter of the data chunks (three stripes in four); the
+    // written 2 MiB add at most their own length.
+    assert!(
+        data >= ARRAY_BYTES / 4 && data <= ARRAY_BYTES / 4 + (2 << 20),
+        "{map:?}"
+    );
+    server.stop();
+}
+
 #[test]
 fn fio_verifies_random_writes_over_four_connections() {
     require_tool!("fio");

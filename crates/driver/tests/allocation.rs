@@ -1,0 +1,155 @@
+//! Which array sectors surely read as zeros: runs found from the holes of sparse file
+//! members, through every level's mapping, with members missing.
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use xraid_driver::{AllocationRun, ArrayDriver, BackendChoice, MemberSlot};
+use xraid_layout::{Geometry, Layout, Level};
+use xraid_member::{DirectMode, FileMember, Member, OpenOptions};
+
+const DATA_OFFSET: u64 = 1 << 20;
+const MEMBER_BYTES: u64 = DATA_OFFSET + (8 << 20);
+const CHUNK_SECTORS: u32 = 128; // 64 KiB
+
+fn member(dir: &Path, i: usize) -> Box<dyn Member> {
+    let path = dir.join(format!("m{i}"));
+    std::fs::File::create(&path)
+        .and_then(|f| f.set_len(MEMBER_BYTES))
+        .expect("sparse member");
+    let opts = OpenOptions {
+        write: true,
+        direct: DirectMode::Off,
+        lock: false,
+    };
+    Box::new(FileMember::open(&path, &opts).expect("open member"))
+}
+
+fn array(dir: &Path, level: Level, members: usize, missing: &[usize]) -> ArrayDriver {
+    let geo = Geometry::new(
+        level,
+        Layout::default_for(level),
+        members as u16,
+        CHUNK_SECTORS,
+        (MEMBER_BYTES - DATA_OFFSET) / 512,
+    )
+    .expect("geometry");
+    let slots = (0..members)
+        .map(|i| {
+            let m = member(dir, i);
+            (!missing.contains(&i)).then(|| MemberSlot {
+                member: m,
+                data_offset_bytes: DATA_OFFSET,
+                log_offset_bytes: None,
+                bitmap_offset_bytes: None,
+            })
+        })
+        .collect();
+    ArrayDriver::new(geo, slots, BackendChoice::Threads).expect("driver")
+}
+
+fn run(sectors: u64, zero: bool) -> AllocationRun {
+    AllocationRun { sectors, zero }
+}
+
+/// The runs of the whole array, asked for in one go.
+fn whole(d: &ArrayDriver) -> Vec<AllocationRun> {
+    let sectors = d.engine().array_sectors();
+    let runs = d.allocation(0, sectors, 1024);
+    assert_eq!(
+        runs.iter().map(|r| r.sectors).sum::<u64>(),
+        sectors,
+        "{runs:?}"
+    );
+    runs
+}
+
+#[test]
+fn a_new_sparse_array_is_all_zeros_at_every_level() {
+    for (level, members) in [
+        (Level::Raid0, 3),
+        (Level::Raid1, 2),
+        (Level::Raid4, 3),
+        (Level::Raid5, 4),
+        (Level::Raid6, 5),
+        (Level::Raid10, 4),
+    ] {
+        let dir = tempfile::tempdir().expect("dir");
+        let d = array(dir.path(), level, members, &[]);
+        assert_eq!(
+            whole(&d),
+            vec![run(d.engine().array_sectors(), true)],
+            "{level:?}"
+        );
+    }
+}
+
+#[test]
+fn written_ranges_are_data_and_the_rest_zeros() {
+    for (level, members) in [
+        (Level::Raid0, 3),
+        (Level::Raid1, 2),
+        (Level::Raid5, 4),
+        (Level::Raid6, 5),
+        (Level::Raid10, 4),
+    ] {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut d = array(dir.path(), level, members, &[]);
+        // 8 KiB at 200 KiB and 4 KiB at 3 MiB (4 KiB-aligned: file systems keep data
+        // in 4 KiB blocks).
+        d.write_at(&[0xa5; 8192], 200 << 10).expect("write");
+        d.write_at(&[0x5a; 4096], 3 << 20).expect("write");
+        let sectors = d.engine().array_sectors();
+        let expected = vec![
+            run(400, true),
+            run(16, false),
+            run(6144 - 416, true),
+            run(8, false),
+            run(sectors - 6152, true),
+        ];
+        assert_eq!(whole(&d), expected, "{level:?}");
+        // Asked from the middle of a hole, for a window, and capped at two runs.
+        assert_eq!(
+            d.allocation(100, 400, 1024),
+            vec![run(300, true), run(16, false), run(84, true)]
+        );
+        assert_eq!(
+            d.allocation(100, 400, 2),
+            vec![run(300, true), run(16, false)]
+        );
+    }
+}
+
+#[test]
+fn a_missing_data_member_counts_as_data_where_it_holds_data_chunks() {
+    let dir = tempfile::tempdir().expect("dir");
+    // RAID-5 left-symmetric over 4: stripe 0 keeps data chunks on members 0, 1, 2.
+    let d = array(dir.path(), Level::Raid5, 4, &[1]);
+    let runs = d.allocation(0, 3 * 128, 16);
+    assert_eq!(runs, vec![run(128, true), run(128, false), run(128, true)]);
+}
+
+#[test]
+fn a_mirror_is_zero_only_where_every_live_copy_is_a_hole() {
+    let write_second_copy = |dir: &Path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("m1"))
+            .and_then(|f| f.write_all_at(&[1; 4096], DATA_OFFSET + 4096))
+            .expect("write m1");
+    };
+    // Data on the second copy only (as after a crash mid-write): not zero.
+    let dir = tempfile::tempdir().expect("dir");
+    let d = array(dir.path(), Level::Raid1, 2, &[]);
+    write_second_copy(dir.path());
+    assert_eq!(
+        d.allocation(0, 32, 16),
+        vec![run(8, true), run(8, false), run(16, true)]
+    );
+
+    // A failed copy is never read: its data does not count.
+    let dir = tempfile::tempdir().expect("dir");
+    let d = array(dir.path(), Level::Raid1, 2, &[1]);
+    write_second_copy(dir.path());
+    assert_eq!(d.allocation(0, 32, 16), vec![run(32, true)]);
+}
