@@ -319,16 +319,20 @@ impl ArrayDriver {
             return;
         };
         let offset = base + io.sector * SECTOR_BYTES;
+        let discard = io.kind == IoKind::Write
+            && io.area == Area::Data
+            && self.engine.buffers().is_discard(io.buf.buf);
+        if discard {
+            // Zeros that may be stored by freeing the range: a punched hole where the
+            // member can, done here (fallocate is a metadata change, not a transfer).
+            let result = slot.member.zero_range(offset, io.buf.len as u64);
+            self.complete_inline(io.id, io.member, result);
+            return;
+        }
         let ptr = self.engine.buffers().raw_ptr(io.buf);
         let Some(direct) = slot.member.direct_fd() else {
             let result = self.perform_inline(&io, offset);
-            if let Err(error) = &result {
-                self.note_failure(io.member, error);
-            }
-            self.inline_done.push_back((
-                io.id,
-                result.map_err(|e| IoFailed::from_errno(e.raw_os_error())),
-            ));
+            self.complete_inline(io.id, io.member, result);
             return;
         };
         let aligned = |v: usize| v.is_multiple_of(direct.align);
@@ -364,6 +368,17 @@ impl ArrayDriver {
             self.inline_done
                 .push_back((decode_token(op.token).0, Err(IoFailed::Medium)));
         }
+    }
+
+    /// Queues the completion of an I/O done on this thread.
+    fn complete_inline(&mut self, id: IoId, member: MemberIdx, result: io::Result<()>) {
+        if let Err(error) = &result {
+            self.note_failure(member, error);
+        }
+        self.inline_done.push_back((
+            id,
+            result.map_err(|e| IoFailed::from_errno(e.raw_os_error())),
+        ));
     }
 
     fn perform_inline(&mut self, io: &MemberIo, offset: u64) -> io::Result<()> {

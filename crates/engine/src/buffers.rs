@@ -95,6 +95,8 @@ unsafe impl Send for IoBuf {}
 struct Slot {
     mem: IoBuf,
     len: usize,
+    /// Zeros that members may store by freeing the range (see [`Buffers::alloc_discard`]).
+    discard: bool,
 }
 
 /// The engine's buffer table: allocate, look up by handle, recycle.
@@ -138,7 +140,29 @@ impl Buffers {
         let mem = self.spare[class]
             .pop()
             .unwrap_or_else(|| IoBuf::new(1usize << class));
-        self.insert(Slot { mem, len })
+        self.insert(Slot {
+            mem,
+            len,
+            discard: false,
+        })
+    }
+
+    /// A buffer of `len` zeros that a member written from it may store by freeing the
+    /// range instead (a punched hole): for trims and writes of zeros that allow holes.
+    /// The engine plans with it like any write buffer; the driver looks at
+    /// [`Buffers::is_discard`]. Its memory is fresh (never recycled), so it surely holds
+    /// zeros, and nothing may write into it.
+    pub fn alloc_discard(&mut self, len: usize) -> BufId {
+        self.insert(Slot {
+            mem: IoBuf::new(len),
+            len,
+            discard: true,
+        })
+    }
+
+    /// Whether `id` came from [`Buffers::alloc_discard`].
+    pub fn is_discard(&self, id: BufId) -> bool {
+        self.slot(id).discard
     }
 
     /// Lends `buf` to the table as a buffer of `len` bytes (at most its capacity); take
@@ -148,7 +172,11 @@ impl Buffers {
             len <= buf.capacity,
             "adopted length beyond the buffer's capacity"
         );
-        self.insert(Slot { mem: buf, len })
+        self.insert(Slot {
+            mem: buf,
+            len,
+            discard: false,
+        })
     }
 
     /// Takes a buffer out of the table (adopted or allocated) without recycling it.
@@ -258,6 +286,24 @@ impl Buffers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn discard_buffers_are_fresh_zeros_and_say_so() {
+        let mut bufs = Buffers::new();
+        // A recycled buffer that held data must not come back as discard zeros.
+        let used = bufs.alloc(8192);
+        bufs.get_mut(used).fill(0xff);
+        bufs.free(used);
+        let zeros = bufs.alloc_discard(8192);
+        assert!(bufs.is_discard(zeros));
+        assert!(bufs.get(zeros).iter().all(|&b| b == 0));
+        let plain = bufs.alloc(8192);
+        assert!(!bufs.is_discard(plain));
+        bufs.free(zeros);
+        // Its slot, reused, is an ordinary buffer again.
+        let again = bufs.alloc(4096);
+        assert!(!bufs.is_discard(again));
+    }
 
     #[test]
     fn alloc_is_aligned_and_recycled() {

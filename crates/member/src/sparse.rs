@@ -134,7 +134,9 @@ mod tests {
         assert!(ranges[0].start <= 256 * K && ranges[0].end >= 260 * K);
         assert!(ranges[1].start <= 900 * K && ranges[1].end >= 904 * K);
         // A window that starts inside data is clipped to the window.
-        assert_eq!(data_ranges(&file, 257 * K, K), [257 * K..258 * K]);
+        let inside = data_ranges(&file, 257 * K, K);
+        assert_eq!(inside.len(), 1, "{inside:?}");
+        assert_eq!((inside[0].start, inside[0].end), (257 * K, 258 * K));
         // One that holds only holes has no data.
         assert!(data_ranges(&file, 300 * K, 500 * K).is_empty());
     }

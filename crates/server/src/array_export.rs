@@ -46,10 +46,13 @@ pub(crate) enum JobOp {
         len: usize,
         fua: bool,
     },
+    /// Zeros over `len` bytes from `offset`; with `punch`, members may store them by
+    /// freeing the range (a trim, or a write of zeros that allows holes).
     WriteZeroes {
         offset: u64,
         len: u64,
         fua: bool,
+        punch: bool,
     },
     Flush,
     /// Which of `len` bytes from `offset` surely read as zeros (NBD's
@@ -120,6 +123,10 @@ pub(crate) struct ArrayHandle {
     pub size: u64,
     /// Bytes of one full stripe of data, the preferred request size.
     pub stripe_bytes: u64,
+    /// What a trim frees at least: a full stripe of data on RAID-4/5/6, where parity
+    /// stays right only when whole stripes become zeros together; a 4 KiB file-system
+    /// block on the other levels.
+    pub trim_unit: u64,
 }
 
 impl ArrayHandle {
@@ -133,6 +140,29 @@ impl ArrayHandle {
         }
         Ok(())
     }
+}
+
+/// Splits `len` bytes of zeros from `offset` into requests of about
+/// [`ZERO_PIECE_BYTES`] that start and end on stripe boundaries where they can, so the
+/// engine writes whole stripes (nothing to read, parity from the zeros alone).
+fn zero_pieces(offset: u64, len: u64, stripe: u64) -> Vec<(u64, usize)> {
+    let stripe = stripe.max(SECTOR_BYTES);
+    let piece = (ZERO_PIECE_BYTES as u64 / stripe).max(1) * stripe;
+    let end = offset + len;
+    let mut pieces = Vec::new();
+    let mut at = offset;
+    while at < end {
+        // To the next stripe boundary first, then whole pieces.
+        let next = if at.is_multiple_of(stripe) {
+            at + piece
+        } else {
+            at.next_multiple_of(stripe)
+        };
+        let stop = next.min(end);
+        pieces.push((at, (stop - at) as usize));
+        at = stop;
+    }
+    pieces
 }
 
 /// How often the worker looks at the clock when nothing else wakes it, idle or waiting
@@ -186,6 +216,11 @@ pub(crate) fn spawn(
         sleeping: Arc::clone(&sleeping),
         size: geo.array_sectors() * SECTOR_BYTES,
         stripe_bytes: geo.stripe_data_sectors() * SECTOR_BYTES,
+        trim_unit: if geo.level().has_parity() {
+            geo.stripe_data_sectors() * SECTOR_BYTES
+        } else {
+            4096
+        },
     };
     if let Some(p) = array.driver().engine().sync_progress() {
         let why = match p.kind {
@@ -724,13 +759,23 @@ impl Worker {
                 running.remaining = 1;
                 running.fua = fua;
             }
-            JobOp::WriteZeroes { offset, len, fua } => {
-                let mut at = offset;
-                while at < offset + len {
-                    let piece = (offset + len - at).min(ZERO_PIECE_BYTES as u64) as usize;
-                    self.submit_write(id, at, IoBuf::new(piece), piece);
+            JobOp::WriteZeroes {
+                offset,
+                len,
+                fua,
+                punch,
+            } => {
+                let geo = *self.array.driver().engine().geometry();
+                let stripe = geo.stripe_data_sectors() * SECTOR_BYTES;
+                for (at, piece) in zero_pieces(offset, len, stripe) {
+                    if punch {
+                        let engine = self.array.driver().engine_mut();
+                        let buf = engine.buffers_mut().alloc_discard(piece);
+                        self.submit_part(id, RequestKind::Write, at, piece, Some(buf), true);
+                    } else {
+                        self.submit_write(id, at, IoBuf::new(piece), piece);
+                    }
                     running.remaining += 1;
-                    at += piece as u64;
                 }
                 running.fua = fua;
             }
@@ -1000,6 +1045,29 @@ fn engine_errno(e: &EngineError) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zeros_are_split_on_stripe_boundaries() {
+        let k = 1024u64;
+        let stripe = 192 * k;
+        // Unaligned start: up to the first boundary, then whole-stripe pieces of
+        // at most 1 MiB (5 stripes), then the tail.
+        let pieces = zero_pieces(100 * k, 2048 * k, stripe);
+        let expect: Vec<(u64, usize)> = vec![
+            (100 * k, (92 * k) as usize),
+            (192 * k, (960 * k) as usize),
+            (1152 * k, (960 * k) as usize),
+            (2112 * k, (36 * k) as usize),
+        ];
+        assert_eq!(pieces, expect);
+        let total: usize = pieces.iter().map(|p| p.1).sum();
+        assert_eq!(total as u64, 2048 * k);
+        // A stripe larger than a piece is one piece.
+        assert_eq!(
+            zero_pieces(0, 8 << 20, 4 << 20),
+            vec![(0, 4 << 20), (4 << 20, 4 << 20)]
+        );
+    }
 
     #[test]
     fn the_alarm_wakes_only_a_sleeping_worker_and_ends_with_it() {

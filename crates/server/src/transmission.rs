@@ -277,11 +277,32 @@ fn read_array_requests<S: Read>(
                 offset: req.offset,
                 len: u64::from(req.length),
                 fua,
+                punch: req.flags & CMD_FLAG_NO_HOLE == 0,
             },
-            // A trim is a hint: the array keeps the data. With FUA, what was written
-            // must still be durable.
-            Command::Trim if fua => JobOp::Flush,
-            Command::Trim | Command::Cache => {
+            // A trim frees the whole trim units inside its range (they read as zeros
+            // after); what is left over is a hint the array ignores. With FUA, what
+            // was written must still be durable.
+            Command::Trim => {
+                let unit = array.trim_unit;
+                let start = req.offset.next_multiple_of(unit);
+                let end = (req.offset + u64::from(req.length)) / unit * unit;
+                if start < end {
+                    JobOp::WriteZeroes {
+                        offset: start,
+                        len: end - start,
+                        fua,
+                        punch: true,
+                    }
+                } else if fua {
+                    JobOp::Flush
+                } else {
+                    let mut out = Vec::new();
+                    push_ok(&mut out, structured, req.cookie);
+                    raw(out);
+                    continue;
+                }
+            }
+            Command::Cache => {
                 let mut out = Vec::new();
                 push_ok(&mut out, structured, req.cookie);
                 raw(out);

@@ -254,10 +254,73 @@ fn nbdinfo_maps_the_holes_of_an_array() {
     // Member 0 holds a quarter of the data chunks (three stripes in four); the
     // written 2 MiB add at most their own length.
     assert!(
-        data >= ARRAY_BYTES / 4 && data <= ARRAY_BYTES / 4 + (2 << 20),
+        (ARRAY_BYTES / 4..=ARRAY_BYTES / 4 + (2 << 20)).contains(&data),
         "{map:?}"
     );
     server.stop();
+}
+
+#[test]
+fn trims_and_zeroes_free_member_space_on_an_array() {
+    require_tool!("nbdinfo");
+    require_tool!("nbdcopy");
+    let Some(mut nbdsh) = nbdsh() else {
+        eprintln!("skipped: nbdsh cannot load its Python module");
+        return;
+    };
+    const K: u64 = 1024;
+    const M: u64 = 1 << 20;
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let mut expected = random_bytes(6 << 20, 11);
+    let input = file_with(dir.path(), "in.bin", &expected);
+    ok(&["write", "-i", p(&input), p(&disks)]);
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    let uri = server.uri("xraid");
+    // A trim of 1M..3M frees the whole stripes (192 KiB of data each) inside it:
+    // 1152K..3M. Write-zeroes of 4M..5M may punch (any alignment: data rows are
+    // freed, parity is computed as usual); of 5M..5.5M with NO_HOLE must not.
+    let out = nbdsh
+        .args(["-c", &format!("h.connect_uri('{uri}')")])
+        .args(["-c", &format!("h.trim({}, {})", 2 * M, M)])
+        .args(["-c", &format!("h.zero({}, {})", M, 4 * M)])
+        .args([
+            "-c",
+            &format!("h.zero({}, {}, nbd.CMD_FLAG_NO_HOLE)", 512 * K, 5 * M),
+        ])
+        .output()
+        .expect("nbdsh runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (start, end) in [(1152 * K, 3 * M), (4 * M, 5 * M), (5 * M, 5 * M + 512 * K)] {
+        expected[start as usize..end as usize].fill(0);
+    }
+    assert_eq!(
+        map_of(&uri),
+        [
+            (0, 1152 * K, 0),
+            (1152 * K, 3 * M - 1152 * K, 3),
+            (3 * M, M, 0),
+            (4 * M, M, 3),
+            (5 * M, M, 0),
+            (6 * M, ARRAY_BYTES - 6 * M, 3),
+        ]
+    );
+    let out = dir.path().join("out.img");
+    run("nbdcopy", &[&uri, p(&out)]);
+    let copied = std::fs::read(&out).expect("the copy");
+    assert!(
+        copied[..6 << 20] == expected[..],
+        "trimmed and zeroed ranges read back"
+    );
+    server.stop();
+    // Parity agrees with the freed ranges.
+    let check: serde_json::Value =
+        serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("JSON");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
 }
 
 #[test]
