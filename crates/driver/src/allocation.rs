@@ -100,10 +100,13 @@ fn complement_runs(mut data: Vec<(u64, u64)>, sectors: u64) -> Vec<AllocationRun
             at = start;
         }
         if stop > at {
-            runs.push(AllocationRun {
-                sectors: stop - at,
-                zero: false,
-            });
+            match runs.last_mut() {
+                Some(last) if !last.zero => last.sectors += stop - at,
+                _ => runs.push(AllocationRun {
+                    sectors: stop - at,
+                    zero: false,
+                }),
+            }
             at = stop;
         }
     }
