@@ -6,7 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -48,10 +48,65 @@ impl FileExport {
         self.size
     }
 
-    pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<(), u32> {
-        self.file
-            .read_exact_at(buf, offset)
-            .map_err(|e| errno_of(&e))
+    /// Appends `len` bytes read at `offset` to `out`, reading straight into its spare
+    /// capacity: no zero-fill first, which for a megabyte is a whole extra pass over
+    /// memory. On an error `out` is as it was.
+    pub(crate) fn read_append(
+        &self,
+        out: &mut Vec<u8>,
+        len: usize,
+        offset: u64,
+    ) -> Result<(), u32> {
+        out.reserve(len);
+        let mut done = 0;
+        while done < len {
+            let spare = &mut out.spare_capacity_mut()[done..len];
+            let Ok(at) = i64::try_from(offset + done as u64) else {
+                return Err(EIO);
+            };
+            // SAFETY: the kernel writes at most `spare.len()` bytes to the pointer, which
+            // addresses that much writable (uninitialised) memory owned by `out`; the
+            // descriptor is the open file.
+            let n = unsafe {
+                libc::pread(
+                    self.file.as_raw_fd(),
+                    spare.as_mut_ptr().cast::<libc::c_void>(),
+                    spare.len(),
+                    at,
+                )
+            };
+            match n {
+                // The file is shorter than it was when opened.
+                0 => return Err(EIO),
+                n if n > 0 => done += n as usize,
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(errno_of(&e));
+                    }
+                }
+            }
+        }
+        // SAFETY: the `len` bytes after the old length were all written by pread above
+        // (`done` counts them), and `reserve` made room for them.
+        unsafe { out.set_len(out.len() + len) };
+        Ok(())
+    }
+
+    /// The file's descriptor, for sendfile(2).
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// The file's size now (it may have changed since it was opened, if someone else
+    /// truncated it) and whether it may have holes, from one fstat.
+    pub(crate) fn now(&self) -> io::Result<(u64, bool)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = self.file.metadata()?;
+        if !m.is_file() {
+            return Ok((self.size, false));
+        }
+        Ok((m.size(), m.blocks() * 512 < m.size()))
     }
 
     pub(crate) fn write(&self, buf: &[u8], offset: u64, fua: bool) -> Result<(), u32> {
@@ -265,8 +320,11 @@ mod tests {
             .all(|e| e.offset <= 1 << 20 && e.offset + e.length >= (1 << 20) + 65536));
         assert!(ext[0].hole, "{ext:?}");
         export.trim(1 << 20, 65536, false).expect("trim");
-        let mut buf = vec![9u8; 65536];
-        export.read(&mut buf, 1 << 20).expect("read");
+        let mut buf = vec![9u8; 3];
+        export.read_append(&mut buf, 65536, 1 << 20).expect("read");
+        assert_eq!(buf.len(), 65539);
+        assert_eq!(buf[..3], [9, 9, 9]);
+        let buf = &buf[3..];
         assert!(
             buf.iter().all(|&b| b == 0),
             "trimmed range reads as zeros here"

@@ -2,9 +2,12 @@
 //!
 //! A plain file is served inline by the connection's thread: it reads every request the
 //! socket has buffered, does each, and sends the replies of the batch in one write.
-//! Reads and writes of 64 KiB and more go to the connection's second thread.
+//! Reads and writes of 64 KiB and more go to the connection's second thread; on a
+//! connection without TLS that thread sends long reads' data from the file to the
+//! socket with sendfile(2), never through a buffer of ours.
 
 use std::io::{self, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -15,13 +18,14 @@ use xraid_nbd::{
 };
 
 use crate::export::ExportKind;
-use crate::file_export::FileExport;
+use crate::file_export::{errno_of, Extent, FileExport};
 use crate::handshake::{Negotiated, BASE_ALLOCATION_ID};
 use crate::lane::Lane;
 use crate::tls::Conn;
 use crate::transmission::{
     check, next_request, push_error, push_ok, skip_payload, ConnEnd, READ_BUFFER_BYTES,
 };
+use crate::zero_copy::{send_all, send_header_and_file, Pipe, SendFileError};
 
 /// Replies are sent once this much is batched, even with more requests waiting.
 const WRITE_BATCH_BYTES: usize = 1 << 20;
@@ -37,13 +41,24 @@ pub(crate) fn serve_file(reader: Conn, writer: Conn, n: &Negotiated) -> Result<(
     let ExportKind::File(file) = &n.export.kind else {
         return Err(ConnEnd::Protocol("not a file export".to_owned()));
     };
+    // Without TLS, long reads go from the file to the socket with sendfile.
+    let sock = match &writer {
+        Conn::Plain(s) => Some(s.as_raw_fd()),
+        Conn::Tls { .. } => None,
+    };
     let writer = Arc::new(Mutex::new(writer));
     let pool = BufferPool::default();
     let (bulk_tx, bulk_rx) = mpsc::sync_channel::<Bulk>(BULK_QUEUE);
     let result = std::thread::scope(|scope| {
         let (writer, pool) = (&writer, &pool);
-        let bulk = scope.spawn(move || bulk_worker(file, n.structured, writer, &bulk_rx, pool));
-        let result = read_file_requests(reader, file, n, writer, &bulk_tx, pool);
+        let out = BulkOut {
+            writer,
+            sock,
+            structured: n.structured,
+        };
+        let bulk = scope.spawn(move || bulk_worker(file, &out, &bulk_rx, pool));
+        let zero_copy = sock.is_some();
+        let result = read_file_requests(reader, file, n, writer, &bulk_tx, pool, zero_copy);
         drop(bulk_tx);
         let bulk_result = bulk
             .join()
@@ -59,6 +74,8 @@ pub(crate) fn serve_file(reader: Conn, writer: Conn, n: &Negotiated) -> Result<(
 enum Bulk {
     /// A complete reply (a long read's header and data), to be sent as it is.
     Reply(Vec<u8>),
+    /// A long read to be answered straight from the file (connections without TLS).
+    Read(Request),
     /// A long write's payload, to be written to the file, then answered.
     Write {
         cookie: u64,
@@ -77,16 +94,33 @@ const BULK_QUEUE: usize = 4;
 struct BufferPool(Mutex<Vec<Vec<u8>>>);
 
 impl BufferPool {
+    /// An empty buffer with room for `len` bytes.
     fn take(&self, len: usize) -> Vec<u8> {
-        let mut buf = self
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop()
-            .unwrap_or_default();
+        let mut buf = self.pop();
         buf.clear();
         buf.reserve(len);
         buf
+    }
+
+    /// A buffer of `len` bytes to be overwritten (a write's payload): what a recycled
+    /// buffer held stays until it is overwritten, so only bytes it never had are
+    /// zero-filled (`read_exact` needs initialised memory).
+    fn take_filled(&self, len: usize) -> Vec<u8> {
+        let mut buf = self.pop();
+        if buf.len() >= len {
+            buf.truncate(len);
+        } else {
+            buf.resize(len, 0);
+        }
+        buf
+    }
+
+    fn pop(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_default()
     }
 
     fn give(&self, buf: Vec<u8>) {
@@ -104,15 +138,26 @@ fn send_locked(writer: &Mutex<Conn>, bytes: &[u8]) -> io::Result<()> {
         .write_all(bytes)
 }
 
+/// Where the bulk thread's replies go.
+struct BulkOut<'a> {
+    writer: &'a Mutex<Conn>,
+    /// The socket, when the connection has no TLS (replies may then be sent on it
+    /// directly, under the writer's lock).
+    sock: Option<RawFd>,
+    structured: bool,
+}
+
 /// The second thread of a plain-file connection: sends long reads' replies and does
 /// long writes.
 fn bulk_worker(
     file: &FileExport,
-    structured: bool,
-    writer: &Mutex<Conn>,
+    out: &BulkOut<'_>,
     jobs: &mpsc::Receiver<Bulk>,
     pool: &BufferPool,
 ) -> io::Result<()> {
+    let (writer, structured) = (out.writer, out.structured);
+    // Without one (too many open files), long reads fall back to sendfile.
+    let pipe = out.sock.and_then(|_| Pipe::new().ok());
     let mut lane = Lane::default();
     lane.note(crate::lane::BULK_BYTES);
     let mut failed = None;
@@ -126,6 +171,7 @@ fn bulk_worker(
                 pool.give(bytes);
                 sent
             }
+            Bulk::Read(req) => send_read(file, &req, out, pipe.as_ref()),
             Bulk::Write {
                 cookie,
                 offset,
@@ -163,6 +209,7 @@ fn read_file_requests(
     writer: &Mutex<Conn>,
     bulk: &mpsc::SyncSender<Bulk>,
     pool: &BufferPool,
+    zero_copy: bool,
 ) -> Result<(), ConnEnd> {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH_BYTES);
@@ -191,6 +238,10 @@ fn read_file_requests(
             continue;
         }
         let long = req.length >= HOLE_CHECK_BYTES;
+        if long && req.command == Command::Read && zero_copy {
+            bulk.send(Bulk::Read(req)).map_err(|_| bulk_gone())?;
+            continue;
+        }
         if long && req.command == Command::Read {
             let mut reply = pool.take(req.length as usize + 64);
             file_read_long(file, &req, n.structured, &mut reply);
@@ -198,8 +249,7 @@ fn read_file_requests(
             continue;
         }
         if long && req.command == Command::Write {
-            let mut data = pool.take(req.length as usize);
-            data.resize(req.length as usize, 0);
+            let mut data = pool.take_filled(req.length as usize);
             reader.read_exact(&mut data)?;
             let job = Bulk::Write {
                 cookie: req.cookie,
@@ -296,11 +346,37 @@ fn file_read(file: &FileExport, req: &Request, structured: bool, out: &mut Vec<u
     } else {
         out.extend_from_slice(&simple_reply(0, cookie));
     }
-    let at = out.len();
-    out.resize(at + req.length as usize, 0);
-    if let Err(errno) = file.read(&mut out[at..], req.offset) {
+    if let Err(errno) = file.read_append(out, req.length as usize, req.offset) {
         out.truncate(start);
         push_error(out, structured, cookie, errno, "read error on the export");
+    }
+}
+
+/// The pieces a long read's reply is made of: with structured replies, the data and
+/// hole extents of a file that has holes (more than one, covering the request);
+/// otherwise none, and the reply is one piece of data.
+fn read_extents(file: &FileExport, req: &Request, structured: bool, holes: bool) -> Vec<Extent> {
+    if !structured || req.flags & CMD_FLAG_DF != 0 || !holes {
+        return Vec::new();
+    }
+    let mut extents = file.extents(req.offset, u64::from(req.length), MAX_EXTENTS);
+    let covered: u64 = extents.iter().map(|e| e.length).sum();
+    if covered != u64::from(req.length) || extents.len() <= 1 {
+        extents.clear();
+    }
+    extents
+}
+
+/// A chunk's header for one extent of a long read: a hole chunk (complete) or the
+/// header of a data chunk whose data follows.
+fn extent_header(e: &Extent, last: bool, cookie: u64) -> Vec<u8> {
+    let flags = if last { REPLY_FLAG_DONE } else { 0 };
+    // Extents lie within one request, so each fits in u32.
+    let length = e.length as u32;
+    if e.hole {
+        offset_hole_chunk(flags, cookie, e.offset, length).to_vec()
+    } else {
+        offset_data_header(flags, cookie, e.offset, length).to_vec()
     }
 }
 
@@ -308,35 +384,112 @@ fn file_read(file: &FileExport, req: &Request, structured: bool, out: &mut Vec<u
 /// any go out as hole chunks, data as data chunks.
 fn file_read_long(file: &FileExport, req: &Request, structured: bool, out: &mut Vec<u8>) {
     let cookie = req.cookie;
-    let mut extents = if structured && req.flags & CMD_FLAG_DF == 0 && file.may_have_holes() {
-        file.extents(req.offset, u64::from(req.length), MAX_EXTENTS)
-    } else {
-        Vec::new()
-    };
-    let covered: u64 = extents.iter().map(|e| e.length).sum();
-    if covered != u64::from(req.length) || extents.len() <= 1 {
-        extents.clear();
-    }
+    let extents = read_extents(file, req, structured, file.may_have_holes());
     if extents.is_empty() {
         file_read(file, req, structured, out);
         return;
     }
     let last = extents.len() - 1;
     for (i, e) in extents.iter().enumerate() {
-        let flags = if i == last { REPLY_FLAG_DONE } else { 0 };
-        // Extents lie within one request, so each fits in u32.
-        let length = e.length as u32;
+        out.extend_from_slice(&extent_header(e, i == last, cookie));
         if e.hole {
-            out.extend_from_slice(&offset_hole_chunk(flags, cookie, e.offset, length));
             continue;
         }
-        out.extend_from_slice(&offset_data_header(flags, cookie, e.offset, length));
-        let at = out.len();
-        out.resize(at + length as usize, 0);
-        if let Err(errno) = file.read(&mut out[at..], e.offset) {
+        if let Err(errno) = file.read_append(out, e.length as usize, e.offset) {
             out.clear();
             push_error(out, structured, cookie, errno, "read error on the export");
             return;
         }
     }
 }
+
+/// Answers a long read on a connection without TLS: the file's pages go to the socket
+/// by reference (spliced through `pipe`, or with sendfile when there is none), each
+/// chunk's header with `send(MSG_MORE)`, all under the writer's lock so no other reply
+/// comes between. A file error found before a chunk's header went out ends the reply
+/// with an error (structured replies may, after complete chunks); one found after it
+/// cannot be taken back, so the connection is closed.
+fn send_read(
+    file: &FileExport,
+    req: &Request,
+    out: &BulkOut<'_>,
+    pipe: Option<&Pipe>,
+) -> io::Result<()> {
+    let (structured, cookie) = (out.structured, req.cookie);
+    let Some(sock) = out.sock else {
+        return Err(io::Error::other("zero-copy read on a TLS connection"));
+    };
+    let end = req.offset + u64::from(req.length);
+    let read_error = |errno: u32| {
+        let mut reply = Vec::new();
+        push_error(
+            &mut reply,
+            structured,
+            cookie,
+            errno,
+            "read error on the export",
+        );
+        reply
+    };
+    let holes = match file.now() {
+        Ok((size, holes)) if size >= end => holes,
+        // The file was cut short (or cannot even be looked at): an error reply, before
+        // any of this reply went out.
+        Ok(_) | Err(_) => return send_locked(out.writer, &read_error(EIO)),
+    };
+    let mut extents = read_extents(file, req, structured, holes);
+    if extents.is_empty() {
+        extents.push(Extent {
+            offset: req.offset,
+            length: u64::from(req.length),
+            hole: false,
+        });
+    }
+    let mut header = Vec::with_capacity(64);
+    let _writer = out.writer.lock().unwrap_or_else(PoisonError::into_inner);
+    let last = extents.len() - 1;
+    for (i, e) in extents.iter().enumerate() {
+        if structured {
+            header.extend_from_slice(&extent_header(e, i == last, cookie));
+        } else {
+            header.extend_from_slice(&simple_reply(0, cookie));
+        }
+        if e.hole {
+            continue;
+        }
+        match send_header_and_file(
+            sock,
+            pipe,
+            &header,
+            file.raw_fd(),
+            e.offset,
+            e.length as usize,
+        ) {
+            Ok(()) => header.clear(),
+            Err(SendFileError::FileEarly(err)) => {
+                // Complete chunks of this reply may be out (structured replies; a
+                // simple one has sent nothing): an error ends it.
+                header.clear();
+                header.extend_from_slice(&read_error(errno_of(&err)));
+                return send_all(sock, &header, false);
+            }
+            Err(SendFileError::FileLate(err)) => {
+                // Part of a chunk is out: the client cannot be told of the error, so
+                // it must not take what follows for the rest of it.
+                // SAFETY: shutdown takes no pointers; `sock` is this connection's
+                // socket, still open (the writer's lock is held).
+                unsafe { libc::shutdown(sock, libc::SHUT_RDWR) };
+                return Err(SendFileError::FileLate(err).into_io());
+            }
+            Err(err) => return Err(err.into_io()),
+        }
+    }
+    if !header.is_empty() {
+        send_all(sock, &header, false)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "file_transmission_tests.rs"]
+mod tests;

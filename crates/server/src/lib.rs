@@ -18,6 +18,7 @@ mod server;
 mod stream;
 mod tls;
 mod transmission;
+mod zero_copy;
 
 use std::path::PathBuf;
 

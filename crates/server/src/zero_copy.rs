@@ -1,0 +1,267 @@
+//! Sending file data to a socket without copying it through user space: a reply's
+//! header with `send(MSG_MORE)`, then the data with sendfile(2), which on TCP and Unix
+//! sockets hands the page cache's (or tmpfs's) pages to the socket by reference.
+//!
+//! Only for plain (non-TLS) connections: TLS must encrypt the bytes in user space.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Sends all of `bytes` on the socket. With `more`, the kernel is told more data
+/// follows at once (MSG_MORE), so a small header and the data after it leave in the same
+/// segments even with TCP_NODELAY.
+pub(crate) fn send_all(sock: RawFd, mut bytes: &[u8], more: bool) -> io::Result<()> {
+    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+    while !bytes.is_empty() {
+        // SAFETY: the kernel reads at most `bytes.len()` bytes from the pointer, which
+        // addresses that many initialised bytes; `sock` is a socket this connection owns.
+        let n = unsafe { libc::send(sock, bytes.as_ptr().cast(), bytes.len(), flags) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed"));
+        }
+        bytes = &bytes[n as usize..];
+    }
+    Ok(())
+}
+
+/// Why sending a piece of a file stopped short.
+#[derive(Debug)]
+pub(crate) enum SendFileError {
+    /// The socket failed (the client left, or stopped reading past the write timeout).
+    Socket(io::Error),
+    /// The file could not be read before anything of this piece (its header included)
+    /// went out: the reply can still end with an error.
+    FileEarly(io::Error),
+    /// The file could not be read (an I/O error, or it was cut short under us) after
+    /// the piece's header went out: the reply cannot be taken back.
+    FileLate(io::Error),
+}
+
+impl SendFileError {
+    pub(crate) fn into_io(self) -> io::Error {
+        match self {
+            SendFileError::Socket(e) => e,
+            SendFileError::FileEarly(e) | SendFileError::FileLate(e) => io::Error::new(
+                e.kind(),
+                format!("reading the export for a reply already under way: {e}"),
+            ),
+        }
+    }
+}
+
+/// A pipe of about a megabyte that file pages are spliced into (by reference, no copy)
+/// before a reply's header goes out, and then spliced on to the socket: a read error is
+/// then found while the reply can still say so, and the socket gets a megabyte in one
+/// call (sendfile moves 64 KiB at a time, each pushed and delivered on its own).
+#[derive(Debug)]
+pub(crate) struct Pipe {
+    read: OwnedFd,
+    write: OwnedFd,
+    /// Bytes the pipe holds at most, a whole number of pages.
+    capacity: usize,
+    page: usize,
+}
+
+/// The pipe size asked for.
+const PIPE_BYTES: libc::c_int = 1 << 20;
+
+impl Pipe {
+    /// A new pipe, as large as the system allows up to a megabyte.
+    pub(crate) fn new() -> io::Result<Pipe> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two descriptors into the array it is given, which has
+        // room for exactly two.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded, so both are open descriptors that nothing else owns.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: fcntl with F_SETPIPE_SZ / F_GETPIPE_SZ takes an integer, no pointers;
+        // the descriptor is the pipe just made. F_SETPIPE_SZ may fail (a lower
+        // pipe-max-size): the pipe then keeps the size F_GETPIPE_SZ tells.
+        let size = unsafe {
+            libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES);
+            libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ)
+        };
+        // SAFETY: sysconf takes no pointers.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let capacity = usize::try_from(size).map_err(|_| io::Error::last_os_error())?;
+        if capacity < 2 * page {
+            return Err(io::Error::other("pipe too small"));
+        }
+        Ok(Pipe {
+            read,
+            write,
+            capacity,
+            page,
+        })
+    }
+}
+
+/// Sends `header`, then `len` bytes of `file` from `offset`, to the socket. With a
+/// pipe, each megabyte is spliced from the file into the pipe first, the header goes out
+/// only once the first one is in, and the pipe is then spliced to the socket; without
+/// one, the data goes with sendfile(2) after the header.
+pub(crate) fn send_header_and_file(
+    sock: RawFd,
+    pipe: Option<&Pipe>,
+    header: &[u8],
+    file: RawFd,
+    offset: u64,
+    len: usize,
+) -> Result<(), SendFileError> {
+    let Some(pipe) = pipe else {
+        send_all(sock, header, true).map_err(SendFileError::Socket)?;
+        return send_file(sock, file, offset, len).map_err(|e| match e {
+            SendFileError::FileEarly(e) => SendFileError::FileLate(e),
+            other => other,
+        });
+    };
+    let (mut at, mut left, mut header_sent) = (offset, len, false);
+    while left > 0 {
+        // The pipe is empty here; a piece spans at most capacity / page pages, one pipe
+        // slot each, so filling it never waits for room.
+        let misalign = (at % pipe.page as u64) as usize;
+        let piece = left.min(pipe.capacity - misalign);
+        if let Err(e) = fill(pipe, file, at, piece) {
+            return Err(if header_sent {
+                SendFileError::FileLate(e)
+            } else {
+                SendFileError::FileEarly(e)
+            });
+        }
+        if !header_sent {
+            send_all(sock, header, true).map_err(SendFileError::Socket)?;
+            header_sent = true;
+        }
+        drain(pipe, sock, piece, left > piece).map_err(SendFileError::Socket)?;
+        at += piece as u64;
+        left -= piece;
+    }
+    if !header_sent {
+        send_all(sock, header, true).map_err(SendFileError::Socket)?;
+    }
+    Ok(())
+}
+
+/// Splices `len` bytes of the file at `offset` into the (empty, large enough) pipe.
+fn fill(pipe: &Pipe, file: RawFd, offset: u64, len: usize) -> io::Result<()> {
+    let Ok(mut off) = libc::loff_t::try_from(offset) else {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    let mut left = len;
+    while left > 0 {
+        // SAFETY: splice reads and updates the one loff_t it is given for the input,
+        // a live local, and takes a null output offset (a pipe has none); both
+        // descriptors are open (the export's file and this connection's pipe).
+        let n = unsafe {
+            libc::splice(
+                file,
+                &mut off,
+                pipe.write.as_raw_fd(),
+                std::ptr::null_mut(),
+                left,
+                libc::SPLICE_F_MOVE,
+            )
+        };
+        match n {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the file ends before the range read",
+                ))
+            }
+            n if n > 0 => left -= n as usize,
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Splices `len` bytes from the pipe to the socket. `more`: the reply goes on after
+/// them.
+fn drain(pipe: &Pipe, sock: RawFd, len: usize, more: bool) -> io::Result<()> {
+    let flags = libc::SPLICE_F_MOVE | if more { libc::SPLICE_F_MORE } else { 0 };
+    let mut left = len;
+    while left > 0 {
+        // SAFETY: splice with null offsets (a pipe and a socket have none) takes no
+        // other pointers; both descriptors are open (this connection's pipe and socket).
+        let n = unsafe {
+            libc::splice(
+                pipe.read.as_raw_fd(),
+                std::ptr::null_mut(),
+                sock,
+                std::ptr::null_mut(),
+                left,
+                flags,
+            )
+        };
+        match n {
+            0 => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed")),
+            n if n > 0 => left -= n as usize,
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends `len` bytes of `file` from `offset` to the socket with sendfile(2), looping
+/// over partial sends. The data goes out as it is when it is sent; NBD allows that for
+/// a read that overlaps a write still in flight.
+fn send_file(sock: RawFd, file: RawFd, offset: u64, len: usize) -> Result<(), SendFileError> {
+    let Ok(mut off) = libc::off_t::try_from(offset) else {
+        return Err(SendFileError::FileLate(io::Error::from_raw_os_error(
+            libc::EINVAL,
+        )));
+    };
+    let mut left = len;
+    while left > 0 {
+        // SAFETY: sendfile reads and updates the one off_t it is given, a live local;
+        // both descriptors are open for the duration of the call (the file export and
+        // this connection's socket outlive it).
+        let n = unsafe { libc::sendfile(sock, file, &mut off, left) };
+        if n > 0 {
+            left -= n as usize;
+            continue;
+        }
+        if n == 0 {
+            // End of file before `len`: the file shrank since it was opened.
+            return Err(SendFileError::FileLate(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the file ends before the range read",
+            )));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => {}
+            // Errors of the socket side; everything else comes from reading the file.
+            Some(
+                libc::EPIPE
+                | libc::ECONNRESET
+                | libc::EAGAIN
+                | libc::ENOTCONN
+                | libc::ESHUTDOWN
+                | libc::ETIMEDOUT,
+            ) => return Err(SendFileError::Socket(e)),
+            _ => return Err(SendFileError::FileLate(e)),
+        }
+    }
+    Ok(())
+}
