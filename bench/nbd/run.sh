@@ -32,6 +32,7 @@
 #   XRAID       xraid binary; if unset, `cargo build --release -p xraid` is run and
 #               ${CARGO_TARGET_DIR:-target}/release/xraid is used
 #   READY_TIMEOUT seconds to wait for a server to answer [30]; KEEP=1 keeps the data files
+#   CSV         where the raw rows go [bench/runs/<date>-<hostname>/nbd.csv]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -108,11 +109,10 @@ if [[ " $SERVERS " == *" xraid "* ]]; then
 fi
 
 # ---- output --------------------------------------------------------------------------
-out="$root/bench/runs/$(date +%Y-%m-%d)-$(hostname)"
-mkdir -p "$out"
-csv="$out/nbd.csv"
+csv=${CSV:-"$root/bench/runs/$(date +%Y-%m-%d)-$(hostname)/nbd.csv"}
+mkdir -p "$(dirname "$csv")"
 # Never clobber an earlier run's raw data: keep it under its modification time.
-[ -f "$csv" ] && mv "$csv" "$out/nbd.$(date -r "$csv" +%H%M%S).csv"
+[ -f "$csv" ] && mv "$csv" "${csv%.csv}.$(date -r "$csv" +%H%M%S).csv"
 echo "run,fs,server,target,workload,iops,mb_s,ios,runtime_s,server_cpu_s,cpu_us_per_io,clat_p99_us,lat_p50_us,lat_p99_us,stream_mb_s,client_cpu_pct" > "$csv"
 
 # ---- servers -------------------------------------------------------------------------
