@@ -170,7 +170,7 @@ pub fn create(
         .into_iter()
         .map(|member| {
             Some(MemberSlot {
-                member,
+                member: member.into(),
                 data_offset_bytes: data_offset * SECTOR_BYTES,
                 log_offset_bytes: None,
                 bitmap_offset_bytes: None,

@@ -172,7 +172,7 @@ impl Array {
                         .then(|| crate::bitmap::offset_bytes(&found.superblock))
                         .flatten();
                     slots.push(Some(MemberSlot {
-                        member,
+                        member: member.into(),
                         data_offset_bytes: found.superblock.data_offset * SECTOR_BYTES,
                         log_offset_bytes,
                         bitmap_offset_bytes,
@@ -345,7 +345,7 @@ impl Array {
             self.driver.replace_member(
                 role_idx(role),
                 MemberSlot {
-                    member: Box::new(member),
+                    member: std::sync::Arc::new(member),
                     data_offset_bytes,
                     log_offset_bytes,
                     bitmap_offset_bytes: self

@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::Arc;
 use std::time::Instant;
 
 use xraid_engine::{
@@ -43,7 +44,8 @@ pub enum DriverError {
 /// One member of the array as the driver sees it.
 #[derive(Debug)]
 pub struct MemberSlot {
-    pub member: Box<dyn Member>,
+    /// Shared: connection threads read through it directly (see `bypass`).
+    pub member: Arc<dyn Member>,
     /// Where the member's data area starts, in bytes (md's data_offset).
     pub data_offset_bytes: u64,
     /// Where the member's stripe-log ring starts, in bytes, if it has one (between the
@@ -84,6 +86,8 @@ pub struct ArrayDriver {
     retired: Vec<MemberSlot>,
     epoch: Instant,
     next_request: u64,
+    /// Reads other threads do straight from active members (see `bypass`).
+    bypass: ReadBypass,
 }
 
 impl ArrayDriver {
@@ -102,7 +106,7 @@ impl ArrayDriver {
             .collect();
         let backend =
             Backend::new(backend, QUEUE_DEPTH).map_err(|e| DriverError::Backend(e.to_string()))?;
-        Ok(ArrayDriver {
+        let driver = ArrayDriver {
             engine: Engine::new(geo, states),
             members,
             backend,
@@ -115,7 +119,12 @@ impl ArrayDriver {
             retired: Vec::new(),
             epoch: Instant::now(),
             next_request: 0,
-        })
+            bypass: bypass::new_bypass(geo),
+        };
+        for role in 0..driver.members.len() {
+            driver.bypass_member_changed(role);
+        }
+        Ok(driver)
     }
 
     pub fn engine(&self) -> &Engine {
@@ -139,6 +148,7 @@ impl ArrayDriver {
         if let Some(old) = self.members[role.index()].replace(slot) {
             self.retired.push(old);
         }
+        self.bypass_member_changed(role.index());
     }
 
     /// A handle other threads use to end a blocking [`ArrayDriver::pump`] early (a new
@@ -459,6 +469,8 @@ fn sector_range(offset: u64, length: u64) -> Result<(u64, u64), DriverError> {
 }
 
 mod allocation;
+mod bypass;
 mod stream;
 pub use allocation::AllocationRun;
+pub use bypass::ReadBypass;
 pub use stream::{StreamProgress, DEFAULT_STREAM_DEPTH, DEFAULT_STREAM_REQUEST_BYTES};

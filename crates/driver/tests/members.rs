@@ -61,7 +61,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 
 fn slot(member: Box<dyn Member>) -> Option<MemberSlot> {
     Some(MemberSlot {
-        member,
+        member: member.into(),
         data_offset_bytes: DATA_OFFSET,
         log_offset_bytes: None,
         bitmap_offset_bytes: None,

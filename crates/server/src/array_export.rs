@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use xraid_array::Array;
-use xraid_driver::{DriverError, Waker};
+use xraid_driver::{DriverError, ReadBypass, Waker};
 use xraid_engine::{
     BufId, EngineError, Event, FailReason, IoBuf, MemberIdx, MemberState, RequestId, RequestKind,
     SyncKind, SECTOR_BYTES,
@@ -123,6 +123,8 @@ pub(crate) struct ArrayHandle {
     pub size: u64,
     /// Bytes of one full stripe of data, the preferred request size.
     pub stripe_bytes: u64,
+    /// Small reads the connection thread may do itself (see `xraid_driver::ReadBypass`).
+    pub bypass: ReadBypass,
     /// What a trim frees at least: a full stripe of data on RAID-4/5/6, where parity
     /// stays right only when whole stripes become zeros together; a 4 KiB file-system
     /// block on the other levels.
@@ -210,12 +212,15 @@ pub(crate) fn spawn(
     let alarm = waker.clone();
     spawn_alarm(Arc::downgrade(&sleeping), move || alarm.wake())
         .map_err(|e| DriverError::Backend(format!("cannot start the array's alarm thread: {e}")))?;
+    // The stripe log's replay, if any, started at open: no bypassed read before it ends.
+    array.driver().publish_bypass();
     let handle = ArrayHandle {
         tx,
         waker,
         sleeping: Arc::clone(&sleeping),
         size: geo.array_sectors() * SECTOR_BYTES,
         stripe_bytes: geo.stripe_data_sectors() * SECTOR_BYTES,
+        bypass: array.driver().read_bypass(),
         trim_unit: if geo.level().has_parity() {
             geo.stripe_data_sectors() * SECTOR_BYTES
         } else {
@@ -820,6 +825,9 @@ impl Worker {
 
     /// Takes the engine's replies and finishes the jobs they complete.
     fn collect(&mut self) {
+        // Before any reply goes out: a read sent after a write's ack must not reach
+        // a member that failed before it.
+        self.array.driver().publish_bypass();
         let failures = self.array.driver().take_failures();
         let any_failed = !failures.is_empty();
         for failure in failures {

@@ -1,10 +1,13 @@
-//! Which array sectors surely read as zeros: runs found from the holes of sparse file
-//! members, through every level's mapping, with members missing.
+//! The driver over sparse file members: which array sectors surely read as zeros
+//! (runs found from the members' holes, through every level's mapping, with members
+//! missing), and reads that other threads do straight from active members.
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use xraid_driver::{AllocationRun, ArrayDriver, BackendChoice, MemberSlot};
+use xraid_engine::MemberState;
+use xraid_layout::MemberIdx;
 use xraid_layout::{Geometry, Layout, Level};
 use xraid_member::{DirectMode, FileMember, Member, OpenOptions};
 
@@ -38,7 +41,7 @@ fn array(dir: &Path, level: Level, members: usize, missing: &[usize]) -> ArrayDr
         .map(|i| {
             let m = member(dir, i);
             (!missing.contains(&i)).then(|| MemberSlot {
-                member: m,
+                member: m.into(),
                 data_offset_bytes: DATA_OFFSET,
                 log_offset_bytes: None,
                 bitmap_offset_bytes: None,
@@ -152,4 +155,94 @@ fn a_mirror_is_zero_only_where_every_live_copy_is_a_hole() {
     let d = array(dir.path(), Level::Raid1, 2, &[1]);
     write_second_copy(dir.path());
     assert_eq!(d.allocation(0, 32, 16), vec![run(32, true)]);
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed) ^ (i >> 12) as u8)
+        .collect()
+}
+
+#[test]
+fn the_bypass_reads_what_the_engine_wrote_at_every_level() {
+    for (level, members) in [
+        (Level::Raid0, 3),
+        (Level::Raid1, 2),
+        (Level::Raid4, 3),
+        (Level::Raid5, 4),
+        (Level::Raid6, 5),
+        (Level::Raid10, 4),
+    ] {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut d = array(dir.path(), level, members, &[]);
+        let data = pattern(1 << 20, members as u8);
+        d.write_at(&data, 256 << 10).expect("write");
+        d.publish_bypass();
+        let bypass = d.read_bypass();
+        // Aligned, unaligned to chunks, and crossing chunk boundaries.
+        for (at, len) in [
+            (256 << 10, 4096),
+            (300 << 10, 200 << 10),
+            (256 << 10, 1 << 20),
+        ] {
+            let mut buf = vec![0u8; len];
+            assert!(bypass.read(&mut buf, at), "{level:?} {at} {len}");
+            let from = (at - (256 << 10)) as usize;
+            assert!(buf == data[from..from + len], "{level:?} {at} {len}");
+        }
+        // Not whole sectors, or past the end: the engine's.
+        let mut buf = vec![0u8; 4096];
+        assert!(!bypass.read(&mut buf[..100], 0));
+        assert!(!bypass.read(&mut buf, 7));
+        let end = d.engine().array_sectors() * 512;
+        assert!(!bypass.read(&mut buf, end - 512));
+    }
+}
+
+#[test]
+fn the_bypass_leaves_missing_failed_and_rebuilding_members_to_the_engine() {
+    let dir = tempfile::tempdir().expect("dir");
+    // RAID-5 left-symmetric over 4: stripe 0 keeps data chunks 0, 1, 2 on members 0, 1, 2.
+    let mut d = array(dir.path(), Level::Raid5, 4, &[1]);
+    d.write_at(&pattern(192 << 10, 1), 0)
+        .expect("degraded write");
+    d.publish_bypass();
+    let bypass = d.read_bypass();
+    let mut buf = vec![0u8; 4096];
+    assert!(bypass.read(&mut buf, 0), "member 0 is there");
+    assert!(!bypass.read(&mut buf, 64 << 10), "member 1 is missing");
+    // The engine rebuilds it for a read.
+    let mut via_engine = vec![0u8; 4096];
+    d.read_at(&mut via_engine, 64 << 10).expect("degraded read");
+    assert!(via_engine == pattern(192 << 10, 1)[64 << 10..(64 << 10) + 4096]);
+
+    // Beyond redundancy (a second member gone) the engine answers every read.
+    d.engine_mut().fail_member(MemberIdx(0));
+    d.publish_bypass();
+    assert!(
+        !bypass.read(&mut buf, 128 << 10),
+        "data lost: nothing bypassed"
+    );
+
+    // On a whole array, a member that fails is no longer read from once published.
+    let dir = tempfile::tempdir().expect("dir");
+    let mut d = array(dir.path(), Level::Raid5, 4, &[]);
+    d.write_at(&pattern(192 << 10, 2), 0).expect("write");
+    d.publish_bypass();
+    let bypass = d.read_bypass();
+    d.engine_mut().fail_member(MemberIdx(0));
+    assert!(bypass.read(&mut buf, 0), "not published yet");
+    d.publish_bypass();
+    assert!(!bypass.read(&mut buf, 0), "failed");
+    assert!(bypass.read(&mut buf, 128 << 10), "member 2 still active");
+    assert_eq!(d.engine().member_states()[2], MemberState::Active);
+    assert!(buf == pattern(192 << 10, 2)[128 << 10..(128 << 10) + 4096]);
+
+    // A member being rebuilt in its place is left to the engine too.
+    d.engine_mut()
+        .replace_member(MemberIdx(0))
+        .expect("rebuild");
+    d.publish_bypass();
+    assert_eq!(d.engine().member_states()[0], MemberState::Rebuilding);
+    assert!(!bypass.read(&mut buf, 0), "rebuilding");
 }
