@@ -15,23 +15,28 @@
 //! - `mechanics`: rotation as a function of time, seeks, switches, media transfers;
 //! - `params`: a disk's parameters, their checks, the model built from them;
 //! - `buffer`: the drive's buffer segments and read-ahead;
-//! - `disk`: one drive, sans-I/O — queue, scheduler, processor, buffer, link.
+//! - `disk`: one drive, sans-I/O — queue, scheduler, processor, buffer, link;
+//! - `preset`: spec sheets as data, each value with its source, checked on load.
 
 mod buffer;
 mod disk;
 mod geometry;
 mod mechanics;
 mod params;
+mod preset;
 mod rng;
 mod seek;
 
 #[cfg(test)]
 mod physics_tests;
+#[cfg(test)]
+mod preset_tests;
 
 pub use disk::{Completion, Disk, DiskOp, DiskRequest, DiskStats};
 pub use geometry::{Format, Loc, Zone, ZoneInfo};
 pub use mechanics::{Dir, HeadPos, Mechanics};
 pub use params::{DiskModel, DiskParams, ParamError, Scheduler};
+pub use preset::{BusPreset, DiskPreset, PresetError, Presets, BUILTIN};
 pub use rng::Rng;
 pub use seek::{SeekCurve, SeekFitError};
 pub use xraid_engine::Nanos;

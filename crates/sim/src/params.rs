@@ -49,7 +49,8 @@ pub struct DiskParams {
     pub command_overhead: Nanos,
     /// Interface (bus) rate of the drive's link, bytes per second.
     pub interface_bytes_per_sec: u64,
-    /// The drive's buffer.
+    /// The drive's buffer (0 for a drive without one, as SMD drives, whose
+    /// controller holds the data).
     pub buffer_bytes: u64,
     /// The buffer is split into this many segments, each caching one stream.
     pub cache_segments: u32,
@@ -136,7 +137,6 @@ impl DiskParams {
         positive(self.rpm.into(), "rpm")?;
         positive(self.heads.into(), "heads")?;
         positive(self.interface_bytes_per_sec, "interface rate")?;
-        positive(self.buffer_bytes, "buffer size")?;
         positive(self.cache_segments.into(), "cache_segments")?;
         positive(self.queue_depth.into(), "queue_depth")?;
         if self.zones.is_empty() {
