@@ -16,10 +16,12 @@
 //! - `params`: a disk's parameters, their checks, the model built from them;
 //! - `buffer`: the drive's buffer segments and read-ahead;
 //! - `disk`: one drive, sans-I/O — queue, scheduler, processor, buffer, link;
-//! - `preset`: spec sheets as data, each value with its source, checked on load.
+//! - `preset`: spec sheets as data, each value with its source, checked on load;
+//! - `driver`: the discrete-event loop running the array engine on simulated disks.
 
 mod buffer;
 mod disk;
+mod driver;
 mod geometry;
 mod mechanics;
 mod params;
@@ -28,11 +30,16 @@ mod rng;
 mod seek;
 
 #[cfg(test)]
+mod driver_tests;
+#[cfg(test)]
 mod physics_tests;
 #[cfg(test)]
 mod preset_tests;
 
 pub use disk::{Completion, Disk, DiskOp, DiskRequest, DiskStats};
+pub use driver::{
+    ArraySpec, Pattern, RunError, RunResult, SimArray, Workload, DATA_OFFSET_SECTORS,
+};
 pub use geometry::{Format, Loc, Zone, ZoneInfo};
 pub use mechanics::{Dir, HeadPos, Mechanics};
 pub use params::{DiskModel, DiskParams, ParamError, Scheduler};
