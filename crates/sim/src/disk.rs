@@ -15,6 +15,7 @@ use std::collections::{BTreeSet, VecDeque};
 use xraid_engine::Nanos;
 
 use crate::buffer::{DriveBuffer, Lookup};
+use crate::geometry::Loc;
 use crate::mechanics::{Dir, HeadPos};
 use crate::params::{DiskModel, Scheduler};
 
@@ -67,6 +68,10 @@ struct Queued {
     lba: u64,
     sectors: u64,
     destage_seq: u64,
+    /// Where `lba` lies and its angular slot, found once at arrival: the scheduler
+    /// looks at each queued command many times.
+    loc: Loc,
+    slot: u32,
 }
 
 /// A simulated drive.
@@ -142,12 +147,20 @@ impl Disk {
                 self.flush_waiters.push((req.tag, self.next_destage));
             }
         } else {
+            let loc = self.model.mech.format.locate(req.lba);
+            let slot = self
+                .model
+                .mech
+                .format
+                .slot(loc.zone, loc.cylinder, loc.head, loc.sector);
             self.queue.push_back(Queued {
                 tag: Some(req.tag),
                 op: req.op,
                 lba: req.lba,
                 sectors: req.sectors,
                 destage_seq: 0,
+                loc,
+                slot,
             });
         }
         self.handle_timeout(now);
@@ -209,7 +222,7 @@ impl Disk {
                     } else {
                         Dir::Write
                     };
-                    let at = mech.arrival(arm, dir, q.lba, after);
+                    let at = mech.arrival_at(arm, dir, q.loc, q.slot, after);
                     if at.0 < best.0 {
                         best = (at.0, i);
                     }

@@ -14,8 +14,8 @@
 use std::collections::VecDeque;
 
 use xraid_engine::{
-    Area, BufId, Engine, EngineError, IoId, IoKind, MemberState, Nanos, Request, RequestId,
-    RequestKind, Stats,
+    Area, BufId, Engine, EngineConfig, EngineError, IoId, IoKind, MemberState, Nanos, Request,
+    RequestId, RequestKind, Stats,
 };
 use xraid_layout::{Geometry, Layout, LayoutError, Level, SECTOR_BYTES};
 
@@ -32,6 +32,11 @@ pub const DATA_OFFSET_SECTORS: u64 = 2048;
 const BITMAP_OFFSET_SECTORS: u64 = 16;
 /// Where the stripe log ring sits, between the bitmap and the data.
 const LOG_OFFSET_SECTORS: u64 = 1024;
+
+/// Bits of a request id that name its slot among those in flight.
+const SLOT_BITS: u32 = 16;
+/// Most requests a workload keeps in flight (fio's own iodepth limit is 65536 too).
+pub const MAX_IODEPTH: usize = 1 << SLOT_BITS;
 
 /// fio's `--rw`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +117,7 @@ pub enum RunError {
         bs: u64,
     },
     /// iodepth 0 would never issue a request.
-    #[error("iodepth must be at least 1")]
+    #[error("iodepth must be from 1 to {MAX_IODEPTH}")]
     IoDepth,
 }
 
@@ -143,8 +148,16 @@ impl SimArray {
             sectors - DATA_OFFSET_SECTORS,
         )?;
         let n = usize::from(spec.disks);
+        let mut engine = Engine::new(geo, vec![MemberState::Active; n]);
+        // Simulated disks never hang, and the engine's stall check scans every I/O in
+        // flight each time it is asked for its next timer, which in a simulation is
+        // once per event (a fifth of the host time of a deep random run).
+        engine.set_config(EngineConfig {
+            stall_timeout: Nanos(0),
+            ..engine.config()
+        });
         Ok(SimArray {
-            engine: Engine::new(geo, vec![MemberState::Active; n]),
+            engine,
             disks: (0..n).map(|_| Disk::new(model.clone())).collect(),
             waiting: vec![VecDeque::new(); n],
             outstanding: vec![0; n],
@@ -226,7 +239,10 @@ impl SimArray {
     /// Runs `w` to its end.
     pub fn run(&mut self, w: &Workload) -> Result<RunResult, RunError> {
         let mut gen = Generator::new(w, self.engine.array_sectors())?;
-        let mut starts: VecDeque<(u64, Nanos, bool, BufId)> = VecDeque::new();
+        // Requests in flight by slot; a request's id carries its slot in the low bits
+        // so a reply finds its start without a search.
+        let mut slots: Vec<Option<(Nanos, bool, BufId)>> = vec![None; w.iodepth];
+        let mut free_slots: Vec<u64> = (0..w.iodepth as u64).rev().collect();
         let mut latencies = Vec::with_capacity(usize::try_from(w.requests).unwrap_or(0));
         let mut replies = Vec::new();
         let (mut issued, mut done, mut in_flight) = (0u64, 0u64, 0usize);
@@ -251,8 +267,12 @@ impl SimArray {
                 let (read, sector) = gen.next();
                 let len = usize::try_from(w.bs).map_err(|_| RunError::BlockSize { bs: w.bs })?;
                 let buf = self.engine.buffers_mut().alloc(len);
+                let Some(slot) = free_slots.pop() else {
+                    unreachable!("fewer than iodepth requests in flight");
+                };
+                slots[slot as usize] = Some((self.now, read, buf));
                 let req = Request {
-                    id: RequestId(issued),
+                    id: RequestId(issued << SLOT_BITS | slot),
                     kind: if read {
                         RequestKind::Read
                     } else {
@@ -262,7 +282,6 @@ impl SimArray {
                     sectors: w.bs / SECTOR_BYTES,
                     buf: Some(buf),
                 };
-                starts.push_back((issued, self.now, read, buf));
                 self.engine.handle_request(req, self.now);
                 issued += 1;
                 in_flight += 1;
@@ -272,11 +291,10 @@ impl SimArray {
                 unreachable!("requests in flight but no event pending");
             }
             for (id, result) in replies.drain(..) {
-                let Some(pos) = starts.iter().position(|s| s.0 == id.0) else {
+                let slot = id.0 & ((1 << SLOT_BITS) - 1);
+                free_slots.push(slot);
+                let Some((start, read, buf)) = slots[slot as usize].take() else {
                     unreachable!("reply to a request not in flight");
-                };
-                let Some((_, start, read, buf)) = starts.remove(pos) else {
-                    unreachable!("position is in range");
                 };
                 self.engine.buffers_mut().free(buf);
                 let latency = self.now.0 - start.0;
@@ -327,10 +345,10 @@ struct Generator {
 
 impl Generator {
     fn new(w: &Workload, array_sectors: u64) -> Result<Generator, RunError> {
-        if w.bs == 0 || w.bs % SECTOR_BYTES != 0 {
+        if w.bs == 0 || !w.bs.is_multiple_of(SECTOR_BYTES) {
             return Err(RunError::BlockSize { bs: w.bs });
         }
-        if w.iodepth == 0 {
+        if w.iodepth == 0 || w.iodepth > MAX_IODEPTH {
             return Err(RunError::IoDepth);
         }
         let array_bytes = array_sectors * SECTOR_BYTES;
@@ -340,7 +358,7 @@ impl Generator {
             w.size
         };
         let end = w.offset.checked_add(size);
-        if w.offset % w.bs != 0 || size < w.bs || end.is_none_or(|e| e > array_bytes) {
+        if !w.offset.is_multiple_of(w.bs) || size < w.bs || end.is_none_or(|e| e > array_bytes) {
             return Err(RunError::Region {
                 offset: w.offset,
                 size: w.size,

@@ -12,7 +12,7 @@ use crate::geometry::{Format, Loc};
 use crate::seek::SeekCurve;
 
 /// ns·rpm in one revolution (one minute in nanoseconds).
-const REV: u128 = 60_000_000_000;
+const REV: u64 = 60_000_000_000;
 
 /// How far past a slot's start (ns) the head may be and still catch it. Transfer ends
 /// are rounded up to whole nanoseconds, one rounding per track piece and one per wait,
@@ -52,17 +52,25 @@ pub struct Mechanics {
 impl Mechanics {
     /// One revolution, rounded down to a nanosecond.
     pub fn revolution(&self) -> Nanos {
-        Nanos((REV / u128::from(self.rpm)) as u64)
+        Nanos(REV / u64::from(self.rpm))
     }
 
-    fn units_per_ns(&self, slots: u32) -> u128 {
-        u128::from(self.rpm) * u128::from(slots)
+    fn units_per_ns(&self, slots: u32) -> u64 {
+        u64::from(self.rpm) * u64::from(slots)
+    }
+
+    /// The platters' angle at `t` in units of ns·rpm·slots (a revolution is
+    /// `REV * slots` of them). `REV` ns is a whole number (rpm) of turns, so `t` is
+    /// reduced modulo `REV` first; that keeps every product inside u64 for any time,
+    /// rpm below 10^6 and fewer than 10^7 slots per track (checked when built).
+    fn phase(&self, t: Nanos, slots: u32) -> u64 {
+        let turn_units = ((t.0 % REV) * u64::from(self.rpm)) % REV;
+        turn_units * u64::from(slots)
     }
 
     /// Time for `n` slots of a track with `slots` slots to pass under the head.
     pub fn slots_time(&self, n: u64, slots: u32) -> Nanos {
-        let units = u128::from(n) * REV;
-        Nanos(units.div_ceil(self.units_per_ns(slots)) as u64)
+        Nanos((n * REV).div_ceil(self.units_per_ns(slots)))
     }
 
     /// Time from `t` until the start of slot `slot` comes under the head. A head up to
@@ -70,21 +78,18 @@ impl Mechanics {
     /// late.
     pub fn wait_for_slot(&self, t: Nanos, slot: u32, slots: u32) -> Nanos {
         let per_ns = self.units_per_ns(slots);
-        let rev_units = REV * u128::from(slots);
-        let phase = (u128::from(t.0) * per_ns) % rev_units;
-        let target = u128::from(slot) * REV;
-        let diff = (target + rev_units - phase) % rev_units;
-        if rev_units - diff <= per_ns * u128::from(ON_TIME_NS) {
+        let rev_units = REV * u64::from(slots);
+        let target = u64::from(slot) * REV;
+        let diff = (target + rev_units - self.phase(t, slots)) % rev_units;
+        if rev_units - diff <= per_ns * ON_TIME_NS {
             return Nanos(0);
         }
-        Nanos(diff.div_ceil(per_ns) as u64)
+        Nanos(diff.div_ceil(per_ns))
     }
 
     /// The slot under the head at `t` (the one whose start has last passed).
     fn slot_at(&self, t: Nanos, slots: u32) -> u32 {
-        let rev_units = REV * u128::from(slots);
-        let phase = (u128::from(t.0) * self.units_per_ns(slots)) % rev_units;
-        (phase / REV) as u32
+        (self.phase(t, slots) / REV) as u32
     }
 
     /// Time to move the arm (or switch heads) from `from` to the track of `to`.
@@ -106,12 +111,17 @@ impl Mechanics {
     /// `from` at `t`: seek or head switch, then rotational latency.
     pub fn arrival(&self, from: HeadPos, dir: Dir, lba: u64, t: Nanos) -> Nanos {
         let loc = self.format.locate(lba);
-        let t = Nanos(t.0 + self.move_time(from, loc, dir).0);
-        let z = self.format.zone(loc.zone);
         let slot = self
             .format
             .slot(loc.zone, loc.cylinder, loc.head, loc.sector);
-        Nanos(t.0 + self.wait_for_slot(t, slot, z.slots).0)
+        self.arrival_at(from, dir, loc, slot, t)
+    }
+
+    /// [`Mechanics::arrival`] for a block already located (at `loc`, angular `slot`).
+    pub fn arrival_at(&self, from: HeadPos, dir: Dir, loc: Loc, slot: u32, t: Nanos) -> Nanos {
+        let t = Nanos(t.0 + self.move_time(from, loc, dir).0);
+        let slots = self.format.zone(loc.zone).slots;
+        Nanos(t.0 + self.wait_for_slot(t, slot, slots).0)
     }
 
     /// Transfers `n` sectors from `lba` on with the arm leaving `head` at `t`; returns

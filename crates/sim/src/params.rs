@@ -12,6 +12,12 @@ use crate::geometry::{Format, Zone, ZoneInfo};
 use crate::mechanics::Mechanics;
 use crate::seek::{SeekCurve, SeekFitError};
 
+/// Fastest spindle the model takes; with [`MAX_SLOTS`] it keeps the rotation
+/// arithmetic inside u64 (real disks stop near 15,000 rpm).
+const MAX_RPM: u64 = 999_999;
+/// Most slots per track the model takes (real tracks hold a few thousand).
+const MAX_SLOTS: u64 = 9_999_999;
+
 /// Which queued command the drive serves next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheduler {
@@ -71,6 +77,13 @@ pub enum ParamError {
     /// A count that must be positive is zero.
     #[error("{what} must be at least 1")]
     Zero { what: &'static str },
+    /// A value beyond what the model's integer time arithmetic holds.
+    #[error("{what} of {value} is beyond the model's limit of {max}")]
+    TooLarge {
+        what: &'static str,
+        value: u64,
+        max: u64,
+    },
     /// The disk has no zones.
     #[error("the disk needs at least one zone (cylinders and sectors_per_track)")]
     NoZones,
@@ -142,6 +155,14 @@ impl DiskParams {
         if self.zones.is_empty() {
             return Err(ParamError::NoZones);
         }
+        let too_large = |what, value: u64, max| {
+            if value > max {
+                return Err(ParamError::TooLarge { what, value, max });
+            }
+            Ok(())
+        };
+        // Rotation is computed in u64 units of ns·rpm·slots (see `mechanics`).
+        too_large("rpm", self.rpm.into(), MAX_RPM)?;
         for z in &self.zones {
             positive(z.cylinders.into(), "a zone's cylinders")?;
             positive(z.sectors_per_track.into(), "a zone's sectors_per_track")?;
@@ -156,7 +177,10 @@ impl DiskParams {
         let cylinder_switch = self.cylinder_switch.unwrap_or(self.seek_track_to_track);
         let mut zones = Vec::with_capacity(self.zones.len());
         for (i, z) in self.zones.iter().enumerate() {
-            let slots = z.sectors_per_track + self.spare_sectors_per_track;
+            let slots = z
+                .sectors_per_track
+                .saturating_add(self.spare_sectors_per_track);
+            too_large("slots per track", slots.into(), MAX_SLOTS)?;
             let skew = |given: Option<u32>, switch: Nanos, what| {
                 // The fewest whole slots that, with the spares passing meanwhile, last
                 // at least the switch: what a formatter picks.

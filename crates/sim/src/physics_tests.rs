@@ -386,3 +386,22 @@ fn write_back_acknowledges_from_the_buffer_and_flush_waits_for_the_media() {
     let took = one(&mut disk, DiskOp::Write, lba, 8, Nanos(0));
     assert!(took > 5_000_000);
 }
+
+#[test]
+fn rotation_is_exact_far_into_a_run() {
+    // A day and a bit into simulated time the angle still follows the exact period:
+    // the start of slot 0 recurs every 60e9 / rpm ns, so after exactly `rpm` turns
+    // (one minute) the wait is the same as at the start.
+    let model = params().build().unwrap_or_else(|e| panic!("{e}"));
+    let day = 86_400_000_000_000u64 + 12_345;
+    let w0 = model.mech.wait_for_slot(Nanos(day), 5, 200);
+    let w1 = model
+        .mech
+        .wait_for_slot(Nanos(day + 60_000_000_000), 5, 200);
+    assert_eq!(w0, w1);
+    // Half a turn later, the wait to the same slot differs by half a turn.
+    let half = 30_000_000_000 / 7200;
+    let w2 = model.mech.wait_for_slot(Nanos(day + half), 5, 200);
+    let turn = 60_000_000_000 / 7200;
+    assert_eq!((w0.0 + turn - half) % turn, w2.0 % turn);
+}
