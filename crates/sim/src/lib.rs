@@ -1,0 +1,49 @@
+//! The disk simulator: mechanical disks in simulated time, built from spec-sheet
+//! presets, and a discrete-event driver that runs the real array engine on them.
+//!
+//! **Architecture invariant:** nothing here reads a clock, touches a file descriptor
+//! other than a preset file being loaded, or draws randomness from anywhere but a
+//! seeded [`Rng`]: the same configuration and seed give bit-identical results. Time is
+//! integer nanoseconds ([`Nanos`]) throughout; floating point appears only where
+//! parameters are turned into the model (the seek curve's constants), never in the
+//! clock.
+//!
+//! Modules, bottom to top:
+//! - `rng`: the seeded generator;
+//! - `geometry`: zones, heads, sectors, spares, skews — block address to platter place;
+//! - `seek`: the seek curve fitted to the spec sheet's three figures;
+//! - `mechanics`: rotation as a function of time, seeks, switches, media transfers;
+//! - `params`: a disk's parameters, their checks, the model built from them;
+//! - `buffer`: the drive's buffer segments and read-ahead;
+//! - `disk`: one drive, sans-I/O — queue, scheduler, processor, buffer, link;
+//! - `preset`: spec sheets as data, each value with its source, checked on load;
+//! - `driver`: the discrete-event loop running the array engine on simulated disks.
+
+mod buffer;
+mod disk;
+mod driver;
+mod geometry;
+mod mechanics;
+mod params;
+mod preset;
+mod rng;
+mod seek;
+
+#[cfg(test)]
+mod driver_tests;
+#[cfg(test)]
+mod physics_tests;
+#[cfg(test)]
+mod preset_tests;
+
+pub use disk::{Completion, Disk, DiskOp, DiskRequest, DiskStats};
+pub use driver::{
+    ArraySpec, Pattern, RunError, RunResult, SimArray, Workload, DATA_OFFSET_SECTORS,
+};
+pub use geometry::{Format, Loc, Zone, ZoneInfo};
+pub use mechanics::{Dir, HeadPos, Mechanics};
+pub use params::{DiskModel, DiskParams, ParamError, Scheduler};
+pub use preset::{BusPreset, DiskPreset, PresetError, Presets, BUILTIN};
+pub use rng::Rng;
+pub use seek::{SeekCurve, SeekFitError};
+pub use xraid_engine::Nanos;
