@@ -1047,8 +1047,13 @@ impl Engine {
                 self.mops.get_mut(op).pending += 1;
                 IoTarget::Mirror { op, member: pseudo }
             }
-            // Data writes of other kinds (RAID-0, which has no replacement; the
-            // stripe log's replay at open, before any replacement is set up) have
+            // The stripe log's replay at open puts parity right on the role; the
+            // replacement (resumed from a checkpoint) must hold that parity too.
+            IoTarget::LogRecovery { .. } => {
+                crate::ppl::replay_write_added(self);
+                IoTarget::LogRecovery { member: pseudo }
+            }
+            // Data writes of other kinds (RAID-0's, which has no replacement) have
             // nothing to mirror.
             _ => return,
         };
