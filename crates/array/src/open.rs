@@ -229,6 +229,11 @@ impl Array {
                     })?;
             }
         }
+        // Replacements recorded in the superblocks go on from their checkpoints; set up
+        // before the stripe log's replay, which must put parity right on them too.
+        let mut left_out = assembled.left_out;
+        let replacements =
+            open_replacements(&mut driver, &mut left_out, mode, ring, bitmap.is_some())?;
         if let Some(sectors) = ring {
             // Reads every ring and replays what a crash cut off before anything else.
             let mut config = driver.engine().config();
@@ -249,7 +254,7 @@ impl Array {
             driver,
             superblocks,
             freshest: assembled.superblock,
-            left_out: assembled.left_out,
+            left_out,
             mode,
             dirty: false,
             resync_from,
@@ -259,10 +264,9 @@ impl Array {
             recover_from_bitmap: bitmap.is_some() && !whole_recovery,
             catch_up: None,
             bitmap,
-            replacements: (0..geo.raid_disks()).map(|_| None).collect(),
+            replacements,
             released: Vec::new(),
         };
-        array.resume_replacements()?;
         if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
             // The log's replay made parity right: the close marks the array clean.
             array.begin_writes()?;
@@ -1030,65 +1034,6 @@ impl Array {
 /// onto it, and at the end it takes the role and the member leaves (its entry of the
 /// role table turns faulty, as md marks it). The superblocks follow each step.
 impl Array {
-    /// Opens the replacements recorded in the superblocks (found at assembly) and has
-    /// the engine build them again from their checkpoints, when the array is opened to
-    /// write and their members are active.
-    fn resume_replacements(&mut self) -> Result<(), ArrayError> {
-        if self.mode != OpenMode::ReadWrite {
-            return Ok(());
-        }
-        let found: Vec<(usize, PathBuf, Superblock)> = self
-            .left_out
-            .iter()
-            .filter(|l| l.reason == LeftOutReason::Replacement)
-            .filter_map(|l| Some((usize::from(l.role?), l.path.clone(), l.superblock.clone())))
-            .collect();
-        for (role, path, mut sb) in found {
-            if self.driver.engine().member_states().get(role) != Some(&MemberState::Active) {
-                continue;
-            }
-            let member = FileMember::open(&path, &member_options(true))?;
-            let Some(slot) = self.slot_for(Box::new(member), &sb) else {
-                continue;
-            };
-            if self.was_dirty() {
-                // A crash may have cut off writes the stripe log replayed on the member
-                // only: the copy starts over.
-                sb.recovery_offset = 0;
-            }
-            self.driver
-                .start_replacement(role_idx(role), slot)
-                .map_err(|source| ArrayError::Sync {
-                    kind: "recover",
-                    source,
-                })?;
-            self.left_out.retain(|l| l.path != path);
-            self.replacements[role] = Some((path, sb));
-        }
-        Ok(())
-    }
-
-    /// The driver slot for a device with superblock `sb` joining this open array, or
-    /// none when the array keeps a stripe log the device has no room for.
-    fn slot_for(&self, member: Box<dyn Member>, sb: &Superblock) -> Option<MemberSlot> {
-        let log_offset_bytes = self
-            .stripe_log_sectors()
-            .and_then(|need| log_ring(sb).filter(|&(_, n)| n >= need))
-            .map(|(start, _)| start * SECTOR_BYTES);
-        if self.stripe_log_sectors().is_some() && log_offset_bytes.is_none() {
-            return None;
-        }
-        Some(MemberSlot {
-            member,
-            data_offset_bytes: sb.data_offset * SECTOR_BYTES,
-            log_offset_bytes,
-            bitmap_offset_bytes: self
-                .bitmap
-                .as_ref()
-                .and_then(|_| crate::bitmap::offset_bytes(sb)),
-        })
-    }
-
     /// The engine's events since the last call, with the superblocks brought up to
     /// date for those that change who holds a role (a replacement done, taking over
     /// from a member that failed, or failing itself). Use this rather than the
@@ -1321,13 +1266,17 @@ impl Array {
             path: new.to_path_buf(),
             source,
         })?;
-        let slot = self
-            .slot_for(Box::new(member), &sb)
-            .ok_or_else(|| ArrayError::TooSmall {
-                path: new.to_path_buf(),
-                size: 0,
-                need: sb.data_offset * SECTOR_BYTES,
-            })?;
+        let slot = slot_for(
+            Box::new(member),
+            &sb,
+            self.stripe_log_sectors(),
+            self.bitmap.is_some(),
+        )
+        .ok_or_else(|| ArrayError::TooSmall {
+            path: new.to_path_buf(),
+            size: 0,
+            need: sb.data_offset * SECTOR_BYTES,
+        })?;
         self.driver
             .start_replacement(role_idx(role), slot)
             .map_err(|source| ArrayError::Sync {
@@ -1372,6 +1321,69 @@ impl Array {
             }
         }
     }
+}
+
+/// Opens the replacements recorded in the superblocks (found at assembly) and has the
+/// engine build them from their checkpoints, when the array is opened to write and
+/// their members are active; returns them per role.
+fn open_replacements(
+    driver: &mut ArrayDriver,
+    left_out: &mut Vec<LeftOut>,
+    mode: OpenMode,
+    log_sectors: Option<u64>,
+    bitmap: bool,
+) -> Result<Vec<Option<(PathBuf, Superblock)>>, ArrayError> {
+    let raid_disks = usize::from(driver.engine().geometry().raid_disks());
+    let mut replacements: Vec<Option<(PathBuf, Superblock)>> =
+        (0..raid_disks).map(|_| None).collect();
+    if mode != OpenMode::ReadWrite {
+        return Ok(replacements);
+    }
+    let found: Vec<(usize, PathBuf, Superblock)> = left_out
+        .iter()
+        .filter(|l| l.reason == LeftOutReason::Replacement)
+        .filter_map(|l| Some((usize::from(l.role?), l.path.clone(), l.superblock.clone())))
+        .collect();
+    for (role, path, sb) in found {
+        if driver.engine().member_states().get(role) != Some(&MemberState::Active) {
+            continue;
+        }
+        let member = FileMember::open(&path, &member_options(true))?;
+        let Some(slot) = slot_for(Box::new(member), &sb, log_sectors, bitmap) else {
+            continue;
+        };
+        driver
+            .start_replacement(role_idx(role), slot)
+            .map_err(|source| ArrayError::Sync {
+                kind: "recover",
+                source,
+            })?;
+        left_out.retain(|l| l.path != path);
+        replacements[role] = Some((path, sb));
+    }
+    Ok(replacements)
+}
+
+/// The driver slot for a device with superblock `sb` joining an array that keeps a
+/// stripe log of `log_sectors` (and a bitmap), or none when it has no room for the log.
+fn slot_for(
+    member: Box<dyn Member>,
+    sb: &Superblock,
+    log_sectors: Option<u64>,
+    bitmap: bool,
+) -> Option<MemberSlot> {
+    let log_offset_bytes = log_sectors
+        .and_then(|need| log_ring(sb).filter(|&(_, n)| n >= need))
+        .map(|(start, _)| start * SECTOR_BYTES);
+    if log_sectors.is_some() && log_offset_bytes.is_none() {
+        return None;
+    }
+    Some(MemberSlot {
+        member,
+        data_offset_bytes: sb.data_offset * SECTOR_BYTES,
+        log_offset_bytes,
+        bitmap_offset_bytes: bitmap.then(|| crate::bitmap::offset_bytes(sb)).flatten(),
+    })
 }
 
 fn canonical_path(path: &std::path::Path) -> PathBuf {
