@@ -117,11 +117,10 @@ fn writes_during_a_replacement_land_on_both_and_the_replacement_takes_the_role()
         array.run_sync();
         let events = array.take_events();
         assert!(
-            events.iter().any(|e| *e
-                == Event::ReplacementDone {
-                    role: ROLE,
-                    old_slot
-                }),
+            events.contains(&Event::ReplacementDone {
+                role: ROLE,
+                old_slot
+            }),
             "{level:?}: {events:?}"
         );
         // The copy read the member itself, not only the others.
@@ -165,11 +164,10 @@ fn the_member_failing_mid_way_leaves_the_replacement_to_finish_as_a_rebuild() {
         write_random(&mut array, &mut data, 5, 100);
         let events = array.take_events();
         assert!(
-            events.iter().any(|e| *e
-                == Event::ReplacementTookOver {
-                    role: ROLE,
-                    old_slot
-                }),
+            events.contains(&Event::ReplacementTookOver {
+                role: ROLE,
+                old_slot
+            }),
             "{level:?}: {events:?}"
         );
         assert_eq!(array.engine.device_slot(ROLE), new_slot);
