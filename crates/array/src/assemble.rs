@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use xraid_format::{Superblock, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE};
+use xraid_format::{Superblock, MD_FEATURE_REPLACEMENT, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE};
 use xraid_layout::{Geometry, Layout, Level, MemberIdx, SECTOR_BYTES};
 use xraid_member::{DirectMode, FileMember, Member, OpenOptions};
 
@@ -29,6 +29,9 @@ pub enum LeftOutReason {
     Spare,
     /// A journal device (md's RAID-5 journal), which xraid does not use.
     Journal,
+    /// A replacement being built for its role's member (md's want_replacement, the
+    /// REPLACEMENT feature): it takes the role when the copy ends.
+    Replacement,
 }
 
 impl std::fmt::Display for LeftOutReason {
@@ -40,6 +43,7 @@ impl std::fmt::Display for LeftOutReason {
             LeftOutReason::Faulty => f.write_str("faulty"),
             LeftOutReason::Spare => f.write_str("spare"),
             LeftOutReason::Journal => f.write_str("journal"),
+            LeftOutReason::Replacement => f.write_str("replacement"),
         }
     }
 }
@@ -158,6 +162,9 @@ pub fn assemble(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, A
     let raid_disks = usize::from(geometry.raid_disks());
     let mut roles: Vec<Option<FoundMember>> = (0..raid_disks).map(|_| None).collect();
     let mut left_out = Vec::new();
+    // Replacements being built (md's REPLACEMENT feature), placed once every role's
+    // member is known.
+    let mut replacements: Vec<(u16, FoundMember)> = Vec::new();
     for m in found {
         let role = m.superblock.role();
         let recorded = freshest
@@ -203,6 +210,10 @@ pub fn assemble(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, A
         };
         check_length(&m, &geometry)?;
         check_raid0_zone(&m, &geometry)?;
+        if m.superblock.feature_map & MD_FEATURE_REPLACEMENT != 0 {
+            replacements.push((role, m));
+            continue;
+        }
         let slot = &mut roles[usize::from(role)];
         if let Some(other) = slot {
             return Err(ArrayError::RoleConflict {
@@ -212,6 +223,34 @@ pub fn assemble(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, A
             });
         }
         *slot = Some(m);
+    }
+    for (role, m) in replacements {
+        let slot = &mut roles[usize::from(role)];
+        if slot.is_none() {
+            // The member it was replacing is gone: the replacement holds the role,
+            // rebuilt from its recovery offset on (md does the same).
+            *slot = Some(m);
+        } else if left_out
+            .iter()
+            .any(|l: &LeftOut| l.reason == LeftOutReason::Replacement && l.role == Some(role))
+        {
+            return Err(ArrayError::RoleConflict {
+                path: m.path,
+                other: left_out
+                    .iter()
+                    .find(|l| l.reason == LeftOutReason::Replacement && l.role == Some(role))
+                    .map(|l| l.path.clone())
+                    .unwrap_or_default(),
+                role,
+            });
+        } else {
+            left_out.push(LeftOut {
+                path: m.path,
+                role: Some(role),
+                reason: LeftOutReason::Replacement,
+                superblock: m.superblock,
+            });
+        }
     }
     let assembled = Assembled {
         geometry,
@@ -244,7 +283,8 @@ fn geometry_of(sb: &Superblock, path: &std::path::Path) -> Result<Geometry, Arra
     // the array is opened to write.
     let supported = xraid_format::SUPPORTED_FEATURES
         | xraid_format::MD_FEATURE_RECOVERY_OFFSET
-        | xraid_format::MD_FEATURE_RECOVERY_BITMAP;
+        | xraid_format::MD_FEATURE_RECOVERY_BITMAP
+        | MD_FEATURE_REPLACEMENT;
     if sb.feature_map & !supported != 0 {
         return Err(unsupported(format!("feature map {:#x}", sb.feature_map)));
     }

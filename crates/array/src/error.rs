@@ -83,6 +83,18 @@ pub enum ArrayError {
     AlreadySpare { path: PathBuf, name: String },
     #[error("{path} failed while the array is served, and the server keeps it open (I/O to it may still be in the kernel): add another disk, or add it back after the server stops")]
     HeldByServer { path: PathBuf },
+    #[error("array '{name}' is RAID-0: it has no redundancy to fall back on while a member is replaced (copy the array to a new one instead)")]
+    ReplaceRaid0 { name: String },
+    #[error("{path} is being rebuilt: wait for its rebuild to end before replacing it")]
+    ReplaceRebuilding { path: PathBuf },
+    #[error("role {role} of array '{name}' is already being replaced (by {by}): wait for it to end, or fail the replacement")]
+    AlreadyReplacing {
+        role: u16,
+        name: String,
+        by: PathBuf,
+    },
+    #[error("{path} is already a replacement being built in array '{name}'")]
+    AlreadyReplacement { path: PathBuf, name: String },
     #[error("array '{name}' is open read-only: members cannot be added or removed")]
     ReadOnly { name: String },
     #[error("array '{name}' has no free slot left in its role table")]

@@ -18,7 +18,9 @@ mod sync;
 pub use assemble::{assemble, Assembled, FoundMember, LeftOut, LeftOutReason};
 pub use create::{create, CreateOptions, Created, DATA_OFFSET_SECTORS};
 pub use error::ArrayError;
-pub use members::{add_member, assemble_with_spares, fail_member, remove_member, Added};
+pub use members::{
+    add_member, assemble_with_spares, fail_member, remove_member, replace_member, Added, Replacing,
+};
 pub use open::{Array, Consistency, OpenMode};
 pub use scan::{read_superblock, MemberPath};
 pub use sync::SyncReport;

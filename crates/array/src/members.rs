@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use xraid_format::{
-    Superblock, MD_FEATURE_RECOVERY_BITMAP, MD_FEATURE_RECOVERY_OFFSET, ROLE_SPARE,
+    Superblock, MD_FEATURE_RECOVERY_BITMAP, MD_FEATURE_RECOVERY_OFFSET, MD_FEATURE_REPLACEMENT,
+    ROLE_SPARE,
 };
 use xraid_layout::SECTOR_BYTES;
 use xraid_member::{FileMember, Member, OpenOptions};
@@ -89,6 +90,127 @@ pub fn add_member(
         path: new.to_path_buf(),
         role,
     })
+}
+
+/// A replacement recorded for a member: `new` is being built to take `role` from
+/// `old`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replacing {
+    pub old: PathBuf,
+    pub new: PathBuf,
+    pub role: u16,
+}
+
+/// Records `new` as the replacement of `old`, an active member of the array named by
+/// `array` (md's want_replacement): `new` gets a superblock with md's REPLACEMENT
+/// and RECOVERY_OFFSET features (offset 0) in `old`'s role, and every present member
+/// records it in its role table (that role then has two entries, as md writes it).
+/// The copy runs when the array is next opened to write (`Array::sync` with
+/// `SyncKind::Recover` follows it), while `old` goes on serving. `new` is a blank disk
+/// or file (made, sparse, of `size` bytes when it does not exist) or a hot spare of
+/// this array. Refused with nothing changed: RAID-0, `old` not active (or still being
+/// rebuilt), a replacement already recorded for the role, `new` active here or a
+/// member of another array (unless `force`), or too small.
+pub fn replace_member(
+    array: &[PathBuf],
+    old: &Path,
+    new: &Path,
+    size: Option<u64>,
+    force: bool,
+) -> Result<Replacing, ArrayError> {
+    let options = member_options(true);
+    let assembled = assemble(array, &options)?;
+    let role = check_replacement(&assembled, old, new)?;
+    let freshest = &assembled.superblock;
+    let need = (freshest.data_offset + assembled.geometry.member_sectors()) * SECTOR_BYTES;
+    let (member, existing) = open_newcomer(new, size, need, &freshest.set_uuid, force)?;
+    let mut sb = freshest.clone();
+    sb.device_uuid = random_uuid();
+    if let Some(old_sb) = existing
+        .as_ref()
+        .filter(|e| e.set_uuid == freshest.set_uuid)
+    {
+        let spare = assembled
+            .left_out
+            .iter()
+            .any(|l| l.reason == LeftOutReason::Spare && canonical(&l.path) == canonical(new));
+        if spare {
+            // A hot spare keeps its identity and its entry of the role table.
+            sb.device_uuid = old_sb.device_uuid;
+            sb.dev_number = old_sb.dev_number;
+        }
+    }
+    sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
+    sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
+    sb.feature_map |= MD_FEATURE_REPLACEMENT;
+    assign(&assembled, &member, new, sb, Some(role))?;
+    Ok(Replacing {
+        old: old.to_path_buf(),
+        new: new.to_path_buf(),
+        role,
+    })
+}
+
+/// The role of `old` when `new` may replace it: refuses RAID-0, an `old` that is not
+/// an active member (or is being rebuilt), a role that already has a replacement,
+/// and a `new` that is an active member or a replacement of this array.
+fn check_replacement(assembled: &Assembled, old: &Path, new: &Path) -> Result<u16, ArrayError> {
+    let name = assembled.name();
+    if assembled.geometry.level() == xraid_layout::Level::Raid0 {
+        return Err(ArrayError::ReplaceRaid0 { name });
+    }
+    let wanted = canonical(old);
+    let role = assembled
+        .roles
+        .iter()
+        .position(|m| m.as_ref().is_some_and(|m| canonical(&m.path) == wanted))
+        .ok_or_else(|| ArrayError::NotActive {
+            path: old.to_path_buf(),
+            name: name.clone(),
+        })?;
+    let role16 = u16::try_from(role).map_err(|_| ArrayError::NotActive {
+        path: old.to_path_buf(),
+        name: name.clone(),
+    })?;
+    if assembled.member_states()[role] != xraid_engine::MemberState::Active {
+        return Err(ArrayError::ReplaceRebuilding {
+            path: old.to_path_buf(),
+        });
+    }
+    let new_real = canonical(new);
+    if assembled
+        .roles
+        .iter()
+        .flatten()
+        .any(|m| canonical(&m.path) == new_real)
+    {
+        return Err(ArrayError::AlreadyActive {
+            path: new.to_path_buf(),
+            name,
+        });
+    }
+    if let Some(l) = assembled
+        .left_out
+        .iter()
+        .find(|l| l.reason == LeftOutReason::Replacement && canonical(&l.path) == new_real)
+    {
+        return Err(ArrayError::AlreadyReplacement {
+            path: l.path.clone(),
+            name,
+        });
+    }
+    if let Some(l) = assembled
+        .left_out
+        .iter()
+        .find(|l| l.reason == LeftOutReason::Replacement && l.role == Some(role16))
+    {
+        return Err(ArrayError::AlreadyReplacing {
+            role: role16,
+            name,
+            by: l.path.clone(),
+        });
+    }
+    Ok(role16)
 }
 
 /// Opens `new` to join the array whose UUID is `uuid` and whose members need `need`

@@ -9,7 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
 use xraid_engine::{MemberState, SyncKind};
 use xraid_format::{
-    Superblock, MD_FEATURE_RECOVERY_BITMAP, MD_FEATURE_RECOVERY_OFFSET, ROLE_FAULTY,
+    Superblock, MD_FEATURE_RECOVERY_BITMAP, MD_FEATURE_RECOVERY_OFFSET, MD_FEATURE_REPLACEMENT,
+    ROLE_FAULTY,
 };
 use xraid_layout::SECTOR_BYTES;
 use xraid_member::{FaultyMember, FileMember, Member, MemberFault};
@@ -67,6 +68,12 @@ pub struct Array {
     /// A member added back live that may catch up from the bitmap: its path and the
     /// role it held (consumed by the next [`Array::use_spares`]).
     catch_up: Option<(PathBuf, usize)>,
+    /// Per role, the replacement being built for its member (md's want_replacement):
+    /// its path and superblock, whose recovery offset is the checkpoint of the copy.
+    replacements: Vec<Option<(PathBuf, Superblock)>>,
+    /// Devices the array let go of while open (a member replaced, a replacement that
+    /// failed): the driver holds them until it goes, so they cannot come back before.
+    released: Vec<PathBuf>,
 }
 
 impl Array {
@@ -222,6 +229,11 @@ impl Array {
                     })?;
             }
         }
+        // Replacements recorded in the superblocks go on from their checkpoints; set up
+        // before the stripe log's replay, which must put parity right on them too.
+        let mut left_out = assembled.left_out;
+        let replacements =
+            open_replacements(&mut driver, &mut left_out, mode, ring, bitmap.is_some())?;
         if let Some(sectors) = ring {
             // Reads every ring and replays what a crash cut off before anything else.
             let mut config = driver.engine().config();
@@ -242,7 +254,7 @@ impl Array {
             driver,
             superblocks,
             freshest: assembled.superblock,
-            left_out: assembled.left_out,
+            left_out,
             mode,
             dirty: false,
             resync_from,
@@ -252,6 +264,8 @@ impl Array {
             recover_from_bitmap: bitmap.is_some() && !whole_recovery,
             catch_up: None,
             bitmap,
+            replacements,
+            released: Vec::new(),
         };
         if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
             // The log's replay made parity right: the close marks the array clean.
@@ -267,7 +281,19 @@ impl Array {
     /// lowest checkpoint among them, when the array is opened to write (md recovers
     /// before it resyncs). Returns whether a recover started.
     fn start_recovery_if_needed(&mut self) -> Result<bool, ArrayError> {
-        let Some(from) = self.recovering.iter().flatten().min().copied() else {
+        let replacing = self
+            .replacements
+            .iter()
+            .flatten()
+            .map(|(_, sb)| sb.recovery_offset);
+        let Some(from) = self
+            .recovering
+            .iter()
+            .flatten()
+            .copied()
+            .chain(replacing)
+            .min()
+        else {
             return Ok(false);
         };
         if self.mode != OpenMode::ReadWrite {
@@ -662,8 +688,15 @@ impl Array {
                 .as_ref()
                 .filter(|_| *state != MemberState::Failed)
                 .map(|(_, sb)| sb.dev_number as usize);
+            // A replacement holds the role's number too, as md records it.
+            let replacement_dev = self.replacements[role]
+                .as_ref()
+                .map(|(_, sb)| sb.dev_number as usize);
             for (dev, r) in roles.iter_mut().enumerate() {
-                if usize::from(*r) == role && Some(dev) != present_dev {
+                if usize::from(*r) == role
+                    && Some(dev) != present_dev
+                    && Some(dev) != replacement_dev
+                {
                     *r = ROLE_FAULTY;
                 }
             }
@@ -687,6 +720,8 @@ impl Array {
             sb.utime = utime;
             sb.resync_offset = resync_offset;
             sb.dev_roles = roles.clone();
+            // A replacement that took its role is a member like any other.
+            sb.feature_map &= !MD_FEATURE_REPLACEMENT;
             if *state == MemberState::Rebuilding {
                 sb.feature_map |= MD_FEATURE_RECOVERY_OFFSET;
                 sb.recovery_offset = recovered_to.or(self.recovering[role]).unwrap_or(0);
@@ -698,6 +733,26 @@ impl Array {
                 .driver
                 .member(role_idx(role))
                 .expect("active roles have members");
+            write_superblock(slot.member.as_ref(), sb, path)?;
+        }
+        // Replacements: md's REPLACEMENT and RECOVERY_OFFSET features with how far the
+        // copy got, so that `mdadm --examine` says "Replacement device N".
+        for role in 0..self.replacements.len() {
+            let Some((path, sb)) = self.replacements[role].as_mut() else {
+                continue;
+            };
+            sb.events = events;
+            sb.utime = utime;
+            sb.resync_offset = resync_offset;
+            sb.dev_roles = roles.clone();
+            sb.feature_map |= MD_FEATURE_REPLACEMENT | MD_FEATURE_RECOVERY_OFFSET;
+            sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
+            if let Some(sector) = recovered_to {
+                sb.recovery_offset = sector;
+            }
+            let Some(slot) = self.driver.replacement(role_idx(role)) else {
+                continue;
+            };
             write_superblock(slot.member.as_ref(), sb, path)?;
         }
         self.driver.flush()?;
@@ -972,4 +1027,365 @@ impl Array {
         };
         self.update_superblocks(resync_offset, None)
     }
+}
+
+/// Replacing a member while it serves (md's want_replacement): the replacement is
+/// opened beside the member, every write goes to both, a recover copies the member
+/// onto it, and at the end it takes the role and the member leaves (its entry of the
+/// role table turns faulty, as md marks it). The superblocks follow each step.
+impl Array {
+    /// The engine's events since the last call, with the superblocks brought up to
+    /// date for those that change who holds a role (a replacement done, taking over
+    /// from a member that failed, or failing itself). Use this rather than the
+    /// driver's own `take_events` while replacements may run.
+    pub fn take_events(&mut self) -> Result<Vec<xraid_engine::Event>, ArrayError> {
+        use xraid_engine::Event;
+        let events = self.driver.take_events();
+        let mut changed = false;
+        for event in &events {
+            match *event {
+                Event::ReplacementDone { role, .. } => {
+                    let r = role.index();
+                    let Some((new_path, mut new_sb)) = self.replacements[r].take() else {
+                        continue;
+                    };
+                    new_sb.feature_map &= !(MD_FEATURE_REPLACEMENT
+                        | MD_FEATURE_RECOVERY_OFFSET
+                        | MD_FEATURE_RECOVERY_BITMAP);
+                    new_sb.recovery_offset = 0;
+                    if let Some((old_path, old_sb)) =
+                        self.superblocks[r].replace((new_path, new_sb))
+                    {
+                        self.let_go(old_path, Some(role.0), old_sb);
+                    }
+                    self.recovering[r] = None;
+                    changed = true;
+                }
+                Event::ReplacementTookOver { role, .. } => {
+                    let r = role.index();
+                    let Some((new_path, mut new_sb)) = self.replacements[r].take() else {
+                        continue;
+                    };
+                    new_sb.feature_map &= !MD_FEATURE_REPLACEMENT;
+                    self.recovering[r] = Some(new_sb.recovery_offset);
+                    if let Some((old_path, old_sb)) =
+                        self.superblocks[r].replace((new_path, new_sb))
+                    {
+                        self.let_go(old_path, Some(role.0), old_sb);
+                    }
+                    if self.driver.engine().sync_progress().is_none() {
+                        self.recover_pending = true;
+                    }
+                    changed = true;
+                }
+                Event::ReplacementFailed { role, .. } => {
+                    if let Some((path, sb)) = self.replacements[role.index()].take() {
+                        self.let_go(path, Some(role.0), sb);
+                        changed = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if changed && self.mode == OpenMode::ReadWrite {
+            self.dirty = true;
+            self.update_superblocks(0, None)?;
+        }
+        Ok(events)
+    }
+
+    /// Records a device the array no longer uses but the driver still holds.
+    fn let_go(&mut self, path: PathBuf, role: Option<u16>, superblock: Superblock) {
+        self.released.push(canonical_path(&path));
+        self.left_out.push(LeftOut {
+            path,
+            role,
+            reason: LeftOutReason::Faulty,
+            superblock,
+        });
+    }
+
+    /// Devices let go of while the array is open (replaced members, failed
+    /// replacements), which the driver holds until it goes.
+    pub fn released_paths(&self) -> &[PathBuf] {
+        &self.released
+    }
+
+    /// Per role, the replacement being built: its path and how far the copy is, in
+    /// percent.
+    pub fn replacing(&self) -> Vec<Option<(PathBuf, u8)>> {
+        let engine = self.driver.engine();
+        let progress = engine.sync_progress();
+        self.replacements
+            .iter()
+            .map(|r| {
+                r.as_ref().map(|(path, _)| {
+                    let percent = match progress {
+                        Some(p) if p.kind == SyncKind::Recover && p.total_units > 0 => {
+                            u8::try_from(p.done_below * 100 / p.total_units).unwrap_or(100)
+                        }
+                        _ => 0,
+                    };
+                    (path.clone(), percent)
+                })
+            })
+            .collect()
+    }
+
+    /// Starts replacing `old`, an active member of the open array, with `new` (md's
+    /// want_replacement), while clients go on: the same checks and superblock as the
+    /// offline [`crate::replace_member`], then the copy runs in the background (a
+    /// running recover restarts to include it; a scrub is cancelled; a resync goes
+    /// first). Refused with nothing changed: a read-only array, RAID-0, `old` not active
+    /// or being rebuilt, a role already being replaced, `new` active here or a member of
+    /// another array (unless `force`), too small, or held by this process.
+    pub fn replace_member_live(
+        &mut self,
+        old: &std::path::Path,
+        new: &std::path::Path,
+        size: Option<u64>,
+        force: bool,
+    ) -> Result<crate::Replacing, ArrayError> {
+        use crate::members::{canonical, free_slot, now_secs, open_newcomer};
+        let name = self.name();
+        if self.mode != OpenMode::ReadWrite {
+            return Err(ArrayError::ReadOnly { name });
+        }
+        let geo = *self.driver.engine().geometry();
+        if geo.level() == xraid_layout::Level::Raid0 {
+            return Err(ArrayError::ReplaceRaid0 { name });
+        }
+        let states = self.driver.engine().member_states().to_vec();
+        let role = self
+            .role_of_path(old)
+            .filter(|&r| states[r] != MemberState::Failed)
+            .ok_or_else(|| ArrayError::NotActive {
+                path: old.to_path_buf(),
+                name: name.clone(),
+            })?;
+        let role16 = u16::try_from(role).map_err(|_| ArrayError::NotActive {
+            path: old.to_path_buf(),
+            name: name.clone(),
+        })?;
+        if states[role] != MemberState::Active {
+            return Err(ArrayError::ReplaceRebuilding {
+                path: old.to_path_buf(),
+            });
+        }
+        if let Some((by, _)) = &self.replacements[role] {
+            return Err(ArrayError::AlreadyReplacing {
+                role: role16,
+                name,
+                by: by.clone(),
+            });
+        }
+        let wanted = canonical(new);
+        if self.role_of_path(new).is_some() {
+            return Err(ArrayError::AlreadyActive {
+                path: new.to_path_buf(),
+                name,
+            });
+        }
+        if self
+            .replacements
+            .iter()
+            .flatten()
+            .any(|(p, _)| canonical(p) == wanted)
+        {
+            return Err(ArrayError::AlreadyReplacement {
+                path: new.to_path_buf(),
+                name,
+            });
+        }
+        if self.released.contains(&wanted) {
+            return Err(ArrayError::HeldByServer {
+                path: new.to_path_buf(),
+            });
+        }
+        let spare = self.spares.iter().position(|(p, _)| canonical(p) == wanted);
+        let taken: Vec<usize> = self
+            .superblocks
+            .iter()
+            .chain(self.replacements.iter())
+            .flatten()
+            .map(|(_, sb)| sb.dev_number as usize)
+            .chain(
+                self.spares
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| Some(*i) != spare)
+                    .map(|(_, (_, sb))| sb.dev_number as usize),
+            )
+            .collect();
+        let own = spare.map(|i| self.spares[i].1.dev_number as usize);
+        let dev = free_slot(&self.freshest.dev_roles, &taken, own)
+            .ok_or_else(|| ArrayError::NoFreeSlot { name: name.clone() })?;
+        let need = (self.freshest.data_offset + geo.member_sectors()) * SECTOR_BYTES;
+        let (member, existing) = open_newcomer(new, size, need, &self.freshest.set_uuid, force)?;
+        if let Some(sb) = existing
+            .as_ref()
+            .filter(|sb| sb.set_uuid == self.freshest.set_uuid)
+        {
+            // A second name (a hard link) for a member that serves.
+            let serving = self
+                .superblocks
+                .iter()
+                .enumerate()
+                .filter(|(r, _)| states[*r] != MemberState::Failed)
+                .any(|(_, s)| {
+                    s.as_ref()
+                        .is_some_and(|(_, m)| m.device_uuid == sb.device_uuid)
+                });
+            if serving {
+                return Err(ArrayError::AlreadyActive {
+                    path: new.to_path_buf(),
+                    name,
+                });
+            }
+        }
+        let mut sb = self.freshest.clone();
+        sb.device_uuid = match spare {
+            Some(i) => self.spares[i].1.device_uuid,
+            None => crate::create::random_uuid(),
+        };
+        sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
+        sb.dev_number = u32::try_from(dev).map_err(|_| ArrayError::NoFreeSlot { name })?;
+        sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
+        sb.feature_map |= MD_FEATURE_REPLACEMENT | MD_FEATURE_RECOVERY_OFFSET;
+        sb.recovery_offset = 0;
+        sb.events = self.freshest.events + 1;
+        sb.utime = now_secs();
+        if let Some(image) = self.driver.engine().write_intent_image() {
+            // The replacement gets the array's bitmap (md's tools drop the feature
+            // without one).
+            let image = image.to_vec();
+            crate::bitmap::write_copy(&member, &sb, &image, new)?;
+        }
+        write_superblock(&member, &sb, new)?;
+        member.flush().map_err(|source| ArrayError::Io {
+            path: new.to_path_buf(),
+            source,
+        })?;
+        let slot = slot_for(
+            Box::new(member),
+            &sb,
+            self.stripe_log_sectors(),
+            self.bitmap.is_some(),
+        )
+        .ok_or_else(|| ArrayError::TooSmall {
+            path: new.to_path_buf(),
+            size: 0,
+            need: sb.data_offset * SECTOR_BYTES,
+        })?;
+        self.driver
+            .start_replacement(role_idx(role), slot)
+            .map_err(|source| ArrayError::Sync {
+                kind: "recover",
+                source,
+            })?;
+        if let Some(i) = spare {
+            self.spares.remove(i);
+        }
+        self.left_out.retain(|l| canonical(&l.path) != wanted);
+        if let Some(entry) = self.freshest.dev_roles.get_mut(dev) {
+            *entry = role16;
+        }
+        self.replacements[role] = Some((new.to_path_buf(), sb));
+        self.dirty = true;
+        self.update_superblocks(0, None)?;
+        self.schedule_recover()?;
+        Ok(crate::Replacing {
+            old: old.to_path_buf(),
+            new: new.to_path_buf(),
+            role: role16,
+        })
+    }
+
+    /// Gets a recover going for a newcomer: a running one has restarted to include
+    /// it, a resync goes first, a scrub makes way.
+    fn schedule_recover(&mut self) -> Result<(), ArrayError> {
+        match self.driver.engine().sync_progress().map(|p| p.kind) {
+            Some(SyncKind::Recover) => Ok(()),
+            Some(SyncKind::Resync) => {
+                self.recover_pending = true;
+                Ok(())
+            }
+            Some(_) => {
+                self.driver.engine_mut().cancel_sync();
+                self.recover_pending = true;
+                Ok(())
+            }
+            None => {
+                self.recover_pending = true;
+                self.maintain()
+            }
+        }
+    }
+}
+
+/// Opens the replacements recorded in the superblocks (found at assembly) and has the
+/// engine build them from their checkpoints, when the array is opened to write and
+/// their members are active; returns them per role.
+fn open_replacements(
+    driver: &mut ArrayDriver,
+    left_out: &mut Vec<LeftOut>,
+    mode: OpenMode,
+    log_sectors: Option<u64>,
+    bitmap: bool,
+) -> Result<Vec<Option<(PathBuf, Superblock)>>, ArrayError> {
+    let raid_disks = usize::from(driver.engine().geometry().raid_disks());
+    let mut replacements: Vec<Option<(PathBuf, Superblock)>> =
+        (0..raid_disks).map(|_| None).collect();
+    if mode != OpenMode::ReadWrite {
+        return Ok(replacements);
+    }
+    let found: Vec<(usize, PathBuf, Superblock)> = left_out
+        .iter()
+        .filter(|l| l.reason == LeftOutReason::Replacement)
+        .filter_map(|l| Some((usize::from(l.role?), l.path.clone(), l.superblock.clone())))
+        .collect();
+    for (role, path, sb) in found {
+        if driver.engine().member_states().get(role) != Some(&MemberState::Active) {
+            continue;
+        }
+        let member = FileMember::open(&path, &member_options(true))?;
+        let Some(slot) = slot_for(Box::new(member), &sb, log_sectors, bitmap) else {
+            continue;
+        };
+        driver
+            .start_replacement(role_idx(role), slot)
+            .map_err(|source| ArrayError::Sync {
+                kind: "recover",
+                source,
+            })?;
+        left_out.retain(|l| l.path != path);
+        replacements[role] = Some((path, sb));
+    }
+    Ok(replacements)
+}
+
+/// The driver slot for a device with superblock `sb` joining an array that keeps a
+/// stripe log of `log_sectors` (and a bitmap), or none when it has no room for the log.
+fn slot_for(
+    member: Box<dyn Member>,
+    sb: &Superblock,
+    log_sectors: Option<u64>,
+    bitmap: bool,
+) -> Option<MemberSlot> {
+    let log_offset_bytes = log_sectors
+        .and_then(|need| log_ring(sb).filter(|&(_, n)| n >= need))
+        .map(|(start, _)| start * SECTOR_BYTES);
+    if log_sectors.is_some() && log_offset_bytes.is_none() {
+        return None;
+    }
+    Some(MemberSlot {
+        member,
+        data_offset_bytes: sb.data_offset * SECTOR_BYTES,
+        log_offset_bytes,
+        bitmap_offset_bytes: bitmap.then(|| crate::bitmap::offset_bytes(sb)).flatten(),
+    })
+}
+
+fn canonical_path(path: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -56,7 +56,7 @@ impl Array {
                     self.driver.tick();
                 }
             }
-            self.driver.take_events();
+            self.take_events()?;
             self.driver
                 .engine_mut()
                 .start_sync(kind, 0)
@@ -69,7 +69,7 @@ impl Array {
             .map_or((0, 0), |p| (p.total_units, p.unit_sectors));
         loop {
             self.driver.pump(true)?;
-            for event in self.driver.take_events() {
+            for event in self.take_events()? {
                 if let Event::SyncFinished {
                     kind,
                     completed,

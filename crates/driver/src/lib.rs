@@ -71,6 +71,10 @@ pub struct MemberFailure {
 #[derive(Debug)]
 pub struct ArrayDriver {
     engine: Engine,
+    /// Driver slots: `0..raid_disks` hold the members role by role at first, and
+    /// `raid_disks..` the replacements being built; a role's device is in the slot
+    /// [`Engine::device_slot`] names (a replacement that takes a role over stays in
+    /// its slot).
     members: Vec<Option<MemberSlot>>,
     backend: Backend,
     completions: Vec<Completion>,
@@ -104,6 +108,9 @@ impl ArrayDriver {
                 None => MemberState::Failed,
             })
             .collect();
+        let mut members = members;
+        let raid_disks = usize::from(geo.raid_disks());
+        members.resize_with(2 * raid_disks, || None);
         let backend =
             Backend::new(backend, QUEUE_DEPTH).map_err(|e| DriverError::Backend(e.to_string()))?;
         let driver = ArrayDriver {
@@ -114,7 +121,7 @@ impl ArrayDriver {
             inline_done: VecDeque::new(),
             replies: VecDeque::new(),
             failures: Vec::new(),
-            last_error: (0..geo.raid_disks()).map(|_| None).collect(),
+            last_error: (0..2 * geo.raid_disks()).map(|_| None).collect(),
             events: Vec::new(),
             retired: Vec::new(),
             epoch: Instant::now(),
@@ -137,15 +144,69 @@ impl ArrayDriver {
 
     /// The member in `role`, if present.
     pub fn member(&self, role: MemberIdx) -> Option<&MemberSlot> {
-        self.members.get(role.index()).and_then(Option::as_ref)
+        let slot = self.engine.device_slot(role);
+        self.members.get(slot.index()).and_then(Option::as_ref)
+    }
+
+    /// The replacement being built for `role`, if one is.
+    pub fn replacement(&self, role: MemberIdx) -> Option<&MemberSlot> {
+        if !self.engine.is_replacing(role) {
+            return None;
+        }
+        let slot = self.engine.replacement_slot(role);
+        self.members.get(slot.index()).and_then(Option::as_ref)
+    }
+
+    /// The member in driver slot `slot` (see [`Engine::device_slot`]), if any.
+    pub fn slot(&self, slot: MemberIdx) -> Option<&MemberSlot> {
+        self.members.get(slot.index()).and_then(Option::as_ref)
     }
 
     /// Puts `slot` in `role` (a spare stepping in for a failed member). The engine must
     /// already count the role as failed or rebuilding, so that nothing new is sent to
     /// the old member; it stays open until the driver goes.
     pub fn replace_member(&mut self, role: MemberIdx, slot: MemberSlot) {
-        self.last_error[role.index()] = None;
-        if let Some(old) = self.members[role.index()].replace(slot) {
+        let at = self.engine.device_slot(role);
+        self.put(at, slot);
+    }
+
+    /// Puts `slot` where the replacement of `role` lives and has the engine build it
+    /// (md's want_replacement; see [`Engine::start_replacement`]). The caller starts
+    /// (or restarts) the recover. Refused, with nothing changed, when the engine
+    /// refuses.
+    pub fn start_replacement(
+        &mut self,
+        role: MemberIdx,
+        slot: MemberSlot,
+    ) -> Result<(), xraid_engine::SyncError> {
+        // Checked first: the slot is only filled for a replacement the engine takes.
+        if self.engine.is_replacing(role) {
+            return Err(xraid_engine::SyncError::AlreadyReplacing(role.0));
+        }
+        let at = self.engine.replacement_slot(role);
+        let previous = self.members[at.index()].replace(slot);
+        match self.engine.start_replacement(role) {
+            Ok(()) => {
+                self.last_error[at.index()] = None;
+                if let Some(old) = previous {
+                    self.retired.push(old);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(new) = std::mem::replace(&mut self.members[at.index()], previous) {
+                    drop(new);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Puts `slot` into driver slot `at`; what was there stays open until the driver
+    /// goes, since I/O sent to it before may still be in the kernel.
+    fn put(&mut self, at: MemberIdx, slot: MemberSlot) {
+        self.last_error[at.index()] = None;
+        if let Some(old) = self.members[at.index()].replace(slot) {
             self.retired.push(old);
         }
         self.bypass_member_changed(role.index());
@@ -177,17 +238,33 @@ impl ArrayDriver {
 
     fn drain_events(&mut self) {
         while let Some(event) = self.engine.poll_event() {
-            if let Event::MemberFailed { member, reason } = event {
-                let error = self.last_error[member.index()]
-                    .as_ref()
-                    .map(|e| io::Error::new(e.kind(), e.to_string()));
-                let name = self.member_name(member);
-                self.failures.push(MemberFailure {
-                    member,
-                    name,
-                    reason,
-                    error,
-                });
+            match event {
+                Event::MemberFailed { member, reason } => {
+                    let slot = self.engine.device_slot(member);
+                    let error = self.last_error[slot.index()]
+                        .as_ref()
+                        .map(|e| io::Error::new(e.kind(), e.to_string()));
+                    let name = self.member_name(member);
+                    self.failures.push(MemberFailure {
+                        member,
+                        name,
+                        reason,
+                        error,
+                    });
+                }
+                Event::ReplacementTookOver { role, old_slot } => {
+                    // The failure just reported was the old device's, whose slot the
+                    // role has left by now.
+                    let name = self.slot_name(old_slot, role);
+                    let error = self.last_error[old_slot.index()]
+                        .as_ref()
+                        .map(|e| io::Error::new(e.kind(), e.to_string()));
+                    if let Some(f) = self.failures.iter_mut().rev().find(|f| f.member == role) {
+                        f.name = name;
+                        f.error = error;
+                    }
+                }
+                _ => {}
             }
             self.events.push(event);
         }
@@ -299,13 +376,18 @@ impl ArrayDriver {
         self.backend.in_flight() > 0 || !self.inline_done.is_empty()
     }
 
-    fn note_failure(&mut self, member: MemberIdx, error: &io::Error) {
-        self.last_error[member.index()] = Some(io::Error::new(error.kind(), error.to_string()));
+    /// Records the last I/O error of the device in driver slot `slot`.
+    fn note_failure(&mut self, slot: MemberIdx, error: &io::Error) {
+        self.last_error[slot.index()] = Some(io::Error::new(error.kind(), error.to_string()));
     }
 
-    fn member_name(&self, member: MemberIdx) -> String {
-        self.members[member.index()].as_ref().map_or_else(
-            || format!("role {}", member.0),
+    fn member_name(&self, role: MemberIdx) -> String {
+        self.slot_name(self.engine.device_slot(role), role)
+    }
+
+    fn slot_name(&self, slot: MemberIdx, role: MemberIdx) -> String {
+        self.members[slot.index()].as_ref().map_or_else(
+            || format!("role {}", role.0),
             |m| m.member.name().to_owned(),
         )
     }

@@ -120,6 +120,16 @@ pub struct Engine {
     io_gen: Vec<u32>,
     /// The member whose completion being handled came from a replaced device.
     stale_member: Option<MemberIdx>,
+    /// Per role, the driver slot of the device that serves it: `r` or `raid_disks + r`.
+    /// A replacement lives in the role's other slot, so that when it takes the role
+    /// over only this table changes (the driver's slots never move under I/O in flight).
+    slots: Vec<MemberIdx>,
+    /// Per role, whether a replacement is being built for it (md's want_replacement).
+    /// Inside the engine a replacement is the pseudo-member `raid_disks + r`.
+    replacing: Vec<bool>,
+    /// Per role, whether its device came in as a replacement: a write still in flight
+    /// to the replacement pseudo-member that fails fails the role.
+    took_over: Vec<bool>,
     now: Nanos,
 }
 
@@ -153,9 +163,13 @@ impl Engine {
             intent: None,
             latency: crate::latency::Latency::new(members.len()),
             stall_excused: vec![false; members.len()],
-            member_gen: vec![0; members.len()],
+            // Roles, then their replacement pseudo-members.
+            member_gen: vec![0; 2 * members.len()],
             io_gen: Vec::new(),
             stale_member: None,
+            slots: (0..members.len()).map(member_idx).collect(),
+            replacing: vec![false; members.len()],
+            took_over: vec![false; members.len()],
             now: Nanos(0),
             members,
         }
@@ -237,6 +251,22 @@ impl Engine {
         if self.stale_member == Some(member) {
             return;
         }
+        if let Some(role) = self.pseudo_role(member) {
+            if self.replacing[role] {
+                self.drop_replacement(role, reason);
+            } else if self.took_over[role] {
+                // A write sent to the replacement before it took the role failed: the
+                // role's device missed it.
+                self.fail(member_idx(role), reason);
+            }
+            return;
+        }
+        if self.replacing[member.index()] && self.members[member.index()] == MemberState::Active {
+            self.out_event
+                .push_back(Event::MemberFailed { member, reason });
+            self.take_over(member.index());
+            return;
+        }
         let state = &mut self.members[member.index()];
         if *state == MemberState::Failed {
             return;
@@ -248,6 +278,141 @@ impl Engine {
         crate::intent::member_gone(self, member);
         if was_rebuilding {
             crate::sync::targets_changed(self);
+        }
+    }
+
+    /// The member of `role` left while a replacement was being built for it: the
+    /// replacement takes the role over and goes on as an ordinary rebuild. Units a
+    /// running recover has done are on it (copied, and every write since went to it
+    /// too), which is exactly what [`MemberState::Rebuilding`] trusts.
+    fn take_over(&mut self, role: usize) {
+        let member = member_idx(role);
+        let old_slot = self.slots[role];
+        self.slots[role] = other_slot(old_slot, self.members.len());
+        self.replacing[role] = false;
+        self.took_over[role] = true;
+        // What the old device still answers no longer counts for the role.
+        self.member_gen[role] += 1;
+        self.read_errors[role] = 0;
+        self.stall_excused[role] = false;
+        self.members[role] = MemberState::Rebuilding;
+        crate::intent::member_gone(self, member);
+        // Its bitmap area holds what it was given when it came: write it all.
+        crate::intent::rewrite_all(self);
+        self.out_event.push_back(Event::ReplacementTookOver {
+            role: member,
+            old_slot,
+        });
+        crate::sync::targets_changed(self);
+    }
+
+    /// The replacement of `role` failed: dropped; the role's member serves on.
+    fn drop_replacement(&mut self, role: usize, reason: FailReason) {
+        self.replacing[role] = false;
+        // Its I/Os still in flight no longer count.
+        self.member_gen[self.members.len() + role] += 1;
+        self.out_event.push_back(Event::ReplacementFailed {
+            role: member_idx(role),
+            reason,
+        });
+        crate::sync::targets_changed(self);
+    }
+
+    /// A replacement that holds all of its role takes it over (at the end of a
+    /// recover); the device that held it leaves.
+    pub(crate) fn promote_replacement(&mut self, role: usize) {
+        let old_slot = self.slots[role];
+        self.slots[role] = other_slot(old_slot, self.members.len());
+        self.replacing[role] = false;
+        self.took_over[role] = true;
+        self.member_gen[role] += 1;
+        self.read_errors[role] = 0;
+        self.stall_excused[role] = false;
+        crate::intent::member_gone(self, member_idx(role));
+        crate::intent::rewrite_all(self);
+        self.out_event.push_back(Event::ReplacementDone {
+            role: member_idx(role),
+            old_slot,
+        });
+    }
+
+    /// Starts building a replacement for the active member of `role` (md's
+    /// want_replacement): from now on every write to the role also goes to the
+    /// replacement, in the driver slot [`Engine::replacement_slot`] names, and a
+    /// [`SyncKind::Recover`](crate::SyncKind::Recover) (started, or restarted from unit
+    /// 0, by the caller as for [`Engine::mark_rebuilding`]) copies the role's data onto
+    /// it, reading the member directly and rebuilding from the others where that read
+    /// fails. When the recover completes the replacement takes the role
+    /// ([`Event::ReplacementDone`]); if the member fails first, the replacement takes
+    /// the role over and is rebuilt ([`Event::ReplacementTookOver`]); if the
+    /// replacement fails, it is dropped ([`Event::ReplacementFailed`]).
+    pub fn start_replacement(&mut self, role: MemberIdx) -> Result<(), crate::SyncError> {
+        let r = role.index();
+        if self.geo.level() == Level::Raid0 {
+            return Err(crate::SyncError::NoRedundancy("replace a member"));
+        }
+        if self.replacing.get(r).copied().unwrap_or(false) {
+            return Err(crate::SyncError::AlreadyReplacing(role.0));
+        }
+        if self.members.get(r) != Some(&MemberState::Active) {
+            return Err(crate::SyncError::NotActive(role.0));
+        }
+        let n = self.members.len();
+        // What an earlier replacement of this role still answers does not count.
+        self.member_gen[n + r] += 1;
+        self.replacing[r] = true;
+        self.took_over[r] = false;
+        crate::sync::restart_recover(self);
+        Ok(())
+    }
+
+    /// Whether a replacement is being built for `role`.
+    pub fn is_replacing(&self, role: MemberIdx) -> bool {
+        self.replacing.get(role.index()).copied().unwrap_or(false)
+    }
+
+    /// The driver slot of the device serving `role` (`role`, or `raid_disks + role`
+    /// once a replacement took it over). Drivers keep `2 * raid_disks` slots.
+    pub fn device_slot(&self, role: MemberIdx) -> MemberIdx {
+        self.slots[role.index()]
+    }
+
+    /// The driver slot the replacement of `role` lives in: the role's other slot.
+    pub fn replacement_slot(&self, role: MemberIdx) -> MemberIdx {
+        other_slot(self.slots[role.index()], self.members.len())
+    }
+
+    /// The role whose replacement pseudo-member `member` is, if it is one.
+    pub(crate) fn pseudo_role(&self, member: MemberIdx) -> Option<usize> {
+        member.index().checked_sub(self.members.len())
+    }
+
+    /// The replacement pseudo-member of `role`, while one is being built.
+    pub(crate) fn replacement_of(&self, role: MemberIdx) -> Option<MemberIdx> {
+        self.replacing
+            .get(role.index())
+            .copied()
+            .unwrap_or(false)
+            .then(|| member_idx(self.members.len() + role.index()))
+    }
+
+    /// Whether any replacement is being built.
+    pub(crate) fn any_replacing(&self) -> bool {
+        self.replacing.contains(&true)
+    }
+
+    /// Replacement pseudo-members being built, in role order.
+    pub(crate) fn replacements(&self) -> Vec<MemberIdx> {
+        (0..self.members.len())
+            .filter_map(|r| self.replacement_of(member_idx(r)))
+            .collect()
+    }
+
+    /// The driver slot an I/O for `member` (a role or a replacement) goes to.
+    fn slot_of(&self, member: MemberIdx) -> MemberIdx {
+        match self.pseudo_role(member) {
+            Some(role) => other_slot(self.slots[role], self.members.len()),
+            None => self.slots[member.index()],
         }
     }
 
@@ -385,7 +550,9 @@ impl Engine {
         let stale = target_member(&target)
             .filter(|m| self.io_gen.get(key).copied().unwrap_or(0) != self.member_gen[m.index()]);
         self.stale_member = stale;
-        if let Some(member) = target_member(&target).filter(|_| stale.is_none()) {
+        if let Some(member) =
+            target_member(&target).filter(|m| stale.is_none() && self.pseudo_role(*m).is_none())
+        {
             self.stall_excused[member.index()] = false;
             if let Some(slow) = self.latency.completed(key, member, now) {
                 let mean = self.latency.mean(member).unwrap_or_default();
@@ -485,7 +652,11 @@ impl Engine {
                     self.io_gen.get(key).copied().unwrap_or(0) == self.member_gen[m.index()]
                 })
             })
-            .filter(|m| self.is_present(*m) && !self.stall_excused[m.index()])
+            .filter(|m| {
+                self.pseudo_role(*m).is_none()
+                    && self.is_present(*m)
+                    && !self.stall_excused[m.index()]
+            })
             .collect();
         stalled.dedup();
         for member in stalled {
@@ -513,7 +684,8 @@ impl Engine {
             .iter()
             .filter(|(key, t)| {
                 target_member(t).is_some_and(|m| {
-                    self.is_present(m)
+                    self.pseudo_role(m).is_none()
+                        && self.is_present(m)
                         && !self.stall_excused[m.index()]
                         && self.io_gen.get(*key).copied().unwrap_or(0) == self.member_gen[m.index()]
                 })
@@ -583,18 +755,17 @@ impl Engine {
     fn submit_flush(&mut self, req: usize) {
         let covers = self.log.as_ref().map(crate::ppl::LogState::flush_covers);
         self.reqs.get_mut(req).log_covers = covers;
-        for m in 0..self.members.len() {
-            let member = member_idx(m);
-            if self.is_present(member) {
-                let buf = self.empty_slice(req);
-                self.emit(
-                    member,
-                    IoKind::Flush,
-                    0,
-                    buf,
-                    IoTarget::Flush { req, member },
-                );
-            }
+        // Replacements too: what a client made durable must be durable on the device
+        // that will hold the role.
+        for member in self.flush_targets() {
+            let buf = self.empty_slice(req);
+            self.emit(
+                member,
+                IoKind::Flush,
+                0,
+                buf,
+                IoTarget::Flush { req, member },
+            );
         }
     }
 
@@ -665,10 +836,18 @@ impl Engine {
     /// answers no longer counts for (or against) the role, and the newcomer is rebuilt.
     pub fn replace_member(&mut self, member: MemberIdx) -> Result<(), crate::SyncError> {
         self.member_gen[member.index()] += 1;
+        self.took_over[member.index()] = false;
         crate::intent::member_gone(self, member);
         self.stall_excused[member.index()] = false;
         self.read_errors[member.index()] = 0;
         self.mark_rebuilding(member)
+    }
+
+    /// Members to flush: those still part of the array, and replacements being built.
+    pub(crate) fn flush_targets(&self) -> Vec<MemberIdx> {
+        let mut members = self.present_members();
+        members.extend(self.replacements());
+        members
     }
 
     /// Members still part of the array (active or being rebuilt), in role order.
@@ -704,7 +883,10 @@ impl Engine {
 
     /// Whether `member` is still part of the array (active or being rebuilt).
     pub(crate) fn is_present(&self, member: MemberIdx) -> bool {
-        self.members[member.index()] != MemberState::Failed
+        match self.pseudo_role(member) {
+            Some(role) => self.replacing[role],
+            None => self.members[member.index()] != MemberState::Failed,
+        }
     }
 
     /// Whether every member is active: none failed, none being rebuilt.
@@ -809,6 +991,9 @@ impl Engine {
         if let IoTarget::Direct { req, .. } | IoTarget::Flush { req, .. } = target {
             self.reqs.get_mut(req).pending += 1;
         }
+        if kind == IoKind::Write && area == Area::Data {
+            self.mirror_to_replacement(member, sector, buf, target);
+        }
         let key = self.ios.insert(target);
         self.latency.issued(key, self.now);
         if self.io_gen.len() <= key {
@@ -816,6 +1001,7 @@ impl Engine {
         }
         self.io_gen[key] = self.member_gen[member.index()];
         let id = IoId(key as u64);
+        let member = self.slot_of(member);
         match kind {
             IoKind::Read => {
                 self.stats.member_reads += 1;
@@ -835,6 +1021,43 @@ impl Engine {
             sector,
             buf,
         });
+    }
+
+    /// A write to the data of a role being replaced goes to the replacement as well,
+    /// everywhere (not only where the copy has been): a unit copied later is copied
+    /// whole under its lock, so the extra writes are never wrong, and the replacement
+    /// is never behind where it is trusted. The copy counts as one more I/O of the
+    /// operation, so the operation (and the buffer) waits for it.
+    fn mirror_to_replacement(
+        &mut self,
+        member: MemberIdx,
+        sector: u64,
+        buf: BufSlice,
+        target: IoTarget,
+    ) {
+        let Some(pseudo) = self.replacement_of(member) else {
+            return;
+        };
+        let copy = match target {
+            IoTarget::Stripe { op, .. } => {
+                self.ops.get_mut(op).pending += 1;
+                IoTarget::Stripe { op, member: pseudo }
+            }
+            IoTarget::Mirror { op, .. } => {
+                self.mops.get_mut(op).pending += 1;
+                IoTarget::Mirror { op, member: pseudo }
+            }
+            // The stripe log's replay at open puts parity right on the role; the
+            // replacement (resumed from a checkpoint) must hold that parity too.
+            IoTarget::LogRecovery { .. } => {
+                crate::ppl::replay_write_added(self);
+                IoTarget::LogRecovery { member: pseudo }
+            }
+            // Data writes of other kinds (RAID-0's, which has no replacement) have
+            // nothing to mirror.
+            _ => return,
+        };
+        self.emit(pseudo, IoKind::Write, sector, buf, copy);
     }
 
     /// Records an error on a request without ending it; it replies once its work drains.
@@ -889,6 +1112,16 @@ impl Engine {
             .buf
             .expect("reads and writes carry a buffer")
     }
+}
+
+/// The other driver slot of a role: slots `r` and `raid_disks + r` take turns.
+fn other_slot(slot: MemberIdx, raid_disks: usize) -> MemberIdx {
+    let s = slot.index();
+    member_idx(if s < raid_disks {
+        s + raid_disks
+    } else {
+        s - raid_disks
+    })
 }
 
 pub(crate) fn member_idx(m: usize) -> MemberIdx {

@@ -258,6 +258,23 @@ pub enum Event {
         skipped: u64,
         total: u64,
     },
+    /// A replacement ([`Engine::start_replacement`]) holds all of its role now and took
+    /// it over: the role's I/O goes to the replacement's slot from here on, and the
+    /// device that held the role before (in `old_slot`) is out of the array (md marks
+    /// it faulty).
+    ReplacementDone {
+        role: MemberIdx,
+        old_slot: MemberIdx,
+    },
+    /// The member a replacement was being built for left the array (the
+    /// [`Event::MemberFailed`] before this one says why): the replacement took the role
+    /// over and goes on as an ordinary rebuild of it ([`MemberState::Rebuilding`]).
+    ReplacementTookOver {
+        role: MemberIdx,
+        old_slot: MemberIdx,
+    },
+    /// A replacement failed and was dropped; the member it was to replace serves on.
+    ReplacementFailed { role: MemberIdx, reason: FailReason },
 }
 
 /// Tunables of an engine.

@@ -45,7 +45,8 @@ pub(crate) struct MirrorOp {
     /// Copies read by a sync, in the order of their rows in `scratch`.
     read_from: Vec<Place>,
     scratch: Option<BufId>,
-    pending: u32,
+    /// I/Os in flight (a write's copy to a replacement counts too).
+    pub(crate) pending: u32,
     phase: Phase,
     replan: bool,
     mismatch: bool,
@@ -261,10 +262,18 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
                 finish(engine, op, Some(error));
                 return;
             }
-            let rebuilding = all.iter().any(|p| is_rebuilding(engine, p.member));
+            let rebuilding = all
+                .iter()
+                .any(|p| is_rebuilding(engine, p.member) || engine.is_replacing(p.member));
+            // A member being replaced is read itself where it can be.
+            let source = sources
+                .iter()
+                .copied()
+                .find(|p| engine.is_replacing(p.member))
+                .unwrap_or(sources[0]);
             let read_from: Vec<Place> = match kind {
                 SyncKind::Recover if !rebuilding => Vec::new(),
-                SyncKind::Recover => vec![sources[0]],
+                SyncKind::Recover => vec![source],
                 _ => sources.clone(),
             };
             if read_from.is_empty() {
@@ -381,6 +390,16 @@ fn after_reads(engine: &mut Engine, op: usize) {
                         .filter(|p| is_rebuilding(engine, p.member))
                         .map(|&p| (p, good)),
                 );
+                // Replacements get their role's copy, at the role's place.
+                writes.extend(all.iter().filter_map(|p| {
+                    engine.replacement_of(p.member).map(|member| {
+                        let place = Place {
+                            member,
+                            sector: p.sector,
+                        };
+                        (place, good)
+                    })
+                }));
             }
             SyncKind::Check | SyncKind::Repair | SyncKind::Resync => {
                 let bytes = engine.bufs.get(scratch);

@@ -783,7 +783,8 @@ fn replay_step(engine: &mut Engine) {
             continue;
         }
         let Some(entry) = replay(engine).entries.pop_front() else {
-            let members = engine.present_members();
+            // Replacements took the replayed parity too.
+            let members = engine.flush_targets();
             let buf = engine.bufs.alloc(0);
             let r = replay(engine);
             r.flushing = Some(buf);
@@ -923,6 +924,11 @@ fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
         );
     }
     true
+}
+
+/// One more write of the replay in flight: its copy to a replacement.
+pub(crate) fn replay_write_added(engine: &mut Engine) {
+    replay(engine).pending += 1;
 }
 
 /// The replay is done and flushed: new entries follow the newest found, and the

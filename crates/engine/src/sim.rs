@@ -137,7 +137,11 @@ impl SimMember {
 #[derive(Debug)]
 pub struct SimArray {
     pub engine: Engine,
+    /// Driver slots `0..raid_disks`: the members, role by role, until a replacement
+    /// takes a role over (see [`Engine::device_slot`]).
     pub members: Vec<SimMember>,
+    /// Driver slots `raid_disks..2 * raid_disks`, where replacements live.
+    pub other_slots: Vec<SimMember>,
     rng: SimRng,
     now: Nanos,
     /// Member I/Os in flight, each with the time it may complete (a slow member's are
@@ -159,6 +163,7 @@ impl SimArray {
         SimArray {
             engine: Engine::new(geo, vec![MemberState::Active; n]),
             members: vec![SimMember::new(member_bytes); n],
+            other_slots: vec![SimMember::new(member_bytes); n],
             rng: SimRng::new(seed),
             now: Nanos(0),
             in_flight: Vec::new(),
@@ -221,8 +226,8 @@ impl SimArray {
 
     fn collect(&mut self) {
         while let Some(io) = self.engine.poll_member_io() {
-            let extra = self.members[io.member.index()].extra_latency;
-            let device = self.members[io.member.index()].device;
+            let extra = self.slot(io.member).extra_latency;
+            let device = self.slot(io.member).device;
             self.in_flight
                 .push((io, Nanos(self.now.0 + extra.0), device));
         }
@@ -278,7 +283,7 @@ impl SimArray {
         };
         let (io, _, device) = self.in_flight.swap_remove(pick);
         self.now = Nanos(self.now.0 + IO_TICK.0);
-        let result = if device == self.members[io.member.index()].device {
+        let result = if device == self.slot(io.member).device {
             self.perform(&io)
         } else {
             // Sent to a device that has since been replaced: it is gone.
@@ -290,7 +295,11 @@ impl SimArray {
     }
 
     fn perform(&mut self, io: &MemberIo) -> Result<(), IoFailed> {
-        let member = &mut self.members[io.member.index()];
+        let n = self.members.len();
+        let member = match io.member.index().checked_sub(n) {
+            Some(i) => &mut self.other_slots[i],
+            None => &mut self.members[io.member.index()],
+        };
         if member.health == SimMemberHealth::Dead {
             return Err(IoFailed::Gone);
         }
@@ -417,6 +426,45 @@ impl SimArray {
         mine.result.clone()
     }
 
+    /// The member in driver slot `slot`.
+    pub fn slot(&self, slot: MemberIdx) -> &SimMember {
+        let n = self.members.len();
+        match slot.index().checked_sub(n) {
+            Some(i) => &self.other_slots[i],
+            None => &self.members[slot.index()],
+        }
+    }
+
+    /// The member in driver slot `slot`, to change.
+    pub fn slot_mut(&mut self, slot: MemberIdx) -> &mut SimMember {
+        let n = self.members.len();
+        match slot.index().checked_sub(n) {
+            Some(i) => &mut self.other_slots[i],
+            None => &mut self.members[slot.index()],
+        }
+    }
+
+    /// The device serving `role` now.
+    pub fn role_device(&self, role: MemberIdx) -> &SimMember {
+        self.slot(self.engine.device_slot(role))
+    }
+
+    /// Puts a new device full of garbage in the replacement slot of `role` and has
+    /// the engine build it as the role's replacement; the caller starts the recover.
+    pub fn start_replacement(&mut self, role: MemberIdx) -> Result<(), SyncError> {
+        let slot = self.engine.replacement_slot(role);
+        let mut garbage = vec![0; self.members[0].data.len()];
+        self.rng.fill(&mut garbage);
+        let m = self.slot_mut(slot);
+        // I/O still in flight to whatever was there fails as gone.
+        m.device += 1;
+        m.health = SimMemberHealth::Healthy;
+        m.bad_ranges.clear();
+        m.unflushed.clear();
+        m.data = garbage;
+        self.engine.start_replacement(role)
+    }
+
     /// Takes a member out: its I/Os fail from now on as from a vanished device, and
     /// the engine learns of it from the first one.
     pub fn kill_member(&mut self, member: MemberIdx) {
@@ -464,11 +512,14 @@ impl SimArray {
             self.in_flight.is_empty(),
             "power cuts happen between batches"
         );
-        for m in 0..self.members.len() {
-            let unflushed = std::mem::take(&mut self.members[m].unflushed);
+        // The new engine serves each role from its first slot: power cuts are not
+        // told in the middle of a replacement.
+        for m in 0..2 * self.members.len() {
+            let slot = MemberIdx(u16::try_from(m).expect("few members"));
+            let unflushed = std::mem::take(&mut self.slot_mut(slot).unflushed);
             for u in unflushed.into_iter().rev() {
                 if self.rng.below(2) == 0 {
-                    let store = self.members[m].store(u.area);
+                    let store = self.slot_mut(slot).store(u.area);
                     store[u.at..u.at + u.old.len()].copy_from_slice(&u.old);
                 }
             }

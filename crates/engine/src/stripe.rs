@@ -67,7 +67,8 @@ pub(crate) struct StripeOp {
     lo: u32,
     hi: u32,
     scratch: Option<BufId>,
-    pending: u32,
+    /// I/Os in flight (a write's copy to a replacement counts too).
+    pub(crate) pending: u32,
     /// A read failed: plan again around the member once the others finish.
     replan: bool,
     plan: Plan,
@@ -85,6 +86,9 @@ pub(crate) struct StripeOp {
     log: Option<(u64, MemberIdx, BufId, u64)>,
     /// In-place writes held back until the log entry is durable.
     deferred: Vec<(MemberIdx, u64, BufSlice)>,
+    /// A recover unit that only copies members being replaced onto their
+    /// replacements: it read just those members' rows, nothing to rebuild.
+    direct_copy: bool,
 }
 
 impl StripeOp {
@@ -256,6 +260,7 @@ fn new_op(
         mismatch: false,
         log: None,
         deferred: Vec::new(),
+        direct_copy: false,
     });
     if engine.lock(stripe, Holder::Stripe(op)) {
         start(engine, op);
@@ -313,10 +318,24 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
         }
     };
     let plan = choose_plan(engine, op, &map);
-    engine.ops.get_mut(op).missing = missing;
+    let direct_copy = plan == Plan::Sync && direct_copy_only(engine, op);
+    {
+        let o = engine.ops.get_mut(op);
+        o.missing = missing;
+        o.direct_copy = direct_copy;
+    }
     let mut reads: Vec<(MemberIdx, u32, u32)> = Vec::new();
     let o = engine.ops.get(op);
     match plan {
+        Plan::Sync if direct_copy => {
+            // Reading the member being replaced is cheaper than rebuilding its rows
+            // from all the others; a read that fails plans the unit again without it.
+            for m in (0..raid_disks).map(member_idx) {
+                if engine.is_replacing(m) {
+                    reads.push((m, lo, hi));
+                }
+            }
+        }
         Plan::DegradedRead | Plan::Reconstruct | Plan::Sync => {
             for m in (0..raid_disks).map(member_idx) {
                 if op_live(engine, o, m) {
@@ -378,6 +397,18 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
             IoTarget::Stripe { op, member: m },
         );
     }
+}
+
+/// Whether a sync unit is a recover with nothing to do but copy members being
+/// replaced, each readable here, onto their replacements.
+fn direct_copy_only(engine: &Engine, op: usize) -> bool {
+    let o = engine.ops.get(op);
+    o.purpose == Purpose::Sync(SyncKind::Recover)
+        && !engine.member_states().contains(&MemberState::Rebuilding)
+        && (0..engine.geo.raid_disks())
+            .map(MemberIdx)
+            .filter(|&m| engine.is_replacing(m))
+            .all(|m| op_live(engine, o, m))
 }
 
 /// The chunk range segment `data_index` covers, or an empty range at 0.
@@ -555,7 +586,9 @@ fn after_reads(engine: &mut Engine, op: usize) {
                 unreachable!("sync plans belong to sync ops")
             };
             let complete = o.missing.is_empty();
-            rebuild_missing(engine, op, &map, scratch, row_bytes);
+            if !o.direct_copy {
+                rebuild_missing(engine, op, &map, scratch, row_bytes);
+            }
             if kind == SyncKind::Recover {
                 full_rows.extend(
                     (0..engine.geo.raid_disks())
@@ -618,6 +651,20 @@ fn after_reads(engine: &mut Engine, op: usize) {
             len: row_bytes,
         };
         writes.push((m, engine.geo.member_sector(stripe, lo), buf));
+    }
+    if plan == Plan::Sync && engine.ops.get(op).purpose == Purpose::Sync(SyncKind::Recover) {
+        // Replacements get their role's rows: read from the member being replaced, or
+        // rebuilt from the others where that read failed.
+        for m in (0..engine.geo.raid_disks()).map(MemberIdx) {
+            if let Some(pseudo) = engine.replacement_of(m) {
+                let buf = BufSlice {
+                    buf: scratch,
+                    offset: m.index() * row_bytes,
+                    len: row_bytes,
+                };
+                writes.push((pseudo, engine.geo.member_sector(stripe, lo), buf));
+            }
+        }
     }
     let logged = engine.ops.get(op).purpose == Purpose::Write
         && !writes.is_empty()

@@ -31,8 +31,12 @@ pub enum SyncError {
     Busy(&'static str),
     #[error("RAID-0 has no redundancy to {0}")]
     NoRedundancy(&'static str),
-    #[error("nothing to recover: no member is being rebuilt")]
+    #[error("nothing to recover: no member is being rebuilt or replaced")]
     NoTarget,
+    #[error("role {0} has no active member to replace")]
+    NotActive(u16),
+    #[error("a replacement for role {0} is already being built")]
+    AlreadyReplacing(u16),
 }
 
 #[derive(Debug)]
@@ -117,18 +121,7 @@ impl Engine {
         self.set_member_state(member, MemberState::Rebuilding);
         // Its bitmap missed every bit set while it was away.
         crate::intent::rewrite_all(self);
-        if let Some(s) = &mut self.sync {
-            if s.kind == SyncKind::Recover {
-                // The units already done hold nothing for the newcomer: walk again
-                // (units still in flight are waited for before they are issued anew),
-                // and flush again at the end.
-                s.next = 0;
-                s.failed_units.clear();
-                s.flushing = None;
-                // Whatever the newcomer is, it is rebuilt whole.
-                s.only_dirty = false;
-            }
-        }
+        restart_recover(self);
         Ok(())
     }
 
@@ -153,6 +146,8 @@ impl Engine {
         only_dirty: bool,
     ) -> Result<(), SyncError> {
         self.can_start_sync(kind)?;
+        // A replacement is built whole: its device held nothing of the role before.
+        let only_dirty = only_dirty && !(kind == SyncKind::Recover && self.any_replacing());
         let total = total_units(self);
         self.sync = Some(SyncState {
             kind,
@@ -182,7 +177,7 @@ impl Engine {
             return Err(SyncError::NoRedundancy(kind.name()));
         }
         let rebuilding = self.member_states().contains(&MemberState::Rebuilding);
-        if kind == SyncKind::Recover && !rebuilding {
+        if kind == SyncKind::Recover && !rebuilding && !self.any_replacing() {
             return Err(SyncError::NoTarget);
         }
         Ok(())
@@ -246,6 +241,21 @@ impl Engine {
 
     pub(crate) fn set_member_state(&mut self, member: MemberIdx, state: MemberState) {
         self.members_mut()[member.index()] = state;
+    }
+}
+
+/// A newcomer (a member to rebuild, a replacement to build) joined while a recover
+/// runs: the units already done hold nothing for it, so the recover walks again (units
+/// still in flight are waited for before they are issued anew) and flushes again at
+/// the end; whatever the newcomer is, it is recovered whole.
+pub(crate) fn restart_recover(engine: &mut Engine) {
+    if let Some(s) = &mut engine.sync {
+        if s.kind == SyncKind::Recover {
+            s.next = 0;
+            s.failed_units.clear();
+            s.flushing = None;
+            s.only_dirty = false;
+        }
     }
 }
 
@@ -354,7 +364,8 @@ pub(crate) fn unit_done(engine: &mut Engine, unit: u64, outcome: UnitOutcome) {
 
 /// Flushes every present member once the last unit is done.
 fn start_flush(engine: &mut Engine) {
-    let members = engine.present_members();
+    // Replacements too: one is declared holding its role only on durable data.
+    let members = engine.flush_targets();
     if let Some(s) = &mut engine.sync {
         s.flushing = Some(u32::try_from(members.len()).expect("few members"));
     }
@@ -380,9 +391,10 @@ pub(crate) fn flush_done(engine: &mut Engine) {
     // The completion path pumps afterwards, which finishes at zero.
 }
 
-/// A rebuilding member failed: with none left, a recover has nothing to do.
+/// A rebuilding member or a replacement failed: with none left, a recover has
+/// nothing to do.
 pub(crate) fn targets_changed(engine: &mut Engine) {
-    let any = engine.member_states().contains(&MemberState::Rebuilding);
+    let any = engine.member_states().contains(&MemberState::Rebuilding) || engine.any_replacing();
     if let Some(s) = &mut engine.sync {
         if s.kind == SyncKind::Recover && !any {
             s.cancelled = true;
@@ -404,6 +416,10 @@ fn finish(engine: &mut Engine) {
             let member = crate::engine::member_idx(m);
             if engine.member_states()[m] == MemberState::Rebuilding {
                 engine.set_member_state(member, MemberState::Active);
+            }
+            // A replacement holds all of its role now (durable: flushed above).
+            if engine.is_replacing(member) {
+                engine.promote_replacement(m);
             }
         }
     }

@@ -416,6 +416,22 @@ impl Worker {
                 let force = request["force"].as_bool().unwrap_or(false);
                 self.add(std::path::Path::new(path), size, spare, force)
             }
+            Some("replace") => {
+                let (Some(old), Some(new)) = (request["member"].as_str(), request["new"].as_str())
+                else {
+                    return crate::control::error_reply(
+                        "replace needs \"member\" (the member to replace) and \"new\" (its replacement)",
+                    );
+                };
+                let size = request["size"].as_u64();
+                let force = request["force"].as_bool().unwrap_or(false);
+                self.replace(
+                    std::path::Path::new(old),
+                    std::path::Path::new(new),
+                    size,
+                    force,
+                )
+            }
             Some("remove") => {
                 let Some(path) = request["member"].as_str() else {
                     return crate::control::error_reply(
@@ -436,7 +452,9 @@ impl Worker {
                 };
                 self.scrub(kind)
             }
-            _ => crate::control::error_reply("unknown op: use status, fail, scrub, add or remove"),
+            _ => crate::control::error_reply(
+                "unknown op: use status, fail, scrub, add, replace or remove",
+            ),
         }
     }
 
@@ -446,6 +464,7 @@ impl Worker {
         let states = engine.member_states().to_vec();
         let progress = engine.sync_progress();
         let lost = engine.lost_error().is_some();
+        let replacing = self.array.replacing();
         let percent = |p: &xraid_engine::SyncProgress| {
             (p.done_below * 100)
                 .checked_div(p.total_units)
@@ -463,6 +482,17 @@ impl Worker {
                     (MemberState::Rebuilding, _) => Some(0),
                     _ => None,
                 };
+                // A replacement being built for this role (md's want_replacement).
+                let replacement = replacing
+                    .get(role)
+                    .cloned()
+                    .flatten()
+                    .map(|(path, copied)| {
+                        serde_json::json!({
+                            "path": path.display().to_string(),
+                            "copied_percent": copied,
+                        })
+                    });
                 serde_json::json!({
                     "role": role,
                     "state": match state {
@@ -471,6 +501,7 @@ impl Worker {
                         MemberState::Rebuilding => "rebuilding",
                     },
                     "rebuilt_percent": rebuilt,
+                    "replacement": replacement,
                     "path": self.array.role_path(role).map(|p| p.display().to_string()),
                     "latency_ms": engine.member_latency(member).map(|n| n.0 as f64 / 1e6),
                     "slow": engine.is_slow(member),
@@ -483,6 +514,8 @@ impl Worker {
             "recovering"
         } else if states.contains(&MemberState::Failed) {
             "degraded"
+        } else if replacing.iter().any(Option::is_some) {
+            "replacing"
         } else {
             match progress.map(|p| p.kind) {
                 Some(SyncKind::Resync) => "resyncing",
@@ -563,7 +596,7 @@ impl Worker {
             return crate::control::error_reply("the export is read-only");
         }
         let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        if self.failed_paths.contains(&real) {
+        if self.failed_paths.contains(&real) || self.array.released_paths().contains(&real) {
             // Its flock is still ours: opening it again would wait, then say "in use".
             let held = xraid_array::ArrayError::HeldByServer {
                 path: path.to_path_buf(),
@@ -585,6 +618,44 @@ impl Worker {
                     )),
                 }
                 serde_json::json!({ "ok": true, "role": added.role })
+            }
+            Err(e) => crate::control::error_reply(&e.to_string()),
+        }
+    }
+
+    /// Starts replacing an active member while clients go on being served (`xraid
+    /// replace` on a served array): see `Array::replace_member_live`. The copy runs in
+    /// the background; refusals change nothing and come back as one line.
+    fn replace(
+        &mut self,
+        old: &std::path::Path,
+        new: &std::path::Path,
+        size: Option<u64>,
+        force: bool,
+    ) -> serde_json::Value {
+        if self.read_only {
+            return crate::control::error_reply(
+                "the export is read-only: members cannot be replaced",
+            );
+        }
+        let real = std::fs::canonicalize(new).unwrap_or_else(|_| new.to_path_buf());
+        if self.failed_paths.contains(&real) || self.array.released_paths().contains(&real) {
+            let held = xraid_array::ArrayError::HeldByServer {
+                path: new.to_path_buf(),
+            };
+            return crate::control::error_reply(&held.to_string());
+        }
+        match self.array.replace_member_live(old, new, size, force) {
+            Ok(replacing) => {
+                self.began_writes = true;
+                log::info(&format!(
+                    "array '{}': {} replaces {} in role {}; copy running in the background",
+                    self.name,
+                    new.display(),
+                    old.display(),
+                    replacing.role
+                ));
+                serde_json::json!({ "ok": true, "role": replacing.role })
             }
             Err(e) => crate::control::error_reply(&e.to_string()),
         }
@@ -849,8 +920,38 @@ impl Worker {
                 self.name, failure.name
             ));
         }
-        for event in self.array.driver().take_events() {
+        let events = match self.array.take_events() {
+            Ok(events) => events,
+            Err(e) => {
+                log::error(&format!(
+                    "array '{}': could not record a replacement in the superblocks: {e}",
+                    self.name
+                ));
+                Vec::new()
+            }
+        };
+        for event in events {
             match event {
+                Event::ReplacementDone { role, .. } => log::info(&format!(
+                    "array '{}': replacement done: {} holds role {} now; the member it replaced is marked faulty (xraid remove takes it out after the server stops)",
+                    self.name,
+                    self.array
+                        .role_path(role.index())
+                        .map_or_else(|| "?".to_owned(), |p| p.display().to_string()),
+                    role.0
+                )),
+                Event::ReplacementTookOver { role, .. } => log::info(&format!(
+                    "array '{}': the member being replaced in role {} failed; its replacement {} takes the role and is rebuilt in the background",
+                    self.name,
+                    role.0,
+                    self.array
+                        .role_path(role.index())
+                        .map_or_else(|| "?".to_owned(), |p| p.display().to_string()),
+                )),
+                Event::ReplacementFailed { role, reason } => log::error(&format!(
+                    "array '{}': the replacement of role {} failed ({reason:?}) and is dropped; the member serves on",
+                    self.name, role.0
+                )),
                 Event::ReadErrorCorrected {
                     member,
                     sector,

@@ -1,9 +1,10 @@
 //! The control socket of a served array: a Unix socket beside its members through
 //! which the CLI asks the running server what the array is doing (`xraid status`) and
-//! has it act (`xraid fail`, `xraid scrub`, `xraid add`, `xraid remove`). One request per
-//! connection: a line of JSON in (`{"op":"status"}`, `{"op":"fail","member":"PATH"}`,
-//! `{"op":"scrub","action":"check"|"repair"}`,
+//! has it act (`xraid fail`, `xraid scrub`, `xraid add`, `xraid replace`, `xraid remove`).
+//! One request per connection: a line of JSON in (`{"op":"status"}`,
+//! `{"op":"fail","member":"PATH"}`, `{"op":"scrub","action":"check"|"repair"}`,
 //! `{"op":"add","member":"PATH","spare":B,"force":B,"size":N|null}`,
+//! `{"op":"replace","member":"OLD","new":"NEW","force":B,"size":N|null}`,
 //! `{"op":"remove","member":"PATH"}`), a line of JSON out. The array's worker
 //! answers, between client requests, so everything it says is the engine's own state.
 

@@ -57,6 +57,15 @@ pub enum Command {
     /// go on, into a failed or missing role (rebuilt in the background; followed here
     /// to the end) or as a spare.
     Add(AddArgs),
+    /// Replace a member while it goes on serving (md's want_replacement): NEW (a blank
+    /// disk or file, or a hot spare of the array) is rebuilt from OLD — read directly,
+    /// rebuilt from the others only where OLD fails to read — while every write goes to
+    /// both; at the end NEW takes OLD's role and OLD is marked faulty (remove it with
+    /// `xraid remove`). If OLD fails meanwhile, the copy goes on as an ordinary rebuild;
+    /// if NEW fails, it is dropped and OLD serves on. Unlike fail + add, the array keeps
+    /// its redundancy throughout. Not for RAID-0 (no redundancy to fall back on). On a
+    /// served array, the server does it in the background while its clients go on.
+    Replace(ReplaceArgs),
     /// Mark a member faulty (like `mdadm --fail`): it is left out from then on and a
     /// hot spare, if any, takes its role when the array is next opened to write.
     /// Refused when the array could not survive without it. On a served array, the
@@ -162,6 +171,28 @@ pub struct AddArgs {
     pub array: PathBuf,
     /// The member to add.
     pub member: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplaceArgs {
+    /// Only record NEW as OLD's replacement (md sees "Replacement device N", recovery
+    /// offset 0); the copy then runs the next time the array is opened to write
+    /// (`xraid serve` runs it in the background). On a served array: return at once,
+    /// leaving the server's copy running (`xraid status` shows how far it is).
+    #[arg(long)]
+    pub no_rebuild: bool,
+    /// Size of the new member file to create if it does not exist (sparse); K/M/G/T.
+    #[arg(long, short = 'z', value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Take a NEW that belongs to another md array.
+    #[arg(long)]
+    pub force: bool,
+    /// The array: a folder that holds its members, or one member's path.
+    pub array: PathBuf,
+    /// The active member to replace.
+    pub old: PathBuf,
+    /// The member that takes its place.
+    pub new: PathBuf,
 }
 
 #[derive(Debug, Args)]

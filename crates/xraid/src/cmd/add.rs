@@ -134,7 +134,7 @@ fn live(socket: &Path, args: &AddArgs) -> Result<()> {
 
 /// The paths that name the array with its new member: the folder alone when the
 /// member lies in it (assembly finds it there), else both.
-fn with_member(array: &Path, member: &Path) -> Vec<PathBuf> {
+pub(crate) fn with_member(array: &Path, member: &Path) -> Vec<PathBuf> {
     let inside = array.is_dir()
         && match (std::fs::canonicalize(array), std::fs::canonicalize(member)) {
             // A bare file name has an empty parent: compare real paths instead.

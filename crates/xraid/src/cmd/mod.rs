@@ -8,6 +8,7 @@ mod examine;
 mod io;
 mod live;
 mod membership;
+mod replace;
 mod scrub;
 mod serve;
 mod status;
@@ -35,6 +36,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Write(args) => io::write(args, backend),
         Command::Serve(args) => serve::run(args, backend),
         Command::Add(args) => add::run(args, backend),
+        Command::Replace(args) => replace::run(args, backend),
         Command::Fail(args) => membership::fail(args),
         Command::Remove(args) => membership::remove(args),
         Command::Scrub(args) => scrub::run(args, backend),
@@ -75,7 +77,12 @@ fn warn_about(assembled: &Assembled) {
             );
         }
     }
-    for l in &assembled.left_out {
+    // A replacement being built is not left out: it is opened beside its member.
+    for l in assembled
+        .left_out
+        .iter()
+        .filter(|l| l.reason != xraid_array::LeftOutReason::Replacement)
+    {
         eprintln!(
             "xraid: warning: {} left out: {}",
             l.path.display(),

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use serde::Serialize;
-use xraid_array::{assemble, Assembled};
+use xraid_array::{assemble, Assembled, LeftOutReason};
 use xraid_format::Superblock;
 use xraid_layout::{Layout, Level, SECTOR_BYTES};
 use xraid_member::{DirectMode, OpenOptions};
@@ -43,6 +43,17 @@ struct MemberStatus {
     path: Option<String>,
     events: Option<u64>,
     device_uuid: Option<String>,
+    /// A replacement being built for this member (md's want_replacement).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replacement: Option<ReplacementStatus>,
+}
+
+#[derive(Debug, Serialize)]
+struct ReplacementStatus {
+    path: String,
+    /// How far the copy is, in percent of the member's data area (md's recovery
+    /// offset on the replacement).
+    copied_percent: u8,
 }
 
 #[derive(Debug, Serialize)]
@@ -98,11 +109,26 @@ fn describe(a: &Assembled) -> Status {
             device_uuid: m
                 .as_ref()
                 .map(|m| Superblock::uuid_string(&m.superblock.device_uuid)),
+            replacement: a
+                .left_out
+                .iter()
+                .find(|l| {
+                    l.reason == LeftOutReason::Replacement && l.role.map(usize::from) == Some(role)
+                })
+                .map(|l| ReplacementStatus {
+                    path: l.path.display().to_string(),
+                    copied_percent: percent_of(l.superblock.recovery_offset, &geo),
+                }),
         })
         .collect();
+    let replacing = a
+        .left_out
+        .iter()
+        .any(|l| l.reason == LeftOutReason::Replacement);
     let left_out = a
         .left_out
         .iter()
+        .filter(|l| l.reason != LeftOutReason::Replacement)
         .map(|l| LeftOutStatus {
             path: l.path.display().to_string(),
             role: l.role,
@@ -125,6 +151,8 @@ fn describe(a: &Assembled) -> Status {
             "recovering"
         } else if a.is_degraded() {
             "degraded"
+        } else if replacing {
+            "replacing"
         } else if !sb.is_clean() {
             "resync"
         } else {
@@ -146,8 +174,13 @@ fn rebuilt_percent(
     if sb.feature_map & xraid_format::MD_FEATURE_RECOVERY_OFFSET == 0 {
         return None;
     }
-    let percent = sb.recovery_offset.saturating_mul(100) / geo.member_sectors().max(1);
-    Some(u8::try_from(percent.min(100)).unwrap_or(100))
+    Some(percent_of(sb.recovery_offset, geo))
+}
+
+/// A recovery offset in percent of a member's data area.
+fn percent_of(recovery_offset: u64, geo: &xraid_layout::Geometry) -> u8 {
+    let percent = recovery_offset.saturating_mul(100) / geo.member_sectors().max(1);
+    u8::try_from(percent.min(100)).unwrap_or(100)
 }
 
 fn print_text(s: &Status) {
@@ -178,18 +211,28 @@ fn print_text(s: &Status) {
     println!("         State : {}, {}", s.state, s.health);
     println!("        Events : {}", s.events);
     println!();
-    println!("    Role  State           Events  Path");
+    println!("    Role  State                       Events  Path");
     for m in &s.members {
         println!(
-            "    {:>4}  {:<14}  {:>6}  {}",
+            "    {:>4}  {:<26}  {:>6}  {}",
             m.role,
-            match m.rebuilt_percent {
-                Some(p) => format!("rebuilding {p}%"),
-                None => m.state.to_owned(),
+            match (m.rebuilt_percent, &m.replacement) {
+                (Some(p), _) => format!("rebuilding {p}%"),
+                (None, Some(r)) => format!("active, being replaced {}%", r.copied_percent),
+                (None, None) => m.state.to_owned(),
             },
             m.events.map_or_else(|| "-".to_owned(), |e| e.to_string()),
             m.path.as_deref().unwrap_or("-"),
         );
+        if let Some(r) = &m.replacement {
+            println!(
+                "    {:>4}  {:<26}  {:>6}  {}",
+                m.role,
+                format!("replacement {}%", r.copied_percent),
+                "-",
+                r.path
+            );
+        }
     }
     for l in &s.left_out {
         println!("    left out: {} ({})", l.path, l.reason);
@@ -213,23 +256,35 @@ fn print_live(s: &serde_json::Value) {
         );
     }
     println!();
-    println!("    Role  State           Latency  Path");
+    println!("    Role  State                       Latency  Path");
     for m in s["members"].as_array().into_iter().flatten() {
-        let state = match m["rebuilt_percent"].as_u64() {
-            Some(p) => format!("rebuilding {p}%"),
-            None if m["slow"] == true => "active, slow".to_owned(),
-            None => m["state"].as_str().unwrap_or("?").to_owned(),
+        let replacement = m["replacement"].as_object();
+        let copied = replacement.map(|r| r["copied_percent"].as_u64().unwrap_or(0));
+        let state = match (m["rebuilt_percent"].as_u64(), copied) {
+            (Some(p), _) => format!("rebuilding {p}%"),
+            (None, Some(p)) => format!("active, being replaced {p}%"),
+            (None, None) if m["slow"] == true => "active, slow".to_owned(),
+            (None, None) => m["state"].as_str().unwrap_or("?").to_owned(),
         };
         let latency = m["latency_ms"]
             .as_f64()
             .map_or_else(|| "-".to_owned(), |l| format!("{l:.2} ms"));
         println!(
-            "    {:>4}  {:<14}  {:>7}  {}",
+            "    {:>4}  {:<26}  {:>7}  {}",
             m["role"],
             state,
             latency,
             m["path"].as_str().unwrap_or("-")
         );
+        if let (Some(r), Some(p)) = (replacement, copied) {
+            println!(
+                "    {:>4}  {:<26}  {:>7}  {}",
+                m["role"],
+                format!("replacement {p}%"),
+                "-",
+                r["path"].as_str().unwrap_or("-")
+            );
+        }
     }
     for spare in s["spares"].as_array().into_iter().flatten() {
         println!("    spare: {}", spare.as_str().unwrap_or("?"));

@@ -17,5 +17,6 @@ mod nbd_bad_input;
 mod nbd_clients;
 mod nbd_faults;
 mod nbd_tls;
+mod replace;
 mod roundtrip;
 mod scrub;
