@@ -1379,7 +1379,7 @@ fn slot_for(
         return None;
     }
     Some(MemberSlot {
-        member,
+        member: member.into(),
         data_offset_bytes: sb.data_offset * SECTOR_BYTES,
         log_offset_bytes,
         bitmap_offset_bytes: bitmap.then(|| crate::bitmap::offset_bytes(sb)).flatten(),

@@ -133,33 +133,40 @@ impl ArrayDriver {
         self.bypass.clone()
     }
 
-    /// Tells the bypass which members are active now. Call it after the engine has
-    /// run and before acknowledging writes, so that no read after an ack goes to a
-    /// member that failed before it.
+    /// Tells the bypass which device serves each role and whether it is active now.
+    /// Call it after the engine has run and before acknowledging writes, so that no
+    /// read after an ack goes to a member that failed (or was replaced) before it.
     pub fn publish_bypass(&self) {
         let s = &*self.bypass.shared;
         let engine = &self.engine;
-        let whole_enough = engine.lost_error().is_none() && !engine.log_recovering();
-        for (m, role) in s.roles.iter().enumerate() {
-            let active = engine.member_states()[m] == MemberState::Active;
-            if role.active.load(Ordering::Relaxed) != active {
-                role.active.store(active, Ordering::Release);
+        for (role, view) in s.roles.iter().enumerate() {
+            let role_idx = xraid_layout::MemberIdx(role as u16);
+            // The device now serving the role (a replacement that took it over, a spare
+            // that stepped in), if it can be read from another thread.
+            let device = self
+                .member(role_idx)
+                .filter(|slot| slot.member.direct_fd().is_some());
+            let same = {
+                let current = view.member.read().unwrap_or_else(PoisonError::into_inner);
+                match (current.as_ref(), device) {
+                    (Some((m, _)), Some(slot)) => Arc::ptr_eq(m, &slot.member),
+                    (None, None) => true,
+                    _ => false,
+                }
+            };
+            if !same {
+                // Inactive first, so no reader pairs the new device with the old state.
+                view.active.store(false, Ordering::Release);
+                *view.member.write().unwrap_or_else(PoisonError::into_inner) =
+                    device.map(|slot| (Arc::clone(&slot.member), slot.data_offset_bytes));
+            }
+            let active = engine.member_states()[role] == MemberState::Active;
+            if view.active.load(Ordering::Relaxed) != active {
+                view.active.store(active, Ordering::Release);
             }
         }
+        let whole_enough = engine.lost_error().is_none() && !engine.log_recovering();
         s.enabled.store(whole_enough, Ordering::Release);
-    }
-
-    /// Points the bypass at the member now in `role` (after a spare stepped in).
-    pub(crate) fn bypass_member_changed(&self, role: usize) {
-        let view = &self.bypass.shared.roles[role];
-        let slot = self.members[role]
-            .as_ref()
-            .filter(|s| s.member.direct_fd().is_some())
-            .map(|s| (Arc::clone(&s.member), s.data_offset_bytes));
-        // Inactive first, so no reader pairs the new member with the old state.
-        view.active.store(false, Ordering::Release);
-        *view.member.write().unwrap_or_else(PoisonError::into_inner) = slot;
-        self.publish_bypass();
     }
 }
 

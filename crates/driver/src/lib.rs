@@ -128,9 +128,7 @@ impl ArrayDriver {
             next_request: 0,
             bypass: bypass::new_bypass(geo),
         };
-        for role in 0..driver.members.len() {
-            driver.bypass_member_changed(role);
-        }
+        driver.publish_bypass();
         Ok(driver)
     }
 
@@ -209,7 +207,6 @@ impl ArrayDriver {
         if let Some(old) = self.members[at.index()].replace(slot) {
             self.retired.push(old);
         }
-        self.bypass_member_changed(role.index());
     }
 
     /// A handle other threads use to end a blocking [`ArrayDriver::pump`] early (a new

@@ -6,7 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use xraid_driver::{AllocationRun, ArrayDriver, BackendChoice, MemberSlot};
-use xraid_engine::MemberState;
+use xraid_engine::{MemberState, SyncKind};
 use xraid_layout::MemberIdx;
 use xraid_layout::{Geometry, Layout, Level};
 use xraid_member::{DirectMode, FileMember, Member, OpenOptions};
@@ -245,4 +245,41 @@ fn the_bypass_leaves_missing_failed_and_rebuilding_members_to_the_engine() {
     d.publish_bypass();
     assert_eq!(d.engine().member_states()[0], MemberState::Rebuilding);
     assert!(!bypass.read(&mut buf, 0), "rebuilding");
+}
+
+#[test]
+fn the_bypass_follows_a_replacement_that_takes_over_a_role() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut d = array(dir.path(), Level::Raid5, 4, &[]);
+    let data = pattern(192 << 10, 3);
+    d.write_at(&data, 0).expect("write");
+    // A fifth file replaces member 0 (which holds data chunk 0 of stripe 0).
+    let new = MemberSlot {
+        member: member(dir.path(), 9).into(),
+        data_offset_bytes: DATA_OFFSET,
+        log_offset_bytes: None,
+        bitmap_offset_bytes: None,
+    };
+    d.start_replacement(MemberIdx(0), new).expect("replacement");
+    d.engine_mut()
+        .start_sync(SyncKind::Recover, 0)
+        .expect("copy");
+    while d.engine().sync_progress().is_some() || d.io_in_flight() {
+        d.pump(true).expect("pump");
+        d.tick();
+    }
+    assert!(
+        !d.engine().is_replacing(MemberIdx(0)),
+        "the replacement took over"
+    );
+    d.publish_bypass();
+    // The old file is no longer the role's: garbage there must not be read.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("m0"))
+        .and_then(|f| f.write_all_at(&[0xee; 4096], DATA_OFFSET))
+        .expect("scribble on the old member");
+    let mut buf = vec![0u8; 4096];
+    assert!(d.read_bypass().read(&mut buf, 0));
+    assert!(buf == data[..4096], "read from the replacement");
 }
