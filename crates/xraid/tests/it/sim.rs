@@ -265,3 +265,44 @@ fn bad_input_gets_one_line_naming_the_thing() {
     let err = fails(&["sim", p(&d.join("absent.toml")), "--size", "1M"]);
     assert!(err.contains("absent.toml"), "{err}");
 }
+
+/// Every configuration under examples/sim/ loads and runs a short workload.
+#[test]
+fn every_example_configuration_runs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sim");
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("examples/sim")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    examples.sort();
+    let names: Vec<String> = examples
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "raid2-24disk-raid5.toml",
+            "scsi-raid0.toml",
+            "smd-1987.toml"
+        ],
+        "the examples the issue asks for"
+    );
+    for (path, disks) in examples.iter().zip([24, 2, 1]) {
+        let r = json(&[
+            "sim",
+            p(path),
+            "--rw",
+            "randrw",
+            "--iodepth",
+            "4",
+            "--size",
+            "1M",
+            "--json",
+        ]);
+        assert_eq!(u(&r["total"]["requests"]), 256, "{}", path.display());
+        assert_eq!(r["components"].as_array().map(Vec::len), Some(disks));
+        assert_eq!(u(&r["errors"]), 0);
+    }
+}
