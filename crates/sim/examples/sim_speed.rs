@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use xraid_layout::Level;
+use xraid_layout::{Layout, Level};
 use xraid_sim::{ArraySpec, Pattern, Presets, SimArray, Workload};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -15,6 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for rw in [Pattern::RandRead, Pattern::RandWrite] {
         let spec = ArraySpec {
             level: Level::Raid5,
+            layout: Layout::default_for(Level::Raid5),
             disks: 8,
             chunk_sectors: 128,
         };
@@ -23,10 +24,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             rw,
             bs: 4096,
             iodepth: 32,
+            numjobs: 1,
             rwmixread: 50,
             offset: 0,
             size: 0,
             requests: 200_000,
+            runtime: None,
             seed: 1,
         };
         let start = Instant::now();

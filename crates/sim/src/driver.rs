@@ -21,7 +21,7 @@ use xraid_layout::{Geometry, Layout, LayoutError, Level, SECTOR_BYTES};
 
 use crate::disk::{Disk, DiskOp, DiskRequest, DiskStats};
 use crate::params::DiskModel;
-use crate::rng::Rng;
+use crate::workload::{Generator, Workload, WorkloadError};
 
 /// Where each member's data area starts on its disk, in sectors: md's smallest data
 /// offset for superblock 1.2 (1 MiB), leaving room for the superblock, the bitmap and
@@ -35,45 +35,47 @@ const LOG_OFFSET_SECTORS: u64 = 1024;
 
 /// Bits of a request id that name its slot among those in flight.
 const SLOT_BITS: u32 = 16;
-/// Most requests a workload keeps in flight (fio's own iodepth limit is 65536 too).
-pub const MAX_IODEPTH: usize = 1 << SLOT_BITS;
-
-/// fio's `--rw`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pattern {
-    Read,
-    Write,
-    RandRead,
-    RandWrite,
-    /// Sequential, mixed by `rwmixread`.
-    Rw,
-    /// Random, mixed by `rwmixread`.
-    RandRw,
-}
-
-/// A workload in fio's terms; one job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Workload {
-    pub rw: Pattern,
-    /// Block size in bytes (a multiple of 512).
-    pub bs: u64,
-    pub iodepth: usize,
-    /// Percent of reads in a mixed pattern.
-    pub rwmixread: u8,
-    /// Region of the array used, in bytes; `size` 0 for all of it from `offset`.
-    pub offset: u64,
-    pub size: u64,
-    /// Requests to complete.
-    pub requests: u64,
-    pub seed: u64,
-}
+/// Most requests a run completes: every latency is kept until the end for exact
+/// percentiles, so a bound keeps a long `--runtime` run's memory bounded (80 MB).
+pub const MAX_RUN_REQUESTS: u64 = 10_000_000;
 
 /// The array to build on the disks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArraySpec {
     pub level: Level,
+    pub layout: Layout,
     pub disks: u16,
     pub chunk_sectors: u32,
+}
+
+/// Latency figures of one kind of request, in simulated time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub min: Nanos,
+    pub mean: Nanos,
+    pub p50: Nanos,
+    pub p99: Nanos,
+    pub max: Nanos,
+}
+
+impl Latency {
+    /// The figures of `samples` (sorted here); all zero for none.
+    fn of(samples: &mut [u64]) -> Latency {
+        if samples.is_empty() {
+            return Latency::default();
+        }
+        samples.sort_unstable();
+        let n = samples.len();
+        let pct = |p: usize| Nanos(samples[(n - 1) * p / 100]);
+        let sum: u128 = samples.iter().map(|&v| u128::from(v)).sum();
+        Latency {
+            min: Nanos(samples[0]),
+            mean: Nanos((sum / n as u128) as u64),
+            p50: pct(50),
+            p99: pct(99),
+            max: Nanos(samples[n - 1]),
+        }
+    }
 }
 
 /// What a run measured; all in simulated time. Equal for equal inputs.
@@ -83,15 +85,20 @@ pub struct RunResult {
     pub reads: u64,
     pub writes: u64,
     pub bytes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
     pub errors: u64,
     /// From the first request to the last reply.
     pub span: Nanos,
-    pub latency_mean: Nanos,
-    pub latency_p50: Nanos,
-    pub latency_p99: Nanos,
-    pub latency_max: Nanos,
+    /// Every request's latency, and reads' and writes' apart.
+    pub latency: Latency,
+    pub read_latency: Latency,
+    pub write_latency: Latency,
+    /// The engine's counters (all zero for a plain disk).
     pub engine: Stats,
     pub disks: Vec<DiskStats>,
+    /// The run stopped at [`MAX_RUN_REQUESTS`] rather than at its own end.
+    pub capped: bool,
     /// A digest of every reply's id and time: equal digests, equal runs.
     pub digest: u64,
 }
@@ -103,28 +110,21 @@ pub enum RunError {
     #[error("array: {0}")]
     Layout(#[from] LayoutError),
     /// The disks are smaller than the array's metadata area.
-    #[error("a disk of {sectors} sectors has no room for data after the {DATA_OFFSET_SECTORS}-sector metadata area")]
+    #[error("a disk of {sectors} sectors has no room for data after the {DATA_OFFSET_SECTORS}-sector metadata area: use a larger disk")]
     DiskTooSmall { sectors: u64 },
-    /// The block size is not a positive multiple of 512 bytes.
-    #[error("block size {bs} is not a positive multiple of 512 bytes")]
-    BlockSize { bs: u64 },
-    /// The region is empty or lies beyond the array.
-    #[error("region offset {offset} size {size} does not fit the array's {array_bytes} bytes with one block of {bs}")]
-    Region {
-        offset: u64,
-        size: u64,
-        array_bytes: u64,
-        bs: u64,
-    },
-    /// iodepth 0 would never issue a request.
-    #[error("iodepth must be from 1 to {MAX_IODEPTH}")]
-    IoDepth,
+    /// The workload is refused.
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    /// The array's member count and the disks given differ.
+    #[error("the array has {members} members but {disks} disks were given")]
+    DiskCount { members: u16, disks: usize },
 }
 
-/// An array of simulated disks run by the engine.
+/// Simulated disks under a workload: an array run by the engine, or one plain disk.
 #[derive(Debug)]
 pub struct SimArray {
-    engine: Engine,
+    /// None: one plain disk, requests go to it as they are (block addresses from 0).
+    engine: Option<Engine>,
     disks: Vec<Disk>,
     /// Member I/Os waiting for room in each disk's tagged queue.
     waiting: Vec<VecDeque<DiskRequest>>,
@@ -133,16 +133,30 @@ pub struct SimArray {
     now: Nanos,
 }
 
+type Replies = Vec<(RequestId, Result<(), EngineError>)>;
+
 impl SimArray {
     /// Builds the array on one disk of `model` per member, all active.
     pub fn new(spec: ArraySpec, model: &DiskModel) -> Result<SimArray, RunError> {
-        let sectors = model.sectors();
+        SimArray::with_disks(spec, vec![model.clone(); usize::from(spec.disks)])
+    }
+
+    /// Builds the array on the given disks, one per member in role order; members are
+    /// as large as the smallest disk.
+    pub fn with_disks(spec: ArraySpec, models: Vec<DiskModel>) -> Result<SimArray, RunError> {
+        if models.len() != usize::from(spec.disks) {
+            return Err(RunError::DiskCount {
+                members: spec.disks,
+                disks: models.len(),
+            });
+        }
+        let sectors = models.iter().map(DiskModel::sectors).min().unwrap_or(0);
         if sectors <= DATA_OFFSET_SECTORS {
             return Err(RunError::DiskTooSmall { sectors });
         }
         let geo = Geometry::new(
             spec.level,
-            Layout::default_for(spec.level),
+            spec.layout,
             spec.disks,
             spec.chunk_sectors,
             sectors - DATA_OFFSET_SECTORS,
@@ -156,44 +170,65 @@ impl SimArray {
             stall_timeout: Nanos(0),
             ..engine.config()
         });
-        Ok(SimArray {
-            engine,
-            disks: (0..n).map(|_| Disk::new(model.clone())).collect(),
-            waiting: vec![VecDeque::new(); n],
-            outstanding: vec![0; n],
-            depth: vec![model.queue_depth.max(1); n],
-            now: Nanos(0),
-        })
+        Ok(SimArray::build(Some(engine), models))
     }
 
-    pub fn engine(&self) -> &Engine {
-        &self.engine
+    /// One plain disk: each request goes to the disk as it is, without an array.
+    pub fn single(model: DiskModel) -> SimArray {
+        SimArray::build(None, vec![model])
+    }
+
+    fn build(engine: Option<Engine>, models: Vec<DiskModel>) -> SimArray {
+        let n = models.len();
+        SimArray {
+            engine,
+            depth: models.iter().map(|m| m.queue_depth.max(1)).collect(),
+            disks: models.into_iter().map(Disk::new).collect(),
+            waiting: vec![VecDeque::new(); n],
+            outstanding: vec![0; n],
+            now: Nanos(0),
+        }
+    }
+
+    /// The engine, for an array.
+    pub fn engine(&self) -> Option<&Engine> {
+        self.engine.as_ref()
     }
 
     pub fn disks(&self) -> &[Disk] {
         &self.disks
     }
 
+    /// Sectors the workload can address: the array's, or the plain disk's.
+    pub fn target_sectors(&self) -> u64 {
+        match &self.engine {
+            Some(e) => e.array_sectors(),
+            None => self.disks[0].model().sectors(),
+        }
+    }
+
     /// Moves the engine's member I/Os to the disks and returns its replies.
-    fn pump(&mut self, replies: &mut Vec<(RequestId, Result<(), EngineError>)>) {
-        while let Some(io) = self.engine.poll_member_io() {
-            let m = io.member.index();
-            let base = match io.area {
-                Area::Data => DATA_OFFSET_SECTORS,
-                Area::Log => LOG_OFFSET_SECTORS,
-                Area::Bitmap => BITMAP_OFFSET_SECTORS,
-            };
-            let op = match io.kind {
-                IoKind::Read => DiskOp::Read,
-                IoKind::Write => DiskOp::Write,
-                IoKind::Flush => DiskOp::Flush,
-            };
-            self.waiting[m].push_back(DiskRequest {
-                tag: io.id.0,
-                op,
-                lba: base + io.sector,
-                sectors: io.buf.len as u64 / SECTOR_BYTES,
-            });
+    fn pump(&mut self, replies: &mut Replies) {
+        if let Some(engine) = self.engine.as_mut() {
+            while let Some(io) = engine.poll_member_io() {
+                let m = io.member.index();
+                let base = match io.area {
+                    Area::Data => DATA_OFFSET_SECTORS,
+                    Area::Log => LOG_OFFSET_SECTORS,
+                    Area::Bitmap => BITMAP_OFFSET_SECTORS,
+                };
+                let op = match io.kind {
+                    IoKind::Read => DiskOp::Read,
+                    IoKind::Write => DiskOp::Write,
+                    IoKind::Flush => DiskOp::Flush,
+                };
+                self.waiting[m].push_back(DiskRequest {
+                    tag: io.id.0,
+                    op,
+                    lba: base + io.sector,
+                    sectors: io.buf.len as u64 / SECTOR_BYTES,
+                });
+            }
         }
         for m in 0..self.disks.len() {
             while self.outstanding[m] < self.depth[m] {
@@ -204,19 +239,21 @@ impl SimArray {
                 self.disks[m].submit(req, self.now);
             }
         }
-        while let Some(reply) = self.engine.poll_reply() {
-            replies.push((reply.id, reply.result));
+        if let Some(engine) = self.engine.as_mut() {
+            while let Some(reply) = engine.poll_reply() {
+                replies.push((reply.id, reply.result));
+            }
         }
     }
 
     /// Advances the clock to the next event and handles everything due then; false
     /// when nothing is left to happen.
-    fn step(&mut self, replies: &mut Vec<(RequestId, Result<(), EngineError>)>) -> bool {
+    fn step(&mut self, replies: &mut Replies) -> bool {
         let next = self
             .disks
             .iter()
             .filter_map(Disk::poll_timeout)
-            .chain(self.engine.poll_timeout())
+            .chain(self.engine.as_ref().and_then(Engine::poll_timeout))
             .min();
         let Some(next) = next else {
             return false;
@@ -226,66 +263,124 @@ impl SimArray {
             self.disks[m].handle_timeout(self.now);
             while let Some(c) = self.disks[m].poll_done() {
                 self.outstanding[m] -= 1;
-                self.engine.handle_completion(IoId(c.tag), Ok(()), c.at);
+                match self.engine.as_mut() {
+                    Some(engine) => engine.handle_completion(IoId(c.tag), Ok(()), c.at),
+                    None => replies.push((RequestId(c.tag), Ok(()))),
+                }
             }
         }
-        if self.engine.poll_timeout().is_some_and(|t| t <= self.now) {
-            self.engine.handle_timeout(self.now);
+        if let Some(engine) = self.engine.as_mut() {
+            if engine.poll_timeout().is_some_and(|t| t <= self.now) {
+                engine.handle_timeout(self.now);
+            }
         }
         self.pump(replies);
         true
     }
 
+    /// Hands one request to the engine, or to the plain disk.
+    fn issue(&mut self, id: RequestId, read: bool, sector: u64, bs: u64) -> Option<BufId> {
+        let sectors = bs / SECTOR_BYTES;
+        match self.engine.as_mut() {
+            Some(engine) => {
+                // `bs` is at most MAX_BS (checked), so it fits a usize.
+                let buf = engine.buffers_mut().alloc(bs as usize);
+                let kind = if read {
+                    RequestKind::Read
+                } else {
+                    RequestKind::Write
+                };
+                let req = Request {
+                    id,
+                    kind,
+                    sector,
+                    sectors,
+                    buf: Some(buf),
+                };
+                engine.handle_request(req, self.now);
+                Some(buf)
+            }
+            None => {
+                let op = if read { DiskOp::Read } else { DiskOp::Write };
+                self.waiting[0].push_back(DiskRequest {
+                    tag: id.0,
+                    op,
+                    lba: sector,
+                    sectors,
+                });
+                None
+            }
+        }
+    }
+
     /// Runs `w` to its end.
     pub fn run(&mut self, w: &Workload) -> Result<RunResult, RunError> {
-        let mut gen = Generator::new(w, self.engine.array_sectors())?;
+        let region = w.check(self.target_sectors())?;
+        let jobs = w.numjobs as usize;
+        let mut gens: Vec<Generator> = (0..w.numjobs)
+            .map(|j| Generator::new(w, region, j))
+            .collect();
         // Requests in flight by slot; a request's id carries its slot in the low bits
         // so a reply finds its start without a search.
-        let mut slots: Vec<Option<(Nanos, bool, BufId)>> = vec![None; w.iodepth];
-        let mut free_slots: Vec<u64> = (0..w.iodepth as u64).rev().collect();
-        let mut latencies = Vec::with_capacity(usize::try_from(w.requests).unwrap_or(0));
+        let slots_total = jobs * w.iodepth;
+        let mut slots: Vec<Option<InFlight>> = vec![None; slots_total];
+        let mut free_slots: Vec<u64> = (0..slots_total as u64).rev().collect();
+        let mut issued = vec![0u64; jobs];
+        let mut in_flight = vec![0usize; jobs];
+        let (mut all, mut reads, mut writes) = (Vec::new(), Vec::new(), Vec::new());
         let mut replies = Vec::new();
-        let (mut issued, mut done, mut in_flight) = (0u64, 0u64, 0usize);
         let mut r = RunResult {
             requests: 0,
             reads: 0,
             writes: 0,
             bytes: 0,
+            read_bytes: 0,
+            write_bytes: 0,
             errors: 0,
             span: Nanos(0),
-            latency_mean: Nanos(0),
-            latency_p50: Nanos(0),
-            latency_p99: Nanos(0),
-            latency_max: Nanos(0),
+            latency: Latency::default(),
+            read_latency: Latency::default(),
+            write_latency: Latency::default(),
             engine: Stats::default(),
             disks: Vec::new(),
+            capped: false,
             digest: 0xcbf2_9ce4_8422_2325,
         };
         let t0 = self.now;
-        while done < w.requests {
-            while issued < w.requests && in_flight < w.iodepth {
-                let (read, sector) = gen.next();
-                let len = usize::try_from(w.bs).map_err(|_| RunError::BlockSize { bs: w.bs })?;
-                let buf = self.engine.buffers_mut().alloc(len);
-                let Some(slot) = free_slots.pop() else {
-                    unreachable!("fewer than iodepth requests in flight");
-                };
-                slots[slot as usize] = Some((self.now, read, buf));
-                let req = Request {
-                    id: RequestId(issued << SLOT_BITS | slot),
-                    kind: if read {
-                        RequestKind::Read
-                    } else {
-                        RequestKind::Write
-                    },
-                    sector,
-                    sectors: w.bs / SECTOR_BYTES,
-                    buf: Some(buf),
-                };
-                self.engine.handle_request(req, self.now);
-                issued += 1;
-                in_flight += 1;
-                self.pump(&mut replies);
+        let stop_at = w.runtime.map(|d| Nanos(t0.0.saturating_add(d.0)));
+        let mut total_issued = 0u64;
+        loop {
+            let in_time = stop_at.is_none_or(|s| self.now < s);
+            r.capped |= in_time
+                && total_issued >= MAX_RUN_REQUESTS
+                && issued.iter().any(|&n| n < w.requests);
+            if in_time && total_issued < MAX_RUN_REQUESTS {
+                for j in 0..jobs {
+                    while issued[j] < w.requests
+                        && in_flight[j] < w.iodepth
+                        && total_issued < MAX_RUN_REQUESTS
+                    {
+                        let (read, sector) = gens[j].next();
+                        let Some(slot) = free_slots.pop() else {
+                            unreachable!("fewer than numjobs x iodepth requests in flight");
+                        };
+                        let id = RequestId(total_issued << SLOT_BITS | slot);
+                        let buf = self.issue(id, read, sector, w.bs);
+                        slots[slot as usize] = Some(InFlight {
+                            start: self.now,
+                            read,
+                            buf,
+                            job: j,
+                        });
+                        issued[j] += 1;
+                        in_flight[j] += 1;
+                        total_issued += 1;
+                        self.pump(&mut replies);
+                    }
+                }
+            }
+            if in_flight.iter().all(|&n| n == 0) {
+                break;
             }
             if replies.is_empty() && !self.step(&mut replies) {
                 unreachable!("requests in flight but no event pending");
@@ -293,21 +388,25 @@ impl SimArray {
             for (id, result) in replies.drain(..) {
                 let slot = id.0 & ((1 << SLOT_BITS) - 1);
                 free_slots.push(slot);
-                let Some((start, read, buf)) = slots[slot as usize].take() else {
+                let Some(f) = slots[slot as usize].take() else {
                     unreachable!("reply to a request not in flight");
                 };
-                self.engine.buffers_mut().free(buf);
-                let latency = self.now.0 - start.0;
-                latencies.push(latency);
-                in_flight -= 1;
-                done += 1;
-                if result.is_err() {
-                    r.errors += 1;
+                if let (Some(buf), Some(engine)) = (f.buf, self.engine.as_mut()) {
+                    engine.buffers_mut().free(buf);
                 }
-                if read {
+                let latency = self.now.0 - f.start.0;
+                all.push(latency);
+                in_flight[f.job] -= 1;
+                r.requests += 1;
+                r.errors += u64::from(result.is_err());
+                if f.read {
+                    reads.push(latency);
                     r.reads += 1;
+                    r.read_bytes += w.bs;
                 } else {
+                    writes.push(latency);
                     r.writes += 1;
+                    r.write_bytes += w.bs;
                 }
                 r.bytes += w.bs;
                 for v in [id.0, self.now.0] {
@@ -315,86 +414,21 @@ impl SimArray {
                 }
             }
         }
-        r.requests = done;
         r.span = Nanos(self.now.0 - t0.0);
-        latencies.sort_unstable();
-        let pct = |p: usize| Nanos(latencies[(latencies.len() - 1) * p / 100]);
-        if !latencies.is_empty() {
-            r.latency_mean = Nanos(latencies.iter().sum::<u64>() / latencies.len() as u64);
-            r.latency_p50 = pct(50);
-            r.latency_p99 = pct(99);
-            r.latency_max = pct(100);
-        }
-        r.engine = self.engine.stats();
+        r.latency = Latency::of(&mut all);
+        r.read_latency = Latency::of(&mut reads);
+        r.write_latency = Latency::of(&mut writes);
+        r.engine = self.engine.as_ref().map(Engine::stats).unwrap_or_default();
         r.disks = self.disks.iter().map(Disk::stats).collect();
         Ok(r)
     }
 }
 
-/// Draws request addresses and directions.
-#[derive(Debug)]
-struct Generator {
-    rw: Pattern,
-    mix: u8,
-    first_block: u64,
-    blocks: u64,
-    block_sectors: u64,
-    cursor: u64,
-    rng: Rng,
-}
-
-impl Generator {
-    fn new(w: &Workload, array_sectors: u64) -> Result<Generator, RunError> {
-        if w.bs == 0 || !w.bs.is_multiple_of(SECTOR_BYTES) {
-            return Err(RunError::BlockSize { bs: w.bs });
-        }
-        if w.iodepth == 0 || w.iodepth > MAX_IODEPTH {
-            return Err(RunError::IoDepth);
-        }
-        let array_bytes = array_sectors * SECTOR_BYTES;
-        let size = if w.size == 0 {
-            array_bytes.saturating_sub(w.offset)
-        } else {
-            w.size
-        };
-        let end = w.offset.checked_add(size);
-        if !w.offset.is_multiple_of(w.bs) || size < w.bs || end.is_none_or(|e| e > array_bytes) {
-            return Err(RunError::Region {
-                offset: w.offset,
-                size: w.size,
-                array_bytes,
-                bs: w.bs,
-            });
-        }
-        Ok(Generator {
-            rw: w.rw,
-            mix: w.rwmixread.min(100),
-            first_block: w.offset / w.bs,
-            blocks: size / w.bs,
-            block_sectors: w.bs / SECTOR_BYTES,
-            cursor: 0,
-            rng: Rng::new(w.seed),
-        })
-    }
-
-    /// The next request: whether it reads, and its first sector.
-    fn next(&mut self) -> (bool, u64) {
-        let random = matches!(
-            self.rw,
-            Pattern::RandRead | Pattern::RandWrite | Pattern::RandRw
-        );
-        let read = match self.rw {
-            Pattern::Read | Pattern::RandRead => true,
-            Pattern::Write | Pattern::RandWrite => false,
-            Pattern::Rw | Pattern::RandRw => self.rng.below(100) < u64::from(self.mix),
-        };
-        let block = if random {
-            self.rng.below(self.blocks)
-        } else {
-            let b = self.cursor;
-            self.cursor = (self.cursor + 1) % self.blocks;
-            b
-        };
-        (read, (self.first_block + block) * self.block_sectors)
-    }
+/// One request in flight.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    start: Nanos,
+    read: bool,
+    buf: Option<BufId>,
+    job: usize,
 }

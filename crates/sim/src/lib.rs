@@ -17,9 +17,13 @@
 //! - `buffer`: the drive's buffer segments and read-ahead;
 //! - `disk`: one drive, sans-I/O — queue, scheduler, processor, buffer, link;
 //! - `preset`: spec sheets as data, each value with its source, checked on load;
-//! - `driver`: the discrete-event loop running the array engine on simulated disks.
+//! - `workload`: fio-like workloads and their seeded generators;
+//! - `driver`: the discrete-event loop running the array engine on simulated disks;
+//! - `config`: what `xraid sim` runs: disks from presets with overrides, one disk or
+//!   an array.
 
 mod buffer;
+mod config;
 mod disk;
 mod driver;
 mod geometry;
@@ -28,6 +32,7 @@ mod params;
 mod preset;
 mod rng;
 mod seek;
+mod workload;
 
 #[cfg(test)]
 mod driver_tests;
@@ -36,9 +41,10 @@ mod physics_tests;
 #[cfg(test)]
 mod preset_tests;
 
+pub use config::{ConfigError, NamedDisk, SimConfig, Target};
 pub use disk::{Completion, Disk, DiskOp, DiskRequest, DiskStats};
 pub use driver::{
-    ArraySpec, Pattern, RunError, RunResult, SimArray, Workload, DATA_OFFSET_SECTORS,
+    ArraySpec, Latency, RunError, RunResult, SimArray, DATA_OFFSET_SECTORS, MAX_RUN_REQUESTS,
 };
 pub use geometry::{Format, Loc, Zone, ZoneInfo};
 pub use mechanics::{Dir, HeadPos, Mechanics};
@@ -46,4 +52,7 @@ pub use params::{DiskModel, DiskParams, ParamError, Scheduler};
 pub use preset::{BusPreset, DiskPreset, PresetError, Presets, BUILTIN};
 pub use rng::Rng;
 pub use seek::{SeekCurve, SeekFitError};
+pub use workload::{
+    Pattern, Workload, WorkloadError, MAX_BS, MAX_IODEPTH, MAX_NUMJOBS, MAX_RUNTIME,
+};
 pub use xraid_engine::Nanos;

@@ -84,6 +84,13 @@ pub enum Command {
     /// Create (or reuse) a demo RAID-5 of file members, write data, verify it, and
     /// serve it over NBD.
     Demo(DemoArgs),
+    /// Simulate a workload on simulated disks, in simulated time: one disk, or an array
+    /// run by the real engine. CONFIG (TOML) names the disks — presets from spec
+    /// sheets, any parameter overridden — and the array (see docs/SIMULATOR.md and
+    /// examples/sim/). Prints bandwidth, IOPS and latency percentiles as fio would,
+    /// every disk's utilisation and which component limits throughput. The same
+    /// configuration, workload and seed print the same bytes.
+    Sim(SimArgs),
 }
 
 #[derive(Debug, Args)]
@@ -326,6 +333,69 @@ pub struct DemoArgs {
     /// Stop after verifying instead of serving.
     #[arg(long)]
     pub no_serve: bool,
+}
+
+/// fio's `--rw` patterns, plus `fsck`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SimRw {
+    /// Sequential reads.
+    Read,
+    /// Sequential writes.
+    Write,
+    /// Random reads.
+    Randread,
+    /// Random writes.
+    Randwrite,
+    /// Sequential reads and writes mixed by --rwmixread.
+    Rw,
+    /// Random reads and writes mixed by --rwmixread.
+    Randrw,
+    /// Seek-heavy reads shaped like a file-system check (e2fsck's first pass): the
+    /// region is cut into 128 MiB block groups, each group's inode table (its first
+    /// 1/64) is read in order, and after every inode-table block one block anywhere in
+    /// the region is read, as an inode's extent or indirect block would be. Every
+    /// other request seeks; fsck time was long the classic seek-bound benchmark of
+    /// disks and controllers.
+    Fsck,
+}
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// The configuration file (TOML).
+    pub config: PathBuf,
+    /// Access pattern, with fio's names; `fsck` is a seek-heavy read pattern shaped
+    /// like a file-system check.
+    #[arg(long, value_enum, default_value_t = SimRw::Read)]
+    pub rw: SimRw,
+    /// Block size of each request (a multiple of 512); K/M suffixes.
+    #[arg(long, default_value = "4K", value_parser = parse_size)]
+    pub bs: u64,
+    /// Requests each job keeps in flight.
+    #[arg(long, default_value_t = 1)]
+    pub iodepth: usize,
+    /// Independent jobs, each with its own stream of requests over the same region.
+    #[arg(long, default_value_t = 1)]
+    pub numjobs: u32,
+    /// Percent of reads in `rw` and `randrw`.
+    #[arg(long, default_value_t = 50)]
+    pub rwmixread: u8,
+    /// Region to use, from --offset (default: to the end of the target); without
+    /// --runtime, also how much each job moves before it ends (as fio's --size). K/M/G/T.
+    #[arg(long, value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Simulated seconds to run (decimals allowed); the region is gone over again as
+    /// often as it takes, as fio's --time_based.
+    #[arg(long, value_name = "SECONDS")]
+    pub runtime: Option<f64>,
+    /// Where the region starts (a multiple of --bs); K/M/G/T.
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    pub offset: u64,
+    /// Seed of the random choices: the same seed replays the same run exactly.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print a JSON document instead of text (fields in docs/SIMULATOR.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[cfg(test)]

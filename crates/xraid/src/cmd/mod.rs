@@ -11,6 +11,7 @@ mod membership;
 mod replace;
 mod scrub;
 mod serve;
+mod sim;
 mod status;
 
 use std::path::PathBuf;
@@ -41,6 +42,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Remove(args) => membership::remove(args),
         Command::Scrub(args) => scrub::run(args, backend),
         Command::Demo(args) => demo::run(args, backend),
+        Command::Sim(args) => sim::run(args),
     }
 }
 

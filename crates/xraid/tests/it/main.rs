@@ -20,3 +20,4 @@ mod nbd_tls;
 mod replace;
 mod roundtrip;
 mod scrub;
+mod sim;

@@ -1,0 +1,446 @@
+//! The configuration `xraid sim` runs: disks (presets, with any of their parameters
+//! overridden) and either one plain disk or an array on them, read from TOML and
+//! checked once, so that a bad file gets one line naming the key and the fix.
+//!
+//! ```toml
+//! [disks.fast]                 # a disk type: a preset with overrides
+//! preset = "seagate_st118273"
+//! queue_depth = 1              # any key of presets/disks.toml
+//!
+//! [array]                      # or, for one disk: disk = "fast"
+//! level = "raid5"
+//! chunk_kib = 64
+//! layout = "left-symmetric"
+//! members = ["fast", "fast", "fast", "seagate_st118273"]
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use xraid_engine::Nanos;
+use xraid_layout::{Layout, LayoutError, Level, SECTOR_BYTES};
+
+use crate::driver::{ArraySpec, RunError, SimArray};
+use crate::geometry::Zone;
+use crate::params::{DiskModel, DiskParams, ParamError, Scheduler};
+use crate::preset::Presets;
+
+/// md's default chunk (mdadm's 512K), used when `chunk_kib` is not given.
+const DEFAULT_CHUNK_KIB: u64 = 512;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    disks: BTreeMap<String, DiskEntry>,
+    disk: Option<String>,
+    array: Option<ArrayEntry>,
+}
+
+/// One `[disks.NAME]` table: a preset and the values that differ from it, with the
+/// presets file's key names and units.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiskEntry {
+    preset: String,
+    rpm: Option<u32>,
+    heads: Option<u32>,
+    cylinders: Option<u32>,
+    sectors_per_track: Option<u32>,
+    zones: Option<Vec<ZoneEntry>>,
+    spare_sectors_per_track: Option<u32>,
+    head_skew_sectors: Option<u32>,
+    cylinder_skew_sectors: Option<u32>,
+    seek_track_to_track_ms: Option<f64>,
+    seek_average_ms: Option<f64>,
+    seek_full_stroke_ms: Option<f64>,
+    write_settle_extra_ms: Option<f64>,
+    head_switch_ms: Option<f64>,
+    cylinder_switch_ms: Option<f64>,
+    command_overhead_ms: Option<f64>,
+    interface_mb_s: Option<f64>,
+    buffer_kib: Option<u64>,
+    cache_segments: Option<u32>,
+    read_ahead_kib: Option<u64>,
+    write_back: Option<bool>,
+    queue_depth: Option<u32>,
+    scheduler: Option<String>,
+    zero_latency: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ZoneEntry {
+    cylinders: u32,
+    sectors_per_track: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArrayEntry {
+    level: String,
+    chunk_kib: Option<u64>,
+    layout: Option<String>,
+    members: Vec<String>,
+}
+
+/// A disk of the configuration: the name it was given, its preset, its model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedDisk {
+    /// The `[disks.NAME]` name, or the preset's when the preset is named directly.
+    pub name: String,
+    pub preset: String,
+    pub model: DiskModel,
+}
+
+/// What the configuration runs on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// One plain disk: requests reach it as they are.
+    Disk(NamedDisk),
+    /// An array run by the engine; members in role order.
+    Array {
+        spec: ArraySpec,
+        members: Vec<NamedDisk>,
+    },
+}
+
+/// A checked configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    pub target: Target,
+}
+
+/// Why a configuration was refused; each message names the key and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    /// Not TOML, an unknown key, or a value of the wrong type.
+    #[error("line {line}: {message}")]
+    Parse { line: usize, message: String },
+    /// Neither a disk nor an array.
+    #[error("nothing to simulate: give `disk = \"NAME\"` for one disk or an [array] table")]
+    NoTarget,
+    /// Both a disk and an array.
+    #[error("both `disk` and [array] are given: keep one")]
+    TwoTargets,
+    /// A name that is neither a `[disks]` table nor a preset.
+    #[error("unknown disk `{name}`: name a [disks.NAME] table of the configuration or a preset ({known})")]
+    UnknownDisk { name: String, known: String },
+    /// A `[disks]` table names no preset.
+    #[error("[disks.{disk}]: unknown preset `{preset}`; known: {known}")]
+    UnknownPreset {
+        disk: String,
+        preset: String,
+        known: String,
+    },
+    /// A value out of its domain.
+    #[error("[disks.{disk}]: `{key}` = {value} is not valid: {why}")]
+    BadValue {
+        disk: String,
+        key: &'static str,
+        value: String,
+        why: &'static str,
+    },
+    /// Single-zone keys on a zoned preset.
+    #[error("[disks.{disk}]: preset `{preset}` has {zones} zones: override `zones`, not `cylinders` or `sectors_per_track`")]
+    Zoned {
+        disk: String,
+        preset: String,
+        zones: usize,
+    },
+    /// Both a zone list and single-zone keys.
+    #[error(
+        "[disks.{disk}]: both `zones` and `cylinders`/`sectors_per_track` are given: keep one"
+    )]
+    TwoFormats { disk: String },
+    /// The disk model refuses the parameters.
+    #[error("[disks.{disk}]: {source}")]
+    Model { disk: String, source: ParamError },
+    /// The RAID level or layout.
+    #[error("[array] {0}")]
+    Level(LayoutError),
+    /// The chunk size.
+    #[error("[array] chunk_kib = {0} is not a power of two from 4 to 16384: use e.g. 64 or 512")]
+    Chunk(u64),
+    /// The array cannot be built on those disks.
+    #[error("[array]: {0}")]
+    Array(RunError),
+}
+
+impl SimConfig {
+    /// Reads and checks a configuration file.
+    pub fn load(path: &Path, presets: &Presets) -> Result<SimConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        SimConfig::parse(&text, presets)
+    }
+
+    /// Checks the text of a configuration.
+    pub fn parse(text: &str, presets: &Presets) -> Result<SimConfig, ConfigError> {
+        let file: File = toml::from_str(text).map_err(|e| parse_error(text, &e))?;
+        let mut models = BTreeMap::new();
+        for (name, entry) in &file.disks {
+            models.insert(name.clone(), disk_model(name, entry, presets)?);
+        }
+        let resolve = |name: &str| -> Result<NamedDisk, ConfigError> {
+            if let Some((preset, model)) = models.get(name) {
+                return Ok(NamedDisk {
+                    name: name.to_string(),
+                    preset: preset.clone(),
+                    model: model.clone(),
+                });
+            }
+            let Some(p) = presets.disks.get(name) else {
+                return Err(ConfigError::UnknownDisk {
+                    name: name.to_string(),
+                    known: known(presets),
+                });
+            };
+            let model = p.model().map_err(|e| ConfigError::Model {
+                disk: name.to_string(),
+                source: match e {
+                    crate::PresetError::Model { source, .. } => source,
+                    _ => unreachable!("a preset's model fails only in the model"),
+                },
+            })?;
+            Ok(NamedDisk {
+                name: name.to_string(),
+                preset: name.to_string(),
+                model,
+            })
+        };
+        let target = match (&file.disk, &file.array) {
+            (None, None) => return Err(ConfigError::NoTarget),
+            (Some(_), Some(_)) => return Err(ConfigError::TwoTargets),
+            (Some(d), None) => Target::Disk(resolve(d)?),
+            (None, Some(a)) => {
+                let level: Level = a.level.parse().map_err(ConfigError::Level)?;
+                let layout = match &a.layout {
+                    None => Layout::default_for(level),
+                    Some(l) => Layout::parse(level, l).map_err(ConfigError::Level)?,
+                };
+                let kib = a.chunk_kib.unwrap_or(DEFAULT_CHUNK_KIB);
+                if !kib.is_power_of_two() || !(4..=16384).contains(&kib) {
+                    return Err(ConfigError::Chunk(kib));
+                }
+                let members = a
+                    .members
+                    .iter()
+                    .map(|m| resolve(m))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let spec = ArraySpec {
+                    level,
+                    layout,
+                    disks: u16::try_from(members.len()).unwrap_or(u16::MAX),
+                    chunk_sectors: (kib * 1024 / SECTOR_BYTES) as u32,
+                };
+                let config = SimConfig {
+                    target: Target::Array { spec, members },
+                };
+                // Building the array checks member count, level and size now, so a
+                // bad file is refused before any workload is looked at.
+                config.build()?;
+                return Ok(config);
+            }
+        };
+        Ok(SimConfig { target })
+    }
+
+    /// The simulated disks (and the array on them) ready to run.
+    pub fn build(&self) -> Result<SimArray, ConfigError> {
+        match &self.target {
+            Target::Disk(d) => Ok(SimArray::single(d.model.clone())),
+            Target::Array { spec, members } => {
+                let models = members.iter().map(|m| m.model.clone()).collect();
+                SimArray::with_disks(*spec, models).map_err(|e| match e {
+                    RunError::Layout(l) => ConfigError::Level(l),
+                    other => ConfigError::Array(other),
+                })
+            }
+        }
+    }
+
+    /// The disks in target order.
+    pub fn disks(&self) -> Vec<&NamedDisk> {
+        match &self.target {
+            Target::Disk(d) => vec![d],
+            Target::Array { members, .. } => members.iter().collect(),
+        }
+    }
+}
+
+fn known(presets: &Presets) -> String {
+    presets.disks.keys().cloned().collect::<Vec<_>>().join(", ")
+}
+
+/// toml's message on one line, with the line it points at.
+fn parse_error(text: &str, e: &toml::de::Error) -> ConfigError {
+    let line = e.span().map_or(1, |s| {
+        text[..s.start.min(text.len())].matches('\n').count() + 1
+    });
+    let message = e
+        .message()
+        .lines()
+        .next()
+        .unwrap_or("malformed")
+        .to_string();
+    ConfigError::Parse { line, message }
+}
+
+/// The preset named by `entry` with its overrides applied, and its model.
+fn disk_model(
+    name: &str,
+    e: &DiskEntry,
+    presets: &Presets,
+) -> Result<(String, DiskModel), ConfigError> {
+    let Some(preset) = presets.disks.get(&e.preset) else {
+        return Err(ConfigError::UnknownPreset {
+            disk: name.to_string(),
+            preset: e.preset.clone(),
+            known: known(presets),
+        });
+    };
+    let mut p: DiskParams = preset.params.clone();
+    let bad = |key: &'static str, value: String, why: &'static str| ConfigError::BadValue {
+        disk: name.to_string(),
+        key,
+        value,
+        why,
+    };
+    let ms = |key: &'static str, v: Option<f64>| -> Result<Option<Nanos>, ConfigError> {
+        match v {
+            None => Ok(None),
+            Some(ms) if ms.is_finite() && (0.0..3_600_000.0).contains(&ms) => {
+                Ok(Some(Nanos((ms * 1e6).round() as u64)))
+            }
+            Some(ms) => Err(bad(
+                key,
+                ms.to_string(),
+                "milliseconds from 0 up to an hour",
+            )),
+        }
+    };
+    apply_format(name, &e.preset, e, &mut p)?;
+    set(&mut p.rpm, e.rpm);
+    set(&mut p.heads, e.heads);
+    set(&mut p.spare_sectors_per_track, e.spare_sectors_per_track);
+    if e.head_skew_sectors.is_some() {
+        p.head_skew_sectors = e.head_skew_sectors;
+    }
+    if e.cylinder_skew_sectors.is_some() {
+        p.cylinder_skew_sectors = e.cylinder_skew_sectors;
+    }
+    set(
+        &mut p.seek_track_to_track,
+        ms("seek_track_to_track_ms", e.seek_track_to_track_ms)?,
+    );
+    set(
+        &mut p.seek_average,
+        ms("seek_average_ms", e.seek_average_ms)?,
+    );
+    set(
+        &mut p.seek_full_stroke,
+        ms("seek_full_stroke_ms", e.seek_full_stroke_ms)?,
+    );
+    set(
+        &mut p.write_settle_extra,
+        ms("write_settle_extra_ms", e.write_settle_extra_ms)?,
+    );
+    set(&mut p.head_switch, ms("head_switch_ms", e.head_switch_ms)?);
+    if let Some(c) = ms("cylinder_switch_ms", e.cylinder_switch_ms)? {
+        p.cylinder_switch = Some(c);
+    }
+    set(
+        &mut p.command_overhead,
+        ms("command_overhead_ms", e.command_overhead_ms)?,
+    );
+    if let Some(rate) = e.interface_mb_s {
+        if !(rate.is_finite() && rate > 0.0 && rate < 1e9) {
+            return Err(bad(
+                "interface_mb_s",
+                rate.to_string(),
+                "a positive number of MB/s",
+            ));
+        }
+        p.interface_bytes_per_sec = (rate * 1e6).round() as u64;
+    }
+    set(
+        &mut p.buffer_bytes,
+        e.buffer_kib.map(|k| k.saturating_mul(1024)),
+    );
+    set(&mut p.cache_segments, e.cache_segments);
+    set(
+        &mut p.read_ahead_sectors,
+        e.read_ahead_kib.map(|k| k.saturating_mul(2)),
+    );
+    set(&mut p.write_back, e.write_back);
+    set(&mut p.queue_depth, e.queue_depth);
+    set(&mut p.zero_latency, e.zero_latency);
+    p.scheduler = match e.scheduler.as_deref() {
+        None => p.scheduler,
+        Some("fifo") => Scheduler::Fifo,
+        Some("sptf") => Scheduler::Sptf,
+        Some(other) => {
+            return Err(bad(
+                "scheduler",
+                format!("\"{other}\""),
+                "use \"fifo\" or \"sptf\"",
+            ))
+        }
+    };
+    let model = p.build().map_err(|source| ConfigError::Model {
+        disk: name.to_string(),
+        source,
+    })?;
+    Ok((e.preset.clone(), model))
+}
+
+fn set<T>(field: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        *field = v;
+    }
+}
+
+/// Applies `zones`, or `cylinders` and `sectors_per_track` to a single-zone preset.
+fn apply_format(
+    name: &str,
+    preset: &str,
+    e: &DiskEntry,
+    p: &mut DiskParams,
+) -> Result<(), ConfigError> {
+    let single = e.cylinders.is_some() || e.sectors_per_track.is_some();
+    if let Some(z) = &e.zones {
+        if single {
+            return Err(ConfigError::TwoFormats {
+                disk: name.to_string(),
+            });
+        }
+        p.zones = z
+            .iter()
+            .map(|z| Zone {
+                cylinders: z.cylinders,
+                sectors_per_track: z.sectors_per_track,
+            })
+            .collect();
+    } else if single {
+        if p.zones.len() != 1 {
+            return Err(ConfigError::Zoned {
+                disk: name.to_string(),
+                preset: preset.to_string(),
+                zones: p.zones.len(),
+            });
+        }
+        set(&mut p.zones[0].cylinders, e.cylinders);
+        set(&mut p.zones[0].sectors_per_track, e.sectors_per_track);
+    }
+    Ok(())
+}

@@ -1,0 +1,430 @@
+//! `xraid sim`: runs a workload in fio's terms on simulated disks (one disk, or an
+//! array run by the real engine) and prints what fio would — bandwidth, IOPS,
+//! latency percentiles — plus each component's utilisation and which one limits
+//! throughput. The same configuration, workload and seed print the same bytes.
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use xraid_layout::{Layout, SECTOR_BYTES};
+use xraid_sim::{
+    Latency, Nanos, Pattern, Presets, RunResult, SimConfig, Target, Workload, MAX_RUNTIME,
+};
+
+use crate::cli::{SimArgs, SimRw};
+use crate::size::human;
+
+/// A component at least this busy is called saturated: above it, queueing delay grows
+/// without bound as load rises, so more concurrency buys no throughput; below it the
+/// workload's own concurrency (iodepth x numjobs) is what limits.
+const SATURATED_PERCENT: f64 = 90.0;
+
+/// The JSON document (`--json`); its fields are documented in docs/SIMULATOR.md.
+#[derive(Debug, Serialize)]
+struct Report {
+    target: TargetReport,
+    workload: WorkloadReport,
+    /// Simulated time from the first request to the last reply.
+    span_ns: u64,
+    errors: u64,
+    /// The run stopped at the simulator's request limit, not at its own end.
+    capped: bool,
+    read: DirReport,
+    write: DirReport,
+    total: DirReport,
+    /// Member I/O the engine planned (zero for a plain disk).
+    engine: EngineReport,
+    components: Vec<ComponentReport>,
+    limit: LimitReport,
+    /// A digest of every reply's id and time, in hex: equal digests, equal runs.
+    digest: String,
+}
+
+#[derive(Debug, Serialize)]
+struct TargetReport {
+    /// "disk" or "array".
+    kind: &'static str,
+    level: Option<String>,
+    layout: Option<String>,
+    chunk_bytes: Option<u64>,
+    disks: usize,
+    /// Bytes a workload can address.
+    capacity_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct WorkloadReport {
+    rw: &'static str,
+    bs: u64,
+    iodepth: usize,
+    numjobs: u32,
+    rwmixread: u8,
+    offset: u64,
+    /// The region's bytes (all of the target from `offset` when --size is not given).
+    size: u64,
+    runtime_ns: Option<u64>,
+    seed: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct DirReport {
+    requests: u64,
+    bytes: u64,
+    iops: f64,
+    /// 10^6 bytes per second of simulated time.
+    mb_s: f64,
+    lat_ns: LatReport,
+}
+
+#[derive(Debug, Serialize)]
+struct LatReport {
+    min: u64,
+    mean: u64,
+    p50: u64,
+    p99: u64,
+    max: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct EngineReport {
+    member_reads: u64,
+    member_writes: u64,
+    rmw: u64,
+    rcw: u64,
+    full_stripe: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct ComponentReport {
+    /// "disk".
+    kind: &'static str,
+    /// "disk0", "disk1", ... in the target's member order.
+    id: String,
+    /// The configuration's name for it.
+    name: String,
+    preset: Option<String>,
+    busy_ns: u64,
+    /// busy_ns / span_ns, in percent (at most 100).
+    util_percent: f64,
+    reads: u64,
+    writes: u64,
+    buffer_hits: u64,
+    stream_hits: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct LimitReport {
+    /// The busiest component's id.
+    busiest: Option<String>,
+    util_percent: f64,
+    /// Whether it is saturated (at least 90% busy): it limits throughput; otherwise
+    /// the workload's concurrency does.
+    saturated: bool,
+    /// One sentence saying which.
+    verdict: String,
+}
+
+pub fn run(args: SimArgs) -> Result<()> {
+    let presets = Presets::builtin().context("the built-in disk presets")?;
+    let config = SimConfig::load(&args.config, &presets)
+        .with_context(|| format!("{}", args.config.display()))?;
+    let mut sim = config.build()?;
+    let capacity_bytes = sim.target_sectors() * SECTOR_BYTES;
+    let runtime = runtime(args.runtime)?;
+    let requests = match (args.size, runtime) {
+        (_, Some(_)) => u64::MAX,
+        (Some(size), None) => size / args.bs.max(1),
+        (None, None) => bail!(
+            "give --size (bytes each job moves) or --runtime (simulated seconds) to end the run"
+        ),
+    };
+    let w = Workload {
+        rw: pattern(args.rw),
+        bs: args.bs,
+        iodepth: args.iodepth,
+        numjobs: args.numjobs,
+        rwmixread: args.rwmixread,
+        offset: args.offset,
+        size: args.size.unwrap_or(0),
+        requests,
+        runtime,
+        seed: args.seed,
+    };
+    let (_, blocks) = w.check(sim.target_sectors())?;
+    let r = sim.run(&w)?;
+    let report = report(&config, &w, blocks * w.bs, capacity_bytes, &r);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report);
+    }
+    Ok(())
+}
+
+fn runtime(seconds: Option<f64>) -> Result<Option<Nanos>> {
+    let Some(s) = seconds else { return Ok(None) };
+    let max = MAX_RUNTIME.0 / 1_000_000_000;
+    if !(s.is_finite() && s > 0.0 && s <= max as f64) {
+        bail!("--runtime {s} must be more than 0 and at most {max} simulated seconds");
+    }
+    Ok(Some(Nanos((s * 1e9).round() as u64)))
+}
+
+fn pattern(rw: SimRw) -> Pattern {
+    match rw {
+        SimRw::Read => Pattern::Read,
+        SimRw::Write => Pattern::Write,
+        SimRw::Randread => Pattern::RandRead,
+        SimRw::Randwrite => Pattern::RandWrite,
+        SimRw::Rw => Pattern::Rw,
+        SimRw::Randrw => Pattern::RandRw,
+        SimRw::Fsck => Pattern::Fsck,
+    }
+}
+
+fn lat(l: &Latency) -> LatReport {
+    LatReport {
+        min: l.min.0,
+        mean: l.mean.0,
+        p50: l.p50.0,
+        p99: l.p99.0,
+        max: l.max.0,
+    }
+}
+
+fn dir(requests: u64, bytes: u64, l: &Latency, span: Nanos) -> DirReport {
+    let secs = span.0 as f64 / 1e9;
+    let per_sec = |v: u64| if secs > 0.0 { v as f64 / secs } else { 0.0 };
+    DirReport {
+        requests,
+        bytes,
+        iops: round3(per_sec(requests)),
+        mb_s: round3(per_sec(bytes) / 1e6),
+        lat_ns: lat(l),
+    }
+}
+
+/// Three decimals: enough for any reading, and the JSON stays short.
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+fn report(
+    config: &SimConfig,
+    w: &Workload,
+    size: u64,
+    capacity_bytes: u64,
+    r: &RunResult,
+) -> Report {
+    let target = match &config.target {
+        Target::Disk(_) => TargetReport {
+            kind: "disk",
+            level: None,
+            layout: None,
+            chunk_bytes: None,
+            disks: 1,
+            capacity_bytes,
+        },
+        Target::Array { spec, members } => TargetReport {
+            kind: "array",
+            level: Some(spec.level.to_string()),
+            layout: (spec.layout != Layout::None).then(|| spec.layout.to_string()),
+            chunk_bytes: spec
+                .level
+                .has_chunk()
+                .then(|| u64::from(spec.chunk_sectors) * SECTOR_BYTES),
+            disks: members.len(),
+            capacity_bytes,
+        },
+    };
+    let span = r.span;
+    let util = |busy: Nanos| {
+        if span.0 == 0 {
+            0.0
+        } else {
+            round3((busy.0 as f64 * 100.0 / span.0 as f64).min(100.0))
+        }
+    };
+    let components: Vec<ComponentReport> = config
+        .disks()
+        .iter()
+        .zip(&r.disks)
+        .enumerate()
+        .map(|(i, (d, s))| ComponentReport {
+            kind: "disk",
+            id: format!("disk{i}"),
+            name: d.name.clone(),
+            preset: Some(d.preset.clone()),
+            busy_ns: s.busy.0,
+            util_percent: util(s.busy),
+            reads: s.reads,
+            writes: s.writes,
+            buffer_hits: s.buffer_hits,
+            stream_hits: s.stream_hits,
+        })
+        .collect();
+    Report {
+        target,
+        workload: WorkloadReport {
+            rw: w.rw.name(),
+            bs: w.bs,
+            iodepth: w.iodepth,
+            numjobs: w.numjobs,
+            rwmixread: w.rwmixread,
+            offset: w.offset,
+            size,
+            runtime_ns: w.runtime.map(|n| n.0),
+            seed: w.seed,
+        },
+        span_ns: span.0,
+        errors: r.errors,
+        capped: r.capped,
+        read: dir(r.reads, r.read_bytes, &r.read_latency, span),
+        write: dir(r.writes, r.write_bytes, &r.write_latency, span),
+        total: dir(r.requests, r.bytes, &r.latency, span),
+        engine: EngineReport {
+            member_reads: r.engine.member_reads,
+            member_writes: r.engine.member_writes,
+            rmw: r.engine.rmw,
+            rcw: r.engine.rcw,
+            full_stripe: r.engine.full_stripe,
+        },
+        limit: limit(&components, w),
+        components,
+        digest: format!("{:016x}", r.digest),
+    }
+}
+
+/// The busiest component, and whether it or the workload limits throughput. Ties go
+/// to the first in member order, so the verdict is as deterministic as the run.
+fn limit(components: &[ComponentReport], w: &Workload) -> LimitReport {
+    let busiest = components
+        .iter()
+        .fold(None::<&ComponentReport>, |best, c| match best {
+            Some(b) if b.util_percent >= c.util_percent => Some(b),
+            _ => Some(c),
+        });
+    let Some(b) = busiest else {
+        return LimitReport {
+            busiest: None,
+            util_percent: 0.0,
+            saturated: false,
+            verdict: "nothing ran".to_string(),
+        };
+    };
+    let saturated = b.util_percent >= SATURATED_PERCENT;
+    let verdict = if saturated {
+        format!(
+            "{} ({} {}) limits throughput: {:.1}% busy",
+            b.id, b.kind, b.name, b.util_percent
+        )
+    } else {
+        format!(
+            "no component is saturated (busiest: {}, {:.1}% busy): the workload's {} request(s) in flight (iodepth {} x numjobs {}) limit throughput",
+            b.id,
+            b.util_percent,
+            w.iodepth * w.numjobs as usize,
+            w.iodepth,
+            w.numjobs
+        )
+    };
+    LimitReport {
+        busiest: Some(b.id.clone()),
+        util_percent: b.util_percent,
+        saturated,
+        verdict,
+    }
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+fn print_dir(label: &str, d: &DirReport, span_ns: u64) {
+    if d.requests == 0 {
+        return;
+    }
+    println!(
+        "  {label}: IOPS={:.1}, BW={:.3} MB/s ({}/s), {} requests, {} in {:.6} s",
+        d.iops,
+        d.mb_s,
+        human((d.mb_s * 1e6) as u64),
+        d.requests,
+        human(d.bytes),
+        span_ns as f64 / 1e9
+    );
+    let l = &d.lat_ns;
+    println!(
+        "    lat (usec): min={}, mean={}, p50={}, p99={}, max={}",
+        us(l.min),
+        us(l.mean),
+        us(l.p50),
+        us(l.p99),
+        us(l.max)
+    );
+}
+
+fn print_text(r: &Report) {
+    let t = &r.target;
+    let what = match (&t.level, &t.layout, t.chunk_bytes) {
+        (Some(level), layout, chunk) => {
+            let mut s = format!("{level} of {} disks", t.disks);
+            if let Some(l) = layout {
+                s.push_str(&format!(", {l}"));
+            }
+            if let Some(c) = chunk {
+                s.push_str(&format!(", chunk {}", human(c)));
+            }
+            s
+        }
+        _ => "one disk".to_string(),
+    };
+    let w = &r.workload;
+    println!("target: {what}, {}", human(t.capacity_bytes));
+    let mut job = format!(
+        "job: rw={} bs={} iodepth={} numjobs={}",
+        w.rw, w.bs, w.iodepth, w.numjobs
+    );
+    if matches!(w.rw, "rw" | "randrw") {
+        job.push_str(&format!(" rwmixread={}", w.rwmixread));
+    }
+    job.push_str(&format!(" offset={} size={}", w.offset, human(w.size)));
+    if let Some(rt) = w.runtime_ns {
+        job.push_str(&format!(" runtime={}s", rt as f64 / 1e9));
+    }
+    println!("{job} seed={}", w.seed);
+    print_dir("read", &r.read, r.span_ns);
+    print_dir("write", &r.write, r.span_ns);
+    if r.read.requests > 0 && r.write.requests > 0 {
+        print_dir("total", &r.total, r.span_ns);
+    }
+    if r.errors > 0 {
+        println!("  errors: {}", r.errors);
+    }
+    if r.capped {
+        println!(
+            "  (stopped at the simulator's limit of {} requests)",
+            xraid_sim::MAX_RUN_REQUESTS
+        );
+    }
+    if t.kind == "array" {
+        let e = &r.engine;
+        println!(
+            "  engine: {} member reads, {} member writes ({} read-modify-write, {} reconstruct-write, {} full-stripe)",
+            e.member_reads, e.member_writes, e.rmw, e.rcw, e.full_stripe
+        );
+    }
+    println!("  utilisation:");
+    for c in &r.components {
+        println!(
+            "    {} {} ({}): {:.1}% busy, {} reads ({} from the buffer), {} writes",
+            c.id,
+            c.name,
+            c.preset.as_deref().unwrap_or("-"),
+            c.util_percent,
+            c.reads,
+            c.buffer_hits + c.stream_hits,
+            c.writes
+        );
+    }
+    println!("  limit: {}", r.limit.verdict);
+}
