@@ -17,6 +17,7 @@
 #   SIZE      array bytes fio writes over, K/M/G [1G]
 #   RUNS [5]  RUNTIME seconds per measurement [10]  IODEPTH [32]  JOBS fio jobs [1]
 #   DIR       where the members live [/dev/shm]
+#   CSV       where the rows are appended [bench/runs/<date>-<hostname>/bitmap.csv]
 #   XRAID     xraid binary; if unset, `cargo build --release -p xraid` is run
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,7 +60,7 @@ trap cleanup EXIT
 
 out_dir="$top/bench/runs/$(date +%F)-$(hostname)"
 mkdir -p "$out_dir"
-csv="$out_dir/bitmap.csv"
+csv=${CSV:-"$out_dir/bitmap.csv"}
 [ -f "$csv" ] || echo "date,run,config,rw,size,iodepth,jobs,iops,server_cpu_s" > "$csv"
 
 for c in $CONFIGS; do
