@@ -54,7 +54,9 @@ impl ReadBypass {
         if !s.enabled.load(Ordering::Acquire)
             || !offset.is_multiple_of(SECTOR_BYTES)
             || !len.is_multiple_of(SECTOR_BYTES)
-            || offset + len > s.geo.array_sectors() * SECTOR_BYTES
+            || offset
+                .checked_add(len)
+                .is_none_or(|end| end > s.geo.array_sectors() * SECTOR_BYTES)
         {
             return false;
         }

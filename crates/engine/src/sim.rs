@@ -468,7 +468,14 @@ impl SimArray {
     /// Takes a member out: its I/Os fail from now on as from a vanished device, and
     /// the engine learns of it from the first one.
     pub fn kill_member(&mut self, member: MemberIdx) {
-        self.members[member.index()].health = SimMemberHealth::Dead;
+        self.role_device_mut(member).health = SimMemberHealth::Dead;
+    }
+
+    /// The device serving `role` now, to change (a replacement that took the role
+    /// over lives in the role's other slot).
+    pub fn role_device_mut(&mut self, role: MemberIdx) -> &mut SimMember {
+        let slot = self.engine.device_slot(role);
+        self.slot_mut(slot)
     }
 
     /// Puts a member back in service (the old device returning, or with `replace`, a
@@ -480,7 +487,7 @@ impl SimArray {
             // removes it first.
             self.engine.fail_member(member);
         }
-        let m = &mut self.members[member.index()];
+        let m = self.role_device_mut(member);
         m.health = SimMemberHealth::Healthy;
         m.bad_ranges.clear();
         m.unflushed.clear();
@@ -488,7 +495,7 @@ impl SimArray {
             m.device += 1;
             let mut garbage = std::mem::take(&mut m.data);
             self.rng.fill(&mut garbage);
-            self.members[member.index()].data = garbage;
+            self.role_device_mut(member).data = garbage;
             return self.engine.replace_member(member);
         }
         self.engine.mark_rebuilding(member)
@@ -496,12 +503,12 @@ impl SimArray {
 
     /// Makes reads of member sectors `range` of `member` fail until they are written.
     pub fn add_bad_range(&mut self, member: MemberIdx, range: Range<u64>) {
-        self.members[member.index()].bad_ranges.push(range);
+        self.role_device_mut(member).bad_ranges.push(range);
     }
 
     /// Flips one bit of a member's data behind the engine's back.
     pub fn flip_bit(&mut self, member: MemberIdx, byte: usize, bit: u8) {
-        self.members[member.index()].data[byte] ^= 1 << (bit % 8);
+        self.role_device_mut(member).data[byte] ^= 1 << (bit % 8);
     }
 
     /// Power fails with nothing in flight: each write still in a member's volatile
@@ -522,6 +529,15 @@ impl SimArray {
                     let store = self.slot_mut(slot).store(u.area);
                     store[u.at..u.at + u.old.len()].copy_from_slice(&u.old);
                 }
+            }
+        }
+        // As assembly does after a restart: the device that serves a role (a
+        // replacement that took it over) is found in the role's first slot; a
+        // replacement still being built is forgotten.
+        for r in 0..self.members.len() {
+            let role = MemberIdx(u16::try_from(r).expect("few members"));
+            if self.engine.device_slot(role) != role {
+                std::mem::swap(&mut self.members[r], &mut self.other_slots[r]);
             }
         }
         let states = self

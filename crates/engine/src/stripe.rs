@@ -400,15 +400,20 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
 }
 
 /// Whether a sync unit is a recover with nothing to do but copy members being
-/// replaced, each readable here, onto their replacements.
+/// replaced, each readable here, onto their replacements. Not when no member is
+/// being replaced any more (a replacement that failed is dropped while its units are
+/// in flight): such a unit may still have a member whose read failed, whose rows must
+/// then be rebuilt from the others before they are written back.
 fn direct_copy_only(engine: &Engine, op: usize) -> bool {
     let o = engine.ops.get(op);
+    let replaced: Vec<MemberIdx> = (0..engine.geo.raid_disks())
+        .map(MemberIdx)
+        .filter(|&m| engine.is_replacing(m))
+        .collect();
     o.purpose == Purpose::Sync(SyncKind::Recover)
         && !engine.member_states().contains(&MemberState::Rebuilding)
-        && (0..engine.geo.raid_disks())
-            .map(MemberIdx)
-            .filter(|&m| engine.is_replacing(m))
-            .all(|m| op_live(engine, o, m))
+        && !replaced.is_empty()
+        && replaced.iter().all(|&m| op_live(engine, o, m))
 }
 
 /// The chunk range segment `data_index` covers, or an empty range at 0.

@@ -105,7 +105,7 @@ impl Story {
         let states = self.array.engine.member_states();
         (0..states.len())
             .filter(|&m| {
-                let sim = &self.array.members[m];
+                let sim = self.array.role_device(MemberIdx(m as u16));
                 states[m] != MemberState::Active
                     || sim.health == SimMemberHealth::Dead
                     || !sim.bad_ranges.is_empty()
@@ -243,7 +243,11 @@ impl Story {
         if !replies.is_empty() {
             return Err("a sync produced client replies".into());
         }
-        for event in self.array.take_events() {
+        let events = self.array.take_events();
+        let took_over = events
+            .iter()
+            .any(|e| matches!(e, Event::ReplacementDone { .. }));
+        for event in events {
             if let Event::SyncFinished {
                 kind,
                 completed,
@@ -266,6 +270,14 @@ impl Story {
                     ));
                 }
             }
+        }
+        if took_over && self.within_redundancy() {
+            // As the server does after a takeover: stripe-log entries written before it
+            // live on the replaced member's ring only, so the writes they cover are
+            // made durable at once. (A crash inside that window is not covered; see
+            // RELIABILITY.md.)
+            self.log.push("  a replacement took over: flush".into());
+            self.flush()?;
         }
         Ok(())
     }
@@ -337,7 +349,12 @@ impl Story {
             .map_err(|e| format!("return member {m}: {e}"))?;
         if self.array.engine.sync_progress().is_none() {
             // A member back with its old contents catches up on the dirty chunks only.
-            let started = if replace || self.intent.is_none() {
+            // Not a replacement that took the role over part way through its copy
+            // (it lives in the role's other slot): the array resumes that one from
+            // its recovery offset, so the story rebuilds it whole.
+            let role = MemberIdx(m as u16);
+            let half_built = self.array.engine.device_slot(role) != role;
+            let started = if replace || self.intent.is_none() || half_built {
                 self.array.engine.start_sync(SyncKind::Recover, 0)
             } else {
                 self.log.push("  catch up from the bitmap".into());
@@ -346,6 +363,49 @@ impl Story {
                     .start_sync_where_dirty(SyncKind::Recover, 0)
             };
             started.map_err(|e| format!("start recover: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// A healthy member is replaced while it serves (md's want_replacement): a new
+    /// device is built from it under client I/O, and takes the role over at the end.
+    /// Now and then the new device dies on the way (it is dropped; the member serves
+    /// on); the member itself may die through `kill` (the copy goes on as a rebuild).
+    fn replace(&mut self) -> Result<(), String> {
+        if let Some(p) = self.array.engine.sync_progress() {
+            if p.kind == SyncKind::Recover {
+                // One recover at a time: kill a replacement being built, sometimes.
+                let building: Vec<usize> = (0..self.array.members.len())
+                    .filter(|&r| self.array.engine.is_replacing(MemberIdx(r as u16)))
+                    .collect();
+                if !building.is_empty() && self.rng().below(3) == 0 {
+                    let r = building[self.rng().below(building.len() as u64) as usize];
+                    let slot = self.array.engine.replacement_slot(MemberIdx(r as u16));
+                    self.log.push(format!("kill the replacement of member {r}"));
+                    self.array.slot_mut(slot).health = SimMemberHealth::Dead;
+                }
+                return Ok(());
+            }
+            self.array.engine.cancel_sync();
+            self.finish_sync()?;
+        }
+        let faulty = self.faulty();
+        let candidates: Vec<usize> = (0..self.array.members.len())
+            .filter(|m| !faulty.contains(m))
+            .collect();
+        if candidates.is_empty() || self.array.engine.geometry().level() == Level::Raid0 {
+            return Ok(());
+        }
+        let r = candidates[self.rng().below(candidates.len() as u64) as usize];
+        self.log.push(format!("replace member {r}"));
+        self.array
+            .start_replacement(MemberIdx(r as u16))
+            .map_err(|e| format!("start replacement of {r}: {e}"))?;
+        if self.array.engine.sync_progress().is_none() {
+            self.array
+                .engine
+                .start_sync(SyncKind::Recover, 0)
+                .map_err(|e| format!("start the replacement's copy: {e}"))?;
         }
         Ok(())
     }
@@ -384,7 +444,14 @@ impl Story {
             .engine
             .member_states()
             .contains(&MemberState::Rebuilding);
-        let unreadable = self.array.members.iter().any(|m| !m.bad_ranges.is_empty());
+        let roles = self.array.members.len();
+        let unreadable = (0..roles).any(|m| {
+            !self
+                .array
+                .role_device(MemberIdx(m as u16))
+                .bad_ranges
+                .is_empty()
+        });
         let allowed = faulty.is_empty()
             || (self.within_redundancy() && (self.log_on || !parity) && !unreadable);
         if !allowed || rebuilding || self.died_since_flush {
@@ -644,6 +711,7 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
                 66..=75 => story.bad_range(over),
                 76..=87 => story.return_member(),
                 88..=92 => story.power_cut(),
+                93..=95 => story.replace(),
                 _ => story.scrub(),
             };
             match step {

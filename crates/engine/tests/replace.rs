@@ -282,3 +282,55 @@ fn what_cannot_be_replaced_is_refused() {
         Err(SyncError::NotActive(2))
     );
 }
+
+/// Found by the fault stories (seed 10705647263793395291): a replacement that dies is
+/// dropped while other units of its copy are in flight; a unit whose read of the
+/// member failed is then planned again with no member left to copy, and must rebuild
+/// the member's rows from the others before writing them back, not write back
+/// whatever its scratch held.
+#[test]
+fn a_unit_replanned_after_its_replacement_died_rebuilds_what_it_writes_back() {
+    for level in [Level::Raid5, Level::Raid6] {
+        for bad_start in [0, 16, 40, 100] {
+            let (mut array, data) = filled(level, 15 + bad_start);
+            let mut config = array.engine.config();
+            config.sync_window = 4;
+            array.engine.set_config(config);
+            let old_slot = array.engine.device_slot(ROLE);
+            array.start_replacement(ROLE).expect("replace");
+            let new_slot = array.engine.replacement_slot(ROLE);
+            array.slot_mut(new_slot).health = xraid_engine::sim::SimMemberHealth::Dead;
+            array
+                .slot_mut(old_slot)
+                .bad_ranges
+                .push(bad_start..bad_start + 8);
+            array
+                .engine
+                .start_sync(SyncKind::Recover, 0)
+                .expect("recover");
+            array.run_sync();
+            assert!(!array.engine.is_replacing(ROLE), "{level:?}");
+            // The member serves on. A read repairs what is still unreadable there;
+            // what the copy wrote back must be right, or it is returned as it is.
+            let sectors = array.engine.geometry().array_sectors();
+            let got = array.read(0, sectors).expect("read");
+            assert!(got == data, "{level:?} bad range at {bad_start}");
+            // And parity rows written back agree with the data.
+            array.engine.start_sync(SyncKind::Check, 0).expect("check");
+            array.run_sync();
+            let mismatches: Vec<u64> = array
+                .take_events()
+                .iter()
+                .filter_map(|e| match e {
+                    Event::SyncFinished {
+                        kind: SyncKind::Check,
+                        mismatches,
+                        ..
+                    } => Some(*mismatches),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(mismatches, [0], "{level:?} bad range at {bad_start}");
+        }
+    }
+}

@@ -32,6 +32,8 @@ const LARGE_REQUEST_BYTES: usize = crate::lane::BULK_BYTES as usize;
 const LARGE_LANE_BUDGET: usize = 4 << 20;
 /// Pieces a WRITE_ZEROES is split into.
 const ZERO_PIECE_BYTES: usize = 1 << 20;
+/// Bytes of one WRITE_ZEROES (or trim) in the engine at once.
+const ZERO_WINDOW_BYTES: usize = 8 << 20;
 
 /// What a connection asks the array to do.
 #[derive(Debug)]
@@ -293,6 +295,10 @@ struct Running {
     large_bytes: usize,
     fua: bool,
     flushing: bool,
+    /// Pieces of zeros still to hand the engine (a long write-zeroes or trim goes in
+    /// a window of [`ZERO_WINDOW_BYTES`]), and whether members may free them.
+    zeros_left: VecDeque<(u64, usize)>,
+    punch: bool,
 }
 
 /// One engine request and the job it belongs to.
@@ -814,6 +820,8 @@ impl Worker {
             large_bytes,
             fua: false,
             flushing: false,
+            zeros_left: VecDeque::new(),
+            punch: false,
         };
         match job.op {
             JobOp::Control { .. } | JobOp::BlockStatus { .. } => {
@@ -843,15 +851,18 @@ impl Worker {
             } => {
                 let geo = *self.array.driver().engine().geometry();
                 let stripe = geo.stripe_data_sectors() * SECTOR_BYTES;
-                for (at, piece) in zero_pieces(offset, len, stripe) {
-                    if punch {
-                        let engine = self.array.driver().engine_mut();
-                        let buf = engine.buffers_mut().alloc_discard(piece);
-                        self.submit_part(id, RequestKind::Write, at, piece, Some(buf), true);
-                    } else {
-                        self.submit_write(id, at, IoBuf::new(piece), piece);
-                    }
+                running.zeros_left = zero_pieces(offset, len, stripe).into();
+                running.punch = punch;
+                // A window of pieces at a time: a trim of gigabytes must not put
+                // gigabytes of stripe work (and scratch memory) into the engine at once.
+                let mut window = 0;
+                while window < ZERO_WINDOW_BYTES {
+                    let Some((at, piece)) = running.zeros_left.pop_front() else {
+                        break;
+                    };
+                    self.submit_zeros(id, at, piece, punch);
                     running.remaining += 1;
+                    window += piece;
                 }
                 running.fua = fua;
             }
@@ -861,6 +872,18 @@ impl Worker {
             }
         }
         self.running.insert(id, running);
+    }
+
+    /// Hands the engine `len` bytes of zeros at `offset` for job `job`, from a buffer the
+    /// members may store by freeing the range when `punch`.
+    fn submit_zeros(&mut self, job: u64, offset: u64, len: usize, punch: bool) {
+        if punch {
+            let engine = self.array.driver().engine_mut();
+            let buf = engine.buffers_mut().alloc_discard(len);
+            self.submit_part(job, RequestKind::Write, offset, len, Some(buf), true);
+        } else {
+            self.submit_write(job, offset, IoBuf::new(len), len);
+        }
     }
 
     /// Lends `buf` to the engine and writes its first `len` bytes at `offset`, for job
@@ -930,6 +953,16 @@ impl Worker {
                 Vec::new()
             }
         };
+        if events
+            .iter()
+            .any(|e| matches!(e, Event::ReplacementDone { .. }))
+        {
+            // Stripe-log entries written before the takeover are on the replaced
+            // member's ring only: until a flush makes the writes they cover durable, a
+            // crash would leave them unreplayable. Flush at once (nobody waits for the
+            // reply) so that window closes within milliseconds.
+            self.array.driver().submit(RequestKind::Flush, 0, 0, None);
+        }
         for event in events {
             match event {
                 Event::ReplacementDone { role, .. } => log::info(&format!(
@@ -1082,6 +1115,17 @@ impl Worker {
             running.remaining -= 1;
             if let Err(e) = &reply.result {
                 running.error.get_or_insert(engine_errno(e));
+            }
+            let next = match running.error {
+                None => running.zeros_left.pop_front(),
+                // Failed: what is left is not started.
+                Some(_) => None,
+            };
+            if let Some((at, piece)) = next {
+                running.remaining += 1;
+                let punch = running.punch;
+                self.submit_zeros(part.job, at, piece, punch);
+                continue;
             }
             if running.remaining > 0 {
                 continue;

@@ -313,6 +313,49 @@ fn trims_and_zeroes_free_member_space_on_an_array() {
 }
 
 #[test]
+fn a_trim_of_the_whole_array_frees_it_all() {
+    require_tool!("nbdinfo");
+    require_tool!("nbdcopy");
+    let Some(mut nbdsh) = nbdsh() else {
+        eprintln!("skipped: nbdsh cannot load its Python module");
+        return;
+    };
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let input = file_with(
+        dir.path(),
+        "in.bin",
+        &random_bytes(ARRAY_BYTES as usize, 12),
+    );
+    ok(&["write", "-i", p(&input), p(&disks)]);
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    let uri = server.uri("xraid");
+    // 45 MiB in one request: several windows of pieces through the engine.
+    let out = nbdsh
+        .args(["-c", &format!("h.connect_uri('{uri}')")])
+        .args(["-c", &format!("h.trim({ARRAY_BYTES}, 0)")])
+        .output()
+        .expect("nbdsh runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(map_of(&uri), [(0, ARRAY_BYTES, 3)]);
+    let copy = dir.path().join("out.img");
+    run("nbdcopy", &[&uri, p(&copy)]);
+    let copied = std::fs::read(&copy).expect("the copy");
+    assert!(
+        copied.iter().all(|&b| b == 0),
+        "a trimmed array reads as zeros"
+    );
+    server.stop();
+    let check: serde_json::Value =
+        serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("JSON");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+}
+
+#[test]
 fn fio_verifies_random_writes_over_four_connections() {
     require_tool!("fio");
     let dir = tempdir();
