@@ -14,6 +14,7 @@ use crate::util::{fails, ok, p, random_bytes, sha256_file, sha256_of_read, tempd
 
 const ARRAY_BYTES: usize = 45 << 20;
 
+/// `Key : value` lines of `mdadm --examine` / `xraid examine`, trimmed.
 fn fields(text: &str) -> BTreeMap<String, String> {
     text.lines()
         .filter_map(|line| line.split_once(" : "))
@@ -21,8 +22,9 @@ fn fields(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// `mdadm --examine` and `xraid examine` agree on the member's state.
-fn md_agrees(member: &Path) -> BTreeMap<String, String> {
+/// `mdadm --examine` and `xraid examine` agree on the member's state; returns mdadm's
+/// fields.
+pub(crate) fn md_agrees(member: &Path) -> BTreeMap<String, String> {
     let out = Command::new("mdadm")
         .args(["--examine", p(member)])
         .output()
@@ -50,7 +52,8 @@ fn md_agrees(member: &Path) -> BTreeMap<String, String> {
     theirs
 }
 
-fn status(disks: &Path) -> serde_json::Value {
+/// `xraid status --json` of an array.
+pub(crate) fn status(disks: &Path) -> serde_json::Value {
     serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status json")
 }
 

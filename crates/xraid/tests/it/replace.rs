@@ -5,54 +5,14 @@
 //! as md writes one ("Replacement device N", its recovery offset) at every step, and
 //! bad requests change nothing.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::members::{md_agrees, status};
 use crate::require_tool;
 use crate::server::{raid5, Server};
 use crate::util::{fails, ok, p, random_bytes, sha256_file, sha256_of_read, tempdir};
-
-fn fields(text: &str) -> BTreeMap<String, String> {
-    text.lines()
-        .filter_map(|line| line.split_once(" : "))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect()
-}
-
-/// `mdadm --examine` and `xraid examine` agree on the member; returns mdadm's fields.
-fn md_agrees(member: &Path) -> BTreeMap<String, String> {
-    let out = Command::new("mdadm")
-        .args(["--examine", p(member)])
-        .output()
-        .expect("mdadm runs");
-    assert!(out.status.success(), "mdadm --examine {member:?} failed");
-    let theirs = fields(&String::from_utf8_lossy(&out.stdout));
-    let ours = fields(&ok(&["examine", p(member)]));
-    for key in [
-        "Feature Map",
-        "Recovery Offset",
-        "State",
-        "Events",
-        "Device Role",
-        "Array State",
-        "Device UUID",
-    ] {
-        assert_eq!(ours.get(key), theirs.get(key), "{key} of {member:?}");
-    }
-    assert!(
-        theirs
-            .get("Checksum")
-            .is_some_and(|c| c.ends_with("correct")),
-        "{theirs:?}"
-    );
-    theirs
-}
-
-fn status(disks: &Path) -> serde_json::Value {
-    serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status json")
-}
 
 fn fill(dir: &Path, disks: &Path, bytes: usize, seed: u64) -> std::path::PathBuf {
     let image = dir.join("image.raw");
