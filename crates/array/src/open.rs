@@ -876,16 +876,7 @@ impl Array {
         sb.recovery_offset = 0;
         sb.events = self.freshest.events + 1;
         sb.utime = now_secs();
-        if let Some(image) = self.driver.engine().write_intent_image() {
-            // The newcomer gets the array's bitmap (md's tools drop the feature without).
-            let image = image.to_vec();
-            crate::bitmap::write_copy(&member, &sb, &image, new)?;
-        }
-        write_superblock(&member, &sb, new)?;
-        member.flush().map_err(|source| ArrayError::Io {
-            path: new.to_path_buf(),
-            source,
-        })?;
+        self.write_newcomer(&member, &sb, new)?;
         // Spares are opened when they step in.
         drop(member);
         self.left_out.retain(|l| canonical(&l.path) != wanted);
@@ -1255,17 +1246,7 @@ impl Array {
         sb.recovery_offset = 0;
         sb.events = self.freshest.events + 1;
         sb.utime = now_secs();
-        if let Some(image) = self.driver.engine().write_intent_image() {
-            // The replacement gets the array's bitmap (md's tools drop the feature
-            // without one).
-            let image = image.to_vec();
-            crate::bitmap::write_copy(&member, &sb, &image, new)?;
-        }
-        write_superblock(&member, &sb, new)?;
-        member.flush().map_err(|source| ArrayError::Io {
-            path: new.to_path_buf(),
-            source,
-        })?;
+        self.write_newcomer(&member, &sb, new)?;
         let slot = slot_for(
             Box::new(member),
             &sb,
@@ -1388,4 +1369,26 @@ fn slot_for(
 
 fn canonical_path(path: &std::path::Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+impl Array {
+    /// Writes a newcomer's superblock (a spare, an added member, a replacement), with
+    /// the array's write-intent bitmap before it where the array keeps one (md's tools
+    /// drop the feature from a member without a bitmap), and makes both durable.
+    fn write_newcomer(
+        &self,
+        member: &dyn Member,
+        sb: &Superblock,
+        path: &std::path::Path,
+    ) -> Result<(), ArrayError> {
+        if let Some(image) = self.driver.engine().write_intent_image() {
+            let image = image.to_vec();
+            crate::bitmap::write_copy(member, sb, &image, path)?;
+        }
+        write_superblock(member, sb, path)?;
+        member.flush().map_err(|source| ArrayError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
 }
