@@ -211,6 +211,8 @@ pub struct ControllerStats {
     pub cache_flushes: u64,
     /// Time its processor and data path were busy.
     pub busy: Nanos,
+    /// Bytes through its data path.
+    pub bytes: u64,
 }
 
 /// Counters of a string or a host bus.

@@ -702,6 +702,7 @@ impl SimArray {
             .iter()
             .map(|c| ControllerStats {
                 busy: c.link.busy,
+                bytes: c.link.bytes,
                 ..c.stats
             })
             .collect();
