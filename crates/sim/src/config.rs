@@ -21,6 +21,7 @@ use serde::Deserialize;
 use xraid_engine::Nanos;
 use xraid_layout::{Layout, LayoutError, Level, SECTOR_BYTES};
 
+use crate::controller::{ControllerParams, StringParams, Topology};
 use crate::driver::{ArraySpec, RunError, SimArray};
 use crate::geometry::Zone;
 use crate::params::{DiskModel, DiskParams, ParamError, Scheduler};
@@ -35,7 +36,51 @@ struct File {
     #[serde(default)]
     disks: BTreeMap<String, DiskEntry>,
     disk: Option<String>,
+    /// The string of the one disk.
+    string: Option<String>,
     array: Option<ArrayEntry>,
+    #[serde(default)]
+    buses: BTreeMap<String, LinkEntry>,
+    #[serde(default)]
+    controllers: BTreeMap<String, ControllerEntry>,
+    #[serde(default)]
+    strings: BTreeMap<String, StringEntry>,
+}
+
+/// A `[buses.NAME]` table: a host bus's rate, from a bus preset or given.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkEntry {
+    preset: Option<String>,
+    rate_mb_s: Option<f64>,
+}
+
+/// A `[strings.NAME]` table: its controller and its rate.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StringEntry {
+    controller: String,
+    preset: Option<String>,
+    rate_mb_s: Option<f64>,
+}
+
+/// A `[controllers.NAME]` table: its bus, data path, overhead, cache and policies.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ControllerEntry {
+    bus: Option<String>,
+    rate_mb_s: Option<f64>,
+    overhead_ms: Option<f64>,
+    cache_kib: Option<u64>,
+    search: Option<bool>,
+    save_reads: Option<bool>,
+    save_writes: Option<bool>,
+    read_ahead_kib: Option<u64>,
+    read_ahead_across_head: Option<bool>,
+    read_ahead_across_cylinder: Option<bool>,
+    sort_reads: Option<bool>,
+    sort_writes: Option<bool>,
+    flush_on_write: Option<bool>,
 }
 
 /// One `[disks.NAME]` table: a preset and the values that differ from it, with the
@@ -83,6 +128,8 @@ struct ArrayEntry {
     chunk_kib: Option<u64>,
     layout: Option<String>,
     members: Vec<String>,
+    /// The string of each member, in member order.
+    strings: Option<Vec<String>>,
 }
 
 /// A disk of the configuration: the name it was given, its preset, its model.
@@ -110,6 +157,12 @@ pub enum Target {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
     pub target: Target,
+    /// Strings, controllers and host buses (None: each disk on its own link).
+    pub topology: Option<Topology>,
+    /// Their names (and the bus preset of strings and buses given by one), by index.
+    pub string_names: Vec<(String, Option<String>)>,
+    pub controller_names: Vec<String>,
+    pub bus_names: Vec<(String, Option<String>)>,
 }
 
 /// Why a configuration was refused; each message names the key and the fix.
@@ -172,6 +225,9 @@ pub enum ConfigError {
     /// The array cannot be built on those disks.
     #[error("[array]: {0}")]
     Array(RunError),
+    /// A string, controller or host bus, or a disk's place on them.
+    #[error("{0}")]
+    Topology(String),
 }
 
 impl SimConfig {
@@ -218,6 +274,7 @@ impl SimConfig {
                 model,
             })
         };
+        let (topology, names) = topology(&file, presets)?;
         let target = match (&file.disk, &file.array) {
             (None, None) => return Err(ConfigError::NoTarget),
             (Some(_), Some(_)) => return Err(ConfigError::TwoTargets),
@@ -245,6 +302,10 @@ impl SimConfig {
                 };
                 let config = SimConfig {
                     target: Target::Array { spec, members },
+                    topology,
+                    string_names: names.0,
+                    controller_names: names.1,
+                    bus_names: names.2,
                 };
                 // Building the array checks member count, level and size now, so a
                 // bad file is refused before any workload is looked at.
@@ -252,21 +313,34 @@ impl SimConfig {
                 return Ok(config);
             }
         };
-        Ok(SimConfig { target })
+        let config = SimConfig {
+            target,
+            topology,
+            string_names: names.0,
+            controller_names: names.1,
+            bus_names: names.2,
+        };
+        config.build()?;
+        Ok(config)
     }
 
     /// The simulated disks (and the array on them) ready to run.
     pub fn build(&self) -> Result<SimArray, ConfigError> {
-        match &self.target {
-            Target::Disk(d) => Ok(SimArray::single(d.model.clone())),
+        let mut sim = match &self.target {
+            Target::Disk(d) => SimArray::single(d.model.clone()),
             Target::Array { spec, members } => {
                 let models = members.iter().map(|m| m.model.clone()).collect();
                 SimArray::with_disks(*spec, models).map_err(|e| match e {
                     RunError::Layout(l) => ConfigError::Level(l),
                     other => ConfigError::Array(other),
-                })
+                })?
             }
+        };
+        if let Some(t) = &self.topology {
+            sim.set_topology(t.clone())
+                .map_err(|e| ConfigError::Topology(e.to_string()))?;
         }
+        Ok(sim)
     }
 
     /// The disks in target order.
@@ -443,4 +517,216 @@ fn apply_format(
         set(&mut p.zones[0].sectors_per_track, e.sectors_per_track);
     }
     Ok(())
+}
+
+type Names = (
+    Vec<(String, Option<String>)>,
+    Vec<String>,
+    Vec<(String, Option<String>)>,
+);
+
+/// A rate in MB/s from `preset` (a bus preset) or `rate_mb_s`, exactly one given.
+fn link_rate(
+    table: &str,
+    preset: Option<&str>,
+    rate: Option<f64>,
+    presets: &Presets,
+) -> Result<u64, ConfigError> {
+    let known = || presets.buses.keys().cloned().collect::<Vec<_>>().join(", ");
+    match (preset, rate) {
+        (Some(p), None) => match presets.buses.get(p) {
+            Some(b) => Ok(b.bytes_per_sec),
+            None => Err(ConfigError::Topology(format!(
+                "{table}: unknown bus preset `{p}`; known: {}",
+                known()
+            ))),
+        },
+        (None, Some(r)) => mb_s(table, "rate_mb_s", r),
+        _ => Err(ConfigError::Topology(format!(
+            "{table}: give either `preset` (one of {}) or `rate_mb_s`",
+            known()
+        ))),
+    }
+}
+
+fn mb_s(table: &str, key: &str, r: f64) -> Result<u64, ConfigError> {
+    if r.is_finite() && r > 0.0 && r < 1e9 {
+        Ok((r * 1e6).round().max(1.0) as u64)
+    } else {
+        Err(ConfigError::Topology(format!(
+            "{table}: `{key}` = {r} is not valid: a positive number of MB/s"
+        )))
+    }
+}
+
+/// The strings, controllers and buses of the file and each disk's string; None when
+/// the file has no strings (each disk then keeps its own link to the host).
+fn topology(file: &File, presets: &Presets) -> Result<(Option<Topology>, Names), ConfigError> {
+    let err = |m: String| Err(ConfigError::Topology(m));
+    let index = |names: Vec<&String>, name: &str| names.iter().position(|n| *n == name);
+    let list = |names: Vec<&String>| {
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let mut buses = Vec::new();
+    for (name, b) in &file.buses {
+        let table = format!("[buses.{name}]");
+        buses.push(link_rate(
+            &table,
+            b.preset.as_deref(),
+            b.rate_mb_s,
+            presets,
+        )?);
+    }
+    let mut controllers = Vec::new();
+    for (name, c) in &file.controllers {
+        let table = format!("[controllers.{name}]");
+        let bus = match &c.bus {
+            None => None,
+            Some(b) => match index(file.buses.keys().collect(), b) {
+                Some(i) => Some(i),
+                None => {
+                    return err(format!(
+                        "{table}: unknown bus `{b}`; the [buses] are: {}",
+                        list(file.buses.keys().collect())
+                    ))
+                }
+            },
+        };
+        let overhead = match c.overhead_ms {
+            None => Nanos(0),
+            Some(ms) if ms.is_finite() && (0.0..3_600_000.0).contains(&ms) => {
+                Nanos((ms * 1e6).round() as u64)
+            }
+            Some(ms) => {
+                return err(format!(
+                    "{table}: `overhead_ms` = {ms} is not valid: milliseconds from 0 up to an hour"
+                ))
+            }
+        };
+        let cache_kib = c.cache_kib.unwrap_or(0);
+        if cache_kib > 16 << 20 {
+            return err(format!(
+                "{table}: `cache_kib` = {cache_kib} is not valid: at most 16777216 (16 GiB)"
+            ));
+        }
+        let ra = c.read_ahead_kib.unwrap_or(0);
+        if ra > 0 && ra > cache_kib {
+            return err(format!(
+                "{table}: `read_ahead_kib` = {ra} needs a cache at least as large: set `cache_kib` to {ra} or more"
+            ));
+        }
+        let rate = match c.rate_mb_s {
+            None => None,
+            Some(r) => Some(mb_s(&table, "rate_mb_s", r)?),
+        };
+        controllers.push(ControllerParams {
+            overhead,
+            bytes_per_sec: rate,
+            cache_sectors: cache_kib * 2,
+            search: c.search.unwrap_or(false),
+            save_reads: c.save_reads.unwrap_or(false),
+            save_writes: c.save_writes.unwrap_or(false),
+            read_ahead_sectors: ra * 2,
+            read_ahead_across_head: c.read_ahead_across_head.unwrap_or(false),
+            read_ahead_across_cylinder: c.read_ahead_across_cylinder.unwrap_or(false),
+            sort_reads: c.sort_reads.unwrap_or(false),
+            sort_writes: c.sort_writes.unwrap_or(false),
+            flush_on_write: c.flush_on_write.unwrap_or(false),
+            bus,
+        });
+    }
+    let mut strings = Vec::new();
+    for (name, s) in &file.strings {
+        let table = format!("[strings.{name}]");
+        let Some(controller) = index(file.controllers.keys().collect(), &s.controller) else {
+            return err(format!(
+                "{table}: unknown controller `{}`; the [controllers] are: {}",
+                s.controller,
+                list(file.controllers.keys().collect())
+            ));
+        };
+        strings.push(StringParams {
+            bytes_per_sec: link_rate(&table, s.preset.as_deref(), s.rate_mb_s, presets)?,
+            controller,
+        });
+    }
+    let names: Names = (
+        file.strings
+            .iter()
+            .map(|(n, s)| (n.clone(), s.preset.clone()))
+            .collect(),
+        file.controllers.keys().cloned().collect(),
+        file.buses
+            .iter()
+            .map(|(n, b)| (n.clone(), b.preset.clone()))
+            .collect(),
+    );
+    let placed: Vec<&String> = match (&file.string, file.array.as_ref().and_then(|a| a.strings.as_ref())) {
+        (Some(_), Some(_)) => {
+            return err("both `string` and [array] `strings` are given: `string` is for one disk, `strings` for an array's members".to_string())
+        }
+        (Some(s), None) => {
+            if file.array.is_some() {
+                return err("`string` places one disk: for an array give `strings = [...]` in [array], one per member".to_string());
+            }
+            vec![s]
+        }
+        (None, Some(list)) => {
+            let members = file.array.as_ref().map_or(0, |a| a.members.len());
+            if list.len() != members {
+                return err(format!(
+                    "[array] `strings` has {} entries for {members} members: give one string per member",
+                    list.len()
+                ));
+            }
+            list.iter().collect()
+        }
+        (None, None) => Vec::new(),
+    };
+    if file.strings.is_empty() {
+        if placed.is_empty() {
+            return Ok((None, names));
+        }
+        return err(format!(
+            "disk placed on string `{}` but there are no [strings.NAME] tables",
+            placed[0]
+        ));
+    }
+    if placed.is_empty() {
+        let fix = if file.array.is_some() {
+            "add `strings = [...]` to [array], one per member"
+        } else {
+            "add `string = \"NAME\"` beside `disk`"
+        };
+        return err(format!("[strings] are given but no disk is on one: {fix}"));
+    }
+    let mut disk_string = Vec::with_capacity(placed.len());
+    for s in placed {
+        match index(file.strings.keys().collect(), s) {
+            Some(i) => disk_string.push(Some(i)),
+            None => {
+                return err(format!(
+                    "unknown string `{s}`; the [strings] are: {}",
+                    list(file.strings.keys().collect())
+                ))
+            }
+        }
+    }
+    Ok((
+        Some(Topology {
+            buses,
+            controllers,
+            strings,
+            disk_string,
+        }),
+        names,
+    ))
 }

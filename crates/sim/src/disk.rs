@@ -58,6 +58,10 @@ pub struct DiskStats {
     pub stream_hits: u64,
     /// Time the drive's processor or arm was busy with commands.
     pub busy: Nanos,
+    /// Seeks (moves to another cylinder before a media transfer) and their time, write
+    /// settling included; head switches and rotation are not in it.
+    pub seeks: u64,
+    pub seek_time: Nanos,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +76,8 @@ struct Queued {
     /// looks at each queued command many times.
     loc: Loc,
     slot: u32,
+    /// When a write's data is in the drive (on a string, the controller sends it).
+    data_at: Nanos,
 }
 
 /// A simulated drive.
@@ -92,6 +98,8 @@ pub struct Disk {
     destaging: BTreeSet<u64>,
     flush_waiters: Vec<(u64, u64)>,
     stats: DiskStats,
+    /// The drive's data crosses a string the driver models: no link time here.
+    external_link: bool,
 }
 
 impl Disk {
@@ -111,6 +119,7 @@ impl Disk {
             destaging: BTreeSet::new(),
             flush_waiters: Vec::new(),
             stats: DiskStats::default(),
+            external_link: false,
         }
     }
 
@@ -130,9 +139,22 @@ impl Disk {
             && self.free_at <= now
     }
 
+    /// Hands the drive's link to the caller: a read completes when its data is in the
+    /// buffer and a write's data arrives when [`Disk::submit_with_data`] says, the
+    /// caller timing the transfers on the string the drive shares.
+    pub fn set_external_link(&mut self, on: bool) {
+        self.external_link = on;
+    }
+
     /// Takes a command at `now`. The caller keeps at most the model's queue depth of
     /// its own commands outstanding; the drive's own destages queue beside them.
     pub fn submit(&mut self, req: DiskRequest, now: Nanos) {
+        self.submit_with_data(req, now, now);
+    }
+
+    /// [`Disk::submit`], a write's data reaching the drive at `data_at` (used with an
+    /// external link only).
+    pub fn submit_with_data(&mut self, req: DiskRequest, now: Nanos, data_at: Nanos) {
         assert!(
             req.op == DiskOp::Flush
                 || (req.sectors > 0 && req.lba + req.sectors <= self.model.sectors()),
@@ -161,6 +183,7 @@ impl Disk {
                 destage_seq: 0,
                 loc,
                 slot,
+                data_at,
             });
         }
         self.handle_timeout(now);
@@ -267,6 +290,12 @@ impl Disk {
                         if let Some(h) = self.buffer.stop_stream(mech, t_cmd) {
                             self.head = h;
                         }
+                        let seek = mech.move_time(self.head, q.loc, Dir::Read);
+                        if self.head.cylinder != q.loc.cylinder {
+                            self.stats.seeks += 1;
+                            self.stats.seek_time = Nanos(self.stats.seek_time.0 + seek.0);
+                        }
+                        let mech = &self.model.mech;
                         let end = mech.transfer(&mut self.head, Dir::Read, q.lba, q.sectors, t_cmd);
                         self.buffer
                             .insert(mech, q.lba, q.lba + q.sectors, end, self.head, ra);
@@ -274,16 +303,24 @@ impl Disk {
                     }
                 };
                 self.set_free(t, ready);
-                let start = ready.max(self.link_free);
-                self.link_free = Nanos(start.0 + self.model.bus_time(bytes).0);
-                self.reply(q.tag, self.link_free);
+                if self.external_link {
+                    self.reply(q.tag, ready);
+                } else {
+                    let start = ready.max(self.link_free);
+                    self.link_free = Nanos(start.0 + self.model.bus_time(bytes).0);
+                    self.reply(q.tag, self.link_free);
+                }
             }
             (DiskOp::Write, Some(tag)) => {
                 self.stats.writes += 1;
                 self.stats.sectors_written += q.sectors;
-                let start = t_cmd.max(self.link_free);
-                let in_buffer = Nanos(start.0 + self.model.bus_time(bytes).0);
-                self.link_free = in_buffer;
+                let in_buffer = if self.external_link {
+                    t_cmd.max(q.data_at)
+                } else {
+                    let start = t_cmd.max(self.link_free);
+                    self.link_free = Nanos(start.0 + self.model.bus_time(bytes).0);
+                    self.link_free
+                };
                 if self.model.write_back
                     && self.dirty_bytes + bytes <= self.model.write_buffer_bytes
                 {
@@ -331,6 +368,12 @@ impl Disk {
         if let Some(h) = self.buffer.stop_stream(mech, t) {
             self.head = h;
         }
+        if self.head.cylinder != q.loc.cylinder {
+            let seek = mech.move_time(self.head, q.loc, Dir::Write);
+            self.stats.seeks += 1;
+            self.stats.seek_time = Nanos(self.stats.seek_time.0 + seek.0);
+        }
+        let mech = &self.model.mech;
         mech.transfer(&mut self.head, Dir::Write, q.lba, q.sectors, t)
     }
 

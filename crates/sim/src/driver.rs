@@ -11,7 +11,8 @@
 //! on nothing but its configuration and seed. Disks hold no data: buffers are the
 //! engine's, lent and returned, and their bytes are whatever they were.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use xraid_engine::{
     Area, BufId, Engine, EngineConfig, EngineError, IoId, IoKind, MemberState, Nanos, Request,
@@ -19,6 +20,10 @@ use xraid_engine::{
 };
 use xraid_layout::{Geometry, Layout, LayoutError, Level, SECTOR_BYTES};
 
+use crate::controller::{
+    read_ahead_end, Cache, ControllerParams, ControllerStats, Elevator, Link, LinkStats, Topology,
+    TopologyError,
+};
 use crate::disk::{Disk, DiskOp, DiskRequest, DiskStats};
 use crate::params::DiskModel;
 use crate::workload::{Generator, Workload, WorkloadError};
@@ -97,6 +102,10 @@ pub struct RunResult {
     /// The engine's counters (all zero for a plain disk).
     pub engine: Stats,
     pub disks: Vec<DiskStats>,
+    /// Each string's, controller's and host bus's counters (empty without a topology).
+    pub strings: Vec<LinkStats>,
+    pub controllers: Vec<ControllerStats>,
+    pub buses: Vec<LinkStats>,
     /// The run stopped at [`MAX_RUN_REQUESTS`] rather than at its own end.
     pub capped: bool,
     /// A digest of every reply's id and time: equal digests, equal runs.
@@ -118,6 +127,41 @@ pub enum RunError {
     /// The array's member count and the disks given differ.
     #[error("the array has {members} members but {disks} disks were given")]
     DiskCount { members: u16, disks: usize },
+    /// The strings, controllers and buses are refused.
+    #[error("topology: {0}")]
+    Topology(#[from] TopologyError),
+}
+
+/// A controller in a run: its policies, its data path, its cache, its counters.
+#[derive(Debug, Clone)]
+struct Ctl {
+    p: ControllerParams,
+    link: Link,
+    cache: Cache,
+    stats: ControllerStats,
+}
+
+/// Something the topology does at a time of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// A read's data (read-ahead included) has crossed the string to the controller.
+    AtController {
+        disk: usize,
+        tag: u64,
+        lba: u64,
+        asked: u64,
+        fetched: u64,
+    },
+    /// A command's reply reaches the host.
+    Reply { tag: u64 },
+}
+
+/// A read a controller sent to a disk: what was asked and what it fetched.
+#[derive(Debug, Clone, Copy)]
+struct Fetch {
+    lba: u64,
+    asked: u64,
+    fetched: u64,
 }
 
 /// Simulated disks under a workload: an array run by the engine, or one plain disk.
@@ -131,6 +175,16 @@ pub struct SimArray {
     outstanding: Vec<u32>,
     depth: Vec<u32>,
     now: Nanos,
+    topo: Topology,
+    strings: Vec<Link>,
+    ctls: Vec<Ctl>,
+    buses: Vec<Link>,
+    elevators: Vec<Elevator>,
+    /// Reads each disk is doing for its controller, by tag.
+    fetches: Vec<HashMap<u64, Fetch>>,
+    /// Topology events by time, then by the order they were decided.
+    events: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
+    event_seq: u64,
 }
 
 type Replies = Vec<(RequestId, Result<(), EngineError>)>;
@@ -187,6 +241,230 @@ impl SimArray {
             waiting: vec![VecDeque::new(); n],
             outstanding: vec![0; n],
             now: Nanos(0),
+            topo: Topology {
+                disk_string: vec![None; n],
+                ..Topology::default()
+            },
+            strings: Vec::new(),
+            ctls: Vec::new(),
+            buses: Vec::new(),
+            elevators: vec![Elevator::default(); n],
+            fetches: vec![HashMap::new(); n],
+            events: BinaryHeap::new(),
+            event_seq: 0,
+        }
+    }
+
+    /// Puts the disks on strings behind controllers on host buses (before a run).
+    /// Disks the topology leaves off strings keep their own link to the host.
+    pub fn set_topology(&mut self, topo: Topology) -> Result<(), RunError> {
+        topo.check(self.disks.len())?;
+        self.strings = topo
+            .strings
+            .iter()
+            .map(|s| Link::new(Some(s.bytes_per_sec)))
+            .collect();
+        self.ctls = topo
+            .controllers
+            .iter()
+            .map(|p| Ctl {
+                link: Link::new(p.bytes_per_sec),
+                cache: Cache::new(p.cache_sectors),
+                stats: ControllerStats::default(),
+                p: p.clone(),
+            })
+            .collect();
+        self.buses = topo.buses.iter().map(|&b| Link::new(Some(b))).collect();
+        for (d, s) in self.disks.iter_mut().zip(&topo.disk_string) {
+            d.set_external_link(s.is_some());
+        }
+        self.topo = topo;
+        Ok(())
+    }
+
+    /// The string and controller of disk `m`, when it is on a string.
+    fn path(&self, m: usize) -> Option<(usize, usize)> {
+        let s = self.topo.disk_string[m]?;
+        Some((s, self.topo.strings[s].controller))
+    }
+
+    /// A string's rate for disk `m`'s data: the string's or the drive's, the slower.
+    fn string_rate(&self, s: usize, m: usize) -> Option<u64> {
+        let drive = self.disks[m].model().interface_bytes_per_sec;
+        Some(self.topo.strings[s].bytes_per_sec.min(drive))
+    }
+
+    fn schedule(&mut self, at: Nanos, ev: Ev) {
+        self.events.push(Reverse((at, self.event_seq, ev)));
+        self.event_seq += 1;
+    }
+
+    /// Controller `c` sends `bytes` (and its reply) to the host from `at`: its
+    /// overhead and data path, then its host bus, pipelined.
+    fn send_to_host(&mut self, c: usize, tag: u64, bytes: u64, at: Nanos) {
+        let ctl = &mut self.ctls[c];
+        let dur = Nanos(ctl.p.overhead.0 + Link::duration(bytes, ctl.link.bytes_per_sec).0);
+        let (start, mut end) = ctl.link.reserve(at, dur, bytes);
+        if let Some(b) = ctl.p.bus {
+            let bus = &mut self.buses[b];
+            let dur = Link::duration(bytes, bus.bytes_per_sec);
+            let (_, e) = bus.reserve(start, dur, bytes);
+            end = end.max(e);
+        }
+        self.schedule(end, Ev::Reply { tag });
+    }
+
+    /// A command for disk `m` from the engine (or the workload): straight to the
+    /// disk's queue, or through its controller, which may answer a read itself.
+    fn enqueue(&mut self, m: usize, req: DiskRequest) {
+        let Some((_, c)) = self.path(m) else {
+            self.waiting[m].push_back(req);
+            return;
+        };
+        let now = self.now;
+        let ctl = &mut self.ctls[c];
+        let (lba, n) = (req.lba, req.sectors);
+        match req.op {
+            DiskOp::Read => {
+                ctl.stats.reads += 1;
+                if ctl.p.search && ctl.cache.lookup(m, lba, n) {
+                    ctl.stats.cache_hits += 1;
+                    self.send_to_host(c, req.tag, n * SECTOR_BYTES, now);
+                    return;
+                }
+                let p = &ctl.p;
+                let end = read_ahead_end(
+                    &self.disks[m].model().mech.format,
+                    lba,
+                    n,
+                    p.read_ahead_sectors,
+                    p.read_ahead_across_head,
+                    p.read_ahead_across_cylinder,
+                );
+                ctl.stats.read_ahead_sectors += end - lba - n;
+                let fetch = Fetch {
+                    lba,
+                    asked: n,
+                    fetched: end - lba,
+                };
+                self.fetches[m].insert(req.tag, fetch);
+                self.waiting[m].push_back(DiskRequest {
+                    sectors: end - lba,
+                    ..req
+                });
+            }
+            DiskOp::Write => {
+                ctl.stats.writes += 1;
+                if ctl.p.flush_on_write {
+                    ctl.cache.clear();
+                    ctl.stats.cache_flushes += 1;
+                } else {
+                    ctl.cache.invalidate(m, lba, n);
+                }
+                if ctl.p.save_writes {
+                    ctl.cache.insert(m, lba, lba + n);
+                }
+                self.waiting[m].push_back(req);
+            }
+            DiskOp::Flush => self.waiting[m].push_back(req),
+        }
+    }
+
+    /// Hands disk `m` its next waiting command: the first, or the elevator's choice
+    /// behind a sorting controller; a write's data crosses the host bus, the
+    /// controller and the string on the way.
+    fn dispatch(&mut self, m: usize) -> bool {
+        let Some((s, c)) = self.path(m) else {
+            let Some(req) = self.waiting[m].pop_front() else {
+                return false;
+            };
+            self.disks[m].submit(req, self.now);
+            return true;
+        };
+        let (sort_reads, sort_writes) = (self.ctls[c].p.sort_reads, self.ctls[c].p.sort_writes);
+        let i = self.elevators[m].pick(self.waiting[m].make_contiguous(), sort_reads, sort_writes);
+        let Some(req) = self.waiting[m].remove(i) else {
+            return false;
+        };
+        let mut data_at = self.now;
+        if req.op == DiskOp::Write {
+            let bytes = req.sectors * SECTOR_BYTES;
+            let mut start = self.now;
+            if let Some(b) = self.ctls[c].p.bus {
+                let bus = &mut self.buses[b];
+                let (s0, e0) = bus.reserve(start, Link::duration(bytes, bus.bytes_per_sec), bytes);
+                start = s0;
+                data_at = data_at.max(e0);
+            }
+            let ctl = &mut self.ctls[c].link;
+            let (s1, e1) = ctl.reserve(start, Link::duration(bytes, ctl.bytes_per_sec), bytes);
+            data_at = data_at.max(e1);
+            let rate = self.string_rate(s, m);
+            let (_, e2) = self.strings[s].reserve(s1, Link::duration(bytes, rate), bytes);
+            data_at = data_at.max(e2);
+        }
+        self.disks[m].submit_with_data(req, self.now, data_at);
+        true
+    }
+
+    /// A command of disk `m` is done at `at`.
+    fn disk_done(&mut self, m: usize, tag: u64, at: Nanos, replies: &mut Replies) {
+        self.outstanding[m] -= 1;
+        let Some((s, c)) = self.path(m) else {
+            self.complete(tag, at, replies);
+            return;
+        };
+        match self.fetches[m].remove(&tag) {
+            Some(f) => {
+                let bytes = f.fetched * SECTOR_BYTES;
+                let rate = self.string_rate(s, m);
+                let (_, end) = self.strings[s].reserve(at, Link::duration(bytes, rate), bytes);
+                let ev = Ev::AtController {
+                    disk: m,
+                    tag,
+                    lba: f.lba,
+                    asked: f.asked,
+                    fetched: f.fetched,
+                };
+                self.schedule(end, ev);
+            }
+            None => self.send_to_host(c, tag, 0, at),
+        }
+    }
+
+    /// The reply to `tag` reaches the host (the engine, or the workload) at `at`.
+    fn complete(&mut self, tag: u64, at: Nanos, replies: &mut Replies) {
+        match self.engine.as_mut() {
+            Some(engine) => engine.handle_completion(IoId(tag), Ok(()), at),
+            None => replies.push((RequestId(tag), Ok(()))),
+        }
+    }
+
+    /// Handles the topology's events due by now.
+    fn topology_events(&mut self, replies: &mut Replies) {
+        while let Some(Reverse((at, _, ev))) = self.events.peek().copied() {
+            if at > self.now {
+                break;
+            }
+            self.events.pop();
+            match ev {
+                Ev::Reply { tag } => self.complete(tag, at, replies),
+                Ev::AtController {
+                    disk,
+                    tag,
+                    lba,
+                    asked,
+                    fetched,
+                } => {
+                    let Some((_, c)) = self.path(disk) else {
+                        unreachable!("only disks on strings fetch for a controller");
+                    };
+                    let ctl = &mut self.ctls[c];
+                    let from = if ctl.p.save_reads { lba } else { lba + asked };
+                    ctl.cache.insert(disk, from, lba + fetched);
+                    self.send_to_host(c, tag, asked * SECTOR_BYTES, at);
+                }
+            }
         }
     }
 
@@ -209,34 +487,29 @@ impl SimArray {
 
     /// Moves the engine's member I/Os to the disks and returns its replies.
     fn pump(&mut self, replies: &mut Replies) {
-        if let Some(engine) = self.engine.as_mut() {
-            while let Some(io) = engine.poll_member_io() {
-                let m = io.member.index();
-                let base = match io.area {
-                    Area::Data => DATA_OFFSET_SECTORS,
-                    Area::Log => LOG_OFFSET_SECTORS,
-                    Area::Bitmap => BITMAP_OFFSET_SECTORS,
-                };
-                let op = match io.kind {
-                    IoKind::Read => DiskOp::Read,
-                    IoKind::Write => DiskOp::Write,
-                    IoKind::Flush => DiskOp::Flush,
-                };
-                self.waiting[m].push_back(DiskRequest {
-                    tag: io.id.0,
-                    op,
-                    lba: base + io.sector,
-                    sectors: io.buf.len as u64 / SECTOR_BYTES,
-                });
-            }
+        while let Some(io) = self.engine.as_mut().and_then(Engine::poll_member_io) {
+            let m = io.member.index();
+            let base = match io.area {
+                Area::Data => DATA_OFFSET_SECTORS,
+                Area::Log => LOG_OFFSET_SECTORS,
+                Area::Bitmap => BITMAP_OFFSET_SECTORS,
+            };
+            let op = match io.kind {
+                IoKind::Read => DiskOp::Read,
+                IoKind::Write => DiskOp::Write,
+                IoKind::Flush => DiskOp::Flush,
+            };
+            let req = DiskRequest {
+                tag: io.id.0,
+                op,
+                lba: base + io.sector,
+                sectors: io.buf.len as u64 / SECTOR_BYTES,
+            };
+            self.enqueue(m, req);
         }
         for m in 0..self.disks.len() {
-            while self.outstanding[m] < self.depth[m] {
-                let Some(req) = self.waiting[m].pop_front() else {
-                    break;
-                };
+            while self.outstanding[m] < self.depth[m] && self.dispatch(m) {
                 self.outstanding[m] += 1;
-                self.disks[m].submit(req, self.now);
             }
         }
         if let Some(engine) = self.engine.as_mut() {
@@ -254,6 +527,7 @@ impl SimArray {
             .iter()
             .filter_map(Disk::poll_timeout)
             .chain(self.engine.as_ref().and_then(Engine::poll_timeout))
+            .chain(self.events.peek().map(|Reverse((at, _, _))| *at))
             .min();
         let Some(next) = next else {
             return false;
@@ -262,13 +536,10 @@ impl SimArray {
         for m in 0..self.disks.len() {
             self.disks[m].handle_timeout(self.now);
             while let Some(c) = self.disks[m].poll_done() {
-                self.outstanding[m] -= 1;
-                match self.engine.as_mut() {
-                    Some(engine) => engine.handle_completion(IoId(c.tag), Ok(()), c.at),
-                    None => replies.push((RequestId(c.tag), Ok(()))),
-                }
+                self.disk_done(m, c.tag, c.at, replies);
             }
         }
+        self.topology_events(replies);
         if let Some(engine) = self.engine.as_mut() {
             if engine.poll_timeout().is_some_and(|t| t <= self.now) {
                 engine.handle_timeout(self.now);
@@ -302,12 +573,13 @@ impl SimArray {
             }
             None => {
                 let op = if read { DiskOp::Read } else { DiskOp::Write };
-                self.waiting[0].push_back(DiskRequest {
+                let req = DiskRequest {
                     tag: id.0,
                     op,
                     lba: sector,
                     sectors,
-                });
+                };
+                self.enqueue(0, req);
                 None
             }
         }
@@ -343,6 +615,9 @@ impl SimArray {
             write_latency: Latency::default(),
             engine: Stats::default(),
             disks: Vec::new(),
+            strings: Vec::new(),
+            controllers: Vec::new(),
+            buses: Vec::new(),
             capped: false,
             digest: 0xcbf2_9ce4_8422_2325,
         };
@@ -420,6 +695,17 @@ impl SimArray {
         r.write_latency = Latency::of(&mut writes);
         r.engine = self.engine.as_ref().map(Engine::stats).unwrap_or_default();
         r.disks = self.disks.iter().map(Disk::stats).collect();
+        r.strings = self.strings.iter().map(LinkStats::from).collect();
+        r.buses = self.buses.iter().map(LinkStats::from).collect();
+        r.controllers = self
+            .ctls
+            .iter()
+            .map(|c| ControllerStats {
+                busy: c.link.busy,
+                bytes: c.link.bytes,
+                ..c.stats
+            })
+            .collect();
         Ok(r)
     }
 }

@@ -16,6 +16,7 @@
 //! - `params`: a disk's parameters, their checks, the model built from them;
 //! - `buffer`: the drive's buffer segments and read-ahead;
 //! - `disk`: one drive, sans-I/O — queue, scheduler, processor, buffer, link;
+//! - `controller`: host buses, caching controllers and their policies, strings;
 //! - `preset`: spec sheets as data, each value with its source, checked on load;
 //! - `workload`: fio-like workloads and their seeded generators;
 //! - `driver`: the discrete-event loop running the array engine on simulated disks;
@@ -24,6 +25,7 @@
 
 mod buffer;
 mod config;
+mod controller;
 mod disk;
 mod driver;
 mod geometry;
@@ -35,6 +37,8 @@ mod seek;
 mod workload;
 
 #[cfg(test)]
+mod controller_tests;
+#[cfg(test)]
 mod driver_tests;
 #[cfg(test)]
 mod physics_tests;
@@ -42,6 +46,10 @@ mod physics_tests;
 mod preset_tests;
 
 pub use config::{ConfigError, NamedDisk, SimConfig, Target};
+pub use controller::{
+    read_ahead_end, ControllerParams, ControllerStats, LinkStats, StringParams, Topology,
+    TopologyError,
+};
 pub use disk::{Completion, Disk, DiskOp, DiskRequest, DiskStats};
 pub use driver::{
     ArraySpec, Latency, RunError, RunResult, SimArray, DATA_OFFSET_SECTORS, MAX_RUN_REQUESTS,

@@ -86,9 +86,12 @@ pub enum Command {
     Demo(DemoArgs),
     /// Simulate a workload on simulated disks, in simulated time: one disk, or an array
     /// run by the real engine. CONFIG (TOML) names the disks — presets from spec
-    /// sheets, any parameter overridden — and the array (see docs/SIMULATOR.md and
-    /// examples/sim/). Prints bandwidth, IOPS and latency percentiles as fio would,
-    /// every disk's utilisation and which component limits throughput. The same
+    /// sheets, any parameter overridden — the array, and optionally the strings
+    /// (SCSI buses shared by disks), the controllers (cache policies: search, save
+    /// reads/writes, read-ahead, sorted reads/writes, the flush-on-write flaw) and the
+    /// host buses they hang on (see docs/SIMULATOR.md and examples/sim/). Prints
+    /// bandwidth, IOPS and latency percentiles as fio would, the utilisation of every
+    /// disk, string, controller and bus, and which one limits throughput. The same
     /// configuration, workload and seed print the same bytes.
     Sim(SimArgs),
 }

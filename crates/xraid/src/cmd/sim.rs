@@ -93,22 +93,36 @@ struct EngineReport {
     full_stripe: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 struct ComponentReport {
-    /// "disk".
+    /// "disk", "string", "controller" or "bus".
     kind: &'static str,
-    /// "disk0", "disk1", ... in the target's member order.
+    /// "disk0", "disk1", ... in the target's member order; "string0", "controller0",
+    /// "bus0", ... in the order of their names.
     id: String,
     /// The configuration's name for it.
     name: String,
+    /// A disk's preset, or the bus preset a string or bus was given by.
     preset: Option<String>,
     busy_ns: u64,
     /// busy_ns / span_ns, in percent (at most 100).
     util_percent: f64,
+    /// Commands (disks, controllers).
     reads: u64,
     writes: u64,
+    /// A disk's buffer.
     buffer_hits: u64,
     stream_hits: u64,
+    /// A disk's seeks and their time.
+    seeks: u64,
+    seek_ns: u64,
+    /// Bytes carried (strings, controllers, buses).
+    bytes: u64,
+    /// A controller's cache: reads it served, bytes it read ahead, times the
+    /// flush-on-write flaw emptied it.
+    cache_hits: u64,
+    read_ahead_bytes: u64,
+    cache_flushes: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -244,7 +258,7 @@ fn report(
             round3((busy.0 as f64 * 100.0 / span.0 as f64).min(100.0))
         }
     };
-    let components: Vec<ComponentReport> = config
+    let mut components: Vec<ComponentReport> = config
         .disks()
         .iter()
         .zip(&r.disks)
@@ -260,8 +274,56 @@ fn report(
             writes: s.writes,
             buffer_hits: s.buffer_hits,
             stream_hits: s.stream_hits,
+            seeks: s.seeks,
+            seek_ns: s.seek_time.0,
+            ..ComponentReport::default()
         })
         .collect();
+    for (i, ((name, preset), s)) in config.string_names.iter().zip(&r.strings).enumerate() {
+        components.push(ComponentReport {
+            kind: "string",
+            id: format!("string{i}"),
+            name: name.clone(),
+            preset: preset.clone(),
+            busy_ns: s.busy.0,
+            util_percent: util(s.busy),
+            bytes: s.bytes,
+            ..ComponentReport::default()
+        });
+    }
+    for (i, (name, c)) in config
+        .controller_names
+        .iter()
+        .zip(&r.controllers)
+        .enumerate()
+    {
+        components.push(ComponentReport {
+            kind: "controller",
+            id: format!("controller{i}"),
+            name: name.clone(),
+            busy_ns: c.busy.0,
+            util_percent: util(c.busy),
+            reads: c.reads,
+            writes: c.writes,
+            cache_hits: c.cache_hits,
+            read_ahead_bytes: c.read_ahead_sectors * SECTOR_BYTES,
+            cache_flushes: c.cache_flushes,
+            bytes: c.bytes,
+            ..ComponentReport::default()
+        });
+    }
+    for (i, ((name, preset), s)) in config.bus_names.iter().zip(&r.buses).enumerate() {
+        components.push(ComponentReport {
+            kind: "bus",
+            id: format!("bus{i}"),
+            name: name.clone(),
+            preset: preset.clone(),
+            busy_ns: s.busy.0,
+            util_percent: util(s.busy),
+            bytes: s.bytes,
+            ..ComponentReport::default()
+        });
+    }
     Report {
         target,
         workload: WorkloadReport {
@@ -415,16 +477,35 @@ fn print_text(r: &Report) {
     }
     println!("  utilisation:");
     for c in &r.components {
-        println!(
-            "    {} {} ({}): {:.1}% busy, {} reads ({} from the buffer), {} writes",
-            c.id,
-            c.name,
-            c.preset.as_deref().unwrap_or("-"),
-            c.util_percent,
-            c.reads,
-            c.buffer_hits + c.stream_hits,
-            c.writes
-        );
+        let what = match c.kind {
+            "disk" => format!(
+                "{} reads ({} from the buffer), {} writes, {} seeks",
+                c.reads,
+                c.buffer_hits + c.stream_hits,
+                c.writes,
+                c.seeks
+            ),
+            "controller" => {
+                let mut s = format!(
+                    "{} reads ({} from the cache, {} read ahead), {} writes, {} moved",
+                    c.reads,
+                    c.cache_hits,
+                    human(c.read_ahead_bytes),
+                    c.writes,
+                    human(c.bytes)
+                );
+                if c.cache_flushes > 0 {
+                    s.push_str(&format!(", cache thrown away {} times", c.cache_flushes));
+                }
+                s
+            }
+            _ => format!("{} moved", human(c.bytes)),
+        };
+        let name = match &c.preset {
+            Some(p) => format!("{} ({p})", c.name),
+            None => c.name.clone(),
+        };
+        println!("    {} {name}: {:.1}% busy, {what}", c.id, c.util_percent);
     }
     println!("  limit: {}", r.limit.verdict);
 }

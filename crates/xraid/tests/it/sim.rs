@@ -25,6 +25,33 @@ members = ["st", "st", "st", "st"]
 
 const ONE_DISK: &str = r#"disk = "seagate_st118273""#;
 
+/// Three Barracudas striped; `strings = [...]` may follow in [array].
+const RAID0_3: &str = r#"
+[disks.st]
+preset = "seagate_st118273"
+
+[array]
+level = "raid0"
+chunk_kib = 64
+members = ["st", "st", "st"]"#;
+
+/// One string on one caching controller on one bus.
+const TOPO: &str = r#"
+[strings.s0]
+controller = "c0"
+preset = "scsi1"
+
+[controllers.c0]
+bus = "b0"
+overhead_ms = 0.5
+cache_kib = 64
+read_ahead_kib = 16
+search = true
+
+[buses.b0]
+rate_mb_s = 40.0
+"#;
+
 fn json(args: &[&str]) -> Value {
     let out = ok(args);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
@@ -221,6 +248,19 @@ fn bad_input_gets_one_line_naming_the_thing() {
         ("[disks.x]\npreset = \"seagate_st118273\"\nseek_average_ms = -1.0\n[array]\nlevel = \"raid0\"\nmembers = [\"x\", \"x\"]".into(), vec![], "`seek_average_ms`"),
         ("[disks.x]\npreset = \"seagate_st118273\"\nrpm = 0\n[array]\nlevel = \"raid0\"\nmembers = [\"x\", \"x\"]".into(), vec![], "rpm must be at least 1"),
         ("disk = [1, 2".into(), vec![], "line 1"),
+        (format!("{ONE_DISK}\nstring = \"s9\"\n{TOPO}"), vec![], "unknown string `s9`"),
+        (format!("{ONE_DISK}\nstring = \"s0\""), vec![], "no [strings.NAME] tables"),
+        (format!("{ONE_DISK}\n{TOPO}"), vec![], "add `string = \"NAME\"`"),
+        (format!("{ONE_DISK}\nstring = \"s0\"\n{}", TOPO.replace("controller = \"c0\"", "controller = \"c7\"")), vec![], "unknown controller `c7`"),
+        (format!("{ONE_DISK}\nstring = \"s0\"\n{}", TOPO.replace("bus = \"b0\"", "bus = \"b5\"")), vec![], "unknown bus `b5`"),
+        (format!("{ONE_DISK}\nstring = \"s0\"\n{}", TOPO.replace("preset = \"scsi1\"", "preset = \"scsi9\"")), vec![], "unknown bus preset `scsi9`"),
+        (format!("{ONE_DISK}\nstring = \"s0\"\n{}", TOPO.replace("preset = \"scsi1\"", "preset = \"scsi1\"\nrate_mb_s = 5.0")), vec![], "either `preset`"),
+        (format!("{ONE_DISK}\nstring = \"s0\"\n{}", TOPO.replace("rate_mb_s = 40.0", "rate_mb_s = 0.0")), vec![], "`rate_mb_s` = 0"),
+        (format!("{ONE_DISK}\nstring = \"s0\"\n{}", TOPO.replace("cache_kib = 64", "cache_kib = 8")), vec![], "`read_ahead_kib` = 16 needs a cache"),
+        (format!("{ONE_DISK}\nstring = \"s0\"\n{}", TOPO.replace("overhead_ms = 0.5", "overhead_ms = -2.0")), vec![], "`overhead_ms` = -2"),
+        (format!("{ONE_DISK}\nstring = \"s0\"\n{}", TOPO.replace("search = true", "serch = true")), vec![], "unknown field `serch`"),
+        (format!("{RAID0_3}\nstrings = [\"s0\"]\n{TOPO}"), vec![], "`strings` has 1 entries for 3 members"),
+        (format!("string = \"s0\"\n{RAID0_3}\n{TOPO}"), vec![], "for an array give `strings"),
     ];
     for (i, (text, extra, want)) in cases.iter().enumerate() {
         let c = config(d, &format!("bad{i}.toml"), text);
@@ -289,7 +329,11 @@ fn every_example_configuration_runs() {
         ],
         "the examples the issue asks for"
     );
-    for (path, disks) in examples.iter().zip([24, 2, 1]) {
+    // Disks, strings, controllers, buses.
+    for (path, kinds) in examples
+        .iter()
+        .zip([[24, 8, 4, 4], [2, 2, 2, 0], [1, 1, 1, 1]])
+    {
         let r = json(&[
             "sim",
             p(path),
@@ -302,7 +346,108 @@ fn every_example_configuration_runs() {
             "--json",
         ]);
         assert_eq!(u(&r["total"]["requests"]), 256, "{}", path.display());
-        assert_eq!(r["components"].as_array().map(Vec::len), Some(disks));
+        let count = |kind: &str| {
+            r["components"]
+                .as_array()
+                .map_or(0, |c| c.iter().filter(|c| c["kind"] == kind).count())
+        };
+        let got = ["disk", "string", "controller", "bus"].map(count);
+        assert_eq!(got, kinds, "{}", path.display());
         assert_eq!(u(&r["errors"]), 0);
     }
+}
+
+/// Three disks streaming through one 10 MB/s string: the string is named as the
+/// limit, every kind of component reports, and the run replays byte for byte.
+#[test]
+fn a_shared_string_is_named_as_the_limit_and_the_tree_replays() {
+    let dir = tempdir();
+    let text = format!(
+        "{RAID0_3}\nstrings = [\"s0\", \"s0\", \"s0\"]\n{}",
+        TOPO.replace("preset = \"scsi1\"", "preset = \"scsi2_fast\"")
+    );
+    let c = config(dir.path(), "tree.toml", &text);
+    let args = [
+        "sim",
+        p(&c),
+        "--rw",
+        "read",
+        "--bs",
+        "192K",
+        "--iodepth",
+        "4",
+        "--size",
+        "32M",
+        "--seed",
+        "3",
+    ];
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let r = json(&with_json);
+    assert_eq!(r["limit"]["busiest"], "string0", "{}", r["limit"]);
+    assert_eq!(r["limit"]["saturated"], true);
+    assert!(
+        r["total"]["mb_s"].as_f64().is_some_and(|v| v <= 10.0),
+        "{}",
+        r["total"]
+    );
+    let c = &r["components"];
+    assert_eq!(
+        (c[3]["kind"].as_str(), c[3]["id"].as_str()),
+        (Some("string"), Some("string0"))
+    );
+    assert_eq!(c[4]["kind"], "controller");
+    assert_eq!(c[5]["kind"], "bus");
+    assert_eq!(
+        c[5]["bytes"], r["total"]["bytes"],
+        "every byte crosses the bus"
+    );
+    let text = ok(&args);
+    assert!(
+        text.contains("string0 s0 (scsi2_fast)") && text.contains("limit: string0"),
+        "{text}"
+    );
+    assert_eq!(text, ok(&args), "text replays");
+    assert_eq!(ok(&with_json), ok(&with_json), "JSON replays");
+}
+
+/// The 1987 review's finding through the binary: the SMD example's mixed load with
+/// the controller's flaw switched on reads far slower than without it.
+#[test]
+fn the_flush_on_write_flaw_slows_the_smd_examples_mixed_load() {
+    let dir = tempdir();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sim/smd-1987.toml");
+    let text = std::fs::read_to_string(example).expect("example");
+    assert!(text.contains("flush_on_write = false"));
+    let good = config(dir.path(), "good.toml", &text);
+    let flawed = config(
+        dir.path(),
+        "flawed.toml",
+        &text.replace("flush_on_write = false", "flush_on_write = true"),
+    );
+    let run = |c: &PathBuf| {
+        json(&[
+            "sim",
+            p(c),
+            "--rw",
+            "rw",
+            "--bs",
+            "4K",
+            "--size",
+            "2M",
+            "--json",
+        ])
+    };
+    let (g, f) = (run(&good), run(&flawed));
+    assert_eq!(
+        g["read"]["requests"], f["read"]["requests"],
+        "same seed, same requests"
+    );
+    let ctl = |r: &Value| r["components"][2].clone();
+    assert_eq!(ctl(&f)["kind"], "controller");
+    assert_eq!(ctl(&f)["cache_flushes"], f["write"]["requests"]);
+    assert_eq!(u(&ctl(&g)["cache_flushes"]), 0);
+    assert!(u(&ctl(&f)["cache_hits"]) < u(&ctl(&g)["cache_hits"]));
+    let rd = |r: &Value| r["read"]["mb_s"].as_f64().unwrap_or(0.0);
+    assert!(rd(&f) < rd(&g), "{} vs {}", rd(&f), rd(&g));
 }
