@@ -48,6 +48,8 @@ pub(crate) enum IoTarget {
     LogRecovery { member: MemberIdx },
     /// A durable-marker write to a member's ring, or the flush after it.
     LogMarker { member: MemberIdx, flushed: bool },
+    /// A write of a batch of log entries to a member's ring, or the flush after it.
+    LogBatch { member: MemberIdx },
     /// A write-intent bitmap write, or a flush of its round.
     Intent { member: MemberIdx, buf: BufId },
 }
@@ -244,7 +246,10 @@ impl Engine {
     /// Marks a member failed (the driver or an operator learned it is gone); later
     /// work avoids it.
     pub fn fail_member(&mut self, member: MemberIdx) {
+        // Entries waiting for this member's next log batch go on without it.
+        crate::ppl::gather(self);
         self.fail(member, FailReason::Requested);
+        crate::ppl::release(self);
     }
 
     pub(crate) fn fail(&mut self, member: MemberIdx, reason: FailReason) {
@@ -470,6 +475,14 @@ impl Engine {
     /// Takes a client request. Bad requests are answered at once through
     /// [`Engine::poll_reply`]; good ones produce member I/Os.
     pub fn handle_request(&mut self, req: Request, now: Nanos) {
+        // Stripe writes ready to log meanwhile share their members' next log batches.
+        crate::ppl::gather(self);
+        self.request(req, now);
+        crate::ppl::release(self);
+    }
+
+    /// [`Engine::handle_request`] within the log's gathering.
+    fn request(&mut self, req: Request, now: Nanos) {
         self.now = now;
         if let Some(log) = self.log.as_mut().filter(|l| l.recovering()) {
             log.hold(req, now);
@@ -542,6 +555,14 @@ impl Engine {
 
     /// Takes the result of a member I/O the engine emitted.
     pub fn handle_completion(&mut self, io: IoId, result: Result<(), IoFailed>, now: Nanos) {
+        // Stripe writes ready to log meanwhile share their members' next log batches.
+        crate::ppl::gather(self);
+        self.completion(io, result, now);
+        crate::ppl::release(self);
+    }
+
+    /// [`Engine::handle_completion`] within the log's gathering.
+    fn completion(&mut self, io: IoId, result: Result<(), IoFailed>, now: Nanos) {
         self.now = now;
         let key = usize::try_from(io.0).expect("io ids fit usize");
         let target = self.ios.remove(key);
@@ -617,6 +638,9 @@ impl Engine {
             IoTarget::LogMarker { member, flushed } => {
                 crate::ppl::on_marker_io(self, member, flushed, result);
             }
+            IoTarget::LogBatch { member } => {
+                crate::ppl::on_batch_io(self, member, result);
+            }
             IoTarget::Intent { member, buf } => {
                 crate::intent::on_io(self, member, buf, result, stale.is_some());
             }
@@ -627,6 +651,14 @@ impl Engine {
 
     /// Advances the engine's notion of time: a sync paced to its rate limit goes on.
     pub fn handle_timeout(&mut self, now: Nanos) {
+        // Stripe writes ready to log meanwhile share their members' next log batches.
+        crate::ppl::gather(self);
+        self.timeout(now);
+        crate::ppl::release(self);
+    }
+
+    /// [`Engine::handle_timeout`] within the log's gathering.
+    fn timeout(&mut self, now: Nanos) {
         self.now = now;
         self.check_stalls();
         crate::intent::kick(self);
@@ -1143,6 +1175,7 @@ fn target_member(target: &IoTarget) -> Option<MemberIdx> {
         | IoTarget::LogCheckpoint { member }
         | IoTarget::LogRecovery { member }
         | IoTarget::LogMarker { member, .. }
+        | IoTarget::LogBatch { member }
         | IoTarget::Intent { member, .. } => Some(member),
     }
 }

@@ -18,6 +18,14 @@
 //! (md's PPL logs the XOR of the chunks a write leaves alone instead; that breaks when
 //! an earlier, unflushed write to the same stripe is lost and a later one is not.)
 //!
+//! Entries go out in *batches*, one per member at a time (as the write-intent bitmap's
+//! rounds do): entries that become ready while a member's batch is being written and
+//! flushed — or during the same engine call — wait and form its next batch, which
+//! takes its seqs and ring room then and goes to the ring back to back in one write
+//! (two if the ring wraps), followed by one flush. Only when that flush completes do
+//! the batch's stripe writes go to the members; so under load many stripe writes share
+//! one log write and flush instead of paying one each.
+//!
 //! Entries are known durable once a flush that began after their write finished has
 //! completed; the rings then say so with a *marker* (two slots at the start of each
 //! ring, written in turn) before the flush is acknowledged, and every entry carries the
@@ -197,6 +205,28 @@ pub(crate) struct LogState {
     marker_job: Option<MarkerJob>,
     /// Who waits for the marker after the one being written.
     marker_next: Vec<Waiter>,
+    /// Per member, stripe operations whose entries wait for the member's next batch.
+    queued: Vec<Vec<usize>>,
+    /// Per member, the batch of entries being written and flushed.
+    batches: Vec<Option<Batch>>,
+    /// Engine entry points under way: while one runs, operations ready to log are
+    /// gathered, and batches start when the outermost ends.
+    gathering: u32,
+}
+
+/// Entries of several stripe writes on their way to one member's ring: written with as
+/// few writes as the ring allows (one unless it wraps), then flushed once, and only
+/// then do those stripe writes go to the members.
+#[derive(Debug)]
+struct Batch {
+    /// The entries back to back, as they go to the ring.
+    buf: BufId,
+    ops: Vec<usize>,
+    /// Writes (then the flush) still out.
+    pending: u32,
+    /// A write failed: the member is failed, and no flush follows.
+    failed: bool,
+    flushing: bool,
 }
 
 /// Who waits for a marker to be written.
@@ -236,6 +266,9 @@ impl LogState {
             marker_slot: 0,
             marker_job: None,
             marker_next: Vec::new(),
+            queued: vec![Vec::new(); members],
+            batches: (0..members).map(|_| None).collect(),
+            gathering: 0,
         }
     }
 
@@ -390,6 +423,203 @@ pub(crate) fn finished(engine: &mut Engine, seq: u64) {
     log.unfinished.remove(&seq);
     if !log.waiters.is_empty() && log.checkpoint.is_none() {
         start_checkpoint(engine);
+    }
+}
+
+// ----- batches --------------------------------------------------------------------
+
+/// An engine entry point begins: operations that become ready to log during it wait
+/// for its end, so that those ready at the same moment share a batch.
+pub(crate) fn gather(engine: &mut Engine) {
+    if let Some(log) = engine.log.as_mut() {
+        log.gathering += 1;
+    }
+}
+
+/// The entry point ends: every member with entries waiting and no batch in flight
+/// starts one; entries waiting for a member that failed go on without it.
+pub(crate) fn release(engine: &mut Engine) {
+    let Some(log) = engine.log.as_mut() else {
+        return;
+    };
+    if log.gathering > 1 {
+        log.gathering -= 1;
+        return;
+    }
+    // Still gathering while batches start: an operation that one lets go of can hand
+    // its stripe to the next in line, which may queue an entry; the loop takes it.
+    loop {
+        let log = engine.log.as_ref().expect("logging is on");
+        let due: Vec<MemberIdx> = (0..log.queued.len())
+            .map(member_idx)
+            .filter(|&m| {
+                !log.queued[m.index()].is_empty()
+                    && (log.batches[m.index()].is_none() || !engine.is_present(m))
+            })
+            .collect();
+        if due.is_empty() {
+            break;
+        }
+        for m in due {
+            start_batch(engine, m);
+        }
+    }
+    let log = engine.log.as_mut().expect("logging is on");
+    log.gathering = log.gathering.saturating_sub(1);
+}
+
+/// Stripe operation `op`'s entry is built: it goes to `member`'s ring in the next
+/// batch — at once when no batch is in flight there and no entry point is under way.
+pub(crate) fn enqueue(engine: &mut Engine, member: MemberIdx, op: usize) {
+    let log = engine.log.as_mut().expect("logging is on");
+    let m = member.index();
+    log.queued[m].push(op);
+    if log.gathering == 0 && log.batches[m].is_none() {
+        start_batch(engine, member);
+    }
+}
+
+/// Gives every entry waiting for `member` its room and seq (as [`reserve`] would one
+/// by one), and writes them to the ring back to back in one write (two where the ring
+/// wraps), to be flushed once. Entries with no room wait for a checkpoint.
+fn start_batch(engine: &mut Engine, member: MemberIdx) {
+    let m = member.index();
+    let log = engine.log.as_mut().expect("logging is on");
+    let ops = std::mem::take(&mut log.queued[m]);
+    if ops.is_empty() {
+        return;
+    }
+    if !engine.is_present(member) {
+        // Its ring went with it, and with it the parity the entries would guard.
+        for op in ops {
+            crate::stripe::log_done(engine, op);
+        }
+        return;
+    }
+    debug_assert!(
+        engine.log.as_ref().is_some_and(|l| l.batches[m].is_none()),
+        "one batch per member at a time"
+    );
+    // (op, ring sector, entry buffer, sectors)
+    let mut entries: Vec<(usize, u64, BufId, u64)> = Vec::new();
+    let mut room_wanted = false;
+    for op in ops {
+        let (buf, sectors) = crate::stripe::log_entry(engine, op);
+        match reserve(engine, member, buf, sectors) {
+            Some((seq, start)) => {
+                crate::stripe::log_reserved(engine, op, seq);
+                entries.push((op, start, buf, sectors));
+            }
+            None => {
+                crate::stripe::log_wait(engine, op);
+                room_wanted = true;
+            }
+        }
+    }
+    if !entries.is_empty() {
+        let total: u64 = entries.iter().map(|e| e.3).sum();
+        let buf = engine.bufs.alloc(sectors_to_bytes(total));
+        // Runs of entries that lie back to back on the ring: (ring sector, offset in
+        // the buffer, sectors). Reservations follow the ring's head, so one run unless
+        // the ring wrapped.
+        let mut runs: Vec<(u64, usize, u64)> = Vec::new();
+        let mut at = 0usize;
+        for &(_, start, ebuf, sectors) in &entries {
+            let len = sectors_to_bytes(sectors);
+            let dst = BufSlice {
+                buf,
+                offset: at,
+                len,
+            };
+            let src = BufSlice {
+                buf: ebuf,
+                offset: 0,
+                len,
+            };
+            copy(engine, dst, src);
+            match runs.last_mut() {
+                Some(run) if run.0 + run.2 == start => run.2 += sectors,
+                _ => runs.push((start, at, sectors)),
+            }
+            at += len;
+        }
+        engine.stats.log_writes += runs.len() as u64;
+        engine.stats.log_entries += entries.len() as u64;
+        let log = engine.log.as_mut().expect("logging is on");
+        log.batches[m] = Some(Batch {
+            buf,
+            ops: entries.iter().map(|e| e.0).collect(),
+            pending: u32::try_from(runs.len()).expect("two runs at most"),
+            failed: false,
+            flushing: false,
+        });
+        for (start, offset, sectors) in runs {
+            let slice = BufSlice {
+                buf,
+                offset,
+                len: sectors_to_bytes(sectors),
+            };
+            engine.emit_to(
+                member,
+                IoKind::Write,
+                Area::Log,
+                start,
+                slice,
+                IoTarget::LogBatch { member },
+            );
+        }
+    }
+    if room_wanted {
+        start_checkpoint(engine);
+    }
+}
+
+/// A write or the flush of `member`'s batch completed.
+pub(crate) fn on_batch_io(engine: &mut Engine, member: MemberIdx, result: Result<(), IoFailed>) {
+    if let Err(failure) = result {
+        engine.write_failed(member, failure);
+    }
+    let m = member.index();
+    let present = engine.is_present(member);
+    let log = engine.log.as_mut().expect("logging is on");
+    let Some(batch) = log.batches[m].as_mut() else {
+        return;
+    };
+    batch.failed |= result.is_err();
+    batch.pending -= 1;
+    if batch.pending > 0 {
+        return;
+    }
+    if !batch.flushing && !batch.failed && present {
+        // Every entry is written: one flush makes them all durable.
+        batch.flushing = true;
+        batch.pending = 1;
+        let slice = BufSlice {
+            buf: batch.buf,
+            offset: 0,
+            len: 0,
+        };
+        engine.emit(
+            member,
+            IoKind::Flush,
+            0,
+            slice,
+            IoTarget::LogBatch { member },
+        );
+        return;
+    }
+    let batch = log.batches[m].take().expect("a batch");
+    engine.bufs.free(batch.buf);
+    // The entries are durable — or their member failed, and the parity they guard with
+    // it: the stripe writes go out.
+    for op in batch.ops {
+        crate::stripe::log_done(engine, op);
+    }
+    // Entries that arrived meanwhile are the next batch (at the end of the entry point
+    // when one is under way, so that more can join).
+    let log = engine.log.as_ref().expect("logging is on");
+    if log.gathering == 0 && log.batches[m].is_none() && !log.queued[m].is_empty() {
+        start_batch(engine, member);
     }
 }
 

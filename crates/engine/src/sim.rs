@@ -511,6 +511,18 @@ impl SimArray {
         self.role_device_mut(member).data[byte] ^= 1 << (bit % 8);
     }
 
+    /// The member I/Os issued and not completed yet.
+    pub fn in_flight(&self) -> impl Iterator<Item = &MemberIo> {
+        self.in_flight.iter().map(|(io, _, _)| io)
+    }
+
+    /// Power fails with I/Os in flight: they never reach their members (a power cut
+    /// between two steps of the engine's protocol), then as [`SimArray::power_cut`].
+    pub fn power_cut_now(&mut self) {
+        self.in_flight.clear();
+        self.power_cut();
+    }
+
     /// Power fails with nothing in flight: each write still in a member's volatile
     /// cache is lost or kept at random, and the engine starts over with the members
     /// it had (its memory is gone). The caller decides what to resync.

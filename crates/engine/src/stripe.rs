@@ -52,9 +52,10 @@ enum Phase {
     Reading,
     /// Waiting for room in the log ring.
     LogWait,
-    /// Writing, then flushing, the write's log entry.
+    /// Waiting for its log member's next batch (see `ppl`).
+    LogQueued,
+    /// Its log entry is in a batch being written, then flushed; the batch lets it go.
     Logging,
-    LogFlush,
     Writing,
 }
 
@@ -493,11 +494,6 @@ pub(crate) fn on_completion(
             _ => engine.write_failed(member, failure),
         }
     }
-    let log_member_present = engine
-        .ops
-        .get(op)
-        .log
-        .is_some_and(|(_, m, _, _)| engine.is_present(m));
     let o = engine.ops.get_mut(op);
     o.pending -= 1;
     if o.pending > 0 {
@@ -509,29 +505,9 @@ pub(crate) fn on_completion(
             start(engine, op);
         }
         Phase::Reading => after_reads(engine, op),
-        Phase::Logging if result.is_ok() && log_member_present => {
-            // Durable before the in-place writes go.
-            let (_, member, buf, _) = o.log.expect("a logged write");
-            o.phase = Phase::LogFlush;
-            o.pending = 1;
-            let slice = BufSlice {
-                buf,
-                offset: 0,
-                len: 0,
-            };
-            engine.emit(
-                member,
-                IoKind::Flush,
-                0,
-                slice,
-                IoTarget::Stripe { op, member },
-            );
+        Phase::LogWait | Phase::LogQueued | Phase::Logging => {
+            unreachable!("a logging op has no I/O of its own in flight")
         }
-        Phase::Logging | Phase::LogFlush => {
-            let writes = std::mem::take(&mut o.deferred);
-            emit_writes(engine, op, writes);
-        }
-        Phase::LogWait => unreachable!("a waiting op has no I/O in flight"),
         Phase::Writing => {
             let purpose = o.purpose;
             report_corrections(engine, op);
@@ -751,39 +727,44 @@ fn build_log_entry(
     true
 }
 
-/// Writes the operation's log entry if its ring has room, else waits for a checkpoint.
+/// Sends the operation's log entry to its member's next batch (see `ppl`); the batch
+/// lets the operation go on once the entry is durable.
 pub(crate) fn retry_log(engine: &mut Engine, op: usize) {
-    let (_, member, buf, sectors) = engine.ops.get(op).log.expect("a logged write");
+    let (_, member, _, _) = engine.ops.get(op).log.expect("a logged write");
     if !engine.is_present(member) {
         // The log's member failed meanwhile: its parity is gone with it.
-        let writes = std::mem::take(&mut engine.ops.get_mut(op).deferred);
-        emit_writes(engine, op, writes);
+        log_done(engine, op);
         return;
     }
-    let Some((seq, start)) = crate::ppl::reserve(engine, member, buf, sectors) else {
-        engine.ops.get_mut(op).phase = Phase::LogWait;
-        let log = engine.log.as_mut().expect("logging is on");
-        log.waiters.push_back(op);
-        crate::ppl::start_checkpoint(engine);
-        return;
-    };
+    engine.ops.get_mut(op).phase = Phase::LogQueued;
+    crate::ppl::enqueue(engine, member, op);
+}
+
+/// The operation's log entry: its buffer and sectors.
+pub(crate) fn log_entry(engine: &Engine, op: usize) -> (BufId, u64) {
+    let (_, _, buf, sectors) = engine.ops.get(op).log.expect("a logged write");
+    (buf, sectors)
+}
+
+/// The operation's entry has room and `seq`, and is being written in a batch.
+pub(crate) fn log_reserved(engine: &mut Engine, op: usize, seq: u64) {
     let o = engine.ops.get_mut(op);
-    o.log = Some((seq, member, buf, sectors));
+    let log = o.log.as_mut().expect("a logged write");
+    log.0 = seq;
     o.phase = Phase::Logging;
-    o.pending = 1;
-    let slice = BufSlice {
-        buf,
-        offset: 0,
-        len: sectors_to_bytes(sectors),
-    };
-    engine.emit_to(
-        member,
-        IoKind::Write,
-        crate::Area::Log,
-        start,
-        slice,
-        IoTarget::Stripe { op, member },
-    );
+}
+
+/// The operation's entry found no room: it waits for a checkpoint.
+pub(crate) fn log_wait(engine: &mut Engine, op: usize) {
+    engine.ops.get_mut(op).phase = Phase::LogWait;
+    let log = engine.log.as_mut().expect("logging is on");
+    log.waiters.push_back(op);
+}
+
+/// The operation's entry is durable (or its member failed): the in-place writes go.
+pub(crate) fn log_done(engine: &mut Engine, op: usize) {
+    let writes = std::mem::take(&mut engine.ops.get_mut(op).deferred);
+    emit_writes(engine, op, writes);
 }
 
 fn client_req(o: &StripeOp) -> usize {
