@@ -54,6 +54,9 @@ pub struct CreateOptions {
     /// Bytes of data per bitmap bit; `None` for mdadm's choice (64 MiB, or more when
     /// the bits would not fit the room after the superblock).
     pub bitmap_chunk_bytes: Option<u32>,
+    /// Integrity mode: a checksum per 4 KiB block of every member, kept after md's
+    /// data area, checked on every read (see `integrity`).
+    pub integrity: bool,
 }
 
 /// What was created.
@@ -99,7 +102,12 @@ pub fn create(
     refuse_same_new_path(&opts.members)?;
     let unit = u64::from(chunk_sectors.max(8));
     let data_offset = data_offset_for(level, raid_disks, chunk_sectors);
-    let need = (data_offset + unit) * SECTOR_BYTES;
+    let area = if opts.integrity {
+        xraid_format::area_sectors(unit)
+    } else {
+        0
+    };
+    let need = (data_offset + unit + area) * SECTOR_BYTES;
     let mut existing: Vec<Option<FileMember>> = Vec::with_capacity(n);
     let mut member_bytes = u64::MAX;
     for path in &opts.members {
@@ -139,7 +147,11 @@ pub fn create(
         member_bytes = member_bytes.min(size);
         existing.push(Some(member));
     }
-    let data_sectors = (member_bytes / SECTOR_BYTES - data_offset) / unit * unit;
+    let data_sectors = if opts.integrity {
+        crate::integrity::data_sectors(member_bytes, data_offset, unit).unwrap_or(unit)
+    } else {
+        (member_bytes / SECTOR_BYTES - data_offset) / unit * unit
+    };
     let geometry = Geometry::new(level, layout, raid_disks, chunk_sectors, data_sectors)?;
     let mut new = NewArray {
         set_uuid: [0; 16],
@@ -154,8 +166,20 @@ pub fn create(
     };
     let bitmap = bitmap_choice(opts, &new, geometry.member_sectors())?;
     let synced = existing.iter().any(Option::is_some);
+    // Each member's md data area: all it has after the data offset, or with integrity
+    // mode what leaves room for the integrity area after it.
+    let data_size = |bytes: u64| {
+        if opts.integrity {
+            crate::integrity::data_sectors(bytes, data_offset, unit).unwrap_or(data_sectors)
+        } else {
+            bytes / SECTOR_BYTES - data_offset
+        }
+    };
     let mut members: Vec<Box<dyn Member>> = Vec::with_capacity(n);
+    // Per member, whether it is a new sparse file (all zeros, as its checksums say).
+    let mut blank = Vec::with_capacity(n);
     for (path, member) in opts.members.iter().zip(existing) {
+        blank.push(member.is_none());
         let member = match member {
             Some(member) => member,
             None => {
@@ -169,15 +193,36 @@ pub fn create(
     let slots = members
         .into_iter()
         .map(|member| {
+            let table_at = (data_offset + data_size(member.size_bytes())).next_multiple_of(8)
+                + xraid_format::HEADER_SECTORS;
             Some(MemberSlot {
                 member: member.into(),
                 data_offset_bytes: data_offset * SECTOR_BYTES,
                 log_offset_bytes: None,
                 bitmap_offset_bytes: None,
+                checksums_offset_bytes: opts.integrity.then_some(table_at * SECTOR_BYTES),
             })
         })
         .collect();
     let mut driver = ArrayDriver::new(geometry, slots, opts.backend)?;
+    if opts.integrity {
+        let blocks = xraid_format::blocks_for(geometry.member_sectors());
+        driver.engine_mut().enable_integrity(Vec::new(), true);
+        for (role, &blank) in blank.iter().enumerate() {
+            // A new sparse file holds zeros, which is what its sparse area says; an
+            // old file's checksums are learned by the initial sync and all written.
+            let table = if blank {
+                xraid_engine::ChecksumTable::zeros(blocks)
+            } else {
+                xraid_engine::ChecksumTable::unknown(blocks)
+            };
+            driver.engine_mut().set_checksum_table(
+                MemberIdx(u16::try_from(role).expect("fits")),
+                Some(std::sync::Arc::new(table)),
+                !blank,
+            );
+        }
+    }
     if synced {
         initial_sync(&mut driver, progress)?;
     }
@@ -192,7 +237,7 @@ pub fn create(
         let slot = driver
             .member(MemberIdx(u16::try_from(role).expect("fits")))
             .expect("every member is present at create");
-        let avail = slot.member.size_bytes() / SECTOR_BYTES - data_offset;
+        let avail = data_size(slot.member.size_bytes());
         let mut sb = Superblock::new_member(
             &new,
             u32::try_from(role).expect("fits"),
@@ -200,6 +245,14 @@ pub fn create(
             avail,
         );
         sb.size = geometry.member_sectors();
+        if opts.integrity {
+            crate::integrity::write_header(
+                slot.member.as_ref(),
+                &sb,
+                geometry.member_sectors(),
+                &opts.members[role],
+            )?;
+        }
         write_superblock(slot.member.as_ref(), &sb, &opts.members[role])?;
         if let (Some(choice), Some(start)) = (&bitmap, xraid_format::bitmap_start_sector(&sb)) {
             let image = xraid_format::new_member_bitmap(&sb, choice);
@@ -301,12 +354,14 @@ fn initial_sync(
     Ok(())
 }
 
-/// Writes a superblock at 4 KiB.
+/// Writes a superblock at 4 KiB (an integrity header that was current is kept so
+/// first: see `integrity::keep_header_current`).
 pub(crate) fn write_superblock(
     member: &dyn Member,
     sb: &Superblock,
     path: &Path,
 ) -> Result<(), ArrayError> {
+    crate::integrity::keep_header_current(member, sb, path)?;
     member
         .write_at(&sb.to_bytes(), xraid_format::SUPERBLOCK_OFFSET_BYTES)
         .map_err(|source| io_error(path, source))

@@ -10,6 +10,7 @@ mod assemble;
 mod bitmap;
 mod create;
 mod error;
+mod integrity;
 mod members;
 mod open;
 mod scan;
@@ -18,6 +19,7 @@ mod sync;
 pub use assemble::{assemble, Assembled, FoundMember, LeftOut, LeftOutReason};
 pub use create::{create, CreateOptions, Created, DATA_OFFSET_SECTORS};
 pub use error::ArrayError;
+pub use integrity::array_keeps_checksums as keeps_checksums;
 pub use members::{
     add_member, assemble_with_spares, fail_member, remove_member, replace_member, Added, Replacing,
 };

@@ -13,7 +13,6 @@ use xraid_format::{
     Superblock, MD_FEATURE_RECOVERY_BITMAP, MD_FEATURE_RECOVERY_OFFSET, MD_FEATURE_REPLACEMENT,
     ROLE_SPARE,
 };
-use xraid_layout::SECTOR_BYTES;
 use xraid_member::{FileMember, Member, OpenOptions};
 
 use crate::assemble::member_options;
@@ -58,11 +57,17 @@ pub fn add_member(
         assembled.missing_roles().first().copied()
     };
     let freshest = &assembled.superblock;
-    let need = (freshest.data_offset + assembled.geometry.member_sectors()) * SECTOR_BYTES;
+    let integrity = crate::integrity::array_keeps_checksums(&assembled)?;
+    let need = crate::integrity::newcomer_need_bytes(
+        freshest.data_offset,
+        assembled.geometry.member_sectors(),
+        integrity,
+    );
     let (member, existing) = open_newcomer(new, size, need, &freshest.set_uuid, force)?;
     let mut sb = freshest.clone();
     sb.device_uuid = random_uuid();
-    sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
+    sb.data_size =
+        crate::integrity::newcomer_data_size(member.size_bytes(), sb.data_offset, integrity);
     sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
     if let (Some(role), Some(old)) = (role, &existing) {
         // A member of this array back in its own role after a short absence catches
@@ -122,7 +127,12 @@ pub fn replace_member(
     let assembled = assemble(array, &options)?;
     let role = check_replacement(&assembled, old, new)?;
     let freshest = &assembled.superblock;
-    let need = (freshest.data_offset + assembled.geometry.member_sectors()) * SECTOR_BYTES;
+    let integrity = crate::integrity::array_keeps_checksums(&assembled)?;
+    let need = crate::integrity::newcomer_need_bytes(
+        freshest.data_offset,
+        assembled.geometry.member_sectors(),
+        integrity,
+    );
     let (member, existing) = open_newcomer(new, size, need, &freshest.set_uuid, force)?;
     let mut sb = freshest.clone();
     sb.device_uuid = random_uuid();
@@ -140,7 +150,8 @@ pub fn replace_member(
             sb.dev_number = old_sb.dev_number;
         }
     }
-    sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
+    sb.data_size =
+        crate::integrity::newcomer_data_size(member.size_bytes(), sb.data_offset, integrity);
     sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
     sb.feature_map |= MD_FEATURE_REPLACEMENT;
     assign(&assembled, &member, new, sb, Some(role))?;

@@ -74,6 +74,8 @@ pub struct Array {
     /// Devices the array let go of while open (a member replaced, a replacement that
     /// failed): the driver holds them until it goes, so they cannot come back before.
     released: Vec<PathBuf>,
+    /// Integrity mode: members keep a checksum per block (see `integrity`).
+    integrity: bool,
 }
 
 impl Array {
@@ -139,6 +141,9 @@ impl Array {
             });
         let mut slots = Vec::with_capacity(assembled.roles.len());
         let mut superblocks = Vec::with_capacity(assembled.roles.len());
+        let integrity = crate::integrity::array_keeps_checksums(&assembled)?;
+        // Per role, the member's checksum table (integrity mode).
+        let mut tables = Vec::with_capacity(assembled.roles.len());
         // The write-intent bitmap, read from the first member as fresh as the array.
         let mut bitmap = None;
         // Some member being recovered needs all of it (not only the bitmap's chunks).
@@ -178,17 +183,36 @@ impl Array {
                     let bitmap_offset_bytes = (mode == OpenMode::ReadWrite)
                         .then(|| crate::bitmap::offset_bytes(&found.superblock))
                         .flatten();
+                    let sums = integrity
+                        && crate::integrity::has_room(
+                            member.size_bytes(),
+                            &found.superblock,
+                            geo.member_sectors(),
+                        );
+                    tables.push(if sums {
+                        Some(crate::integrity::load(
+                            member.as_ref(),
+                            &found.superblock,
+                            geo.member_sectors(),
+                            &found.path,
+                        )?)
+                    } else {
+                        None
+                    });
                     slots.push(Some(MemberSlot {
                         member: member.into(),
                         data_offset_bytes: found.superblock.data_offset * SECTOR_BYTES,
                         log_offset_bytes,
                         bitmap_offset_bytes,
+                        checksums_offset_bytes: sums
+                            .then(|| crate::integrity::table_offset_bytes(&found.superblock)),
                     }));
                     superblocks.push(Some((found.path, found.superblock)));
                 }
                 None => {
                     slots.push(None);
                     superblocks.push(None);
+                    tables.push(None);
                 }
             }
         }
@@ -210,6 +234,12 @@ impl Array {
             }
         }
         let mut driver = ArrayDriver::new(assembled.geometry, slots, backend)?;
+        if mode == OpenMode::ReadOnly {
+            // Members are opened read-only: rebuilt ranges are returned, not rewritten.
+            let mut config = driver.engine().config();
+            config.repair_writes = false;
+            driver.engine_mut().set_config(config);
+        }
         let clean = assembled.superblock.resync_offset == u64::MAX;
         let bitmap = bitmap.map(|(kept, setup)| {
             driver.engine_mut().enable_write_intent(setup);
@@ -218,6 +248,20 @@ impl Array {
             }
             kept
         });
+        if integrity {
+            // Checked and learned in memory only when opened to read: nothing written.
+            let engine = driver.engine_mut();
+            engine.enable_integrity(Vec::new(), mode == OpenMode::ReadWrite);
+            for (role, loaded) in tables.into_iter().enumerate() {
+                if let Some(loaded) = loaded {
+                    engine.set_checksum_table(role_idx(role), Some(loaded.table), loaded.write_all);
+                }
+            }
+            if !clean {
+                // Writes cut off by the crash left checksums that may not match.
+                engine.forget_checksums_where_dirty();
+            }
+        }
         for (role, recovery) in recovering.iter().enumerate() {
             if recovery.is_some() {
                 driver
@@ -232,8 +276,14 @@ impl Array {
         // Replacements recorded in the superblocks go on from their checkpoints; set up
         // before the stripe log's replay, which must put parity right on them too.
         let mut left_out = assembled.left_out;
-        let replacements =
-            open_replacements(&mut driver, &mut left_out, mode, ring, bitmap.is_some())?;
+        let replacements = open_replacements(
+            &mut driver,
+            &mut left_out,
+            mode,
+            ring,
+            bitmap.is_some(),
+            integrity,
+        )?;
         if let Some(sectors) = ring {
             // Reads every ring and replays what a crash cut off before anything else.
             let mut config = driver.engine().config();
@@ -266,6 +316,7 @@ impl Array {
             bitmap,
             replacements,
             released: Vec::new(),
+            integrity,
         };
         if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
             // The log's replay made parity right: the close marks the array clean.
@@ -368,6 +419,7 @@ impl Array {
                 self.spares.push((path, spare));
                 continue;
             }
+            let checksums_offset_bytes = self.newcomer_checksums(&member, &sb);
             self.driver.replace_member(
                 role_idx(role),
                 MemberSlot {
@@ -378,8 +430,11 @@ impl Array {
                         .bitmap
                         .as_ref()
                         .and_then(|_| crate::bitmap::offset_bytes(&sb)),
+                    checksums_offset_bytes,
                 },
             );
+            let slot = self.driver.engine().device_slot(role_idx(role));
+            self.set_newcomer_table(slot, checksums_offset_bytes.is_some());
             self.superblocks[role] = Some((path.clone(), sb));
             self.recovering[role] = Some(0);
             self.driver
@@ -702,6 +757,10 @@ impl Array {
             }
         }
         self.freshest.dev_roles = roles.clone();
+        // Integrity headers say their tables are as new as these superblocks: true
+        // once a barrier flush has written every changed table page.
+        let headers = self.integrity && self.driver.flush().is_ok();
+        let member_sectors = self.driver.engine().geometry().member_sectors();
         if let Some(bitmap) = self.bitmap.as_mut() {
             // The bitmap's event count goes first: a bitmap behind its superblocks is
             // stale (everything resyncs), one ahead is fine.
@@ -733,6 +792,9 @@ impl Array {
                 .driver
                 .member(role_idx(role))
                 .expect("active roles have members");
+            if headers && slot.checksums_offset_bytes.is_some() {
+                crate::integrity::write_header(slot.member.as_ref(), sb, member_sectors, path)?;
+            }
             write_superblock(slot.member.as_ref(), sb, path)?;
         }
         // Replacements: md's REPLACEMENT and RECOVERY_OFFSET features with how far the
@@ -753,6 +815,9 @@ impl Array {
             let Some(slot) = self.driver.replacement(role_idx(role)) else {
                 continue;
             };
+            if headers && slot.checksums_offset_bytes.is_some() {
+                crate::integrity::write_header(slot.member.as_ref(), sb, member_sectors, path)?;
+            }
             write_superblock(slot.member.as_ref(), sb, path)?;
         }
         self.driver.flush()?;
@@ -841,7 +906,11 @@ impl Array {
             return Err(ArrayError::NoFreeSlot { name });
         }
         let geo = *self.driver.engine().geometry();
-        let need = (self.freshest.data_offset + geo.member_sectors()) * SECTOR_BYTES;
+        let need = crate::integrity::newcomer_need_bytes(
+            self.freshest.data_offset,
+            geo.member_sectors(),
+            self.integrity,
+        );
         let (member, existing) = open_newcomer(new, size, need, &self.freshest.set_uuid, force)?;
         let ours = existing
             .as_ref()
@@ -869,7 +938,11 @@ impl Array {
             .ok_or_else(|| ArrayError::NoFreeSlot { name: name.clone() })?;
         let mut sb = self.freshest.clone();
         sb.device_uuid = crate::create::random_uuid();
-        sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
+        sb.data_size = crate::integrity::newcomer_data_size(
+            member.size_bytes(),
+            sb.data_offset,
+            self.integrity,
+        );
         sb.dev_number = u32::try_from(dev).map_err(|_| ArrayError::NoFreeSlot { name })?;
         // A newcomer holds nothing yet: not being recovered, nor catching up by bitmap.
         sb.feature_map &= !(MD_FEATURE_RECOVERY_OFFSET | xraid_format::MD_FEATURE_RECOVERY_BITMAP);
@@ -1211,7 +1284,11 @@ impl Array {
         let own = spare.map(|i| self.spares[i].1.dev_number as usize);
         let dev = free_slot(&self.freshest.dev_roles, &taken, own)
             .ok_or_else(|| ArrayError::NoFreeSlot { name: name.clone() })?;
-        let need = (self.freshest.data_offset + geo.member_sectors()) * SECTOR_BYTES;
+        let need = crate::integrity::newcomer_need_bytes(
+            self.freshest.data_offset,
+            geo.member_sectors(),
+            self.integrity,
+        );
         let (member, existing) = open_newcomer(new, size, need, &self.freshest.set_uuid, force)?;
         if let Some(sb) = existing
             .as_ref()
@@ -1239,7 +1316,11 @@ impl Array {
             Some(i) => self.spares[i].1.device_uuid,
             None => crate::create::random_uuid(),
         };
-        sb.data_size = member.size_bytes() / SECTOR_BYTES - sb.data_offset;
+        sb.data_size = crate::integrity::newcomer_data_size(
+            member.size_bytes(),
+            sb.data_offset,
+            self.integrity,
+        );
         sb.dev_number = u32::try_from(dev).map_err(|_| ArrayError::NoFreeSlot { name })?;
         sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
         sb.feature_map |= MD_FEATURE_REPLACEMENT | MD_FEATURE_RECOVERY_OFFSET;
@@ -1252,18 +1333,22 @@ impl Array {
             &sb,
             self.stripe_log_sectors(),
             self.bitmap.is_some(),
+            self.integrity,
         )
         .ok_or_else(|| ArrayError::TooSmall {
             path: new.to_path_buf(),
             size: 0,
             need: sb.data_offset * SECTOR_BYTES,
         })?;
+        let sums = slot.checksums_offset_bytes.is_some();
         self.driver
             .start_replacement(role_idx(role), slot)
             .map_err(|source| ArrayError::Sync {
                 kind: "recover",
                 source,
             })?;
+        let at = self.driver.engine().replacement_slot(role_idx(role));
+        self.set_newcomer_table(at, sums);
         if let Some(i) = spare {
             self.spares.remove(i);
         }
@@ -1313,6 +1398,7 @@ fn open_replacements(
     mode: OpenMode,
     log_sectors: Option<u64>,
     bitmap: bool,
+    integrity: bool,
 ) -> Result<Vec<Option<(PathBuf, Superblock)>>, ArrayError> {
     let raid_disks = usize::from(driver.engine().geometry().raid_disks());
     let mut replacements: Vec<Option<(PathBuf, Superblock)>> =
@@ -1330,15 +1416,28 @@ fn open_replacements(
             continue;
         }
         let member = FileMember::open(&path, &member_options(true))?;
-        let Some(slot) = slot_for(Box::new(member), &sb, log_sectors, bitmap) else {
+        let Some(slot) = slot_for(Box::new(member), &sb, log_sectors, bitmap, integrity) else {
             continue;
         };
+        let sums = slot.checksums_offset_bytes.is_some();
         driver
             .start_replacement(role_idx(role), slot)
             .map_err(|source| ArrayError::Sync {
                 kind: "recover",
                 source,
             })?;
+        if sums {
+            // Copied from its checkpoint on: what it holds below is learned on reads.
+            let at = driver.engine().replacement_slot(role_idx(role));
+            let blocks = xraid_format::blocks_for(driver.engine().geometry().member_sectors());
+            driver.engine_mut().set_checksum_table(
+                at,
+                Some(std::sync::Arc::new(xraid_engine::ChecksumTable::unknown(
+                    blocks,
+                ))),
+                true,
+            );
+        }
         left_out.retain(|l| l.path != path);
         replacements[role] = Some((path, sb));
     }
@@ -1352,6 +1451,7 @@ fn slot_for(
     sb: &Superblock,
     log_sectors: Option<u64>,
     bitmap: bool,
+    integrity: bool,
 ) -> Option<MemberSlot> {
     let log_offset_bytes = log_sectors
         .and_then(|need| log_ring(sb).filter(|&(_, n)| n >= need))
@@ -1359,11 +1459,15 @@ fn slot_for(
     if log_sectors.is_some() && log_offset_bytes.is_none() {
         return None;
     }
+    let checksums_offset_bytes = (integrity
+        && crate::integrity::has_room(member.size_bytes(), sb, sb.size))
+    .then(|| crate::integrity::table_offset_bytes(sb));
     Some(MemberSlot {
         member: member.into(),
         data_offset_bytes: sb.data_offset * SECTOR_BYTES,
         log_offset_bytes,
         bitmap_offset_bytes: bitmap.then(|| crate::bitmap::offset_bytes(sb)).flatten(),
+        checksums_offset_bytes,
     })
 }
 
@@ -1372,6 +1476,26 @@ fn canonical_path(path: &std::path::Path) -> PathBuf {
 }
 
 impl Array {
+    /// Where a newcomer's checksum table goes, in integrity mode and if it has room.
+    fn newcomer_checksums(&self, member: &dyn Member, sb: &Superblock) -> Option<u64> {
+        let member_sectors = self.driver.engine().geometry().member_sectors();
+        (self.integrity && crate::integrity::has_room(member.size_bytes(), sb, member_sectors))
+            .then(|| crate::integrity::table_offset_bytes(sb))
+    }
+
+    /// Gives the device just put in driver slot `slot` an unknown checksum table
+    /// (the recover writes every block it holds and so records them), or none.
+    fn set_newcomer_table(&mut self, slot: xraid_layout::MemberIdx, sums: bool) {
+        if !self.integrity {
+            return;
+        }
+        let blocks = xraid_format::blocks_for(self.driver.engine().geometry().member_sectors());
+        let table = sums.then(|| std::sync::Arc::new(xraid_engine::ChecksumTable::unknown(blocks)));
+        self.driver
+            .engine_mut()
+            .set_checksum_table(slot, table, sums);
+    }
+
     /// Writes a newcomer's superblock (a spare, an added member, a replacement), with
     /// the array's write-intent bitmap before it where the array keeps one (md's tools
     /// drop the feature from a member without a bitmap), and makes both durable.

@@ -25,6 +25,9 @@ pub struct SyncReport {
     pub unit_sectors: u64,
     /// Read errors met and repaired on the way.
     pub read_errors_corrected: u64,
+    /// Of those, reads that returned blocks disagreeing with their checksums
+    /// (integrity mode: silent corruption found and repaired).
+    pub checksum_mismatches: u64,
 }
 
 impl Array {
@@ -47,7 +50,9 @@ impl Array {
             self.driver.engine().can_start_sync(kind).map_err(refuse)?;
         }
         self.begin_writes()?;
-        let before = self.driver.engine().stats().read_errors_corrected;
+        let stats = self.driver.engine().stats();
+        let before = stats.read_errors_corrected;
+        let sums_before = stats.checksum_mismatches;
         if running != Some(kind) {
             // A sync started at open (a resync after an unclean stop) goes first.
             while self.driver.engine().sync_progress().is_some() {
@@ -80,7 +85,8 @@ impl Array {
                     ..
                 } = event
                 {
-                    let after = self.driver.engine().stats().read_errors_corrected;
+                    let stats = self.driver.engine().stats();
+                    let after = stats.read_errors_corrected;
                     return Ok(SyncReport {
                         kind,
                         completed,
@@ -91,6 +97,7 @@ impl Array {
                         visited,
                         skipped,
                         read_errors_corrected: after - before,
+                        checksum_mismatches: stats.checksum_mismatches - sums_before,
                     });
                 }
             }

@@ -4,8 +4,10 @@
 //!
 //! The engine still owns everything else. Any doubt sends the read back to it: a
 //! member missing, failed or being rebuilt where the read falls, the stripe log being
-//! replayed, a member without kernel descriptors (in-memory or fault-injecting), or an
-//! I/O error (which the engine then repairs from redundancy, as for its own reads).
+//! replayed, a member without kernel descriptors (in-memory or fault-injecting), an
+//! I/O error (which the engine then repairs from redundancy, as for its own reads), or
+//! in integrity mode a block that disagrees with its checksum (the engine reads it
+//! again, finds the same, and repairs it).
 //!
 //! Why it is safe: reads of active members never need a stripe's lock (they cannot
 //! see half-updated parity), and the array's thread publishes which members are
@@ -17,7 +19,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use xraid_engine::{MemberState, SECTOR_BYTES};
+use xraid_engine::{ChecksumTable, MemberState, Verdict, SECTOR_BYTES};
 use xraid_layout::Geometry;
 use xraid_member::Member;
 
@@ -39,9 +41,17 @@ struct Shared {
 
 #[derive(Debug, Default)]
 struct RoleView {
-    /// The member in the role and where its data area starts, while it is active.
-    member: RwLock<Option<(Arc<dyn Member>, u64)>>,
+    /// The member in the role, where its data area starts, and its checksums
+    /// (integrity mode), while it is active.
+    member: RwLock<Option<DeviceView>>,
     active: AtomicBool,
+}
+
+#[derive(Debug)]
+struct DeviceView {
+    member: Arc<dyn Member>,
+    data_offset: u64,
+    checksums: Option<Arc<ChecksumTable>>,
 }
 
 impl ReadBypass {
@@ -74,15 +84,21 @@ impl ReadBypass {
             let bytes = (sectors * SECTOR_BYTES) as usize;
             let role = &s.roles[place.member.index()];
             let guard = role.member.read().unwrap_or_else(PoisonError::into_inner);
-            let Some((member, data_offset)) = guard.as_ref() else {
+            let Some(device) = guard.as_ref() else {
                 return false;
             };
             if !role.active.load(Ordering::Acquire) {
                 return false;
             }
-            let at = data_offset + place.sector * SECTOR_BYTES;
-            if read_member(member.as_ref(), &mut buf[done..done + bytes], at).is_err() {
+            let at = device.data_offset + place.sector * SECTOR_BYTES;
+            let piece = &mut buf[done..done + bytes];
+            if read_member(device.member.as_ref(), piece, at).is_err() {
                 return false;
+            }
+            if let Some(table) = &device.checksums {
+                if table.verify(place.sector, piece) != Verdict::Good {
+                    return false;
+                }
             }
             done += bytes;
             sector += sectors;
@@ -148,10 +164,18 @@ impl ArrayDriver {
             let device = self
                 .member(role_idx)
                 .filter(|slot| slot.member.direct_fd().is_some());
+            let checksums = engine.checksum_table(engine.device_slot(role_idx));
             let same = {
                 let current = view.member.read().unwrap_or_else(PoisonError::into_inner);
                 match (current.as_ref(), device) {
-                    (Some((m, _)), Some(slot)) => Arc::ptr_eq(m, &slot.member),
+                    (Some(d), Some(slot)) => {
+                        Arc::ptr_eq(&d.member, &slot.member)
+                            && match (&d.checksums, checksums) {
+                                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                                (None, None) => true,
+                                _ => false,
+                            }
+                    }
                     (None, None) => true,
                     _ => false,
                 }
@@ -160,7 +184,11 @@ impl ArrayDriver {
                 // Inactive first, so no reader pairs the new device with the old state.
                 view.active.store(false, Ordering::Release);
                 *view.member.write().unwrap_or_else(PoisonError::into_inner) =
-                    device.map(|slot| (Arc::clone(&slot.member), slot.data_offset_bytes));
+                    device.map(|slot| DeviceView {
+                        member: Arc::clone(&slot.member),
+                        data_offset: slot.data_offset_bytes,
+                        checksums: checksums.cloned(),
+                    });
             }
             let active = engine.member_states()[role] == MemberState::Active;
             if view.active.load(Ordering::Relaxed) != active {

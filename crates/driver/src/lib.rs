@@ -54,6 +54,9 @@ pub struct MemberSlot {
     /// Where the member's write-intent bitmap starts (md's `super_offset +
     /// bitmap_offset`), in bytes, if the array keeps one.
     pub bitmap_offset_bytes: Option<u64>,
+    /// Where the member's checksum table starts (integrity mode: after the header of
+    /// xraid's integrity area, past md's data area), in bytes.
+    pub checksums_offset_bytes: Option<u64>,
 }
 
 /// A member the engine failed, with the last I/O error it returned, for the front end
@@ -399,6 +402,7 @@ impl ArrayDriver {
             Area::Data => Some(slot.data_offset_bytes),
             Area::Log => slot.log_offset_bytes,
             Area::Bitmap => slot.bitmap_offset_bytes,
+            Area::Checksums => slot.checksums_offset_bytes,
         };
         let Some(base) = base else {
             // The engine was configured with a log this member has no room for.

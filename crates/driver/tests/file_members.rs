@@ -45,6 +45,7 @@ fn array(dir: &Path, level: Level, members: usize, missing: &[usize]) -> ArrayDr
                 data_offset_bytes: DATA_OFFSET,
                 log_offset_bytes: None,
                 bitmap_offset_bytes: None,
+                checksums_offset_bytes: None,
             })
         })
         .collect();
@@ -259,6 +260,7 @@ fn the_bypass_follows_a_replacement_that_takes_over_a_role() {
         data_offset_bytes: DATA_OFFSET,
         log_offset_bytes: None,
         bitmap_offset_bytes: None,
+        checksums_offset_bytes: None,
     };
     d.start_replacement(MemberIdx(0), new).expect("replacement");
     d.engine_mut()

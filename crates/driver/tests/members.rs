@@ -65,6 +65,7 @@ fn slot(member: Box<dyn Member>) -> Option<MemberSlot> {
         data_offset_bytes: DATA_OFFSET,
         log_offset_bytes: None,
         bitmap_offset_bytes: None,
+        checksums_offset_bytes: None,
     })
 }
 

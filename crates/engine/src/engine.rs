@@ -52,6 +52,13 @@ pub(crate) enum IoTarget {
     LogBatch { member: MemberIdx },
     /// A write-intent bitmap write, or a flush of its round.
     Intent { member: MemberIdx, buf: BufId },
+    /// A write of checksum table pages (integrity mode) to the device in `slot`.
+    ChecksumPages {
+        member: MemberIdx,
+        slot: MemberIdx,
+        buf: BufId,
+        generation: u32,
+    },
 }
 
 /// Who waits for a lock on a sync unit: writes, repairs and sync work on one unit
@@ -113,6 +120,8 @@ pub struct Engine {
     pub(crate) log: Option<crate::ppl::LogState>,
     /// The write-intent bitmap, when on.
     pub(crate) intent: Option<crate::intent::WriteIntent>,
+    /// Per-block checksums, in integrity mode.
+    pub(crate) integrity: Option<crate::integrity::Integrity>,
     pub(crate) latency: crate::latency::Latency,
     /// Members past the stall timeout that could not be failed (see `check_stalls`).
     stall_excused: Vec<bool>,
@@ -163,6 +172,7 @@ impl Engine {
             sync_flush_buf: None,
             log: None,
             intent: None,
+            integrity: None,
             latency: crate::latency::Latency::new(members.len()),
             stall_excused: vec![false; members.len()],
             // Roles, then their replacement pseudo-members.
@@ -571,6 +581,13 @@ impl Engine {
         let stale = target_member(&target)
             .filter(|m| self.io_gen.get(key).copied().unwrap_or(0) != self.member_gen[m.index()]);
         self.stale_member = stale;
+        let result = crate::integrity::check_read(
+            self,
+            key,
+            target_member(&target),
+            stale.is_some(),
+            result,
+        );
         if let Some(member) =
             target_member(&target).filter(|m| stale.is_none() && self.pseudo_role(*m).is_none())
         {
@@ -643,6 +660,22 @@ impl Engine {
             }
             IoTarget::Intent { member, buf } => {
                 crate::intent::on_io(self, member, buf, result, stale.is_some());
+            }
+            IoTarget::ChecksumPages {
+                member,
+                slot,
+                buf,
+                generation,
+            } => {
+                crate::integrity::on_pages_written(
+                    self,
+                    member,
+                    slot,
+                    buf,
+                    generation,
+                    result,
+                    stale.is_some(),
+                );
             }
         }
         self.stale_member = None;
@@ -1033,7 +1066,15 @@ impl Engine {
         }
         self.io_gen[key] = self.member_gen[member.index()];
         let id = IoId(key as u64);
+        let role = member;
         let member = self.slot_of(member);
+        if area == Area::Data && self.integrity.is_some() {
+            match kind {
+                IoKind::Write => crate::integrity::record_write(self, member, sector, buf),
+                IoKind::Read => crate::integrity::note_read(self, key, member, sector, buf),
+                IoKind::Flush => {}
+            }
+        }
         match kind {
             IoKind::Read => {
                 self.stats.member_reads += 1;
@@ -1045,14 +1086,30 @@ impl Engine {
             }
             IoKind::Flush => self.stats.member_flushes += 1,
         }
-        self.out_io.push_back(MemberIo {
+        let io = MemberIo {
             id,
             member,
             kind,
             area,
             sector,
             buf,
-        });
+        };
+        if kind == IoKind::Flush
+            && self.integrity.is_some()
+            && crate::integrity::is_barrier(self, &target)
+        {
+            if let Some(io) = crate::integrity::hold_flush(self, role, io) {
+                self.out_io.push_back(io);
+            }
+            return;
+        }
+        self.out_io.push_back(io);
+    }
+
+    /// Sends a member I/O planned earlier and held back (a flush that waited for
+    /// checksum pages).
+    pub(crate) fn push_io(&mut self, io: MemberIo) {
+        self.out_io.push_back(io);
     }
 
     /// A write to the data of a role being replaced goes to the replacement as well,
@@ -1176,6 +1233,7 @@ fn target_member(target: &IoTarget) -> Option<MemberIdx> {
         | IoTarget::LogRecovery { member }
         | IoTarget::LogMarker { member, .. }
         | IoTarget::LogBatch { member }
-        | IoTarget::Intent { member, .. } => Some(member),
+        | IoTarget::Intent { member, .. }
+        | IoTarget::ChecksumPages { member, .. } => Some(member),
     }
 }

@@ -367,6 +367,28 @@ impl Engine {
     }
 }
 
+/// Whether the round in flight clears bits (its flush makes the quiet chunks' data
+/// durable first).
+pub(crate) fn clearing(engine: &Engine) -> bool {
+    engine
+        .intent
+        .as_ref()
+        .and_then(|wi| wi.round.as_ref())
+        .is_some_and(Round::clearing)
+}
+
+/// The ranges of the bitmap's sectors (member sectors; array sectors for RAID-10)
+/// whose bits are set.
+pub(crate) fn set_ranges(engine: &Engine) -> Vec<Range<u64>> {
+    let Some(wi) = engine.intent.as_ref() else {
+        return Vec::new();
+    };
+    (0..wi.chunks)
+        .filter(|&c| wi.bit(c))
+        .map(|c| c * wi.chunk_sectors..(c + 1) * wi.chunk_sectors)
+        .collect()
+}
+
 /// Writes the whole bitmap to every member in the next round: a member back in the
 /// array holds whatever bitmap it left with.
 pub(crate) fn rewrite_all(engine: &mut Engine) {

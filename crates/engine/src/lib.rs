@@ -37,6 +37,7 @@
 
 pub mod buffers;
 mod engine;
+mod integrity;
 mod intent;
 mod latency;
 mod mirror;
@@ -48,6 +49,7 @@ mod sync;
 
 pub use buffers::{BufId, BufSlice, Buffers, IoBuf, BUF_ALIGN};
 pub use engine::Engine;
+pub use integrity::{ChecksumTable, Verdict};
 pub use intent::{WriteIntentSetup, INTENT_HEADER_BYTES};
 pub use ppl::log_entry_max_sectors;
 pub use sync::SyncError;
@@ -114,6 +116,9 @@ pub enum Area {
     /// The member's write-intent bitmap area (md's internal bitmap: its superblock
     /// and bits), counted in sectors from the bitmap's start.
     Bitmap,
+    /// The member's checksum table in integrity mode (xraid's integrity area after
+    /// md's data area), counted in sectors from the table's first page.
+    Checksums,
 }
 
 /// One I/O the driver must perform on a member. `sector` counts from the start of the
@@ -275,6 +280,14 @@ pub enum Event {
     },
     /// A replacement failed and was dropped; the member it was to replace serves on.
     ReplacementFailed { role: MemberIdx, reason: FailReason },
+    /// Integrity mode: blocks of `member` read back other than they were written
+    /// (member sectors `sector..sector + sectors` hold the first and last of them).
+    /// They are repaired as a read error is: rebuilt from redundancy and rewritten.
+    ChecksumMismatch {
+        member: MemberIdx,
+        sector: u64,
+        sectors: u64,
+    },
 }
 
 /// Tunables of an engine.
@@ -300,6 +313,11 @@ pub struct EngineConfig {
     /// A member with an I/O outstanding longer than this is failed, so that new work
     /// goes around it (what waits on that I/O still waits for it); 0: never.
     pub stall_timeout: Nanos,
+    /// Whether a range a member could not read (or read back wrong, in integrity
+    /// mode) is rewritten there once rebuilt from redundancy (md's read-error
+    /// correction). Off for an array opened to read only: the rebuilt data is still
+    /// returned, and the member keeps serving.
+    pub repair_writes: bool,
 }
 
 impl Default for EngineConfig {
@@ -312,6 +330,7 @@ impl Default for EngineConfig {
             log_sectors: 0,
             log_tag: 0,
             stall_timeout: Nanos(30_000_000_000),
+            repair_writes: true,
         }
     }
 }
@@ -374,4 +393,7 @@ pub struct Stats {
     pub log_writes: u64,
     /// Stripe-log entries those writes carried.
     pub log_entries: u64,
+    /// Integrity mode: member reads that returned a block disagreeing with its
+    /// checksum (each then repaired as a read error).
+    pub checksum_mismatches: u64,
 }

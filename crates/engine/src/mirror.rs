@@ -422,7 +422,10 @@ fn after_reads(engine: &mut Engine, op: usize) {
     }
     let o = engine.mops.get(op);
     for p in &all {
-        if o.bad.contains(&p.member) && engine.in_sync(p.member, unit) {
+        if engine.config.repair_writes
+            && o.bad.contains(&p.member)
+            && engine.in_sync(p.member, unit)
+        {
             writes.push((*p, good));
         }
     }
@@ -453,7 +456,11 @@ fn report_corrections(engine: &mut Engine, op: usize) {
     let unit = o.unit;
     let fixed: Vec<Place> = places(engine, o)
         .into_iter()
-        .filter(|p| o.bad.contains(&p.member) && engine.in_sync(p.member, unit))
+        .filter(|p| {
+            engine.config.repair_writes
+                && o.bad.contains(&p.member)
+                && engine.in_sync(p.member, unit)
+        })
         .collect();
     let sectors = o.seg.sectors;
     for p in fixed {

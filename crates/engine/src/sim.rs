@@ -75,6 +75,8 @@ pub struct SimMember {
     pub log: Vec<u8>,
     /// The member's write-intent bitmap area (grown on first use).
     pub bitmap: Vec<u8>,
+    /// The member's checksum table in integrity mode (grown on first use).
+    pub checksums: Vec<u8>,
     pub health: SimMemberHealth,
     /// Member sector ranges whose reads fail with a medium error.
     pub bad_ranges: Vec<Range<u64>>,
@@ -94,6 +96,7 @@ impl SimMember {
             data: vec![0; bytes],
             log: Vec::new(),
             bitmap: Vec::new(),
+            checksums: Vec::new(),
             health: SimMemberHealth::Healthy,
             bad_ranges: Vec::new(),
             extra_latency: Nanos(0),
@@ -109,6 +112,7 @@ impl SimMember {
             Area::Data => &mut self.data,
             Area::Log => &mut self.log,
             Area::Bitmap => &mut self.bitmap,
+            Area::Checksums => &mut self.checksums,
         }
     }
 

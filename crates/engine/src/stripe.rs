@@ -529,7 +529,7 @@ fn report_corrections(engine: &mut Engine, op: usize) {
         .bad
         .iter()
         .copied()
-        .filter(|&m| engine.in_sync(m, stripe))
+        .filter(|&m| engine.config.repair_writes && engine.in_sync(m, stripe))
         .collect();
     for member in fixed {
         engine.stats.read_errors_corrected += 1;
@@ -621,7 +621,7 @@ fn after_reads(engine: &mut Engine, op: usize) {
     }
     // Members whose reads failed get their rebuilt (or newly computed) rows back.
     for &m in &o.bad {
-        if engine.in_sync(m, stripe) && !full_rows.contains(&m) {
+        if engine.config.repair_writes && engine.in_sync(m, stripe) && !full_rows.contains(&m) {
             full_rows.push(m);
         }
     }

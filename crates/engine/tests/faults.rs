@@ -643,6 +643,7 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         log_sectors,
         log_tag: seed,
         stall_timeout: EngineConfig::default().stall_timeout,
+        repair_writes: true,
     });
     // The write-intent bitmap on one seed in two (levels with redundancy), with chunks
     // from a few sectors (many bits, many rounds) to large, and quiet times from none

@@ -7,7 +7,8 @@
 //! Nothing here does I/O: callers read [`SUPERBLOCK_BYTES`] at
 //! [`SUPERBLOCK_OFFSET_BYTES`] of a member and hand the bytes over, and write back
 //! what [`Superblock::to_bytes`] returns at the same place; the bitmap's bytes sit at
-//! [`bitmap_start_sector`].
+//! [`bitmap_start_sector`]. And xraid's own integrity area (per-block checksums, after
+//! md's data area): [`IntegrityHeader`], [`encode_page`], [`decode_page`].
 
 mod bitmap;
 mod checksum;
@@ -17,6 +18,7 @@ mod create;
 mod error;
 mod examine;
 mod human;
+mod integrity;
 mod names;
 mod superblock;
 
@@ -39,6 +41,11 @@ pub use constants::{
 pub use create::{bitmap_space, NewArray};
 pub use error::FormatError;
 pub use examine::{examine_bitmap_text, examine_text, examine_text_with_bitmap};
+pub use integrity::{
+    area_sectors, area_start_sector, block_entry, blocks_for, crc32c, data_sectors_with_area,
+    decode_page, encode_page, pages_for, IntegrityError, IntegrityHeader, BLOCK_BYTES,
+    BLOCK_SECTORS, ENTRIES_PER_PAGE, HEADER_SECTORS, PAGE_BYTES, PAGE_SECTORS, UNKNOWN,
+};
 pub use superblock::Superblock;
 
 #[cfg(test)]

@@ -511,6 +511,8 @@ impl Worker {
                     "path": self.array.role_path(role).map(|p| p.display().to_string()),
                     "latency_ms": engine.member_latency(member).map(|n| n.0 as f64 / 1e6),
                     "slow": engine.is_slow(member),
+                    "read_errors": engine.read_errors(member),
+                    "checksum_mismatches": engine.checksum_mismatches(member),
                 })
             })
             .collect();
@@ -547,6 +549,8 @@ impl Worker {
             })),
             "last_sync": self.last_sync,
             "stripe_log": self.array.stripe_log_sectors().is_some(),
+            "integrity": engine.integrity_on(),
+            "checksum_mismatches": engine.stats().checksum_mismatches,
         })
     }
 
@@ -1055,6 +1059,16 @@ impl Worker {
                         ));
                     }
                 }
+                Event::ChecksumMismatch {
+                    member,
+                    sector,
+                    sectors,
+                } => log::error(&format!(
+                    "array '{}': member {} returned data that disagrees with its checksums at sectors {sector}..{} (silent corruption); repaired from redundancy",
+                    self.name,
+                    member.0,
+                    sector + sectors
+                )),
                 Event::MemberFailed { .. } => {}
             }
         }

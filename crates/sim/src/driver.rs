@@ -493,6 +493,9 @@ impl SimArray {
                 Area::Data => DATA_OFFSET_SECTORS,
                 Area::Log => LOG_OFFSET_SECTORS,
                 Area::Bitmap => BITMAP_OFFSET_SECTORS,
+                // Simulated arrays run without integrity mode, so the engine sends
+                // nothing here; were it on, the table would sit past the data.
+                Area::Checksums => DATA_OFFSET_SECTORS,
             };
             let op = match io.kind {
                 IoKind::Read => DiskOp::Read,

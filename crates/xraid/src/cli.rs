@@ -133,6 +133,12 @@ pub struct CreateArgs {
     /// crash but set bits more often.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub bitmap_chunk: Option<u64>,
+    /// Integrity mode: keep a CRC-32C of every 4 KiB block of each member (after md's
+    /// data area, 1 MiB per GiB of member; as much RAM while served), check every read
+    /// against it, and repair a block that reads back wrong (a flipped bit, a lost
+    /// write) from redundancy. Scrubs then know which copy is bad.
+    #[arg(long)]
+    pub integrity: bool,
     /// Member files or block devices, in role order (then the spares).
     #[arg(required = true)]
     pub members: Vec<PathBuf>,

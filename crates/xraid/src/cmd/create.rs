@@ -53,6 +53,7 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         backend,
         bitmap,
         bitmap_chunk_bytes,
+        integrity: args.integrity,
     };
     let bar = bytes_bar(0, "initialising parity");
     let created = create(&opts, &mut |done, total| {
@@ -74,6 +75,9 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
     );
     if created.synced {
         println!("parity initialised from the members' existing contents");
+    }
+    if args.integrity {
+        println!("integrity mode: every 4 KiB block is checked against its CRC-32C on read");
     }
     for spare in spares {
         add_member(&created.members, &spare, args.size, true, args.force)?;

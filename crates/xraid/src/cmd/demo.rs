@@ -47,6 +47,7 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
             backend,
             bitmap: true,
             bitmap_chunk_bytes: None,
+            integrity: false,
         };
         let created = create(&opts, &mut |_, _| {})?;
         println!(

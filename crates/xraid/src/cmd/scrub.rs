@@ -23,6 +23,9 @@ struct Report {
     mismatch_sectors: u64,
     unrecoverable_units: u64,
     read_errors_corrected: u64,
+    /// Integrity mode: reads whose blocks disagreed with their checksums (each
+    /// repaired from redundancy as a read error is).
+    checksum_mismatches: u64,
     units: u64,
     unit_bytes: u64,
 }
@@ -53,6 +56,7 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
         mismatch_sectors: report.mismatches * report.unit_sectors,
         unrecoverable_units: report.unrecoverable,
         read_errors_corrected: report.read_errors_corrected,
+        checksum_mismatches: report.checksum_mismatches,
         units: report.units,
         unit_bytes: report.unit_sectors * SECTOR_BYTES,
     };
@@ -64,8 +68,16 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
         } else {
             ""
         };
+        let sums = if out.checksum_mismatches > 0 {
+            format!(
+                " ({} of them blocks that failed their checksums)",
+                out.checksum_mismatches
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "{} of array '{}': {} of {} units mismatched{fixed}, {} read errors corrected",
+            "{} of array '{}': {} of {} units mismatched{fixed}, {} read errors corrected{sums}",
             out.action, out.array, out.mismatched_units, out.units, out.read_errors_corrected
         );
     }

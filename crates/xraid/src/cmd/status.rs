@@ -28,6 +28,8 @@ struct Status {
     health: &'static str,
     degraded: bool,
     events: u64,
+    /// Integrity mode: members keep a checksum per 4 KiB block.
+    integrity: bool,
     members: Vec<MemberStatus>,
     left_out: Vec<LeftOutStatus>,
 }
@@ -80,7 +82,7 @@ pub fn run(args: StatusArgs) -> Result<()> {
         lock: false,
     };
     let assembled = assemble(&args.array, &options)?;
-    let status = describe(&assembled);
+    let status = describe(&assembled)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {
@@ -89,7 +91,7 @@ pub fn run(args: StatusArgs) -> Result<()> {
     Ok(())
 }
 
-fn describe(a: &Assembled) -> Status {
+fn describe(a: &Assembled) -> Result<Status> {
     let geo = a.geometry;
     let sb = &a.superblock;
     let members = a
@@ -137,7 +139,7 @@ fn describe(a: &Assembled) -> Status {
         })
         .collect();
     let has_chunk = geo.level() != Level::Raid1;
-    Status {
+    Ok(Status {
         name: sb.name(),
         uuid: Superblock::uuid_string(&sb.set_uuid),
         level: geo.level().to_string(),
@@ -160,9 +162,10 @@ fn describe(a: &Assembled) -> Status {
         },
         degraded: a.is_degraded() || a.roles.iter().any(|m| rebuilt_percent(m, &geo).is_some()),
         events: sb.events,
+        integrity: xraid_array::keeps_checksums(a)?,
         members,
         left_out,
-    }
+    })
 }
 
 /// For a member being recovered, how far, in percent.
@@ -210,6 +213,9 @@ fn print_text(s: &Status) {
     }
     println!("         State : {}, {}", s.state, s.health);
     println!("        Events : {}", s.events);
+    if s.integrity {
+        println!("     Integrity : on (CRC-32C per 4 KiB block, checked on every read)");
+    }
     println!();
     println!("    Role  State                       Events  Path");
     for m in &s.members {
@@ -255,6 +261,12 @@ fn print_live(s: &serde_json::Value) {
             sync["done_percent"]
         );
     }
+    if s["integrity"] == true {
+        println!(
+            "     Integrity : on ({} reads caught with blocks failing their checksums, each repaired)",
+            s["checksum_mismatches"].as_u64().unwrap_or(0)
+        );
+    }
     println!();
     println!("    Role  State                       Latency  Path");
     for m in s["members"].as_array().into_iter().flatten() {
@@ -265,6 +277,19 @@ fn print_live(s: &serde_json::Value) {
             (None, Some(p)) => format!("active, being replaced {p}%"),
             (None, None) if m["slow"] == true => "active, slow".to_owned(),
             (None, None) => m["state"].as_str().unwrap_or("?").to_owned(),
+        };
+        let errors = [
+            (m["read_errors"].as_u64().unwrap_or(0), "read errors"),
+            (m["checksum_mismatches"].as_u64().unwrap_or(0), "bad blocks"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect::<Vec<_>>();
+        let state = if errors.is_empty() {
+            state
+        } else {
+            format!("{state} ({})", errors.join(", "))
         };
         let latency = m["latency_ms"]
             .as_f64()
