@@ -1068,10 +1068,13 @@ impl Engine {
         let id = IoId(key as u64);
         let role = member;
         let member = self.slot_of(member);
+        let (mut sector, mut buf) = (sector, buf);
         if area == Area::Data && self.integrity.is_some() {
             match kind {
                 IoKind::Write => crate::integrity::record_write(self, member, sector, buf),
-                IoKind::Read => crate::integrity::note_read(self, key, member, sector, buf),
+                IoKind::Read => {
+                    (sector, buf) = crate::integrity::note_read(self, key, member, sector, buf);
+                }
                 IoKind::Flush => {}
             }
         }

@@ -167,7 +167,7 @@ pub(crate) struct Integrity {
     /// before no longer count.
     generation: Vec<u32>,
     /// Per I/O key, the data read in flight to check when it completes.
-    reads: Vec<Option<(MemberIdx, u64, BufSlice)>>,
+    reads: Vec<Option<PendingRead>>,
     /// Per role, blocks found disagreeing with their checksums.
     mismatches: Vec<u64>,
     /// Whether table pages are written (not on an array opened to read only).
@@ -394,21 +394,70 @@ pub(crate) fn record_write(engine: &mut Engine, slot: MemberIdx, sector: u64, bu
     }
 }
 
-/// A data read is being emitted as I/O `key`: remembered, to check when it completes.
+/// A data read in flight, to check when it completes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PendingRead {
+    slot: MemberIdx,
+    /// Where the read starts and what it reads into.
+    sector: u64,
+    buf: BufSlice,
+    /// For a read widened to whole blocks: the slice the engine asked for, and where
+    /// its bytes start in `buf` (a scratch buffer freed at completion).
+    wanted: Option<(BufSlice, usize)>,
+}
+
+/// A data read of `buf` at member `sector` is being emitted as I/O `key` to `slot`:
+/// remembered, to check when it completes. A read that starts or ends inside a block
+/// is widened to whole blocks (into a scratch buffer) so that those blocks can be
+/// checked too; returns the sector and buffer to read.
 pub(crate) fn note_read(
     engine: &mut Engine,
     key: usize,
     slot: MemberIdx,
     sector: u64,
     buf: BufSlice,
-) {
-    let Some(integrity) = engine.integrity.as_mut() else {
-        return;
+) -> (u64, BufSlice) {
+    let Some(integrity) = engine.integrity.as_ref() else {
+        return (sector, buf);
     };
+    let Some(blocks) = integrity
+        .tables
+        .get(slot.index())
+        .and_then(Option::as_ref)
+        .map(|t| t.blocks())
+    else {
+        return (sector, buf);
+    };
+    let end = sector + buf.len as u64 / 512;
+    let wide_start = sector / BLOCK_SECTORS * BLOCK_SECTORS;
+    // Not past the table's last whole block: the data area may end inside a block.
+    let wide_end = end
+        .next_multiple_of(BLOCK_SECTORS)
+        .min(end.max(blocks * BLOCK_SECTORS));
+    let (read_sector, read_buf, wanted) = if wide_start == sector && wide_end == end {
+        (sector, buf, None)
+    } else {
+        let len = usize::try_from(wide_end - wide_start).expect("small") * 512;
+        let scratch = engine.bufs.alloc(len);
+        let at = usize::try_from(sector - wide_start).expect("small") * 512;
+        let slice = BufSlice {
+            buf: scratch,
+            offset: 0,
+            len,
+        };
+        (wide_start, slice, Some((buf, at)))
+    };
+    let integrity = engine.integrity_mut();
     if integrity.reads.len() <= key {
         integrity.reads.resize(key + 1, None);
     }
-    integrity.reads[key] = Some((slot, sector, buf));
+    integrity.reads[key] = Some(PendingRead {
+        slot,
+        sector: read_sector,
+        buf: read_buf,
+        wanted,
+    });
+    (read_sector, read_buf)
 }
 
 /// I/O `key` completed with `result`. A data read whose blocks disagree with their
@@ -425,12 +474,40 @@ pub(crate) fn check_read(
     let Some(integrity) = engine.integrity.as_mut() else {
         return result;
     };
-    let Some((slot, sector, buf)) = integrity.reads.get_mut(key).and_then(Option::take) else {
+    let Some(read) = integrity.reads.get_mut(key).and_then(Option::take) else {
         return result;
     };
+    let result = check_data(engine, read, role, stale, result);
+    if let Some((wanted, at)) = read.wanted {
+        // A widened read: the part asked for goes where the engine wants it.
+        let (dst, src) = engine.bufs.pair_mut(
+            wanted,
+            BufSlice {
+                buf: read.buf.buf,
+                offset: at,
+                len: wanted.len,
+            },
+        );
+        dst.copy_from_slice(src);
+        engine.bufs.free(read.buf.buf);
+    }
+    result
+}
+
+fn check_data(
+    engine: &mut Engine,
+    read: PendingRead,
+    role: Option<MemberIdx>,
+    stale: bool,
+    result: Result<(), IoFailed>,
+) -> Result<(), IoFailed> {
+    let PendingRead {
+        slot, sector, buf, ..
+    } = read;
     if stale || result.is_err() {
         return result;
     }
+    let integrity = engine.integrity_mut();
     let Some(table) = integrity.tables.get(slot.index()).and_then(Clone::clone) else {
         return result;
     };

@@ -50,6 +50,10 @@ pub(crate) struct MirrorOp {
     phase: Phase,
     replan: bool,
     mismatch: bool,
+    /// A repair read widened to whole checksum blocks (integrity mode) reads into
+    /// scratch: where the client's part goes in its buffer, where it starts in
+    /// scratch, and its length, in bytes.
+    client_part: Option<(usize, usize, usize)>,
 }
 
 /// Splits a segment at copy-run boundaries (and, for RAID-1 writes or while a sync
@@ -90,6 +94,7 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
                 unit,
                 piece,
                 Vec::new(),
+                None,
             );
         } else {
             let live: Vec<Place> = copies
@@ -154,6 +159,7 @@ pub(crate) fn submit_repair_read(engine: &mut Engine, req: usize, seg: Segment, 
         };
         let unit = mirror_unit(engine, sector);
         engine.request_step_started(req);
+        let (piece, client_part) = widen_to_blocks(engine, piece, unit_len);
         new_op(
             engine,
             Owner::Client(req),
@@ -161,6 +167,7 @@ pub(crate) fn submit_repair_read(engine: &mut Engine, req: usize, seg: Segment, 
             unit,
             piece,
             vec![bad],
+            client_part,
         );
         sector += sectors;
         buf_off += sectors_to_bytes(sectors);
@@ -177,7 +184,50 @@ pub(crate) fn start_sync_unit(engine: &mut Engine, unit: u64, kind: SyncKind) {
         buf_off: 0,
         write: false,
     };
-    new_op(engine, Owner::Sync, Work::Sync(kind), unit, seg, Vec::new());
+    new_op(
+        engine,
+        Owner::Sync,
+        Work::Sync(kind),
+        unit,
+        seg,
+        Vec::new(),
+        None,
+    );
+}
+
+/// Integrity mode: a repair read covering whole checksum blocks (within its unit and
+/// the array), so that the copy rewritten is written, and checked, whole; with where
+/// the client's part lies in it. Unchanged otherwise, or when already whole.
+fn widen_to_blocks(
+    engine: &Engine,
+    piece: Segment,
+    unit_len: u64,
+) -> (Segment, Option<(usize, usize, usize)>) {
+    if !engine.integrity_on() {
+        return (piece, None);
+    }
+    let block = xraid_format::BLOCK_SECTORS;
+    let unit_start = piece.sector / unit_len * unit_len;
+    let unit_end = (unit_start + unit_len).min(engine.geo.array_sectors());
+    let start = (piece.sector / block * block).max(unit_start);
+    let end = (piece.sector + piece.sectors)
+        .next_multiple_of(block)
+        .min(unit_end);
+    if start == piece.sector && end == piece.sector + piece.sectors {
+        return (piece, None);
+    }
+    let wide = Segment {
+        sector: start,
+        sectors: end - start,
+        buf_off: 0,
+        write: false,
+    };
+    let part = (
+        piece.buf_off,
+        sectors_to_bytes(piece.sector - start),
+        sectors_to_bytes(piece.sectors),
+    );
+    (wide, Some(part))
 }
 
 fn new_op(
@@ -187,6 +237,7 @@ fn new_op(
     unit: u64,
     seg: Segment,
     bad: Vec<MemberIdx>,
+    client_part: Option<(usize, usize, usize)>,
 ) {
     let op = engine.mops.insert(MirrorOp {
         owner,
@@ -200,6 +251,7 @@ fn new_op(
         phase: Phase::Queued,
         replan: false,
         mismatch: false,
+        client_part,
     });
     if engine.lock(unit, Holder::Mirror(op)) {
         start(engine, op);
@@ -254,7 +306,22 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
                 finish(engine, op, Some(error));
                 return;
             };
-            ios.push((source, IoKind::Read, client_slice(engine, o)));
+            let into = if o.client_part.is_some() {
+                // Widened to whole blocks: read into scratch, copied out after.
+                let scratch = match o.scratch {
+                    Some(buf) => buf,
+                    None => engine.bufs.alloc(len),
+                };
+                engine.mops.get_mut(op).scratch = Some(scratch);
+                BufSlice {
+                    buf: scratch,
+                    offset: 0,
+                    len,
+                }
+            } else {
+                client_slice(engine, o)
+            };
+            ios.push((source, IoKind::Read, into));
         }
         Work::Sync(kind) => {
             if sources.is_empty() {
@@ -374,13 +441,31 @@ fn after_reads(engine: &mut Engine, op: usize) {
     let mut writes: Vec<(Place, BufSlice)> = Vec::new();
     // What the copies that failed to read (or disagree) get written with.
     let good = match o.work {
-        Work::RepairRead => client_slice(engine, o),
+        Work::RepairRead if o.client_part.is_none() => client_slice(engine, o),
         _ => BufSlice {
             buf: o.scratch.expect("a sync reads into scratch"),
             offset: 0,
             len,
         },
     };
+    if let (Work::RepairRead, Some((buf_off, at, part_len))) = (o.work, o.client_part) {
+        let Owner::Client(req) = o.owner else {
+            unreachable!("repair reads belong to clients")
+        };
+        let client = BufSlice {
+            buf: engine.request_buf(req),
+            offset: buf_off,
+            len: part_len,
+        };
+        let from = BufSlice {
+            buf: good.buf,
+            offset: at,
+            len: part_len,
+        };
+        let (dst, src) = engine.bufs.pair_mut(client, from);
+        dst.copy_from_slice(src);
+    }
+    let o = engine.mops.get(op);
     if let Work::Sync(kind) = o.work {
         let scratch = good.buf;
         match kind {

@@ -156,6 +156,9 @@ pub struct SimArray {
     next_id: u64,
     /// Complete member I/Os in seeded random order (true) or in issue order.
     pub shuffle: bool,
+    /// Integrity mode is on: the engine's checksum tables live in the members'
+    /// `checksums` areas and come back from there after a power cut.
+    integrity: bool,
 }
 
 impl SimArray {
@@ -175,6 +178,79 @@ impl SimArray {
             events: Vec::new(),
             next_id: 0,
             shuffle: true,
+            integrity: false,
+        }
+    }
+
+    /// Turns integrity mode on: each device's table is computed from what it holds
+    /// now (and so agrees with it).
+    pub fn enable_integrity(&mut self) {
+        self.integrity = true;
+        let n = self.members.len();
+        let tables = (0..2 * n)
+            .map(|s| {
+                let m = if s < n {
+                    &self.members[s]
+                } else {
+                    &self.other_slots[s - n]
+                };
+                let entries = m
+                    .data
+                    .chunks(xraid_format::BLOCK_BYTES)
+                    .map(|b| {
+                        if b.len() == xraid_format::BLOCK_BYTES {
+                            xraid_format::block_entry(b)
+                        } else {
+                            xraid_format::UNKNOWN
+                        }
+                    })
+                    .collect();
+                Some(std::sync::Arc::new(crate::ChecksumTable::new(entries)))
+            })
+            .collect();
+        self.engine.enable_integrity(tables, true);
+    }
+
+    /// The tables as the devices' checksum areas hold them (a sparse area reads as
+    /// zeros, which says "all zeros"), for an engine starting over.
+    fn tables_from_areas(&self) -> Vec<Option<std::sync::Arc<crate::ChecksumTable>>> {
+        let n = self.members.len();
+        let blocks = xraid_format::blocks_for(self.engine.geometry().member_sectors());
+        let pages = xraid_format::pages_for(blocks);
+        (0..2 * n)
+            .map(|s| {
+                let m = if s < n {
+                    &self.members[s]
+                } else {
+                    &self.other_slots[s - n]
+                };
+                let mut entries = Vec::new();
+                for page in 0..pages {
+                    let at = usize::try_from(page).expect("small") * xraid_format::PAGE_BYTES;
+                    let mut bytes = [0u8; xraid_format::PAGE_BYTES];
+                    if let Some(stored) = m.checksums.get(at..) {
+                        let len = stored.len().min(bytes.len());
+                        bytes[..len].copy_from_slice(&stored[..len]);
+                    }
+                    let want = (blocks - page * xraid_format::ENTRIES_PER_PAGE)
+                        .min(xraid_format::ENTRIES_PER_PAGE)
+                        as usize;
+                    match xraid_format::decode_page(&bytes, page) {
+                        Some(values) => entries.extend_from_slice(&values[..want]),
+                        None => entries.extend(std::iter::repeat_n(xraid_format::UNKNOWN, want)),
+                    }
+                }
+                Some(std::sync::Arc::new(crate::ChecksumTable::new(entries)))
+            })
+            .collect()
+    }
+
+    /// Gives the device in `slot` (a new one, full of garbage) an unknown table.
+    fn unknown_table(&mut self, slot: MemberIdx) {
+        if self.integrity {
+            let blocks = xraid_format::blocks_for(self.engine.geometry().member_sectors());
+            let table = std::sync::Arc::new(crate::ChecksumTable::unknown(blocks));
+            self.engine.set_checksum_table(slot, Some(table), true);
         }
     }
 
@@ -466,7 +542,9 @@ impl SimArray {
         m.bad_ranges.clear();
         m.unflushed.clear();
         m.data = garbage;
-        self.engine.start_replacement(role)
+        self.engine.start_replacement(role)?;
+        self.unknown_table(slot);
+        Ok(())
     }
 
     /// Takes a member out: its I/Os fail from now on as from a vanished device, and
@@ -500,7 +578,10 @@ impl SimArray {
             let mut garbage = std::mem::take(&mut m.data);
             self.rng.fill(&mut garbage);
             self.role_device_mut(member).data = garbage;
-            return self.engine.replace_member(member);
+            self.engine.replace_member(member)?;
+            let slot = self.engine.device_slot(member);
+            self.unknown_table(slot);
+            return Ok(());
         }
         self.engine.mark_rebuilding(member)
     }
@@ -531,6 +612,15 @@ impl SimArray {
     /// cache is lost or kept at random, and the engine starts over with the members
     /// it had (its memory is gone). The caller decides what to resync.
     pub fn power_cut(&mut self) {
+        self.power_cut_with(|_| {});
+    }
+
+    /// [`SimArray::power_cut`], with `restart` run on the new engine before it reads
+    /// anything, as a driver sets an array up at open (the write-intent bitmap back
+    /// from a member...). In integrity mode the tables then come back from the
+    /// members' areas and are forgotten where the bitmap says writes may have been
+    /// cut off (everywhere without one), and only then does the stripe log replay.
+    pub fn power_cut_with(&mut self, restart: impl FnOnce(&mut SimArray)) {
         assert!(
             self.in_flight.is_empty(),
             "power cuts happen between batches"
@@ -567,7 +657,13 @@ impl SimArray {
             .collect();
         let config = self.engine.config();
         self.engine = Engine::new(*self.engine.geometry(), states);
-        self.engine.set_config(config);
         self.replies.clear();
+        restart(self);
+        if self.integrity {
+            let tables = self.tables_from_areas();
+            self.engine.enable_integrity(tables, true);
+            self.engine.forget_checksums_where_dirty();
+        }
+        self.engine.set_config(config);
     }
 }

@@ -205,6 +205,17 @@ fn client_op(
         .map(|s| s.end)
         .max()
         .expect("an op has segments");
+    // Integrity mode: rows in whole checksum blocks, so that parity and the rows of a
+    // member that failed to read are written (and checked) a whole block at a time.
+    let (lo, hi) = if engine.integrity_on() {
+        let block = xraid_format::BLOCK_SECTORS as u32;
+        (
+            lo / block * block,
+            hi.next_multiple_of(block).min(engine.geo.chunk_sectors()),
+        )
+    } else {
+        (lo, hi)
+    };
     engine.request_step_started(req);
     new_op(
         engine,

@@ -91,6 +91,12 @@ struct Story {
     /// The write-intent bitmap (chunk sectors, quiet time) when on: resyncs after
     /// power cuts and the catch-up of returning members visit only its dirty chunks.
     intent: Option<(u64, Nanos)>,
+    /// Integrity mode is on: bits may flip silently on members.
+    integrity: bool,
+    /// Members with a flipped bit somewhere, until a check has been over everything.
+    flipped: HashSet<usize>,
+    /// Members that ever had a bit flipped: only their blocks may fail a checksum.
+    ever_flipped: HashSet<usize>,
     log: Vec<String>,
 }
 
@@ -109,6 +115,7 @@ impl Story {
                 states[m] != MemberState::Active
                     || sim.health == SimMemberHealth::Dead
                     || !sim.bad_ranges.is_empty()
+                    || self.flipped.contains(&m)
             })
             .collect()
     }
@@ -143,6 +150,29 @@ impl Story {
             }
             taken.push((sector, sectors));
             let write = self.rng().below(2) == 0;
+            // Integrity mode: clients write whole 4 KiB blocks (the export's minimum
+            // block size), so that no write leaves a block unchecked.
+            let (sector, sectors) = if write && self.integrity {
+                let block = xraid_format::BLOCK_SECTORS;
+                let total = self.array.engine.array_sectors();
+                let start = sector / block * block;
+                let end = (sector + sectors)
+                    .next_multiple_of(block)
+                    .min(total / block * block);
+                if end <= start
+                    || taken
+                        .iter()
+                        .any(|&(s, n)| start < s + n && s < end && (s, n) != (sector, sectors))
+                {
+                    taken.pop();
+                    continue;
+                }
+                taken.pop();
+                taken.push((start, end - start));
+                (start, end - start)
+            } else {
+                (sector, sectors)
+            };
             let kind = if write { "write" } else { "read" };
             let sync = self.array.engine.sync_progress();
             self.log
@@ -324,6 +354,37 @@ impl Story {
         self.note_over()
     }
 
+    /// Integrity mode: a bit flips silently in a block of a healthy member whose
+    /// checksum is known (a block flipped before its checksum is known, or one
+    /// learned after the flip, cannot be caught: what was stored is all there is).
+    fn flip(&mut self, allow_over: bool) -> Result<(), String> {
+        let Some(m) = self.pick_victim(allow_over) else {
+            return self.note_over();
+        };
+        let role = MemberIdx(m as u16);
+        let slot = self.array.engine.device_slot(role);
+        let Some(table) = self.array.engine.checksum_table(slot).cloned() else {
+            return Ok(());
+        };
+        let blocks = table.blocks();
+        let block = self.rng().below(blocks);
+        if table.get(block) == xraid_format::UNKNOWN {
+            return Ok(());
+        }
+        let byte = block as usize * xraid_format::BLOCK_BYTES
+            + self.rng().below(xraid_format::BLOCK_BYTES as u64) as usize;
+        let bit = self.rng().below(8) as u8;
+        if byte >= self.array.role_device(role).data.len() {
+            return Ok(());
+        }
+        self.log
+            .push(format!("flip bit {bit} of byte {byte} on member {m}"));
+        self.array.flip_bit(role, byte, bit);
+        self.flipped.insert(m);
+        self.ever_flipped.insert(m);
+        self.note_over()
+    }
+
     /// A failed member comes back (or is replaced by a blank disk) and is rebuilt
     /// while client I/O goes on.
     fn return_member(&mut self) -> Result<(), String> {
@@ -452,6 +513,8 @@ impl Story {
                 .bad_ranges
                 .is_empty()
         });
+        // A flipped block reads as an error (integrity mode): the same as a bad range.
+        let unreadable = unreadable || !self.flipped.is_empty();
         let allowed = faulty.is_empty()
             || (self.within_redundancy() && (self.log_on || !parity) && !unreadable);
         if !allowed || rebuilding || self.died_since_flush {
@@ -461,18 +524,20 @@ impl Story {
             "power cut (faulty members {faulty:?}, engine states {:?})",
             self.array.engine.member_states()
         ));
-        self.array.power_cut();
-        if let Some((chunk_sectors, quiet)) = self.intent {
-            // The engine's memory is gone: the bits come back from a member's bitmap.
-            let states = self.array.engine.member_states().to_vec();
-            let first = (0..states.len())
-                .find(|&m| states[m] == MemberState::Active)
-                .expect("an active member");
-            let image = self.array.members[first].bitmap.clone();
-            let setup = intent_setup(&self.array.engine, chunk_sectors, quiet, Some(image));
-            self.array.engine.enable_write_intent(setup);
-            self.array.engine.allow_write_intent_clears(true);
-        }
+        let intent = self.intent;
+        self.array.power_cut_with(|array| {
+            if let Some((chunk_sectors, quiet)) = intent {
+                // The engine's memory is gone: the bits come back from a member's bitmap.
+                let states = array.engine.member_states().to_vec();
+                let first = (0..states.len())
+                    .find(|&m| states[m] == MemberState::Active)
+                    .expect("an active member");
+                let image = array.members[first].bitmap.clone();
+                let setup = intent_setup(&array.engine, chunk_sectors, quiet, Some(image));
+                array.engine.enable_write_intent(setup);
+                array.engine.allow_write_intent_clears(true);
+            }
+        });
         self.array
             .engine
             .start_sync_where_dirty(SyncKind::Resync, 0)
@@ -526,7 +591,12 @@ impl Story {
             .engine
             .start_sync(SyncKind::Check, 0)
             .map_err(|e| format!("start check: {e}"))?;
-        self.finish_sync()
+        self.finish_sync()?;
+        // The check read every block and repaired those that failed their checksums.
+        if self.array.engine.sync_progress().is_none() && self.within_redundancy() {
+            self.flipped.clear();
+        }
+        Ok(())
     }
 }
 
@@ -661,6 +731,11 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         array.engine.enable_write_intent(setup);
         array.engine.allow_write_intent_clears(true);
     }
+    // Integrity mode on one seed in two.
+    let integrity = rng.below(2) == 0;
+    if integrity {
+        array.enable_integrity();
+    }
     let total = geo.array_sectors() as usize * SECTOR;
     let mut initial = vec![0u8; total];
     array.rng().fill(&mut initial);
@@ -678,8 +753,11 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         log_on,
         died_since_flush: false,
         intent,
+        integrity,
+        flipped: HashSet::new(),
+        ever_flipped: HashSet::new(),
         log: vec![format!(
-            "{:?} {:?} {} disks, chunk {} sectors, {} member sectors, log ring {} sectors, bitmap {intent:?}",
+            "{:?} {:?} {} disks, chunk {} sectors, {} member sectors, log ring {} sectors, bitmap {intent:?}, integrity {integrity}",
             geo.level(),
             geo.layout(),
             geo.raid_disks(),
@@ -706,6 +784,7 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
             let roll = story.rng().below(100);
             let over = story.rng().below(50) == 0;
             let step = match roll {
+                0..=5 if story.integrity => story.flip(over),
                 0..=49 => story.batch(max_sectors),
                 50..=57 => story.flush(),
                 58..=65 => story.kill(over),
@@ -715,6 +794,17 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
                 93..=95 => story.replace(),
                 _ => story.scrub(),
             };
+            // A block fails its checksum only where a bit was flipped: anything else
+            // (a table page not written before a flush, checksums not forgotten
+            // where a power cut tore writes) would be a false alarm.
+            for m in 0..story.array.members.len() {
+                let found = story.array.engine.checksum_mismatches(MemberIdx(m as u16));
+                if found > 0 && !story.ever_flipped.contains(&m) {
+                    return Err(format!(
+                        "member {m} failed {found} checksums but no bit flipped there"
+                    ));
+                }
+            }
             match step {
                 // Past the redundancy the story ends: one more batch and a full read,
                 // where every read that succeeds must still be right.

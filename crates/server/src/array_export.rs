@@ -131,6 +131,9 @@ pub(crate) struct ArrayHandle {
     /// stays right only when whole stripes become zeros together; a 4 KiB file-system
     /// block on the other levels.
     pub trim_unit: u64,
+    /// The smallest request the export takes: 512 bytes, or in integrity mode 4 KiB
+    /// (a write of part of a checksummed block would leave that block unchecked).
+    pub min_block: u32,
 }
 
 impl ArrayHandle {
@@ -227,6 +230,11 @@ pub(crate) fn spawn(
             geo.stripe_data_sectors() * SECTOR_BYTES
         } else {
             4096
+        },
+        min_block: if array.driver().engine().integrity_on() {
+            xraid_format::BLOCK_BYTES as u32
+        } else {
+            512
         },
     };
     if let Some(p) = array.driver().engine().sync_progress() {

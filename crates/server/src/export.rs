@@ -59,15 +59,16 @@ impl Export {
         flags
     }
 
-    /// Minimum, preferred and maximum block sizes. Arrays work in 512-byte sectors;
-    /// their preferred size is the largest power of two within a full stripe.
+    /// Minimum, preferred and maximum block sizes. Arrays work in 512-byte sectors
+    /// (4 KiB blocks in integrity mode); their preferred size is the largest power of
+    /// two within a full stripe.
     pub(crate) fn block_sizes(&self) -> (u32, u32, u32) {
         match &self.kind {
             ExportKind::File(_) => (1, 4096, MAX_REQUEST_BYTES),
             ExportKind::Array(a) => {
                 let stripe = a.stripe_bytes.clamp(4096, u64::from(MAX_REQUEST_BYTES));
                 let preferred = 1u64 << (63 - stripe.leading_zeros());
-                (512, preferred as u32, MAX_REQUEST_BYTES)
+                (a.min_block, preferred as u32, MAX_REQUEST_BYTES)
             }
         }
     }
