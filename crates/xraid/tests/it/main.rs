@@ -12,6 +12,7 @@ mod control;
 mod crash_loop;
 mod create_examine;
 mod fixtures;
+mod integrity;
 mod members;
 mod nbd_bad_input;
 mod nbd_clients;

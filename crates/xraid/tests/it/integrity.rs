@@ -1,0 +1,292 @@
+//! Integrity mode (`xraid create --integrity`): silent corruption — bits flipped on a
+//! member behind xraid's back, or by a member that corrupts what it writes — is
+//! caught on read, repaired from redundancy, counted, and reported; scrubs know which
+//! copy is bad; crashes raise no false alarms; md's tools still read the members.
+
+use std::path::{Path, PathBuf};
+
+use crate::nbd_clients::run;
+use crate::require_tool;
+use crate::server::Server;
+use crate::util::{fails, ok, p, random_bytes, sha256_file, sha256_of_read, tempdir};
+
+/// md's data offset of an array xraid made with 64K chunks (1 MiB).
+const DATA_OFFSET: u64 = 1 << 20;
+
+/// An array of `level` on four members of `size` with integrity mode (chunk 64K).
+fn integrity_array(dir: &Path, level: &str, size: &str, integrity: bool) -> PathBuf {
+    let disks = dir.join("disks");
+    std::fs::create_dir(&disks).expect("disks folder");
+    let members: Vec<PathBuf> = (0..4).map(|i| disks.join(format!("d{i}"))).collect();
+    let mut args = vec!["create", "-l", level, "-c", "64K", "--size", size];
+    if integrity {
+        args.push("--integrity");
+    }
+    args.extend(members.iter().map(|m| p(m)));
+    ok(&args);
+    disks
+}
+
+/// Flips bit `bit` of the byte at `offset` of `member`'s data area, behind xraid's back.
+fn flip(member: &Path, offset: u64, bit: u8) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(member)
+        .expect("member");
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, DATA_OFFSET + offset).expect("read");
+    b[0] ^= 1 << bit;
+    f.write_all_at(&b, DATA_OFFSET + offset).expect("write");
+    f.sync_all().expect("sync");
+}
+
+/// Writes `image` into the array through `xraid write`.
+fn fill(disks: &Path, image: &Path) {
+    ok(&["write", p(disks), "-i", p(image)]);
+}
+
+fn scrub(disks: &Path, action: &str) -> serde_json::Value {
+    let out = ok(&["scrub", action, "--json", p(disks)]);
+    serde_json::from_str(&out).expect("scrub json")
+}
+
+#[test]
+fn flipped_bits_are_caught_repaired_and_counted_through_nbd() {
+    require_tool!("nbdcopy");
+    let dir = tempdir();
+    let disks = integrity_array(dir.path(), "5", "16M", true);
+    let status = ok(&["status", p(&disks)]);
+    assert!(status.contains("Integrity : on"), "{status}");
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(40 << 20, 51)).expect("image");
+    fill(&disks, &image);
+    // Three members, three stripes: within RAID-5's redundancy everywhere.
+    flip(&disks.join("d0"), 5 * 65536 + 100, 3);
+    flip(&disks.join("d1"), 17 * 65536 + 4000, 0);
+    flip(&disks.join("d3"), 40 * 65536 + 9, 7);
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    let copy = dir.path().join("copy.raw");
+    run("nbdcopy", &[&server.uri("xraid"), p(&copy)]);
+    let copied = std::fs::read(&copy).expect("copy");
+    let want = std::fs::read(&image).expect("image");
+    assert!(
+        copied[..want.len()] == want[..],
+        "every byte read back right"
+    );
+    let log = server.wait_for_log(0, &["disagrees with its checksums"]);
+    assert!(log.contains("repaired from redundancy"), "{log}");
+    let live = ok(&["status", "--json", p(&disks)]);
+    let json: serde_json::Value = serde_json::from_str(&live).expect("status json");
+    assert_eq!(json["integrity"], true, "{live}");
+    let bad: u64 = (0..4)
+        .map(|m| {
+            json["members"][m]["checksum_mismatches"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum();
+    // Parity blocks are not read by a healthy read: the flips that hit data are.
+    assert!((1..=3).contains(&bad), "{live}");
+    server.stop();
+    // What the reads did not touch (parity), a check finds; then all is clean.
+    let first = scrub(&disks, "check");
+    assert_eq!(first["mismatched_units"], 0, "{first}");
+    assert_eq!(
+        first["checksum_mismatches"].as_u64().unwrap_or(0) + bad,
+        3,
+        "every flip found once: {first}"
+    );
+    let second = scrub(&disks, "check");
+    assert_eq!(second["checksum_mismatches"], 0, "{second}");
+    assert_eq!(second["read_errors_corrected"], 0, "{second}");
+    assert_eq!(
+        sha256_of_read(&[p(&disks), "--length", "40M"]),
+        sha256_file(&image)
+    );
+}
+
+#[test]
+fn a_repair_scrub_restores_flipped_data_only_in_integrity_mode() {
+    // md's repair trusts the data and rewrites parity: a flipped data bit becomes
+    // permanent. With checksums the bad block is known, rebuilt and rewritten.
+    for integrity in [false, true] {
+        let dir = tempdir();
+        let disks = integrity_array(dir.path(), "5", "8M", integrity);
+        let image = dir.path().join("image.raw");
+        std::fs::write(&image, random_bytes(20 << 20, 52)).expect("image");
+        fill(&disks, &image);
+        // Stripe 3's data chunk on member 0 (left-symmetric: parity on member 0 in
+        // stripe 3, so member 1 holds data there).
+        flip(&disks.join("d1"), 3 * 65536 + 777, 2);
+        let report = scrub(&disks, "repair");
+        let read = sha256_of_read(&[p(&disks), "--length", "20M"]);
+        if integrity {
+            assert_eq!(report["mismatched_units"], 0, "{report}");
+            assert_eq!(report["checksum_mismatches"], 1, "{report}");
+            assert_eq!(read, sha256_file(&image), "the flipped block is rebuilt");
+        } else {
+            assert_eq!(report["mismatched_units"], 1, "{report}");
+            assert_ne!(read, sha256_file(&image), "md's repair keeps the bad data");
+        }
+        let again = scrub(&disks, "check");
+        assert_eq!(again["mismatched_units"], 0, "{again}");
+    }
+}
+
+#[test]
+fn raid1_reads_the_copy_that_is_right() {
+    let dir = tempdir();
+    let disks = integrity_array(dir.path(), "1", "8M", true);
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(6 << 20, 53)).expect("image");
+    fill(&disks, &image);
+    // The same block flipped on two of four copies; reads go to the first copy.
+    flip(&disks.join("d0"), 1 << 20, 1);
+    flip(&disks.join("d1"), 1 << 20, 1);
+    assert_eq!(
+        sha256_of_read(&[p(&disks), "--length", "6M"]),
+        sha256_file(&image)
+    );
+    let report = scrub(&disks, "check");
+    assert_eq!(report["checksum_mismatches"], 2, "{report}");
+    assert_eq!(report["mismatched_units"], 0, "{report}");
+}
+
+#[test]
+fn raid0_reports_a_flipped_block_as_unreadable_instead_of_returning_it() {
+    let dir = tempdir();
+    let disks = integrity_array(dir.path(), "0", "8M", true);
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(8 << 20, 54)).expect("image");
+    fill(&disks, &image);
+    flip(&disks.join("d2"), 4096 + 10, 0);
+    let err = fails(&["read", p(&disks), "--length", "8M"]);
+    assert!(err.contains("unreadable"), "{err}");
+    // The rest of the array still reads.
+    ok(&["read", p(&disks), "--offset", "4M", "--length", "4M"]);
+}
+
+#[test]
+fn a_member_that_corrupts_its_writes_is_caught_under_fio() {
+    require_tool!("fio");
+    let dir = tempdir();
+    let disks = integrity_array(dir.path(), "6", "16M", true);
+    // Every write member 1 takes in the first 256 KiB of its data lands with a bit
+    // flipped (few enough blocks that it is not failed for too many read errors).
+    let server = Server::unix(
+        dir.path(),
+        &["--fault", "role=1,flips=1M..1280K", p(&disks)],
+    );
+    let uri = server.uri("xraid");
+    let out = run(
+        "fio",
+        &[
+            "--name=verify",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--rw=randwrite",
+            "--bs=64k",
+            "--size=12M",
+            "--iodepth=8",
+            "--numjobs=2",
+            "--offset_increment=12M",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--verify_fatal=1",
+        ],
+    );
+    assert!(!out.contains("verify: bad"), "{out}");
+    let log = server.wait_for_log(0, &["disagrees with its checksums"]);
+    assert!(log.contains("member 1"), "{log}");
+    server.stop();
+    // The repairs' rewrites went through the faulty member too: a check offline
+    // finds those blocks once more and rewrites them right.
+    let report = scrub(&disks, "check");
+    assert_eq!(report["mismatched_units"], 0, "{report}");
+    assert!(report["checksum_mismatches"].as_u64() > Some(0), "{report}");
+    assert_eq!(scrub(&disks, "check")["checksum_mismatches"], 0);
+}
+
+#[test]
+fn a_crash_raises_no_false_alarm_and_md_still_reads_the_members() {
+    require_tool!("fio");
+    require_tool!("nbdcopy");
+    let dir = tempdir();
+    let disks = integrity_array(dir.path(), "5", "16M", true);
+    for round in 0..3 {
+        let server = Server::unix(dir.path(), &[p(&disks)]);
+        let uri = server.uri("xraid");
+        let mut fio = std::process::Command::new("fio")
+            .args([
+                "--name=storm",
+                "--ioengine=nbd",
+                &format!("--uri={uri}"),
+                "--rw=randwrite",
+                "--bs=4k",
+                "--size=40M",
+                "--iodepth=16",
+                "--time_based",
+                "--runtime=30",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("fio");
+        std::thread::sleep(std::time::Duration::from_millis(700 + 300 * round));
+        server.kill();
+        let _ = fio.kill();
+        let _ = fio.wait();
+        let again = Server::unix(dir.path(), &[p(&disks)]);
+        let copy = dir.path().join("copy.raw");
+        run("nbdcopy", &[&again.uri("xraid"), p(&copy)]);
+        let stopped = again.stop();
+        assert!(
+            !stopped.stderr.contains("disagrees with its checksums"),
+            "round {round}: {}",
+            stopped.stderr
+        );
+        let report = scrub(&disks, "check");
+        assert_eq!(report["mismatched_units"], 0, "round {round}: {report}");
+        assert_eq!(report["checksum_mismatches"], 0, "round {round}: {report}");
+    }
+    if crate::util::has_tool("mdadm") {
+        let out = run("mdadm", &["--examine", p(&disks.join("d0"))]);
+        assert!(out.contains("State : clean"), "{out}");
+        assert!(
+            !out.contains("after=0 sectors"),
+            "room for checksums: {out}"
+        );
+    }
+}
+
+#[test]
+fn integrity_exports_take_4k_requests_at_least_and_bad_creates_change_nothing() {
+    require_tool!("nbdinfo");
+    let dir = tempdir();
+    let disks = integrity_array(dir.path(), "5", "8M", true);
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    let info = run("nbdinfo", &[&server.uri("xraid")]);
+    assert!(info.contains("block_size_minimum: 4096"), "{info}");
+    server.stop();
+    // Members with room for one chunk of data but not for its checksums too (1088K
+    // would do without --integrity): refused, nothing made.
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).expect("folder");
+    let members: Vec<PathBuf> = (0..3).map(|i| small.join(format!("m{i}"))).collect();
+    let mut args = vec![
+        "create",
+        "-l",
+        "5",
+        "-c",
+        "64K",
+        "--size",
+        "1095K",
+        "--integrity",
+    ];
+    args.extend(members.iter().map(|m| p(m)));
+    let err = fails(&args);
+    assert!(err.contains("a member needs at least"), "{err}");
+    assert!(members.iter().all(|m| !m.exists()), "nothing was made");
+}
