@@ -35,6 +35,37 @@ pub fn examine_text(sb: &Superblock, path: &str) -> String {
         sb,
         path,
         bitmap: None,
+        device_sectors: None,
+    }
+    .to_string()
+}
+
+/// [`examine_text`] (or, with `bitmap`, [`examine_text_with_bitmap`]) for a member
+/// whose device holds `device_sectors`: mdadm asks the device for its size, which
+/// shows in the unused space after the data (where xraid's integrity area lives).
+pub fn examine_text_on_device(
+    sb: &Superblock,
+    bitmap: Option<&BitmapSuper>,
+    path: &str,
+    device_sectors: u64,
+) -> String {
+    let mut shown = sb.clone();
+    let bitmap = match bitmap {
+        Some(b) if sb.feature_map & MD_FEATURE_BITMAP_OFFSET != 0 => {
+            if b.magic != BITMAP_MAGIC || b.uuid != sb.set_uuid {
+                shown.feature_map &= !MD_FEATURE_BITMAP_OFFSET;
+                None
+            } else {
+                Some(b)
+            }
+        }
+        _ => None,
+    };
+    Examine {
+        sb: &shown,
+        path,
+        bitmap,
+        device_sectors: Some(device_sectors),
     }
     .to_string()
 }
@@ -60,6 +91,7 @@ pub fn examine_text_with_bitmap(sb: &Superblock, bitmap: &BitmapSuper, path: &st
         sb,
         path,
         bitmap: Some(bitmap),
+        device_sectors: None,
     }
     .to_string()
 }
@@ -69,6 +101,8 @@ struct Examine<'a> {
     path: &'a str,
     /// The bitmap superblock mdadm read, when it found one.
     bitmap: Option<&'a BitmapSuper>,
+    /// The device's size, when known (else it is taken to end with the data).
+    device_sectors: Option<u64>,
 }
 
 /// The role table as md reads it: exactly `max_dev` entries (bounded by what fits in
@@ -96,7 +130,12 @@ fn ppl(sb: &Superblock) -> (i16, u16) {
 /// Free sectors before and after the data area (mdadm's `getinfo_super1`), with
 /// mdadm's "after = 1" marker for "no room at all". `bitmap_sectors` is the size
 /// mdadm gives the internal bitmap.
-fn unused_space(sb: &Superblock, roles: &[u16], bitmap_sectors: u64) -> (u64, u64) {
+fn unused_space(
+    sb: &Superblock,
+    roles: &[u16],
+    bitmap_sectors: u64,
+    device_sectors: Option<u64>,
+) -> (u64, u64) {
     let super_offset = sb.super_offset;
     let data_offset = sb.data_offset;
     let bitmap = has(sb, MD_FEATURE_BITMAP_OFFSET);
@@ -114,8 +153,9 @@ fn unused_space(sb: &Superblock, roles: &[u16], bitmap_sectors: u64) -> (u64, u6
     let bblog = sb.bblog_offset != 0 && sb.bblog_size != 0;
     let bblog_offset = i64::from(sb.bblog_offset as i32);
     let used = if sb.level <= 0 { sb.data_size } else { sb.size };
-    // mdadm asks the device for its size; a 1.2 member normally ends with its data.
-    let device_size = data_offset.wrapping_add(sb.data_size);
+    // mdadm asks the device for its size; without it, a 1.2 member normally ends with
+    // its data.
+    let device_size = device_sectors.unwrap_or_else(|| data_offset.wrapping_add(sb.data_size));
 
     let (before, mut after);
     if data_offset < super_offset {
@@ -254,7 +294,7 @@ impl fmt::Display for Examine<'_> {
         let bitmap_sectors = self
             .bitmap
             .map_or(8, |b| u64::from(b.reserved_bytes() as u32) / 512);
-        let (before, after) = unused_space(sb, &roles, bitmap_sectors);
+        let (before, after) = unused_space(sb, &roles, bitmap_sectors, self.device_sectors);
         if after != 1 && !has(sb, MD_FEATURE_NEW_OFFSET) {
             writeln!(
                 f,

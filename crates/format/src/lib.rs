@@ -40,7 +40,9 @@ pub use constants::{
 };
 pub use create::{bitmap_space, NewArray};
 pub use error::FormatError;
-pub use examine::{examine_bitmap_text, examine_text, examine_text_with_bitmap};
+pub use examine::{
+    examine_bitmap_text, examine_text, examine_text_on_device, examine_text_with_bitmap,
+};
 pub use integrity::{
     area_sectors, area_start_sector, block_entry, blocks_for, crc32c, data_sectors_with_area,
     decode_page, encode_page, pages_for, IntegrityError, IntegrityHeader, BLOCK_BYTES,

@@ -36,13 +36,37 @@ pub fn run(args: ExamineArgs) -> Result<()> {
         }
         // A bitmap that cannot be read does not hide the superblock (mdadm shows it).
         let bitmap = bitmap.ok().flatten();
-        let text = match bitmap.as_deref().map(BitmapSuper::parse) {
-            Some(Ok(bsb)) => xraid_format::examine_text_with_bitmap(&sb, &bsb, &name),
-            _ => xraid_format::examine_text(&sb, &name),
-        };
+        let bsb = bitmap.as_deref().and_then(|b| BitmapSuper::parse(b).ok());
+        let device_sectors = member.size_bytes() / 512;
+        let text = xraid_format::examine_text_on_device(&sb, bsb.as_ref(), &name, device_sectors);
         print!("{text}");
+        if let Some(line) = integrity_line(&member, &sb) {
+            println!("{line}");
+        }
     }
     Ok(())
+}
+
+/// xraid's own line, after mdadm's: the member's integrity area, if it has one.
+fn integrity_line(member: &FileMember, sb: &Superblock) -> Option<String> {
+    let at = xraid_format::area_start_sector(sb) * 512;
+    let mut head = vec![0u8; xraid_format::PAGE_BYTES];
+    if at + head.len() as u64 > member.size_bytes() || member.read_at(&mut head, at).is_err() {
+        return None;
+    }
+    let header = xraid_format::IntegrityHeader::parse(&head).ok()?;
+    let state = if header.set_uuid != sb.set_uuid || header.device_uuid != sb.device_uuid {
+        "of another array or device: not used"
+    } else if header.events < sb.events {
+        "older than the superblock (written elsewhere since): checksums unknown until read"
+    } else {
+        "current"
+    };
+    Some(format!(
+        "      Integrity : CRC-32C per 4K block, {} blocks at sector {}, {state}",
+        header.blocks,
+        at / 512
+    ))
 }
 
 /// The bytes of the member's internal bitmap (its superblock and bits), if the
