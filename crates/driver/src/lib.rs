@@ -526,9 +526,10 @@ impl ArrayDriver {
         result
     }
 
-    /// Makes every completed write durable on every live member.
+    /// Makes every completed write durable on every live member, and in integrity
+    /// mode the checksum tables too (a checkpoint).
     pub fn flush(&mut self) -> Result<(), DriverError> {
-        let id = self.submit(RequestKind::Flush, 0, 0, None);
+        let id = self.submit(RequestKind::Checkpoint, 0, 0, None);
         self.wait_for(id)
     }
 }

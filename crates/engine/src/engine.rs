@@ -87,6 +87,8 @@ pub(crate) struct ReqState {
     log_covers: Option<u64>,
     /// The write-intent chunks a write is counted in on, while it runs.
     intent: Option<(u64, u64)>,
+    /// A [`RequestKind::Checkpoint`]: its flushes wait for the checksum tables.
+    pub(crate) checkpoint: bool,
     /// Sub-operations still running, plus one while the request is being planned.
     pending: u32,
     error: Option<EngineError>,
@@ -505,7 +507,8 @@ impl Engine {
             });
             return;
         }
-        if req.kind != RequestKind::Flush && req.sectors == 0 {
+        let flush = matches!(req.kind, RequestKind::Flush | RequestKind::Checkpoint);
+        if !flush && req.sectors == 0 {
             self.out_reply.push_back(Reply {
                 id: req.id,
                 result: Ok(()),
@@ -518,11 +521,12 @@ impl Engine {
             own_buf: false,
             log_covers: None,
             intent: None,
+            checkpoint: req.kind == RequestKind::Checkpoint,
             pending: 1,
             error: None,
         });
         match req.kind {
-            RequestKind::Flush => self.submit_flush(key),
+            RequestKind::Flush | RequestKind::Checkpoint => self.submit_flush(key),
             RequestKind::Read | RequestKind::Write => {
                 let seg = Segment {
                     sector: req.sector,
@@ -544,7 +548,7 @@ impl Engine {
         if let Some(error) = self.lost_error() {
             return Err(error);
         }
-        if req.kind == RequestKind::Flush {
+        if matches!(req.kind, RequestKind::Flush | RequestKind::Checkpoint) {
             return Ok(());
         }
         let end = req.sector.saturating_add(req.sectors);

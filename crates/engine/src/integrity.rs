@@ -11,8 +11,9 @@
 //!   rewritten (md's read-error correction), and counted as a checksum mismatch. A
 //!   block whose entry is unknown is learned from what was read;
 //! - writes the table pages changed since the last time before a *barrier* flush goes
-//!   to that device (a client flush, the end of a sync, the flush before the bitmap
-//!   clears bits): the flush is held until the pages are written.
+//!   to that device (the flush before the bitmap clears bits, the end of a sync, a
+//!   driver's checkpoint before it records state or stops — not clients' flushes): the
+//!   flush is held until the pages are written.
 //!
 //! Why the pages need not be written with every data write: after a crash, the
 //! entries on disk can disagree with the data only for blocks written since their page
@@ -551,11 +552,14 @@ fn check_data(
     Err(IoFailed::Medium)
 }
 
-/// Whether a flush of `target` must wait for the table pages: client flushes, the
-/// flushes ending a sync, and the flush before the bitmap clears bits.
+/// Whether a flush of `target` must wait for the table pages: the flush before the
+/// bitmap clears bits (so that no block whose entry on disk is stale lies outside a
+/// dirty chunk), the flushes ending a sync, and checkpoints (the driver records state
+/// or stops). Clients' flushes do not: see the module's documentation.
 pub(crate) fn is_barrier(engine: &Engine, target: &IoTarget) -> bool {
     match target {
-        IoTarget::Flush { .. } | IoTarget::SyncFlush { .. } => true,
+        IoTarget::Flush { req, .. } => engine.reqs.get(*req).checkpoint,
+        IoTarget::SyncFlush { .. } => true,
         IoTarget::Intent { .. } => crate::intent::clearing(engine),
         _ => false,
     }

@@ -72,6 +72,12 @@ pub enum RequestKind {
     Write,
     /// Make every completed write durable on every live member.
     Flush,
+    /// A flush that also makes the integrity checksum tables durable (integrity mode;
+    /// otherwise the same as [`RequestKind::Flush`]): drivers use it before they
+    /// record the array's state in its superblocks or stop. Clients' flushes need not
+    /// write the tables: after a crash the checksums of every block a write may have
+    /// torn are forgotten anyway (see `integrity`).
+    Checkpoint,
 }
 
 /// One client request. `buf` holds exactly `sectors * 512` bytes (none for a flush); the

@@ -412,13 +412,18 @@ fn finish(engine: &mut Engine) {
         engine.stats.resyncs_completed += 1;
     }
     if s.kind == SyncKind::Recover && completed && s.unrecoverable == 0 {
-        for m in 0..engine.member_states().len() {
-            let member = crate::engine::member_idx(m);
+        let roles = engine.member_states().len();
+        // Every rebuilt member is active before any replacement is promoted: a
+        // promotion can start writes that waited (on the bitmap), and those must go to
+        // every member that holds its role now.
+        for m in 0..roles {
             if engine.member_states()[m] == MemberState::Rebuilding {
-                engine.set_member_state(member, MemberState::Active);
+                engine.set_member_state(crate::engine::member_idx(m), MemberState::Active);
             }
+        }
+        for m in 0..roles {
             // A replacement holds all of its role now (durable: flushed above).
-            if engine.is_replacing(member) {
+            if engine.is_replacing(crate::engine::member_idx(m)) {
                 engine.promote_replacement(m);
             }
         }
