@@ -625,4 +625,9 @@ fn bad_ssd_configurations_get_one_line_naming_the_key() {
         assert!(err.contains(want), "case {i}: want {want:?} in {err}");
         assert_eq!(err.lines().count(), 1, "case {i}: one line: {err}");
     }
+    let help = ok(&["sim", "--help"]);
+    assert!(
+        help.contains("SSD") && help.contains("over-provisioning"),
+        "{help}"
+    );
 }
