@@ -68,16 +68,19 @@ impl Latency {
         if self.samples[m] < MIN_SAMPLES || self.mean[m] < FLOOR.0 {
             return false;
         }
-        let mut peers: Vec<u64> = (0..self.mean.len())
-            .filter(|&p| p != m && self.samples[p] >= MIN_SAMPLES)
-            .map(|p| self.mean[p])
-            .collect();
-        if peers.is_empty() {
-            return false;
+        // Slow when the peers' median (the upper one, `sorted[len / 2]`) times RATIO
+        // is below this member's mean, i.e. when more than half the peers have a mean
+        // of at most (mean - 1) / RATIO. Counting instead of sorting keeps this, which
+        // runs on every completion, free of allocation.
+        let most = (self.mean[m] - 1) / RATIO;
+        let (mut peers, mut below) = (0usize, 0usize);
+        for p in 0..self.mean.len() {
+            if p != m && self.samples[p] >= MIN_SAMPLES {
+                peers += 1;
+                below += usize::from(self.mean[p] <= most);
+            }
         }
-        peers.sort_unstable();
-        let median = peers[peers.len() / 2];
-        self.mean[m] > median.saturating_mul(RATIO)
+        peers > 0 && below > peers / 2
     }
 
     pub(crate) fn is_slow(&self, member: MemberIdx) -> bool {
@@ -98,5 +101,41 @@ impl Latency {
             .collect();
         peers.sort_unstable();
         peers.get(peers.len() / 2).map(|&n| Nanos(n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The count in `judge` is the median rule: slow when the mean stands above
+        /// RATIO times the sorted peers' upper median.
+        #[test]
+        fn judge_is_the_median_rule(
+            means in proptest::collection::vec(0u64..8_000_000, 1..12),
+            few in proptest::collection::vec(any::<bool>(), 12),
+        ) {
+            let n = means.len();
+            let l = Latency {
+                issued: Vec::new(),
+                mean: means.clone(),
+                samples: (0..n).map(|p| if few[p] { 3 } else { MIN_SAMPLES }).collect(),
+                slow: vec![false; n],
+            };
+            for m in 0..n {
+                let mut peers: Vec<u64> = (0..n)
+                    .filter(|&p| p != m && l.samples[p] >= MIN_SAMPLES)
+                    .map(|p| means[p])
+                    .collect();
+                peers.sort_unstable();
+                let expect = l.samples[m] >= MIN_SAMPLES
+                    && means[m] >= FLOOR.0
+                    && !peers.is_empty()
+                    && means[m] > peers[peers.len() / 2].saturating_mul(RATIO);
+                prop_assert_eq!(l.judge(m), expect);
+            }
+        }
     }
 }

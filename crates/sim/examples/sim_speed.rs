@@ -37,11 +37,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let host = start.elapsed().as_secs_f64();
         let disk_requests: u64 = r.disks.iter().map(|d| d.reads + d.writes).sum();
         println!(
-            "{rw:?}: {} array requests, {disk_requests} disk requests in {host:.3} s host time: {:.0} disk requests/s; simulated {:.1} s, {:.0} IOPS",
+            "{rw:?}: {} array requests, {disk_requests} disk requests in {host:.3} s host time: {:.0} disk requests/s; simulated {:.1} s, {:.0} IOPS, digest {:016x}",
             r.requests,
             disk_requests as f64 / host,
             r.span.0 as f64 / 1e9,
             r.requests as f64 / (r.span.0 as f64 / 1e9),
+            r.digest,
         );
     }
     Ok(())

@@ -64,34 +64,7 @@ impl DriveBuffer {
 
     /// How many blocks a stream has read by `t`, and where the arm is then.
     fn progress(mech: &Mechanics, s: &Stream, t: Nanos) -> (u64, HeadPos) {
-        let span = s.limit - s.next;
-        if span == 0 || t <= s.t0 {
-            return (0, s.head);
-        }
-        let done_by = |n: u64| {
-            let mut h = s.head;
-            let end = mech.transfer(&mut h, Dir::Read, s.next, n, s.t0);
-            (end, h)
-        };
-        let (end, h) = done_by(span);
-        if end <= t {
-            return (span, h);
-        }
-        // The largest count whose last block has passed by t.
-        let (mut lo, mut hi) = (0, span);
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if done_by(mid).0 <= t {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        if lo == 0 {
-            (0, s.head)
-        } else {
-            (lo, done_by(lo).1)
-        }
+        mech.read_progress(s.head, s.next, s.limit - s.next, s.t0, t)
     }
 
     /// What the buffer holds of `lba..lba + n` at `t`. A read served by the stream

@@ -3,9 +3,9 @@
 //! checked once, so that a bad file gets one line naming the key and the fix.
 //!
 //! ```toml
-//! [disks.fast]                 # a disk type: a preset with overrides
+//! [disks.fast]                 # a drive type: a disk or SSD preset with overrides
 //! preset = "seagate_st118273"
-//! queue_depth = 1              # any key of presets/disks.toml
+//! queue_depth = 1              # any key of presets/disks.toml for its kind
 //!
 //! [array]                      # or, for one disk: disk = "fast"
 //! level = "raid5"
@@ -21,11 +21,14 @@ use serde::Deserialize;
 use xraid_engine::Nanos;
 use xraid_layout::{Layout, LayoutError, Level, SECTOR_BYTES};
 
+use crate::config_ssd::{kind_mismatch, ssd_keys_given, ssd_model};
 use crate::controller::{ControllerParams, StringParams, Topology};
+use crate::drive::DriveModel;
 use crate::driver::{ArraySpec, RunError, SimArray};
 use crate::geometry::Zone;
-use crate::params::{DiskModel, DiskParams, ParamError, Scheduler};
+use crate::params::{DiskParams, ParamError, Scheduler};
 use crate::preset::Presets;
+use crate::ssd_params::SsdParamError;
 
 /// md's default chunk (mdadm's 512K), used when `chunk_kib` is not given.
 const DEFAULT_CHUNK_KIB: u64 = 512;
@@ -83,12 +86,12 @@ struct ControllerEntry {
     flush_on_write: Option<bool>,
 }
 
-/// One `[disks.NAME]` table: a preset and the values that differ from it, with the
-/// presets file's key names and units.
+/// One `[disks.NAME]` table: a preset (a disk's or an SSD's) and the values that
+/// differ from it, with the presets file's key names and units.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DiskEntry {
-    preset: String,
+pub(crate) struct DiskEntry {
+    pub(crate) preset: String,
     rpm: Option<u32>,
     heads: Option<u32>,
     cylinders: Option<u32>,
@@ -103,15 +106,26 @@ struct DiskEntry {
     write_settle_extra_ms: Option<f64>,
     head_switch_ms: Option<f64>,
     cylinder_switch_ms: Option<f64>,
-    command_overhead_ms: Option<f64>,
-    interface_mb_s: Option<f64>,
+    pub(crate) command_overhead_ms: Option<f64>,
+    pub(crate) interface_mb_s: Option<f64>,
     buffer_kib: Option<u64>,
     cache_segments: Option<u32>,
     read_ahead_kib: Option<u64>,
     write_back: Option<bool>,
-    queue_depth: Option<u32>,
+    pub(crate) queue_depth: Option<u32>,
     scheduler: Option<String>,
     zero_latency: Option<bool>,
+    // An SSD's keys (refused on a disk preset).
+    pub(crate) channels: Option<u32>,
+    pub(crate) dies_per_channel: Option<u32>,
+    pub(crate) page_bytes: Option<u32>,
+    pub(crate) pages_per_block: Option<u32>,
+    pub(crate) blocks_per_die: Option<u32>,
+    pub(crate) over_provisioning_percent: Option<f64>,
+    pub(crate) page_read_us: Option<f64>,
+    pub(crate) page_program_us: Option<f64>,
+    pub(crate) block_erase_ms: Option<f64>,
+    pub(crate) channel_mb_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -132,13 +146,13 @@ struct ArrayEntry {
     strings: Option<Vec<String>>,
 }
 
-/// A disk of the configuration: the name it was given, its preset, its model.
+/// A drive of the configuration: the name it was given, its preset, its model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NamedDisk {
     /// The `[disks.NAME]` name, or the preset's when the preset is named directly.
     pub name: String,
     pub preset: String,
-    pub model: DiskModel,
+    pub model: DriveModel,
 }
 
 /// What the configuration runs on.
@@ -216,6 +230,20 @@ pub enum ConfigError {
     /// The disk model refuses the parameters.
     #[error("[disks.{disk}]: {source}")]
     Model { disk: String, source: ParamError },
+    /// The SSD model refuses the parameters.
+    #[error("[disks.{disk}]: {source}")]
+    SsdModel { disk: String, source: SsdParamError },
+    /// A key of the other kind of drive.
+    #[error(
+        "[disks.{disk}]: `{key}` does not apply to preset `{preset}`, {kind}; its keys are: {keys}"
+    )]
+    WrongKind {
+        disk: String,
+        key: &'static str,
+        preset: String,
+        kind: &'static str,
+        keys: String,
+    },
     /// The RAID level or layout.
     #[error("[array] {0}")]
     Level(LayoutError),
@@ -255,19 +283,22 @@ impl SimConfig {
                     model: model.clone(),
                 });
             }
-            let Some(p) = presets.disks.get(name) else {
+            let model = if let Some(p) = presets.disks.get(name) {
+                DriveModel::Disk(p.params.build().map_err(|source| ConfigError::Model {
+                    disk: name.to_string(),
+                    source,
+                })?)
+            } else if let Some(p) = presets.ssds.get(name) {
+                DriveModel::Ssd(p.params.build().map_err(|source| ConfigError::SsdModel {
+                    disk: name.to_string(),
+                    source,
+                })?)
+            } else {
                 return Err(ConfigError::UnknownDisk {
                     name: name.to_string(),
                     known: known(presets),
                 });
             };
-            let model = p.model().map_err(|e| ConfigError::Model {
-                disk: name.to_string(),
-                source: match e {
-                    crate::PresetError::Model { source, .. } => source,
-                    _ => unreachable!("a preset's model fails only in the model"),
-                },
-            })?;
             Ok(NamedDisk {
                 name: name.to_string(),
                 preset: name.to_string(),
@@ -327,10 +358,10 @@ impl SimConfig {
     /// The simulated disks (and the array on them) ready to run.
     pub fn build(&self) -> Result<SimArray, ConfigError> {
         let mut sim = match &self.target {
-            Target::Disk(d) => SimArray::single(d.model.clone()),
+            Target::Disk(d) => SimArray::single_drive(d.model.clone()),
             Target::Array { spec, members } => {
                 let models = members.iter().map(|m| m.model.clone()).collect();
-                SimArray::with_disks(*spec, models).map_err(|e| match e {
+                SimArray::with_drives(*spec, models).map_err(|e| match e {
                     RunError::Layout(l) => ConfigError::Level(l),
                     other => ConfigError::Array(other),
                 })?
@@ -353,7 +384,7 @@ impl SimConfig {
 }
 
 fn known(presets: &Presets) -> String {
-    presets.disks.keys().cloned().collect::<Vec<_>>().join(", ")
+    presets.known()
 }
 
 /// toml's message on one line, with the line it points at.
@@ -375,14 +406,20 @@ fn disk_model(
     name: &str,
     e: &DiskEntry,
     presets: &Presets,
-) -> Result<(String, DiskModel), ConfigError> {
+) -> Result<(String, DriveModel), ConfigError> {
     let Some(preset) = presets.disks.get(&e.preset) else {
+        if let Some(ssd) = presets.ssds.get(&e.preset) {
+            return Ok((e.preset.clone(), DriveModel::Ssd(ssd_model(name, e, ssd)?)));
+        }
         return Err(ConfigError::UnknownPreset {
             disk: name.to_string(),
             preset: e.preset.clone(),
             known: known(presets),
         });
     };
+    if let Some(key) = ssd_keys_given(e).first() {
+        return Err(kind_mismatch(name, key, &e.preset, "a disk", &disk_keys()));
+    }
     let mut p: DiskParams = preset.params.clone();
     let bad = |key: &'static str, value: String, why: &'static str| ConfigError::BadValue {
         disk: name.to_string(),
@@ -475,7 +512,44 @@ fn disk_model(
         disk: name.to_string(),
         source,
     })?;
-    Ok((e.preset.clone(), model))
+    Ok((e.preset.clone(), DriveModel::Disk(model)))
+}
+
+/// The disk keys `e` gives, in the presets file's order.
+pub(crate) fn disk_keys_given(e: &DiskEntry) -> Vec<&'static str> {
+    [
+        (e.rpm.is_some(), "rpm"),
+        (e.heads.is_some(), "heads"),
+        (e.cylinders.is_some(), "cylinders"),
+        (e.sectors_per_track.is_some(), "sectors_per_track"),
+        (e.zones.is_some(), "zones"),
+        (
+            e.spare_sectors_per_track.is_some(),
+            "spare_sectors_per_track",
+        ),
+        (e.head_skew_sectors.is_some(), "head_skew_sectors"),
+        (e.cylinder_skew_sectors.is_some(), "cylinder_skew_sectors"),
+        (e.seek_track_to_track_ms.is_some(), "seek_track_to_track_ms"),
+        (e.seek_average_ms.is_some(), "seek_average_ms"),
+        (e.seek_full_stroke_ms.is_some(), "seek_full_stroke_ms"),
+        (e.write_settle_extra_ms.is_some(), "write_settle_extra_ms"),
+        (e.head_switch_ms.is_some(), "head_switch_ms"),
+        (e.cylinder_switch_ms.is_some(), "cylinder_switch_ms"),
+        (e.buffer_kib.is_some(), "buffer_kib"),
+        (e.cache_segments.is_some(), "cache_segments"),
+        (e.read_ahead_kib.is_some(), "read_ahead_kib"),
+        (e.write_back.is_some(), "write_back"),
+        (e.scheduler.is_some(), "scheduler"),
+        (e.zero_latency.is_some(), "zero_latency"),
+    ]
+    .into_iter()
+    .filter_map(|(given, key)| given.then_some(key))
+    .collect()
+}
+
+/// A disk's override keys, for the message that refuses an SSD key on one.
+fn disk_keys() -> String {
+    "rpm, heads, cylinders, sectors_per_track, zones, spare_sectors_per_track, head_skew_sectors, cylinder_skew_sectors, seek_track_to_track_ms, seek_average_ms, seek_full_stroke_ms, write_settle_extra_ms, head_switch_ms, cylinder_switch_ms, command_overhead_ms, interface_mb_s, buffer_kib, cache_segments, read_ahead_kib, write_back, queue_depth, scheduler, zero_latency".to_string()
 }
 
 fn set<T>(field: &mut T, v: Option<T>) {

@@ -18,6 +18,7 @@ use crate::buffer::{DriveBuffer, Lookup};
 use crate::geometry::Loc;
 use crate::mechanics::{Dir, HeadPos};
 use crate::params::{DiskModel, Scheduler};
+use crate::ssd::SsdStats;
 
 /// What a command does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +63,8 @@ pub struct DiskStats {
     /// settling included; head switches and rotation are not in it.
     pub seeks: u64,
     pub seek_time: Nanos,
+    /// An SSD's flash side (None for a disk); its `busy` is then the busiest part's.
+    pub ssd: Option<SsdStats>,
 }
 
 #[derive(Debug, Clone, Copy)]

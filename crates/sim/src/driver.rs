@@ -21,10 +21,10 @@ use xraid_engine::{
 use xraid_layout::{Geometry, Layout, LayoutError, Level, SECTOR_BYTES};
 
 use crate::controller::{
-    read_ahead_end, Cache, ControllerParams, ControllerStats, Elevator, Link, LinkStats, Topology,
-    TopologyError,
+    Cache, ControllerParams, ControllerStats, Elevator, Link, LinkStats, Topology, TopologyError,
 };
-use crate::disk::{Disk, DiskOp, DiskRequest, DiskStats};
+use crate::disk::{DiskOp, DiskRequest, DiskStats};
+use crate::drive::{Drive, DriveModel};
 use crate::params::DiskModel;
 use crate::workload::{Generator, Workload, WorkloadError};
 
@@ -169,7 +169,7 @@ struct Fetch {
 pub struct SimArray {
     /// None: one plain disk, requests go to it as they are (block addresses from 0).
     engine: Option<Engine>,
-    disks: Vec<Disk>,
+    disks: Vec<Drive>,
     /// Member I/Os waiting for room in each disk's tagged queue.
     waiting: Vec<VecDeque<DiskRequest>>,
     outstanding: Vec<u32>,
@@ -185,6 +185,13 @@ pub struct SimArray {
     /// Topology events by time, then by the order they were decided.
     events: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
     event_seq: u64,
+    /// Each disk's next instant ([`Disk::poll_timeout`]), kept up to date whenever the
+    /// disk is handed a command or the time, so a step looks only at disks with
+    /// something due instead of asking every disk.
+    wake: Vec<Option<Nanos>>,
+    /// Disks handed a command since the last step: a submission may finish a command
+    /// at once, and the step collects it.
+    submitted: Vec<bool>,
 }
 
 type Replies = Vec<(RequestId, Result<(), EngineError>)>;
@@ -192,19 +199,25 @@ type Replies = Vec<(RequestId, Result<(), EngineError>)>;
 impl SimArray {
     /// Builds the array on one disk of `model` per member, all active.
     pub fn new(spec: ArraySpec, model: &DiskModel) -> Result<SimArray, RunError> {
-        SimArray::with_disks(spec, vec![model.clone(); usize::from(spec.disks)])
+        SimArray::with_drives(spec, vec![model.clone().into(); usize::from(spec.disks)])
     }
 
     /// Builds the array on the given disks, one per member in role order; members are
     /// as large as the smallest disk.
     pub fn with_disks(spec: ArraySpec, models: Vec<DiskModel>) -> Result<SimArray, RunError> {
+        SimArray::with_drives(spec, models.into_iter().map(DriveModel::from).collect())
+    }
+
+    /// Builds the array on the given drives (disks, SSDs or both), one per member in
+    /// role order; members are as large as the smallest drive.
+    pub fn with_drives(spec: ArraySpec, models: Vec<DriveModel>) -> Result<SimArray, RunError> {
         if models.len() != usize::from(spec.disks) {
             return Err(RunError::DiskCount {
                 members: spec.disks,
                 disks: models.len(),
             });
         }
-        let sectors = models.iter().map(DiskModel::sectors).min().unwrap_or(0);
+        let sectors = models.iter().map(DriveModel::sectors).min().unwrap_or(0);
         if sectors <= DATA_OFFSET_SECTORS {
             return Err(RunError::DiskTooSmall { sectors });
         }
@@ -229,15 +242,20 @@ impl SimArray {
 
     /// One plain disk: each request goes to the disk as it is, without an array.
     pub fn single(model: DiskModel) -> SimArray {
+        SimArray::single_drive(model.into())
+    }
+
+    /// One plain drive, disk or SSD.
+    pub fn single_drive(model: DriveModel) -> SimArray {
         SimArray::build(None, vec![model])
     }
 
-    fn build(engine: Option<Engine>, models: Vec<DiskModel>) -> SimArray {
+    fn build(engine: Option<Engine>, models: Vec<DriveModel>) -> SimArray {
         let n = models.len();
         SimArray {
             engine,
-            depth: models.iter().map(|m| m.queue_depth.max(1)).collect(),
-            disks: models.into_iter().map(Disk::new).collect(),
+            depth: models.iter().map(|m| m.queue_depth().max(1)).collect(),
+            disks: models.into_iter().map(Drive::new).collect(),
             waiting: vec![VecDeque::new(); n],
             outstanding: vec![0; n],
             now: Nanos(0),
@@ -252,6 +270,8 @@ impl SimArray {
             fetches: vec![HashMap::new(); n],
             events: BinaryHeap::new(),
             event_seq: 0,
+            wake: vec![None; n],
+            submitted: vec![false; n],
         }
     }
 
@@ -290,7 +310,7 @@ impl SimArray {
 
     /// A string's rate for disk `m`'s data: the string's or the drive's, the slower.
     fn string_rate(&self, s: usize, m: usize) -> Option<u64> {
-        let drive = self.disks[m].model().interface_bytes_per_sec;
+        let drive = self.disks[m].interface_bytes_per_sec();
         Some(self.topo.strings[s].bytes_per_sec.min(drive))
     }
 
@@ -333,8 +353,7 @@ impl SimArray {
                     return;
                 }
                 let p = &ctl.p;
-                let end = read_ahead_end(
-                    &self.disks[m].model().mech.format,
+                let end = self.disks[m].read_ahead_end(
                     lba,
                     n,
                     p.read_ahead_sectors,
@@ -379,6 +398,8 @@ impl SimArray {
                 return false;
             };
             self.disks[m].submit(req, self.now);
+            self.wake[m] = self.disks[m].poll_timeout();
+            self.submitted[m] = true;
             return true;
         };
         let (sort_reads, sort_writes) = (self.ctls[c].p.sort_reads, self.ctls[c].p.sort_writes);
@@ -404,6 +425,8 @@ impl SimArray {
             data_at = data_at.max(e2);
         }
         self.disks[m].submit_with_data(req, self.now, data_at);
+        self.wake[m] = self.disks[m].poll_timeout();
+        self.submitted[m] = true;
         true
     }
 
@@ -473,7 +496,7 @@ impl SimArray {
         self.engine.as_ref()
     }
 
-    pub fn disks(&self) -> &[Disk] {
+    pub fn disks(&self) -> &[Drive] {
         &self.disks
     }
 
@@ -481,7 +504,7 @@ impl SimArray {
     pub fn target_sectors(&self) -> u64 {
         match &self.engine {
             Some(e) => e.array_sectors(),
-            None => self.disks[0].model().sectors(),
+            None => self.disks[0].sectors(),
         }
     }
 
@@ -526,9 +549,10 @@ impl SimArray {
     /// when nothing is left to happen.
     fn step(&mut self, replies: &mut Replies) -> bool {
         let next = self
-            .disks
+            .wake
             .iter()
-            .filter_map(Disk::poll_timeout)
+            .flatten()
+            .copied()
             .chain(self.engine.as_ref().and_then(Engine::poll_timeout))
             .chain(self.events.peek().map(|Reverse((at, _, _))| *at))
             .min();
@@ -537,10 +561,17 @@ impl SimArray {
         };
         self.now = self.now.max(next);
         for m in 0..self.disks.len() {
+            // A disk with nothing due would do nothing when handed the time.
+            let due = self.wake[m].is_some_and(|w| w <= self.now);
+            if !due && !self.submitted[m] {
+                continue;
+            }
+            self.submitted[m] = false;
             self.disks[m].handle_timeout(self.now);
             while let Some(c) = self.disks[m].poll_done() {
                 self.disk_done(m, c.tag, c.at, replies);
             }
+            self.wake[m] = self.disks[m].poll_timeout();
         }
         self.topology_events(replies);
         if let Some(engine) = self.engine.as_mut() {
@@ -697,7 +728,7 @@ impl SimArray {
         r.read_latency = Latency::of(&mut reads);
         r.write_latency = Latency::of(&mut writes);
         r.engine = self.engine.as_ref().map(Engine::stats).unwrap_or_default();
-        r.disks = self.disks.iter().map(Disk::stats).collect();
+        r.disks = self.disks.iter().map(Drive::stats).collect();
         r.strings = self.strings.iter().map(LinkStats::from).collect();
         r.buses = self.buses.iter().map(LinkStats::from).collect();
         r.controllers = self

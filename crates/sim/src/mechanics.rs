@@ -6,6 +6,8 @@
 //! units of ns·rpm·slots), so no rounding error accumulates over a long run and a
 //! replay gives the same answers bit for bit.
 
+use std::sync::Arc;
+
 use xraid_engine::Nanos;
 
 use crate::geometry::{Format, Loc};
@@ -19,6 +21,34 @@ const REV: u64 = 60_000_000_000;
 /// so a transfer that continues where another ended finds the head a few ns "late";
 /// a slot lasts microseconds, so this slack changes no physics.
 const ON_TIME_NS: u64 = 16;
+
+/// Largest disk (in cylinders) whose seek times are tabled: 8 MiB of table, shared by
+/// every disk of a model. Real disks stay well below it; beyond it the curve is
+/// evaluated each time.
+const SEEK_TABLE_MAX_CYLINDERS: u32 = 1 << 20;
+
+/// The seek time of every distance, worked out once from the curve: the scheduler
+/// asks for one per queued command at every decision, and the curve's square root and
+/// rounding cost more than the lookup.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SeekTable(Arc<[u64]>);
+
+impl SeekTable {
+    pub(crate) fn new(curve: &SeekCurve, cylinders: u32) -> SeekTable {
+        let n = if cylinders <= SEEK_TABLE_MAX_CYLINDERS {
+            cylinders
+        } else {
+            0
+        };
+        SeekTable((0..n).map(|d| curve.time(d).0).collect())
+    }
+}
+
+impl std::fmt::Debug for SeekTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SeekTable({} distances)", self.0.len())
+    }
+}
 
 /// Where the arm and the selected head are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,6 +70,8 @@ pub struct Mechanics {
     pub format: Format,
     pub rpm: u32,
     pub seek: SeekCurve,
+    /// `seek` at every distance (empty for a disk too large to table).
+    pub(crate) seek_table: SeekTable,
     pub head_switch: Nanos,
     pub cylinder_switch: Nanos,
     pub write_settle_extra: Nanos,
@@ -99,7 +131,12 @@ impl Mechanics {
             Dir::Write => self.write_settle_extra.0,
         };
         if from.cylinder != to.cylinder {
-            Nanos(self.seek.time(from.cylinder.abs_diff(to.cylinder)).0 + extra)
+            let d = from.cylinder.abs_diff(to.cylinder);
+            let seek = match self.seek_table.0.get(d as usize) {
+                Some(&ns) => ns,
+                None => self.seek.time(d).0,
+            };
+            Nanos(seek + extra)
         } else if from.head != to.head {
             self.head_switch
         } else {
@@ -171,6 +208,92 @@ impl Mechanics {
                 unreachable!("checked against the disk's end above");
             };
             t = Nanos(t.0 + self.switch_time(loc, next, dir).0);
+            loc = next;
+        }
+    }
+
+    /// How much of a read of `n` sectors from `lba`, the arm leaving `head` at `t0`,
+    /// is done by `t`: the largest count whose [`Mechanics::transfer`] ends by `t`,
+    /// and where that transfer leaves the heads (`head` for none). A read-ahead stream
+    /// asks this at every scheduling decision, so it walks the tracks once instead of
+    /// searching with whole transfers; `transfer` stays the definition, and a test
+    /// holds the two together.
+    pub fn read_progress(
+        &self,
+        head: HeadPos,
+        lba: u64,
+        n: u64,
+        t0: Nanos,
+        t: Nanos,
+    ) -> (u64, HeadPos) {
+        if n == 0 || t <= t0 {
+            return (0, head);
+        }
+        let mut loc = self.format.locate(lba);
+        let mut at = Nanos(t0.0 + self.move_time(head, loc, Dir::Read).0);
+        let (mut done, mut last) = (0, head);
+        let mut first = true;
+        loop {
+            let z = *self.format.zone(loc.zone);
+            let full = u64::from(z.sectors_per_track - loc.sector).min(n - done);
+            let slot = self
+                .format
+                .slot(loc.zone, loc.cylinder, loc.head, loc.sector);
+            let wait = self.wait_for_slot(at, slot, z.slots);
+            let end_of = |len: u64| -> Nanos {
+                if first && self.zero_latency && wait.0 > 0 {
+                    let under = self.slot_at(at, z.slots);
+                    if u64::from((under + z.slots - slot) % z.slots) < len {
+                        let next = (under + 1) % z.slots;
+                        let to_next = self.wait_for_slot(at, next, z.slots);
+                        let rev = self.slots_time(u64::from(z.slots), z.slots);
+                        return Nanos(at.0 + to_next.0 + rev.0);
+                    }
+                }
+                Nanos(at.0 + wait.0 + self.slots_time(len, z.slots).0)
+            };
+            let piece_end = end_of(full);
+            let here = HeadPos {
+                cylinder: loc.cylinder,
+                head: loc.head,
+            };
+            if piece_end > t {
+                let len = if first && self.zero_latency {
+                    // Read-on-arrival makes the end a step function of the length:
+                    // search it (it rises with the length, as a transfer's end does).
+                    let (mut lo, mut hi) = (0, full);
+                    while hi - lo > 1 {
+                        let mid = lo + (hi - lo) / 2;
+                        if end_of(mid) <= t {
+                            lo = mid;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    lo
+                } else {
+                    // slots_time(len) = ceil(len·REV / per_ns) <= x  <=>  len·REV <= x·per_ns.
+                    let x = t.0.saturating_sub(at.0 + wait.0);
+                    let per_ns = u128::from(self.units_per_ns(z.slots));
+                    let len = u128::from(x) * per_ns / u128::from(REV);
+                    u64::try_from(len).unwrap_or(u64::MAX).min(full - 1)
+                };
+                return if len == 0 {
+                    (done, last)
+                } else {
+                    (done + len, here)
+                };
+            }
+            first = false;
+            done += full;
+            last = here;
+            if done == n {
+                return (n, last);
+            }
+            let Some(next) = self.format.next_track(loc) else {
+                unreachable!("a read-ahead stream stops at the disk's end");
+            };
+            at = Nanos(piece_end.0 + self.switch_time(loc, next, Dir::Read).0);
             loc = next;
         }
     }

@@ -9,7 +9,7 @@
 use xraid_engine::Nanos;
 
 use crate::geometry::{Format, Zone, ZoneInfo};
-use crate::mechanics::Mechanics;
+use crate::mechanics::{Mechanics, SeekTable};
 use crate::seek::{SeekCurve, SeekFitError};
 
 /// Fastest spindle the model takes; with [`MAX_SLOTS`] it keeps the rotation
@@ -222,6 +222,7 @@ impl DiskParams {
             mech: Mechanics {
                 format: Format::new(self.heads, zones),
                 rpm: self.rpm,
+                seek_table: SeekTable::new(&seek, cylinders),
                 seek,
                 head_switch: self.head_switch,
                 cylinder_switch,

@@ -405,3 +405,71 @@ fn rotation_is_exact_far_into_a_run() {
     let turn = 60_000_000_000 / 7200;
     assert_eq!((w0.0 + turn - half) % turn, w2.0 % turn);
 }
+
+#[test]
+fn read_progress_agrees_with_whole_transfers() {
+    // `read_progress` is the largest count whose transfer has ended by t; check it
+    // against that definition (a search with whole transfers) on zoned formats, with
+    // spares, skews, and read-on-arrival on and off.
+    let zoned = DiskParams {
+        zones: vec![
+            Zone {
+                cylinders: 30,
+                sectors_per_track: 37,
+            },
+            Zone {
+                cylinders: 30,
+                sectors_per_track: 29,
+            },
+        ],
+        spare_sectors_per_track: 3,
+        ..params()
+    };
+    let mut rng = Rng::new(11);
+    for p in [params(), zoned] {
+        for zero_latency in [false, true] {
+            let model = DiskParams {
+                zero_latency,
+                ..p.clone()
+            }
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+            let mech = &model.mech;
+            for _ in 0..3000 {
+                let n = 1 + rng.below(600);
+                let lba = rng.below(mech.format.sectors() - n);
+                let start = mech.format.locate(rng.below(mech.format.sectors()));
+                let head = HeadPos {
+                    cylinder: start.cylinder,
+                    head: start.head,
+                };
+                let t0 = Nanos(rng.below(1_000_000_000));
+                let whole = |k: u64| {
+                    let mut h = head;
+                    (mech.transfer(&mut h, Dir::Read, lba, k, t0), h)
+                };
+                let span = whole(n).0 .0 - t0.0;
+                let t = Nanos(t0.0 + rng.below(span + span / 4));
+                let expect = if whole(n).0 <= t {
+                    (n, whole(n).1)
+                } else {
+                    let (mut lo, mut hi) = (0, n);
+                    while hi - lo > 1 {
+                        let mid = lo + (hi - lo) / 2;
+                        if whole(mid).0 <= t {
+                            lo = mid;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    (lo, if lo == 0 { head } else { whole(lo).1 })
+                };
+                assert_eq!(
+                    mech.read_progress(head, lba, n, t0, t),
+                    expect,
+                    "lba {lba} n {n} t0 {t0:?} t {t:?} zero_latency {zero_latency}"
+                );
+            }
+        }
+    }
+}

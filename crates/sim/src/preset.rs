@@ -17,6 +17,9 @@ use xraid_engine::Nanos;
 
 use crate::geometry::Zone;
 use crate::params::{DiskModel, DiskParams, ParamError, Scheduler};
+pub use crate::preset_ssd::SsdPreset;
+use crate::preset_ssd::{ssd_preset, SsdEntry};
+use crate::ssd_params::SsdParamError;
 
 /// The presets shipped with xraid.
 pub const BUILTIN: &str = include_str!("../presets/disks.toml");
@@ -88,6 +91,8 @@ struct File {
     #[serde(default)]
     disk: BTreeMap<String, DiskEntry>,
     #[serde(default)]
+    ssd: BTreeMap<String, SsdEntry>,
+    #[serde(default)]
     bus: BTreeMap<String, BusEntry>,
     /// Systems described in papers (inputs of their experiments), kept for item 2.
     #[serde(default)]
@@ -119,6 +124,7 @@ pub struct BusPreset {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Presets {
     pub disks: BTreeMap<String, DiskPreset>,
+    pub ssds: BTreeMap<String, SsdPreset>,
     pub buses: BTreeMap<String, BusPreset>,
 }
 
@@ -135,19 +141,19 @@ pub enum PresetError {
     #[error("presets file is malformed: {0}")]
     Parse(String),
     /// A value the model needs is absent.
-    #[error("disk preset `{disk}` lacks `{key}`: give the sheet's value with its source, or a typical one listed in `assumed`")]
+    #[error("preset `{disk}` lacks `{key}`: give the sheet's value with its source, or a typical one listed in `assumed`")]
     Missing { disk: String, key: &'static str },
     /// A value has no entry in the preset's `source` table.
-    #[error("disk preset `{disk}`: `{key}` has no source; add `{key} = \"...\"` to its [disk.{disk}.source] table")]
+    #[error("preset `{disk}`: `{key}` has no source; add `{key} = \"...\"` to its source table")]
     NoSource { disk: String, key: String },
     /// A source entry names no value of the preset.
-    #[error("disk preset `{disk}`: [source] names `{key}`, which the preset does not give")]
+    #[error("preset `{disk}`: [source] names `{key}`, which the preset does not give")]
     StraySource { disk: String, key: String },
     /// `assumed` lists a key that has no value.
-    #[error("disk preset `{disk}`: `assumed` lists `{key}`, which the preset does not give")]
+    #[error("preset `{disk}`: `assumed` lists `{key}`, which the preset does not give")]
     AssumedAbsent { disk: String, key: String },
     /// A value is out of its domain.
-    #[error("disk preset `{disk}`: `{key}` = {value} is not a valid value ({why})")]
+    #[error("preset `{disk}`: `{key}` = {value} is not a valid value ({why})")]
     BadValue {
         disk: String,
         key: &'static str,
@@ -160,22 +166,28 @@ pub enum PresetError {
     )]
     TwoFormats { disk: String },
     /// The sheet contradicts the format.
-    #[error("disk preset `{disk}`: {what}")]
+    #[error("preset `{disk}`: {what}")]
     Inconsistent { disk: String, what: String },
     /// The model refuses the parameters.
-    #[error("disk preset `{disk}`: {source}")]
+    #[error("preset `{disk}`: {source}")]
     Model { disk: String, source: ParamError },
+    /// The SSD model refuses the parameters.
+    #[error("preset `{disk}`: {source}")]
+    SsdModel { disk: String, source: SsdParamError },
+    /// A name used by a disk and an SSD preset both.
+    #[error("preset `{name}` is both a [disk] and an [ssd] table: rename one")]
+    Clash { name: String },
     /// A bus rate is not positive.
     #[error("bus preset `{bus}`: rate_mb_s = {rate} must be a positive number")]
     BadBus { bus: String, rate: f64 },
     /// No preset of that name.
-    #[error("no disk preset `{name}`; known: {known}")]
+    #[error("no preset `{name}`; known: {known}")]
     Unknown { name: String, known: String },
 }
 
 /// Milliseconds from a sheet to nanoseconds; refuses what is not a finite,
 /// non-negative number of a sane size (under an hour).
-fn ms_to_nanos(disk: &str, key: &'static str, ms: f64) -> Result<Nanos, PresetError> {
+pub(crate) fn ms_to_nanos(disk: &str, key: &'static str, ms: f64) -> Result<Nanos, PresetError> {
     if !(ms.is_finite() && (0.0..3_600_000.0).contains(&ms)) {
         return Err(PresetError::BadValue {
             disk: disk.to_string(),
@@ -187,7 +199,7 @@ fn ms_to_nanos(disk: &str, key: &'static str, ms: f64) -> Result<Nanos, PresetEr
     Ok(Nanos((ms * 1e6).round() as u64))
 }
 
-fn mb_s_to_bytes(disk: &str, key: &'static str, mb_s: f64) -> Result<u64, PresetError> {
+pub(crate) fn mb_s_to_bytes(disk: &str, key: &'static str, mb_s: f64) -> Result<u64, PresetError> {
     if !(mb_s.is_finite() && mb_s > 0.0 && mb_s < 1e9) {
         return Err(PresetError::BadValue {
             disk: disk.to_string(),
@@ -223,6 +235,14 @@ impl Presets {
             let preset = disk_preset(&key, entry)?;
             disks.insert(key, preset);
         }
+        let mut ssds = BTreeMap::new();
+        for (key, entry) in file.ssd {
+            if disks.contains_key(&key) {
+                return Err(PresetError::Clash { name: key });
+            }
+            let preset = ssd_preset(&key, entry)?;
+            ssds.insert(key, preset);
+        }
         let mut buses = BTreeMap::new();
         for (key, b) in file.bus {
             if !(b.rate_mb_s.is_finite() && b.rate_mb_s > 0.0) {
@@ -240,15 +260,34 @@ impl Presets {
                 },
             );
         }
-        Ok(Presets { disks, buses })
+        Ok(Presets { disks, ssds, buses })
     }
 
     /// The disk preset called `name`.
     pub fn disk(&self, name: &str) -> Result<&DiskPreset, PresetError> {
         self.disks.get(name).ok_or_else(|| PresetError::Unknown {
             name: name.to_string(),
-            known: self.disks.keys().cloned().collect::<Vec<_>>().join(", "),
+            known: self.known(),
         })
+    }
+
+    /// The SSD preset called `name`.
+    pub fn ssd(&self, name: &str) -> Result<&SsdPreset, PresetError> {
+        self.ssds.get(name).ok_or_else(|| PresetError::Unknown {
+            name: name.to_string(),
+            known: self.known(),
+        })
+    }
+
+    /// Every disk and SSD preset's name, in order.
+    pub fn known(&self) -> String {
+        let mut names: Vec<&String> = self.disks.keys().chain(self.ssds.keys()).collect();
+        names.sort();
+        names
+            .iter()
+            .map(|n| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -307,22 +346,31 @@ fn given_keys(e: &DiskEntry) -> Vec<&'static str> {
 }
 
 fn check_sources(disk: &str, e: &DiskEntry) -> Result<(), PresetError> {
-    let given = given_keys(e);
-    for key in &given {
-        if !e.source.contains_key(*key) {
+    check_sources_of(disk, &given_keys(e), &e.source, &e.assumed)
+}
+
+/// Every given key has a source, every source and `assumed` entry a given key.
+pub(crate) fn check_sources_of(
+    disk: &str,
+    given: &[&'static str],
+    source: &BTreeMap<String, String>,
+    assumed: &[String],
+) -> Result<(), PresetError> {
+    for key in given {
+        if !source.contains_key(*key) {
             return Err(PresetError::NoSource {
                 disk: disk.to_string(),
                 key: (*key).to_string(),
             });
         }
     }
-    if let Some(stray) = e.source.keys().find(|k| !given.contains(&k.as_str())) {
+    if let Some(stray) = source.keys().find(|k| !given.contains(&k.as_str())) {
         return Err(PresetError::StraySource {
             disk: disk.to_string(),
             key: stray.clone(),
         });
     }
-    if let Some(absent) = e.assumed.iter().find(|k| !given.contains(&k.as_str())) {
+    if let Some(absent) = assumed.iter().find(|k| !given.contains(&k.as_str())) {
         return Err(PresetError::AssumedAbsent {
             disk: disk.to_string(),
             key: absent.clone(),
@@ -331,7 +379,11 @@ fn check_sources(disk: &str, e: &DiskEntry) -> Result<(), PresetError> {
     Ok(())
 }
 
-fn required<T: Copy>(disk: &str, key: &'static str, v: Option<T>) -> Result<T, PresetError> {
+pub(crate) fn required<T: Copy>(
+    disk: &str,
+    key: &'static str,
+    v: Option<T>,
+) -> Result<T, PresetError> {
     v.ok_or_else(|| PresetError::Missing {
         disk: disk.to_string(),
         key,

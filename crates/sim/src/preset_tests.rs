@@ -264,3 +264,141 @@ fn unknown_presets_and_unreadable_files_are_named() {
     let e = Presets::parse("[bus.b]\nrate_mb_s = 0.0\nsource = \"x\"\n").err();
     assert!(matches!(e, Some(PresetError::BadBus { .. })), "{e:?}");
 }
+
+#[test]
+fn the_ssd_preset_loads_with_a_source_for_every_value() {
+    let presets = Presets::builtin().unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = presets.ssds.keys().map(String::as_str).collect();
+    assert_eq!(names, ["intel_x25m_80gb"]);
+    let x25 = presets
+        .ssd("intel_x25m_80gb")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let model = x25.model().unwrap_or_else(|e| panic!("{e}"));
+    // 40 dies of 4096 blocks of 128 pages of 4 KiB: 80 GiB of flash, of which the
+    // host sees at least the sheet's 80 GB.
+    assert_eq!(model.physical_pages() * 4096, 80 << 30);
+    assert!(model.sectors() >= 156_301_488);
+    for key in &x25.assumed {
+        let source = &x25.sources[key];
+        assert!(source.starts_with("assumed"), "{key}: {source}");
+    }
+    assert!(presets.known().contains("intel_x25m_80gb"));
+}
+
+/// A small valid SSD preset; tests change one thing at a time.
+const GOOD_SSD: &str = r#"
+[ssd.s]
+name = "test ssd"
+channels = 2
+dies_per_channel = 2
+page_bytes = 4096
+pages_per_block = 64
+blocks_per_die = 128
+over_provisioning_percent = 7.0
+page_read_us = 50.0
+page_program_us = 900.0
+block_erase_ms = 3.5
+channel_mb_s = 40.0
+command_overhead_ms = 0.01
+interface_mb_s = 300.0
+sectors_total = 244992
+assumed = ["command_overhead_ms"]
+[ssd.s.source]
+channels = "sheet"
+dies_per_channel = "sheet"
+page_bytes = "sheet"
+pages_per_block = "sheet"
+blocks_per_die = "sheet"
+over_provisioning_percent = "sheet"
+page_read_us = "sheet"
+page_program_us = "sheet"
+block_erase_ms = "sheet"
+channel_mb_s = "sheet"
+command_overhead_ms = "assumed: typical"
+interface_mb_s = "sheet"
+sectors_total = "sheet"
+"#;
+
+fn ssd_err(from: &str, to: &str) -> PresetError {
+    assert!(
+        GOOD_SSD.contains(from),
+        "test edits a line GOOD_SSD has: {from}"
+    );
+    match Presets::parse(&GOOD_SSD.replacen(from, to, 1)) {
+        Ok(_) => panic!("accepted after replacing {from:?} with {to:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn bad_ssd_presets_are_refused() {
+    let p = Presets::parse(GOOD_SSD).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.ssd("s").map(|s| s.params.queue_depth).ok(), Some(1));
+    let text: String = GOOD_SSD
+        .lines()
+        .filter(|l| !l.starts_with("channels = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let e = Presets::parse(&text).err();
+    assert!(
+        matches!(
+            &e,
+            Some(PresetError::Missing {
+                key: "channels",
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    let e = ssd_err("page_read_us = \"sheet\"\n", "");
+    assert!(
+        matches!(&e, PresetError::NoSource { key, .. } if key == "page_read_us"),
+        "{e}"
+    );
+    let e = ssd_err(
+        "over_provisioning_percent = 7.0",
+        "over_provisioning_percent = -3.0",
+    );
+    assert!(
+        matches!(
+            &e,
+            PresetError::BadValue {
+                key: "over_provisioning_percent",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = ssd_err(
+        "over_provisioning_percent = 7.0",
+        "over_provisioning_percent = 1.0",
+    );
+    assert!(matches!(&e, PresetError::SsdModel { .. }), "{e}");
+    let e = ssd_err("page_bytes = 4096", "page_bytes = 4000");
+    assert!(matches!(&e, PresetError::SsdModel { .. }), "{e}");
+    let e = ssd_err("channel_mb_s = 40.0", "channel_mb_s = 0.0");
+    assert!(
+        matches!(
+            &e,
+            PresetError::BadValue {
+                key: "channel_mb_s",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // 4 dies x 128 blocks x 64 pages / 1.07 = 30,624 pages = 244,992 sectors.
+    let e = ssd_err("sectors_total = 244992", "sectors_total = 244993");
+    assert!(matches!(&e, PresetError::Inconsistent { .. }), "{e}");
+    let e = ssd_err("name = \"test ssd\"", "name = \"test ssd\"\nrpm = 7200");
+    assert!(
+        matches!(&e, PresetError::Parse(m) if m.contains("rpm")),
+        "{e}"
+    );
+    let clash = format!("{GOOD}\n{}", GOOD_SSD.replace("ssd.s", "ssd.d"));
+    let e = Presets::parse(&clash).err();
+    assert!(
+        matches!(&e, Some(PresetError::Clash { name }) if name == "d"),
+        "{e:?}"
+    );
+}

@@ -84,14 +84,16 @@ pub enum Command {
     /// Create (or reuse) a demo RAID-5 of file members, write data, verify it, and
     /// serve it over NBD.
     Demo(DemoArgs),
-    /// Simulate a workload on simulated disks, in simulated time: one disk, or an array
-    /// run by the real engine. CONFIG (TOML) names the disks — presets from spec
-    /// sheets, any parameter overridden — the array, and optionally the strings
+    /// Simulate a workload on simulated disks and SSDs, in simulated time: one drive,
+    /// or an array run by the real engine. CONFIG (TOML) names the drives — disk or
+    /// SSD presets from spec sheets, any parameter overridden (an SSD's channels, dies,
+    /// flash latencies, over-provisioning, ...) — the array, and optionally the strings
     /// (SCSI buses shared by disks), the controllers (cache policies: search, save
     /// reads/writes, read-ahead, sorted reads/writes, the flush-on-write flaw) and the
     /// host buses they hang on (see docs/SIMULATOR.md and examples/sim/). Prints
     /// bandwidth, IOPS and latency percentiles as fio would, the utilisation of every
-    /// disk, string, controller and bus, and which one limits throughput. The same
+    /// drive, string, controller and bus (an SSD's busiest part, its garbage
+    /// collection and write amplification), and which one limits throughput. The same
     /// configuration, workload and seed print the same bytes.
     Sim(SimArgs),
 }

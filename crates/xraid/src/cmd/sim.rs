@@ -1,13 +1,13 @@
-//! `xraid sim`: runs a workload in fio's terms on simulated disks (one disk, or an
-//! array run by the real engine) and prints what fio would — bandwidth, IOPS,
-//! latency percentiles — plus each component's utilisation and which one limits
+//! `xraid sim`: runs a workload in fio's terms on simulated drives — disks, SSDs, one
+//! drive or an array run by the real engine — and prints what fio would — bandwidth,
+//! IOPS, latency percentiles — plus each component's utilisation and which one limits
 //! throughput. The same configuration, workload and seed print the same bytes.
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use xraid_layout::{Layout, SECTOR_BYTES};
 use xraid_sim::{
-    Latency, Nanos, Pattern, Presets, RunResult, SimConfig, Target, Workload, MAX_RUNTIME,
+    Latency, Nanos, Pattern, Presets, RunResult, SimConfig, SsdStats, Target, Workload, MAX_RUNTIME,
 };
 
 use crate::cli::{SimArgs, SimRw};
@@ -95,7 +95,7 @@ struct EngineReport {
 
 #[derive(Debug, Default, Serialize)]
 struct ComponentReport {
-    /// "disk", "string", "controller" or "bus".
+    /// "disk", "ssd", "string", "controller" or "bus".
     kind: &'static str,
     /// "disk0", "disk1", ... in the target's member order; "string0", "controller0",
     /// "bus0", ... in the order of their names.
@@ -123,6 +123,31 @@ struct ComponentReport {
     cache_hits: u64,
     read_ahead_bytes: u64,
     cache_flushes: u64,
+    /// An SSD's flash side (null for every other component).
+    ssd: Option<SsdReport>,
+}
+
+/// An SSD's flash counters and each of its parts' utilisation.
+#[derive(Debug, Serialize)]
+struct SsdReport {
+    /// Flash page reads (for reads, and for writes of part of a page).
+    page_reads: u64,
+    /// Pages programmed for the host's writes.
+    page_programs: u64,
+    /// Pages garbage collection moved, and blocks it erased.
+    gc_copies: u64,
+    erases: u64,
+    /// (page_programs + gc_copies) / page_programs; 0 without writes.
+    write_amplification: f64,
+    /// "controller", "host link", "channel" or "dies": the busiest part, whose
+    /// utilisation is the drive's.
+    busiest_part: &'static str,
+    controller_util_percent: f64,
+    link_util_percent: f64,
+    /// The busiest channel's.
+    channel_util_percent: f64,
+    /// The dies' on average.
+    die_util_percent: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -264,7 +289,7 @@ fn report(
         .zip(&r.disks)
         .enumerate()
         .map(|(i, (d, s))| ComponentReport {
-            kind: "disk",
+            kind: d.model.kind(),
             id: format!("disk{i}"),
             name: d.name.clone(),
             preset: Some(d.preset.clone()),
@@ -276,6 +301,7 @@ fn report(
             stream_hits: s.stream_hits,
             seeks: s.seeks,
             seek_ns: s.seek_time.0,
+            ssd: s.ssd.map(|f| ssd_report(&f, util)),
             ..ComponentReport::default()
         })
         .collect();
@@ -356,6 +382,21 @@ fn report(
     }
 }
 
+fn ssd_report(f: &SsdStats, util: impl Fn(Nanos) -> f64) -> SsdReport {
+    SsdReport {
+        page_reads: f.page_reads,
+        page_programs: f.page_programs,
+        gc_copies: f.gc_copies,
+        erases: f.erases,
+        write_amplification: round3(f.write_amplification()),
+        busiest_part: f.busiest().0,
+        controller_util_percent: util(f.controller_busy),
+        link_util_percent: util(f.link_busy),
+        channel_util_percent: util(f.channel_busy_max),
+        die_util_percent: util(f.die_busy_mean),
+    }
+}
+
 /// The busiest component, and whether it or the workload limits throughput. Ties go
 /// to the first in member order, so the verdict is as deterministic as the run.
 fn limit(components: &[ComponentReport], w: &Workload) -> LimitReport {
@@ -374,14 +415,18 @@ fn limit(components: &[ComponentReport], w: &Workload) -> LimitReport {
         };
     };
     let saturated = b.util_percent >= SATURATED_PERCENT;
+    let part = match &b.ssd {
+        Some(f) => format!(" (its {})", f.busiest_part),
+        None => String::new(),
+    };
     let verdict = if saturated {
         format!(
-            "{} ({} {}) limits throughput: {:.1}% busy",
+            "{} ({} {}) limits throughput: {:.1}% busy{part}",
             b.id, b.kind, b.name, b.util_percent
         )
     } else {
         format!(
-            "no component is saturated (busiest: {}, {:.1}% busy): the workload's {} request(s) in flight (iodepth {} x numjobs {}) limit throughput",
+            "no component is saturated (busiest: {}, {:.1}% busy{part}): the workload's {} request(s) in flight (iodepth {} x numjobs {}) limit throughput",
             b.id,
             b.util_percent,
             w.iodepth * w.numjobs as usize,
@@ -427,9 +472,15 @@ fn print_dir(label: &str, d: &DirReport, span_ns: u64) {
 
 fn print_text(r: &Report) {
     let t = &r.target;
+    let ssds = r.components.iter().filter(|c| c.kind == "ssd").count();
+    let drives = match ssds {
+        0 => "disks",
+        n if n == t.disks => "SSDs",
+        _ => "drives",
+    };
     let what = match (&t.level, &t.layout, t.chunk_bytes) {
         (Some(level), layout, chunk) => {
-            let mut s = format!("{level} of {} disks", t.disks);
+            let mut s = format!("{level} of {} {drives}", t.disks);
             if let Some(l) = layout {
                 s.push_str(&format!(", {l}"));
             }
@@ -438,6 +489,7 @@ fn print_text(r: &Report) {
             }
             s
         }
+        _ if ssds == 1 => "one SSD".to_string(),
         _ => "one disk".to_string(),
     };
     let w = &r.workload;
@@ -478,6 +530,20 @@ fn print_text(r: &Report) {
     println!("  utilisation:");
     for c in &r.components {
         let what = match c.kind {
+            "ssd" => {
+                let f = c.ssd.as_ref();
+                format!(
+                    "{} reads, {} writes; flash: {} page reads, {} programs, {} moved by garbage collection (write amplification {:.3}), {} erases; busiest part: {}",
+                    c.reads,
+                    c.writes,
+                    f.map_or(0, |f| f.page_reads),
+                    f.map_or(0, |f| f.page_programs),
+                    f.map_or(0, |f| f.gc_copies),
+                    f.map_or(0.0, |f| f.write_amplification),
+                    f.map_or(0, |f| f.erases),
+                    f.map_or("", |f| f.busiest_part),
+                )
+            }
             "disk" => format!(
                 "{} reads ({} from the buffer), {} writes, {} seeks",
                 c.reads,

@@ -1,9 +1,12 @@
-//! `xraid sim`: workloads on simulated disks through the real binary — output that a
-//! seed replays byte for byte, fio's options, and one clear line for each bad input.
+//! `xraid sim`: workloads on simulated disks and SSDs through the real binary — output
+//! that a seed replays byte for byte, fio's options, and one clear line for each bad
+//! input.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+
+use xraid_sim::Presets;
 
 use crate::util::{fails, ok, p, tempdir, xraid};
 
@@ -325,15 +328,18 @@ fn every_example_configuration_runs() {
         [
             "raid2-24disk-raid5.toml",
             "scsi-raid0.toml",
-            "smd-1987.toml"
+            "smd-1987.toml",
+            "ssd-raid5.toml"
         ],
-        "the examples the issue asks for"
+        "the examples the issue asks for, and an SSD array"
     );
-    // Disks, strings, controllers, buses.
-    for (path, kinds) in examples
-        .iter()
-        .zip([[24, 8, 4, 4], [2, 2, 2, 0], [1, 1, 1, 1]])
-    {
+    // Disks, SSDs, strings, controllers, buses.
+    for (path, kinds) in examples.iter().zip([
+        [24, 0, 8, 4, 4],
+        [2, 0, 2, 2, 0],
+        [1, 0, 1, 1, 1],
+        [0, 4, 4, 1, 1],
+    ]) {
         let r = json(&[
             "sim",
             p(path),
@@ -351,7 +357,7 @@ fn every_example_configuration_runs() {
                 .as_array()
                 .map_or(0, |c| c.iter().filter(|c| c["kind"] == kind).count())
         };
-        let got = ["disk", "string", "controller", "bus"].map(count);
+        let got = ["disk", "ssd", "string", "controller", "bus"].map(count);
         assert_eq!(got, kinds, "{}", path.display());
         assert_eq!(u(&r["errors"]), 0);
     }
@@ -450,4 +456,178 @@ fn the_flush_on_write_flaw_slows_the_smd_examples_mixed_load() {
     assert!(u(&ctl(&f)["cache_hits"]) < u(&ctl(&g)["cache_hits"]));
     let rd = |r: &Value| r["read"]["mb_s"].as_f64().unwrap_or(0.0);
     assert!(rd(&f) < rd(&g), "{} vs {}", rd(&f), rd(&g));
+}
+
+/// Random 4 KiB reads, one at a time, on the SSD preset and on a disk preset: the SSD
+/// answers in its overhead, a page read and the page's trips over its channel and its
+/// host link; the disk in its overhead, a seek, half a turn, the sectors' passing and
+/// its bus time. The ratio of the two means is worked out from the presets' values.
+#[test]
+fn an_ssd_reads_4k_at_random_far_faster_than_a_disk() {
+    let dir = tempdir();
+    let presets = Presets::builtin().expect("presets");
+    let ssd = presets.ssd("intel_x25m_80gb").expect("ssd preset");
+    // A single-zone disk: a uniformly random block is on a uniformly random cylinder,
+    // so its mean seek is the sheet's average (defined over such pairs of
+    // cylinders), less the 1/C chance of staying put.
+    let disk = presets.disk("ibm_0661_467").expect("disk preset");
+    let (sp, dp) = (&ssd.params, &disk.params);
+    let ns = |bytes: f64, rate: u64| bytes * 1e9 / rate as f64;
+    let ssd_ns = (sp.command_overhead.0 + sp.page_read.0) as f64
+        + ns(4096.0, sp.channel_bytes_per_sec)
+        + ns(4096.0, sp.interface_bytes_per_sec);
+    let cylinders = f64::from(dp.zones[0].cylinders);
+    let rev = 60e9 / f64::from(dp.rpm);
+    let slots = f64::from(dp.zones[0].sectors_per_track + dp.spare_sectors_per_track);
+    let disk_ns = dp.command_overhead.0 as f64
+        + dp.seek_average.0 as f64 * (1.0 - 1.0 / cylinders)
+        + rev / 2.0
+        + 8.0 * rev / slots
+        + ns(4096.0, dp.interface_bytes_per_sec);
+    let expect = disk_ns / ssd_ns;
+    // Over the whole drive (no --size), for as long as some 2000 requests take.
+    let mean = |preset: &str, seconds: &str| {
+        let c = config(
+            dir.path(),
+            &format!("{preset}.toml"),
+            &format!("disk = \"{preset}\""),
+        );
+        let r = json(&[
+            "sim",
+            p(&c),
+            "--rw",
+            "randread",
+            "--iodepth",
+            "1",
+            "--runtime",
+            seconds,
+            "--json",
+        ]);
+        assert!(u(&r["read"]["requests"]) > 1500, "{}", r["read"]);
+        u(&r["read"]["lat_ns"]["mean"]) as f64
+    };
+    let ssd_mean = mean("intel_x25m_80gb", "0.35");
+    let disk_mean = mean("ibm_0661_467", "45");
+    assert!((ssd_mean - ssd_ns).abs() < 1.0, "{ssd_mean} vs {ssd_ns}");
+    let ratio = disk_mean / ssd_mean;
+    assert!(
+        (ratio / expect - 1.0).abs() < 0.05,
+        "disk {disk_mean} ns / SSD {ssd_mean} ns = {ratio:.1}, expected {expect:.1}"
+    );
+    assert!(ratio > 50.0, "{ratio}");
+}
+
+/// A small SSD (an X25-M cut to 2 channels of 2 dies of 32 blocks) written at random:
+/// half its spare flash costs no collection; four times its capacity brings garbage
+/// collection, whose copies show as write amplification in the JSON, and the run
+/// replays byte for byte.
+#[test]
+fn random_writes_past_the_spare_flash_show_write_amplification() {
+    let dir = tempdir();
+    let c = config(
+        dir.path(),
+        "small-ssd.toml",
+        r#"
+disk = "small"
+
+[disks.small]
+preset = "intel_x25m_80gb"
+channels = 2
+dies_per_channel = 2
+pages_per_block = 32
+blocks_per_die = 32
+over_provisioning_percent = 25.0
+"#,
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "sim",
+            p(&c),
+            "--rw",
+            "randwrite",
+            "--iodepth",
+            "8",
+            "--json",
+        ];
+        args.extend(extra);
+        let out = ok(&args);
+        assert_eq!(out, ok(&args), "replays");
+        serde_json::from_str::<Value>(&out).expect("json")
+    };
+    // 4096 pages of flash; 4096 / 1.25 = 3276 for the host, 820 spare. 400 writes
+    // spend half of it.
+    let fresh = run(&["--size", "1600K"]);
+    let f = &fresh["components"][0];
+    assert_eq!(f["kind"], "ssd");
+    assert_eq!(f["ssd"]["erases"], 0);
+    assert_eq!(f["ssd"]["write_amplification"], 1.0);
+    // 20 simulated seconds over 12 MiB: the drive is written over many times.
+    let worn = run(&["--size", "12M", "--runtime", "20"]);
+    let w = &worn["components"][0];
+    let wa = w["ssd"]["write_amplification"].as_f64().expect("wa");
+    assert!(u(&w["ssd"]["erases"]) > 0 && wa > 1.5, "{w}");
+    assert_eq!(
+        u(&w["ssd"]["page_programs"]),
+        u(&worn["write"]["requests"]),
+        "one program a page written"
+    );
+    assert!(
+        u(&worn["write"]["requests"]) > 4 * 3276,
+        "{}",
+        worn["write"]
+    );
+    let lat = |r: &Value| u(&r["write"]["lat_ns"]["mean"]);
+    assert!(lat(&worn) > lat(&fresh), "collection makes writes wait");
+}
+
+/// Each bad SSD configuration gets one line naming the key.
+#[test]
+fn bad_ssd_configurations_get_one_line_naming_the_key() {
+    let dir = tempdir();
+    let ssd =
+        |extra: &str| format!("disk = \"s\"\n[disks.s]\npreset = \"intel_x25m_80gb\"\n{extra}");
+    let cases = [
+        (
+            ssd("rpm = 7200"),
+            "`rpm` does not apply to preset `intel_x25m_80gb`, an SSD",
+        ),
+        (
+            "disk = \"d\"\n[disks.d]\npreset = \"seagate_st118273\"\nchannels = 4".to_string(),
+            "`channels` does not apply to preset `seagate_st118273`, a disk",
+        ),
+        (ssd("chanels = 4"), "line 4: unknown field `chanels`"),
+        (ssd("channels = 0"), "channels must be at least 1"),
+        (ssd("queue_depth = 0"), "queue_depth must be at least 1"),
+        (ssd("page_bytes = 1000"), "a page of 1000 bytes"),
+        (
+            ssd("over_provisioning_percent = -1.0"),
+            "`over_provisioning_percent` = -1",
+        ),
+        (
+            ssd("over_provisioning_percent = 0.01"),
+            "raise over_provisioning_percent",
+        ),
+        (ssd("page_read_us = -5.0"), "`page_read_us` = -5"),
+        (ssd("block_erase_ms = nan"), "`block_erase_ms` = NaN"),
+        (ssd("channel_mb_s = 0.0"), "`channel_mb_s` = 0"),
+        (
+            ssd("blocks_per_die = 4294967295"),
+            "beyond the model's limit",
+        ),
+        (
+            "disk = \"intel_x25m_8Ogb\"".to_string(),
+            "unknown disk `intel_x25m_8Ogb`",
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let c = config(dir.path(), &format!("bad{i}.toml"), text);
+        let err = fails(&["sim", p(&c), "--size", "1M"]);
+        assert!(err.contains(want), "case {i}: want {want:?} in {err}");
+        assert_eq!(err.lines().count(), 1, "case {i}: one line: {err}");
+    }
+    let help = ok(&["sim", "--help"]);
+    assert!(
+        help.contains("SSD") && help.contains("over-provisioning"),
+        "{help}"
+    );
 }
