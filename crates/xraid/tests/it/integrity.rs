@@ -195,6 +195,8 @@ fn a_member_that_corrupts_its_writes_is_caught_under_fio() {
             "--verify=crc32c",
             "--do_verify=1",
             "--verify_fatal=1",
+            // No verify state files left in the working directory.
+            "--verify_state_save=0",
         ],
     );
     assert!(!out.contains("verify: bad"), "{out}");
