@@ -421,20 +421,21 @@ pub(crate) fn note_read(
     let Some(integrity) = engine.integrity.as_ref() else {
         return (sector, buf);
     };
-    let Some(blocks) = integrity
+    if integrity
         .tables
         .get(slot.index())
-        .and_then(Option::as_ref)
-        .map(|t| t.blocks())
-    else {
+        .is_none_or(Option::is_none)
+    {
         return (sector, buf);
-    };
+    }
     let end = sector + buf.len as u64 / 512;
     let wide_start = sector / BLOCK_SECTORS * BLOCK_SECTORS;
-    // Not past the table's last whole block: the data area may end inside a block.
-    let wide_end = end
-        .next_multiple_of(BLOCK_SECTORS)
-        .min(end.max(blocks * BLOCK_SECTORS));
+    // Not past the data area, which may end inside a block (that block is never
+    // checked).
+    let wide_end = match end.next_multiple_of(BLOCK_SECTORS) {
+        e if e > engine.geo.member_sectors() => end,
+        e => e,
+    };
     let (read_sector, read_buf, wanted) = if wide_start == sector && wide_end == end {
         (sector, buf, None)
     } else {

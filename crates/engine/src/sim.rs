@@ -493,6 +493,12 @@ impl SimArray {
         self.finish(id)
     }
 
+    /// A checkpoint (a flush that also writes the checksum tables), synchronously.
+    pub fn checkpoint(&mut self) -> Result<(), EngineError> {
+        let id = self.submit(RequestKind::Checkpoint, 0, 0, None);
+        self.finish(id)
+    }
+
     fn finish(&mut self, id: RequestId) -> Result<(), EngineError> {
         let replies = self.run();
         let mine = replies

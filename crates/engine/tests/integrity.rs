@@ -1,0 +1,199 @@
+//! Integrity mode in the simulator, case by case: what a flipped bit or a lost write
+//! does to a read, where the table pages go and when, what a partial write and a
+//! crash leave unchecked. (The random fault stories in `faults.rs` mix all of it.)
+
+use xraid_engine::sim::SimArray;
+use xraid_engine::{EngineError, Event, MemberIdx, Nanos, WriteIntentSetup, INTENT_HEADER_BYTES};
+use xraid_format::{decode_page, BLOCK_BYTES, ENTRIES_PER_PAGE, PAGE_BYTES, UNKNOWN};
+use xraid_layout::{Geometry, Layout, Level, ParityAlgorithm};
+
+const SECTOR: usize = 512;
+
+fn geometry(level: Level, disks: u16) -> Geometry {
+    let layout = match level {
+        Level::Raid5 | Level::Raid6 => Layout::Parity(ParityAlgorithm::LeftSymmetric),
+        _ => Layout::default_for(level),
+    };
+    let chunk = if level == Level::Raid1 { 0 } else { 16 };
+    Geometry::new(level, layout, disks, chunk, 1024).expect("geometry")
+}
+
+/// An array in integrity mode filled with seeded data; returns it and the data.
+fn filled(level: Level, disks: u16) -> (SimArray, Vec<u8>) {
+    let geo = geometry(level, disks);
+    let mut array = SimArray::new(geo, 7);
+    array.enable_integrity();
+    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
+    array.rng().fill(&mut data);
+    array.write(0, &data).expect("fill");
+    array.flush().expect("flush");
+    (array, data)
+}
+
+fn mismatches(events: &[Event]) -> Vec<(MemberIdx, u64)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ChecksumMismatch { member, sector, .. } => Some((*member, *sector)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_flipped_bit_is_caught_returned_right_and_rewritten() {
+    for level in [Level::Raid1, Level::Raid5, Level::Raid6, Level::Raid10] {
+        let (mut array, data) = filled(level, 4);
+        // Member 1's first data block: read by an ordinary read of the whole array.
+        let copy = array.members[1].data[..BLOCK_BYTES].to_vec();
+        array.flip_bit(MemberIdx(1), 1000, 5);
+        let total = array.engine.array_sectors();
+        let got = array.read(0, total).expect("read");
+        assert!(got == data, "{level:?}: the read is right");
+        // Mirrors may have read another copy: a check reads them all.
+        array
+            .engine
+            .start_sync(xraid_engine::SyncKind::Check, 0)
+            .expect("check");
+        array.run_sync();
+        let found = mismatches(&array.take_events());
+        assert_eq!(found, vec![(MemberIdx(1), 0)], "{level:?}");
+        assert_eq!(got.len(), data.len());
+        assert_eq!(
+            array.members[1].data[..BLOCK_BYTES],
+            copy[..],
+            "{level:?}: the bad block was rewritten"
+        );
+        assert_eq!(array.engine.stats().checksum_mismatches, 1);
+        assert_eq!(array.engine.checksum_mismatches(MemberIdx(1)), 1);
+    }
+}
+
+#[test]
+fn a_read_of_part_of_a_block_checks_the_whole_block() {
+    let (mut array, data) = filled(Level::Raid5, 4);
+    // One sector, in the middle of member 0's block 1, whose flipped bit lies in
+    // another sector of the same block.
+    array.flip_bit(MemberIdx(0), BLOCK_BYTES + 100, 0);
+    let got = array.read(11, 1).expect("read");
+    assert_eq!(got, data[11 * SECTOR..12 * SECTOR]);
+    assert_eq!(mismatches(&array.take_events()), vec![(MemberIdx(0), 8)]);
+    // Repaired whole: the next read of the whole block is clean.
+    let got = array.read(8, 8).expect("read");
+    assert_eq!(got, data[8 * SECTOR..16 * SECTOR]);
+    assert!(mismatches(&array.take_events()).is_empty());
+}
+
+#[test]
+fn a_lost_write_is_caught_and_rebuilt_from_parity() {
+    let (mut array, mut data) = filled(Level::Raid5, 4);
+    // The member acknowledges the write and keeps its old bytes.
+    let old = array.members[2].data.clone();
+    let new = vec![0x5a; 8 * SECTOR];
+    // Array sectors 32..40: stripe 0, data chunk 2 on member 2.
+    array.write(32, &new).expect("write");
+    let lost_range = 0..8 * SECTOR;
+    array.members[2].data[lost_range.clone()].copy_from_slice(&old[lost_range]);
+    data[32 * SECTOR..40 * SECTOR].copy_from_slice(&new);
+    assert_eq!(array.read(32, 8).expect("read"), new);
+    assert_eq!(mismatches(&array.take_events()), vec![(MemberIdx(2), 0)]);
+}
+
+#[test]
+fn raid0_refuses_a_bad_block_instead_of_returning_it() {
+    let (mut array, _) = filled(Level::Raid0, 3);
+    array.flip_bit(MemberIdx(2), 7, 1);
+    let err = array.read(32, 16).expect_err("no redundancy");
+    assert!(matches!(err, EngineError::Unreadable { .. }), "{err:?}");
+}
+
+#[test]
+fn tables_reach_the_members_at_checkpoints_not_at_clients_flushes() {
+    let (mut array, _) = filled(Level::Raid5, 4);
+    let stored = |array: &SimArray, m: usize| -> Vec<u32> {
+        let area = &array.members[m].checksums;
+        let blocks = array.engine.geometry().member_sectors() as usize / 8;
+        let mut out = Vec::new();
+        for page in 0..blocks.div_ceil(ENTRIES_PER_PAGE as usize) {
+            let mut bytes = [0u8; PAGE_BYTES];
+            if let Some(s) = area.get(page * PAGE_BYTES..) {
+                let n = s.len().min(PAGE_BYTES);
+                bytes[..n].copy_from_slice(&s[..n]);
+            }
+            out.extend(decode_page(&bytes, page as u64).expect("valid page"));
+        }
+        out.truncate(blocks);
+        out
+    };
+    let table = |array: &SimArray, m: usize| -> Vec<u32> {
+        let t = array
+            .engine
+            .checksum_table(MemberIdx(m as u16))
+            .expect("table");
+        (0..t.blocks()).map(|b| t.get(b)).collect()
+    };
+    // The fill's flush was a client's: nothing written yet (the area reads as zeros).
+    assert!(array.members[0].checksums.is_empty());
+    assert!(array.engine.checksum_pages_dirty() > 0);
+    array.checkpoint().expect("checkpoint");
+    assert_eq!(array.engine.checksum_pages_dirty(), 0);
+    for m in 0..4 {
+        assert_eq!(stored(&array, m), table(&array, m), "member {m}");
+    }
+}
+
+#[test]
+fn a_partial_write_leaves_its_blocks_unknown_until_read() {
+    let (mut array, _) = filled(Level::Raid1, 2);
+    let table = array
+        .engine
+        .checksum_table(MemberIdx(0))
+        .expect("table")
+        .clone();
+    assert_ne!(table.get(2), UNKNOWN);
+    // Sectors 17..19: inside block 2.
+    array.write(17, &[1u8; 2 * SECTOR]).expect("write");
+    assert_eq!(table.get(2), UNKNOWN);
+    array.read(16, 8).expect("read");
+    assert_ne!(table.get(2), UNKNOWN, "learned from what was read");
+}
+
+#[test]
+fn after_a_crash_only_dirty_chunks_are_forgotten() {
+    let geo = geometry(Level::Raid5, 4);
+    let mut array = SimArray::new(geo, 9);
+    array.enable_integrity();
+    let chunks = geo.member_sectors().div_ceil(64);
+    let bytes = (INTENT_HEADER_BYTES as u64 + chunks.div_ceil(8)).next_multiple_of(512) as usize;
+    let setup = |image: Vec<u8>, rewrite: bool| WriteIntentSetup {
+        image,
+        chunks,
+        chunk_sectors: 64,
+        block_bytes: 512,
+        clear_after: Nanos(1_000_000_000),
+        rewrite,
+    };
+    array
+        .engine
+        .enable_write_intent(setup(vec![0; bytes], true));
+    array.engine.allow_write_intent_clears(true);
+    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
+    array.rng().fill(&mut data);
+    array.write(0, &data).expect("fill");
+    array.flush().expect("flush");
+    array.pass_time(Nanos(2_000_000_000));
+    // One more write: stripe 1 (member sectors 16..32, bitmap chunk 0) is dirty.
+    array.write(48, &[3u8; 8 * SECTOR]).expect("write");
+    array.power_cut_with(|a| {
+        let image = a.members[0].bitmap.clone();
+        a.engine.enable_write_intent(setup(image, false));
+    });
+    let t = array
+        .engine
+        .checksum_table(MemberIdx(1))
+        .expect("table")
+        .clone();
+    // Chunk 0 (member sectors 0..64, blocks 0..8) forgotten; the rest known.
+    assert!((0..8).all(|b| t.get(b) == UNKNOWN));
+    assert!((8..t.blocks()).all(|b| t.get(b) != UNKNOWN));
+}
