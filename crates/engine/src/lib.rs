@@ -47,7 +47,7 @@ mod slab;
 mod stripe;
 mod sync;
 
-pub use buffers::{BufId, BufSlice, Buffers, IoBuf, BUF_ALIGN};
+pub use buffers::{BufId, BufSlice, Buffers, IoBuf, IoBufPool, BUF_ALIGN};
 pub use engine::Engine;
 pub use integrity::{ChecksumTable, Verdict};
 pub use intent::{WriteIntentSetup, INTENT_HEADER_BYTES};

@@ -17,8 +17,8 @@ use std::time::Duration;
 use xraid_array::Array;
 use xraid_driver::{DriverError, ReadBypass, Waker};
 use xraid_engine::{
-    BufId, EngineError, Event, FailReason, IoBuf, MemberIdx, MemberState, RequestId, RequestKind,
-    SyncKind, SECTOR_BYTES,
+    BufId, EngineError, Event, FailReason, IoBuf, IoBufPool, MemberIdx, MemberState, RequestId,
+    RequestKind, SyncKind, SECTOR_BYTES,
 };
 use xraid_nbd::consts::{EINVAL, EIO, REPLY_FLAG_DONE, STATE_HOLE, STATE_ZERO};
 use xraid_nbd::{block_status_chunk, BlockDescriptor};
@@ -134,6 +134,8 @@ pub(crate) struct ArrayHandle {
     /// The smallest request the export takes: 512 bytes, or in integrity mode 4 KiB
     /// (a write of part of a checksummed block would leave that block unchecked).
     pub min_block: u32,
+    /// Payload buffers, reused between connections, the worker and reply writers.
+    pub pool: IoBufPool,
 }
 
 impl ArrayHandle {
@@ -236,6 +238,8 @@ pub(crate) fn spawn(
         } else {
             512
         },
+
+        pool: IoBufPool::new(),
     };
     if let Some(p) = array.driver().engine().sync_progress() {
         let why = match p.kind {
@@ -265,6 +269,7 @@ pub(crate) fn spawn(
         ));
     }
     let worker = Worker {
+        pool: handle.pool.clone(),
         array,
         name,
         read_only,
@@ -318,6 +323,8 @@ struct Part {
 }
 
 struct Worker {
+    /// Where read buffers come from and write payloads go back to.
+    pool: IoBufPool,
     array: Array,
     name: String,
     read_only: bool,
@@ -840,7 +847,13 @@ impl Worker {
                 unreachable!("control and block status requests are answered in enqueue")
             }
             JobOp::Read { offset, len } => {
-                let buf = self.array.driver().engine_mut().buffers_mut().alloc(len);
+                let mem = self.pool.take(len);
+                let buf = self
+                    .array
+                    .driver()
+                    .engine_mut()
+                    .buffers_mut()
+                    .adopt(mem, len);
                 self.submit_part(id, RequestKind::Read, offset, len, Some(buf), false);
                 running.read = Some((offset, buf, len));
                 running.remaining = 1;
@@ -1128,8 +1141,9 @@ impl Worker {
                 continue;
             };
             if let Some(buf) = part.release {
-                // The client's payload is no longer needed.
-                drop(self.array.driver().engine_mut().buffers_mut().release(buf));
+                // The client's payload is no longer needed: reused.
+                let mem = self.array.driver().engine_mut().buffers_mut().release(buf);
+                self.pool.put(mem);
             }
             let Some(running) = self.running.get_mut(&part.job) else {
                 continue;
@@ -1171,7 +1185,8 @@ impl Worker {
         let result = match (job.error, job.read) {
             (Some(e), read) => {
                 if let Some((_, buf, _)) = read {
-                    self.array.driver().engine_mut().buffers_mut().free(buf);
+                    let mem = self.array.driver().engine_mut().buffers_mut().release(buf);
+                    self.pool.put(mem);
                 }
                 Err(e)
             }

@@ -10,7 +10,7 @@ use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use xraid_engine::IoBuf;
+use xraid_engine::IoBufPool;
 use xraid_nbd::consts::*;
 use xraid_nbd::{error_chunk, offset_data_header, simple_reply, Command, Request, REQUEST_BYTES};
 
@@ -198,9 +198,10 @@ pub(crate) fn serve_array(reader: Conn, writer: Conn, n: &Negotiated) -> Result<
     let in_flight = Arc::new(InFlight::default());
     let structured = n.structured;
     let writer_flight = Arc::clone(&in_flight);
+    let pool = array.pool.clone();
     let writer_thread = std::thread::Builder::new()
         .name("xraid-conn-w".to_owned())
-        .spawn(move || write_replies(writer, &done_rx, structured, &writer_flight))?;
+        .spawn(move || write_replies(writer, &done_rx, structured, &writer_flight, &pool))?;
     let result = read_array_requests(reader, n, array, &done_tx, &in_flight);
     drop(done_tx);
     // The writer ends once every job holding a sender has replied.
@@ -250,7 +251,7 @@ fn read_array_requests<S: Read>(
             // array's thread). With requests queued, the array's thread keeps them in
             // flight together.
             Command::Read if req.length < crate::lane::BULK_BYTES && reader.buffer().is_empty() => {
-                let mut buf = IoBuf::new(len);
+                let mut buf = array.pool.take(len);
                 if array
                     .bypass
                     .read(&mut buf.as_mut_slice()[..len], req.offset)
@@ -267,6 +268,7 @@ fn read_array_requests<S: Read>(
                     });
                     continue;
                 }
+                array.pool.put(buf);
                 JobOp::Read {
                     offset: req.offset,
                     len,
@@ -277,7 +279,7 @@ fn read_array_requests<S: Read>(
                 len,
             },
             Command::Write => {
-                let mut buf = IoBuf::new(len);
+                let mut buf = array.pool.take(len);
                 reader.read_exact(&mut buf.as_mut_slice()[..len])?;
                 JobOp::Write {
                     offset: req.offset,
@@ -387,6 +389,7 @@ fn write_replies<S: Write>(
     done: &Receiver<Done>,
     structured: bool,
     in_flight: &InFlight,
+    pool: &IoBufPool,
 ) -> io::Result<()> {
     let mut failed: Option<io::Error> = None;
     while let Ok(first) = done.recv() {
@@ -416,6 +419,16 @@ fn write_replies<S: Write>(
             }
         }
         in_flight.release(count, bytes);
+        // Read data sent: its buffers are reused.
+        for d in batch {
+            if let Done::Job {
+                result: Ok(Some(r)),
+                ..
+            } = d
+            {
+                pool.put(r.buf);
+            }
+        }
     }
     match failed {
         Some(e) => Err(e),
