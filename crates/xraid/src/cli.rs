@@ -78,8 +78,9 @@ pub enum Command {
     Remove(MemberArgs),
     /// Scrub an array (md's sync_action check/repair): read everything, count where
     /// parity or mirror copies disagree with the data, and with `repair` rewrite them.
-    /// Ranges that fail to read are rebuilt from redundancy and rewritten either way. On
-    /// a served array, the server runs it.
+    /// Ranges that fail to read are rebuilt from redundancy and rewritten either way, as
+    /// are blocks that fail their checksums in integrity mode (counted apart). On a
+    /// served array, the server runs it.
     Scrub(ScrubArgs),
     /// Create (or reuse) a demo RAID-5 of file members, write data, verify it, and
     /// serve it over NBD.
@@ -223,7 +224,8 @@ pub struct MemberArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ScrubAction {
-    /// Count mismatches; change nothing but ranges that fail to read.
+    /// Count mismatches; change nothing but ranges that fail to read (or, in integrity
+    /// mode, blocks that fail their checksums).
     Check,
     /// Count mismatches and rewrite parity (mirrors: copy the first copy) where they
     /// disagree with the data.
