@@ -70,7 +70,21 @@ pub(crate) fn write_header(
     member_sectors: u64,
     path: &Path,
 ) -> Result<(), ArrayError> {
-    let header = IntegrityHeader::for_member(sb, blocks_for(member_sectors));
+    put_header(
+        member,
+        sb,
+        &IntegrityHeader::for_member(sb, blocks_for(member_sectors)),
+        path,
+    )
+}
+
+/// Writes `header` where the integrity area of the member with superblock `sb` starts.
+fn put_header(
+    member: &dyn Member,
+    sb: &Superblock,
+    header: &IntegrityHeader,
+    path: &Path,
+) -> Result<(), ArrayError> {
     member
         .write_at(&header.to_bytes(), area_start_sector(sb) * SECTOR_BYTES)
         .map_err(|source| io_error(path, source))
@@ -101,9 +115,7 @@ pub(crate) fn keep_header_current(
         events: sb.events,
         ..header
     };
-    member
-        .write_at(&header.to_bytes(), area_start_sector(sb) * SECTOR_BYTES)
-        .map_err(|source| io_error(path, source))
+    put_header(member, sb, &header, path)
 }
 
 /// Whether the member whose superblock is `sb` keeps checksums for its array.
