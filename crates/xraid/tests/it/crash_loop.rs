@@ -9,7 +9,8 @@
 //! mismatch names the write it found. The randomness is seeded and the seed is printed;
 //! `XRAID_CRASH_SEED=<seed>` replays the same writes and delays (the interleaving of the
 //! threads and the moment of the kill are up to the machine), and
-//! `XRAID_CRASH_ROUNDS=<n>` runs n rounds per level instead of 50.
+//! `XRAID_CRASH_ROUNDS=<n>` runs n rounds per level instead of 50 (25 for the arrays
+//! with checksums).
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
@@ -40,12 +41,25 @@ const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[test]
 fn raid5_survives_a_crash_loop() {
-    crash_loop(5, 4, 0);
+    crash_loop(5, 4, 0, false);
 }
 
 #[test]
 fn raid6_survives_a_crash_loop() {
-    crash_loop(6, 5, 0);
+    crash_loop(6, 5, 0, false);
+}
+
+/// Integrity mode (per-block checksums): the same, and no block may ever be taken for
+/// corrupt — a kill leaves checksums behind writes, which must be forgotten, not
+/// believed.
+#[test]
+fn raid5_with_checksums_survives_a_crash_loop() {
+    crash_loop(5, 4, 0, true);
+}
+
+#[test]
+fn degraded_raid6_with_checksums_survives_a_crash_loop() {
+    crash_loop(6, 5, 1, true);
 }
 
 /// Degraded, a cut-off stripe write would leave the missing member's data — which no
@@ -53,12 +67,12 @@ fn raid6_survives_a_crash_loop() {
 /// it. Every round reads the whole array, the missing member's data included.
 #[test]
 fn degraded_raid5_survives_a_crash_loop() {
-    crash_loop(5, 4, 1);
+    crash_loop(5, 4, 1, false);
 }
 
 #[test]
 fn degraded_raid6_survives_a_crash_loop() {
-    crash_loop(6, 5, 1);
+    crash_loop(6, 5, 1, false);
 }
 
 /// SplitMix64: tiny, seedable, good enough to pick offsets and fill sectors.
@@ -549,12 +563,15 @@ fn rolled_back(before: &[u8], log: &RoundLog, got: &[u8]) -> usize {
 // The loop.
 
 /// An array of `members` 8 MiB members at `level`, chunk 64K, in `dir`/disks.
-fn create(dir: &Path, level: u32, members: usize) -> PathBuf {
+fn create(dir: &Path, level: u32, members: usize, integrity: bool) -> PathBuf {
     let disks = dir.join("disks");
     std::fs::create_dir(&disks).expect("disks folder");
     let paths: Vec<PathBuf> = (0..members).map(|i| disks.join(format!("d{i}"))).collect();
     let level = level.to_string();
     let mut args = vec!["create", "-l", &level, "-c", "64K", "--size", "8M"];
+    if integrity {
+        args.push("--integrity");
+    }
     args.extend(paths.iter().map(|m| p(m)));
     ok(&args);
     disks
@@ -608,20 +625,23 @@ fn socket_of(server: &Server) -> PathBuf {
     }
 }
 
-fn crash_loop(level: u32, members: usize, missing: usize) {
+fn crash_loop(level: u32, members: usize, missing: usize, integrity: bool) {
     let seed = env_u64("XRAID_CRASH_SEED").unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         Rng(t ^ u64::from(std::process::id())).next()
     });
-    let rounds = env_u64("XRAID_CRASH_ROUNDS").map_or(ROUNDS, |n| n as usize);
+    // The checksummed variants run half as many rounds in the default suite.
+    let default_rounds = if integrity { ROUNDS / 2 } else { ROUNDS };
+    let rounds = env_u64("XRAID_CRASH_ROUNDS").map_or(default_rounds, |n| n as usize);
     let degraded = if missing > 0 { ", degraded" } else { "" };
-    let tag = format!("RAID-{level}{degraded}, XRAID_CRASH_SEED={seed:#x}");
+    let sums = if integrity { ", checksums" } else { "" };
+    let tag = format!("RAID-{level}{degraded}{sums}, XRAID_CRASH_SEED={seed:#x}");
     eprintln!("crash loop: {tag}, {rounds} rounds");
     let started = Instant::now();
     let dir = tempdir();
-    let disks = create(dir.path(), level, members);
+    let disks = create(dir.path(), level, members, integrity);
     for m in members - missing..members {
         std::fs::remove_file(disks.join(format!("d{m}"))).expect("take a member away");
     }
@@ -725,6 +745,10 @@ fn crash_loop(level: u32, members: usize, missing: usize) {
             stop.store(true, Ordering::Relaxed);
             text
         });
+        assert!(
+            !text.contains("disagrees with its checksums"),
+            "{tag}, round {round}: a block was taken for corrupt:\n{text}"
+        );
         if text.contains("resync running") && !text.contains("resync done") {
             killed_in_resync += 1;
         }
@@ -751,6 +775,7 @@ fn crash_loop(level: u32, members: usize, missing: usize) {
         serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("scrub JSON");
     assert_eq!(check["completed"], true, "{tag}: {check}");
     assert_eq!(check["mismatched_units"], 0, "{tag}: {check}");
+    assert_eq!(check["checksum_mismatches"], 0, "{tag}: {check}");
     let image = dir.path().join("array.bin");
     ok(&["read", "-o", p(&image), p(&disks)]);
     let read = std::fs::read(&image).expect("the array read by xraid read");
