@@ -874,17 +874,23 @@ impl Array {
         }
         let wanted = canonical(new);
         let states = self.driver.engine().member_states().to_vec();
+        // A member that failed while served, coming back: its device is closed first
+        // (refused while I/O to it is still in the kernel).
+        let returning = self
+            .role_of_path(new)
+            .filter(|&role| states[role] == MemberState::Failed);
         if let Some(role) = self.role_of_path(new) {
-            return Err(if states[role] == MemberState::Failed {
-                ArrayError::HeldByServer {
-                    path: new.to_path_buf(),
-                }
-            } else {
-                ArrayError::AlreadyActive {
+            if returning.is_none() {
+                return Err(ArrayError::AlreadyActive {
                     path: new.to_path_buf(),
                     name,
-                }
-            });
+                });
+            }
+            if !self.driver.let_go_of_failed(role_idx(role)) {
+                return Err(ArrayError::HeldByServer {
+                    path: new.to_path_buf(),
+                });
+            }
         }
         if self.spares.iter().any(|(p, _)| canonical(p) == wanted) {
             return Err(ArrayError::AlreadySpare {
@@ -897,7 +903,10 @@ impl Array {
         let taken: Vec<usize> = self
             .superblocks
             .iter()
-            .flatten()
+            .enumerate()
+            // A returning member may take its own entry back.
+            .filter(|(role, _)| Some(*role) != returning)
+            .filter_map(|(_, s)| s.as_ref())
             .map(|(_, sb)| sb.dev_number as usize)
             .chain(self.spares.iter().map(|(_, sb)| sb.dev_number as usize))
             .collect();

@@ -212,6 +212,23 @@ impl ArrayDriver {
         }
     }
 
+    /// Closes the device of `role`, which the engine failed, once nothing sent to it is
+    /// still in the kernel — so that the same disk can come back (an `xraid add` of
+    /// it) without waiting for the driver to go. Returns whether the role holds no
+    /// device now; false while I/O to it is in flight, or when the role is not failed.
+    pub fn let_go_of_failed(&mut self, role: MemberIdx) -> bool {
+        let failed = self.engine.member_states().get(role.index()) == Some(&MemberState::Failed);
+        if !failed || self.engine.is_replacing(role) || self.engine.io_in_flight_for(role) {
+            return false;
+        }
+        let slot = self.engine.device_slot(role);
+        self.members[slot.index()] = None;
+        self.last_error[slot.index()] = None;
+        // The bypass held it too.
+        self.publish_bypass();
+        true
+    }
+
     /// A handle other threads use to end a blocking [`ArrayDriver::pump`] early (a new
     /// request has arrived for the engine).
     pub fn waker(&mut self) -> Result<Waker, DriverError> {

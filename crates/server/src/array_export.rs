@@ -621,7 +621,13 @@ impl Worker {
             return crate::control::error_reply("the export is read-only");
         }
         let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        if self.failed_paths.contains(&real) || self.array.released_paths().contains(&real) {
+        // A member that failed while served and still sits in its role is closed and
+        // may come back (add_member_live does it); one a spare or a replacement took
+        // the place of is held until the server stops.
+        let in_its_role = self.array.role_of_path(path).is_some();
+        if (self.failed_paths.contains(&real) && !in_its_role)
+            || self.array.released_paths().contains(&real)
+        {
             // Its flock is still ours: opening it again would wait, then say "in use".
             let held = xraid_array::ArrayError::HeldByServer {
                 path: path.to_path_buf(),
@@ -630,6 +636,7 @@ impl Worker {
         }
         match self.array.add_member_live(path, size, spare, force) {
             Ok(added) => {
+                self.failed_paths.retain(|p| *p != real);
                 match added.role {
                     Some(role) => log::info(&format!(
                         "array '{}': {} added into role {role}; recover running in the background",
