@@ -49,6 +49,17 @@ impl Stream {
         }
     }
 
+    /// Whether the client runs on this machine (a Unix socket, or TCP from a loopback
+    /// address): it then copies every byte out of what we send it on its own core, so
+    /// sending it page-cache pages by reference saves us a copy but costs it more
+    /// than the copy (see `file_transmission`).
+    pub(crate) fn peer_is_local(&self) -> bool {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().is_ok_and(|a| a.ip().is_loopback()),
+            Stream::Unix(_) => true,
+        }
+    }
+
     /// Who is on the other end, for log lines.
     pub(crate) fn peer(&self) -> String {
         match self {
