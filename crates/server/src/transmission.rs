@@ -22,8 +22,9 @@ use crate::tls::Conn;
 
 pub(crate) use crate::file_transmission::serve_file;
 
-/// Bytes of requests read from the socket at once.
-pub(crate) const READ_BUFFER_BYTES: usize = 256 * 1024;
+/// Bytes of requests read from the socket at once: many small requests, but little
+/// of a large write's payload (what the buffer holds of it is copied once more).
+pub(crate) const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Most extents in one block status reply of an array.
 const MAX_ARRAY_EXTENTS: usize = 1024;
 /// Requests one array connection may have in flight, and their bytes: beyond that
