@@ -24,8 +24,9 @@
 #   XRAID_EXPORTS  xraid exports to measure [file raid5]
 #   XRAID_SERVE_ARGS  more flags for xraid serve, e.g. "--consistency resync" []
 #   XRAID_CREATE_ARGS more flags for xraid create of the RAID-5, e.g. "--bitmap none" []
-#   WORKLOADS   [randread4k randwrite4k seqread1m seqwrite1m twolane]; also randread4k2j
-#               (4 KiB random reads from two fio jobs at QD16 each)
+#   WORKLOADS   [randread4k randwrite4k seqread1m seqwrite1m twolane]; also randread4k2j,
+#               randwrite4k2j, seqread1m2j, seqwrite1m2j (the same queue depth from two
+#               fio jobs, two connections: one job's own core is the limit otherwise)
 #   TWOLANE_SERVERS  servers the two-lane test runs against [xraid]
 #   FS          [shm disk]; SHM_DIR [/dev/shm], DISK_DIR [/var/tmp]
 #   SIZE        bytes of the export that fio uses, K/M/G suffixes (binary) [1G]
@@ -76,8 +77,8 @@ for s in $SERVERS; do
 done
 [ ${#targets[@]} -gt 0 ] || die "SERVERS is empty"
 for w in $WORKLOADS; do
-    case $w in randread4k|randread4k2j|randwrite4k|seqread1m|seqwrite1m|twolane) ;; *)
-        die "unknown workload '$w' (randread4k randread4k2j randwrite4k seqread1m seqwrite1m twolane)" ;; esac
+    case $w in randread4k|randread4k2j|randwrite4k|randwrite4k2j|seqread1m|seqread1m2j|seqwrite1m|seqwrite1m2j|twolane) ;; *)
+        die "unknown workload '$w' (randread4k randread4k2j randwrite4k randwrite4k2j seqread1m seqread1m2j seqwrite1m seqwrite1m2j twolane)" ;; esac
 done
 for f in $FS; do
     case $f in shm|disk) ;; *) die "unknown FS '$f' (shm disk)" ;; esac
@@ -251,8 +252,17 @@ workload() { # RUN FS SERVER TARGET WORKLOAD
         randread4k2j) one "${a[@]}" "$5" --name="$5" --rw=randread --bs=4k --iodepth=16 \
                           --numjobs=2 --group_reporting ;;
         randwrite4k) one "${a[@]}" "$5" --name="$5" --rw=randwrite --bs=4k --iodepth=32 ;;
+        randwrite4k2j) one "${a[@]}" "$5" --name="$5" --rw=randwrite --bs=4k --iodepth=16 \
+                          --numjobs=2 --group_reporting ;;
         seqread1m)   one "${a[@]}" "$5" --name="$5" --rw=read --bs=1M --iodepth=8 ;;
+        # Two sequential streams, each over its own half of the export.
+        seqread1m2j) one "${a[@]}" "$5" --name="$5" --rw=read --bs=1M --iodepth=4 \
+                          --numjobs=2 --offset_increment=$((size_bytes / 2)) --size=$((size_bytes / 2)) \
+                          --group_reporting ;;
         seqwrite1m)  one "${a[@]}" "$5" --name="$5" --rw=write --bs=1M --iodepth=8 ;;
+        seqwrite1m2j) one "${a[@]}" "$5" --name="$5" --rw=write --bs=1M --iodepth=4 \
+                          --numjobs=2 --offset_increment=$((size_bytes / 2)) --size=$((size_bytes / 2)) \
+                          --group_reporting ;;
         twolane)
             [[ " $TWOLANE_SERVERS " == *" $3 "* ]] || return 0
             # Each fio job opens its own NBD connection.

@@ -16,16 +16,22 @@ MAIN = [
     ("randread4k", "4K rand read QD32", "iops", "IOPS"),
     ("randread4k2j", "4K rand read, 2 jobs x QD16", "iops", "IOPS"),
     ("randwrite4k", "4K rand write QD32", "iops", "IOPS"),
+    ("randwrite4k2j", "4K rand write, 2 jobs x QD16", "iops", "IOPS"),
     ("seqread1m", "1M seq read QD8", "mb_s", "MB/s"),
+    ("seqread1m2j", "1M seq read, 2 jobs x QD4", "mb_s", "MB/s"),
     ("seqwrite1m", "1M seq write QD8", "mb_s", "MB/s"),
+    ("seqwrite1m2j", "1M seq write, 2 jobs x QD4", "mb_s", "MB/s"),
 ]
 # workload -> (factor over nbdkit or None, factor over the best peer)
 TARGETS = {
     "randread4k": (1.5, 1.2),
     "randread4k2j": (1.5, 1.2),
     "randwrite4k": (None, 1.2),
+    "randwrite4k2j": (None, 1.2),
     "seqread1m": (None, 1.2),
+    "seqread1m2j": (None, 1.2),
     "seqwrite1m": (None, 1.2),
+    "seqwrite1m2j": (None, 1.2),
 }
 TWOLANE_MAX = 3.0
 
