@@ -6,8 +6,11 @@
 //! connection without TLS to a client on another machine that thread sends long reads'
 //! data from the file to the socket by reference (splice, or sendfile(2)), never
 //! through a buffer of ours; a client on this machine gets it copied (cheaper for it).
+//! Without TLS, long writes' payloads go the other way by splice too, from the socket
+//! into the file on the reading thread (only a FUA write's flush is left to the second
+//! thread).
 
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,7 +29,9 @@ use crate::tls::Conn;
 use crate::transmission::{
     check, next_request, push_error, push_ok, skip_payload, ConnEnd, READ_BUFFER_BYTES,
 };
-use crate::zero_copy::{send_all, send_header_and_file, Pipe, SendFileError};
+use crate::zero_copy::{
+    receive_into_file, send_all, send_header_and_file, Pipe, ReceiveError, Received, SendFileError,
+};
 
 /// Replies are sent once this much is batched, even with more requests waiting.
 const WRITE_BATCH_BYTES: usize = 1 << 20;
@@ -88,6 +93,9 @@ enum Bulk {
         fua: bool,
         data: Vec<u8>,
     },
+    /// A long write with FUA whose payload is already in the file: made durable, then
+    /// answered (the reading thread goes on meanwhile).
+    Durable { cookie: u64 },
 }
 
 /// Long reads and writes in the bulk queue before the reading thread waits.
@@ -197,6 +205,20 @@ fn bulk_worker(
                 pool.give(data);
                 send_locked(writer, &reply)
             }
+            Bulk::Durable { cookie } => {
+                let mut reply = Vec::new();
+                match file.flush() {
+                    Ok(()) => push_ok(&mut reply, structured, cookie),
+                    Err(errno) => push_error(
+                        &mut reply,
+                        structured,
+                        cookie,
+                        errno,
+                        "flush error on the export",
+                    ),
+                }
+                send_locked(writer, &reply)
+            }
         };
         if let Err(e) = sent {
             failed = Some(e);
@@ -216,6 +238,13 @@ fn read_file_requests(
     pool: &BufferPool,
     zero_copy: bool,
 ) -> Result<(), ConnEnd> {
+    // Long writes' payloads go from the socket to the file through a pipe where the
+    // connection has no TLS (zero_copy::receive_into_file).
+    let sock = match &reader {
+        Conn::Plain(s) => Some(s.as_raw_fd()),
+        Conn::Tls { .. } => None,
+    };
+    let mut pipe = sock.and_then(|_| Pipe::new().ok());
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH_BYTES);
     let mut payload: Vec<u8> = Vec::new();
@@ -253,6 +282,25 @@ fn read_file_requests(
             bulk.send(Bulk::Reply(reply)).map_err(|_| bulk_gone())?;
             continue;
         }
+        let spliced_write = long && req.command == Command::Write && pipe.is_some();
+        if let Some(sock) = sock.filter(|_| spliced_write) {
+            let fua = req.flags & CMD_FLAG_FUA != 0;
+            match write_spliced(file, &req, &mut reader, sock, &mut pipe, pool)? {
+                Ok(()) if fua => {
+                    let job = Bulk::Durable { cookie: req.cookie };
+                    bulk.send(job).map_err(|_| bulk_gone())?;
+                }
+                Ok(()) => push_ok(&mut out, n.structured, req.cookie),
+                Err(errno) => push_error(
+                    &mut out,
+                    n.structured,
+                    req.cookie,
+                    errno,
+                    "write error on the export",
+                ),
+            }
+            continue;
+        }
         if long && req.command == Command::Write {
             let mut data = pool.take_filled(req.length as usize);
             reader.read_exact(&mut data)?;
@@ -272,6 +320,43 @@ fn read_file_requests(
         let _ = send_locked(writer, &out);
     }
     result
+}
+
+/// Writes a long write's payload to the file, not through a buffer of ours: what the
+/// reader already holds of it is written from there, the rest goes from the socket to
+/// the file through `pipe`. A socket that cannot be spliced from loses the pipe (for
+/// good: this and later payloads are read the ordinary way). Returns the file's
+/// verdict, once the whole payload is off the socket.
+fn write_spliced(
+    file: &FileExport,
+    req: &Request,
+    reader: &mut BufReader<Conn>,
+    sock: RawFd,
+    pipe: &mut Option<Pipe>,
+    pool: &BufferPool,
+) -> Result<Result<(), u32>, ConnEnd> {
+    let len = req.length as usize;
+    let have = reader.buffer().len().min(len);
+    let head = file.write(&reader.buffer()[..have], req.offset, false);
+    reader.consume(have);
+    let (rest, at) = (len - have, req.offset + have as u64);
+    if rest == 0 {
+        return Ok(head);
+    }
+    if let Some(p) = pipe.as_ref() {
+        let target = head.is_ok().then(|| file.raw_fd());
+        match receive_into_file(sock, p, target, at, rest) {
+            Ok(Received::Written) => return Ok(head),
+            Ok(Received::FileFailed(e)) => return Ok(Err(errno_of(&e))),
+            Err(ReceiveError::Socket(e)) => return Err(ConnEnd::Io(e)),
+            Err(ReceiveError::Unspliceable) => *pipe = None,
+        }
+    }
+    let mut data = pool.take_filled(rest);
+    reader.read_exact(&mut data)?;
+    let tail = head.and_then(|()| file.write(&data, at, false));
+    pool.give(data);
+    Ok(tail)
 }
 
 fn handle_file_request<R: Read>(

@@ -1,6 +1,7 @@
 //! The plain-file data path over real sockets: long reads sent from the file (spliced
-//! or with sendfile), with and without holes, over Unix sockets and TCP; long writes;
-//! a file cut short under the server; a client that leaves in the middle of replies.
+//! or with sendfile), with and without holes, over Unix sockets and TCP; long writes
+//! (spliced from the socket into the file), with and without FUA; a file cut short
+//! under the server; a client that leaves in the middle of replies or of a payload.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -85,9 +86,20 @@ impl ReadWrite for TcpStream {
 }
 
 fn request(c: &mut dyn ReadWrite, command: u16, cookie: u64, offset: u64, length: u32) {
+    request_with(c, 0, command, cookie, offset, length);
+}
+
+fn request_with(
+    c: &mut dyn ReadWrite,
+    flags: u16,
+    command: u16,
+    cookie: u64,
+    offset: u64,
+    length: u32,
+) {
     let mut r = Vec::with_capacity(28);
     r.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
-    r.extend_from_slice(&0u16.to_be_bytes());
+    r.extend_from_slice(&flags.to_be_bytes());
     r.extend_from_slice(&command.to_be_bytes());
     r.extend_from_slice(&cookie.to_be_bytes());
     r.extend_from_slice(&offset.to_be_bytes());
@@ -311,6 +323,96 @@ fn long_writes_read_back() {
             std::fs::read(&path).expect("file") == want,
             "the file itself"
         );
+    }
+}
+
+/// Long writes with FUA (their flush done by the connection's second thread) and
+/// without, interleaved with short reads on the same connection: every reply comes,
+/// and the file holds what was written.
+#[test]
+fn long_writes_with_fua_are_answered_and_land() {
+    for pair in [unix_pair as fn() -> _, tcp_pair] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f.img");
+        std::fs::write(&path, vec![0u8; 8 << 20]).expect("file");
+        let (mut c, server) = pair();
+        let served = serve(server, export(&path, false));
+        let mut want = vec![0u8; 8 << 20];
+        let mut cookies = Vec::new();
+        for i in 0..8u64 {
+            let (offset, len) = (i << 20, (1 << 20) - 512 * i as usize);
+            let data = pattern(len, i as u8 + 11);
+            let flags = if i % 2 == 0 { CMD_FLAG_FUA } else { 0 };
+            request_with(&mut *c, flags, 1, 100 + i, offset, len as u32);
+            c.write_all(&data).expect("payload");
+            want[offset as usize..offset as usize + len].copy_from_slice(&data);
+            request(&mut *c, 0, 200 + i, offset, 4096);
+            cookies.extend([100 + i, 200 + i]);
+        }
+        let mut seen: Vec<u64> = Vec::new();
+        for _ in 0..cookies.len() {
+            // Writes' replies carry no data; the reads' are 4 KiB.
+            let (cookie, error, data, _) = any_reply(&mut *c, false, &|cookie| {
+                if cookie >= 200 {
+                    ((cookie - 200) << 20, 4096)
+                } else {
+                    (0, 0)
+                }
+            });
+            assert_eq!(error, 0, "request {cookie}");
+            if cookie >= 200 {
+                // The read raced the write before it, as NBD allows: old or new data.
+                assert_eq!(data.len(), 4096);
+            }
+            seen.push(cookie);
+        }
+        seen.sort_unstable();
+        cookies.sort_unstable();
+        assert_eq!(seen, cookies);
+        disconnect(c, served);
+        assert!(std::fs::read(&path).expect("file") == want);
+    }
+}
+
+/// A client that leaves in the middle of a long write's payload: its connection ends,
+/// the writes it completed before are in the file, and a new connection is served.
+#[test]
+fn a_client_that_leaves_mid_payload_ends_only_its_connection() {
+    for pair in [unix_pair as fn() -> _, tcp_pair] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.img");
+        std::fs::write(&path, vec![0u8; 4 << 20]).expect("file");
+        let n = export(&path, false);
+        let (mut c, server) = pair();
+        let served = serve(
+            server,
+            Negotiated {
+                export: Arc::clone(&n.export),
+                structured: false,
+                base_allocation: false,
+            },
+        );
+        let first = pattern(1 << 20, 21);
+        request(&mut *c, 1, 1, 0, 1 << 20);
+        c.write_all(&first).expect("payload");
+        assert_eq!(plain_reply(&mut *c, false), (1, 0));
+        request(&mut *c, 1, 2, 2 << 20, 1 << 20);
+        c.write_all(&pattern(300_000, 22))
+            .expect("part of a payload");
+        c.close();
+        drop(c);
+        let ended = served.join().expect("no panic");
+        assert!(
+            !matches!(ended, Ok(())),
+            "a payload cut short is not a clean end"
+        );
+        let (mut c, server) = pair();
+        let served = serve(server, n);
+        request(&mut *c, 0, 3, 0, 1 << 20);
+        let (error, data, _) = read_reply(&mut *c, false, 3, 0, 1 << 20);
+        assert_eq!(error, 0);
+        assert!(data == first, "the completed write is in the file");
+        disconnect(c, served);
     }
 }
 

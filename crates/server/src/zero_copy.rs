@@ -1,6 +1,9 @@
-//! Sending file data to a socket without copying it through user space: a reply's
-//! header with `send(MSG_MORE)`, then the data with sendfile(2), which on TCP and Unix
-//! sockets hands the page cache's (or tmpfs's) pages to the socket by reference.
+//! Moving file data between a socket and a file without copying it through user
+//! space. Sending: a reply's header with `send(MSG_MORE)`, then the data spliced through
+//! a pipe (or with sendfile(2)), which on TCP and Unix sockets hands the page cache's
+//! (or tmpfs's) pages to the socket by reference. Receiving: a write's payload spliced
+//! from the socket into a pipe (the socket buffer's pages, by reference) and from the
+//! pipe into the file, so the only copy is the one into the file.
 //!
 //! Only for plain (non-TLS) connections: TLS must encrypt the bytes in user space.
 
@@ -264,4 +267,251 @@ fn send_file(sock: RawFd, file: RawFd, offset: u64, len: usize) -> Result<(), Se
         }
     }
     Ok(())
+}
+
+/// How receiving a write's payload into the file ended, when the payload was taken
+/// off the socket whole (the connection can go on).
+#[derive(Debug)]
+pub(crate) enum Received {
+    /// Every byte is in the file.
+    Written,
+    /// The file refused a piece (an I/O error, no space); the rest of the payload was
+    /// read and thrown away.
+    FileFailed(io::Error),
+}
+
+/// Why a payload could not be taken off the socket whole.
+#[derive(Debug)]
+pub(crate) enum ReceiveError {
+    /// This socket cannot be spliced from; nothing of the payload was consumed, so it
+    /// can still be read the ordinary way.
+    Unspliceable,
+    /// The socket failed or the client left mid-payload: the connection is over.
+    Socket(io::Error),
+}
+
+/// Receives a write's `len` payload bytes from the socket into `file` at `offset`:
+/// spliced from the socket into the (empty) pipe, which takes the socket buffer's
+/// pages by reference, then from the pipe into the file, the one copy — against two
+/// (socket to buffer, buffer to file) when the payload passes through our memory.
+/// Without a file the payload is only taken off the socket (a write already failed).
+pub(crate) fn receive_into_file(
+    sock: RawFd,
+    pipe: &Pipe,
+    file: Option<RawFd>,
+    offset: u64,
+    len: usize,
+) -> Result<Received, ReceiveError> {
+    let Ok(mut off) = libc::loff_t::try_from(offset) else {
+        return Err(ReceiveError::Socket(io::Error::from_raw_os_error(
+            libc::EINVAL,
+        )));
+    };
+    let (mut left, mut consumed_any) = (len, false);
+    let mut file_error: Option<io::Error> = None;
+    let mut target = file;
+    let mut scratch: Vec<u8> = Vec::new();
+    while left > 0 {
+        // SAFETY: splice with null offsets (a socket and a pipe have none) takes no
+        // other pointers; both descriptors are open (this connection's socket and pipe).
+        let n = unsafe {
+            libc::splice(
+                sock,
+                std::ptr::null_mut(),
+                pipe.write.as_raw_fd(),
+                std::ptr::null_mut(),
+                left.min(pipe.capacity),
+                libc::SPLICE_F_MOVE,
+            )
+        };
+        let mut in_pipe = match n {
+            0 => {
+                return Err(ReceiveError::Socket(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the client left in the middle of a write's payload",
+                )))
+            }
+            n if n > 0 => n as usize,
+            _ => {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) if !consumed_any => {
+                        return Err(ReceiveError::Unspliceable)
+                    }
+                    _ => return Err(ReceiveError::Socket(e)),
+                }
+            }
+        };
+        consumed_any = true;
+        left -= in_pipe;
+        while in_pipe > 0 {
+            if let Some(file) = target {
+                match splice_to_file(pipe, file, &mut off, in_pipe) {
+                    Ok(moved) => in_pipe -= moved,
+                    Err(e) => {
+                        file_error = Some(e);
+                        target = None;
+                    }
+                }
+                continue;
+            }
+            // After a file error the payload still has to come off the socket.
+            if scratch.is_empty() {
+                scratch.resize(64 * 1024, 0);
+            }
+            let want = in_pipe.min(scratch.len());
+            // SAFETY: read writes at most `want` bytes into `scratch`, which has at
+            // least that many; the descriptor is this connection's pipe.
+            let n = unsafe { libc::read(pipe.read.as_raw_fd(), scratch.as_mut_ptr().cast(), want) };
+            match n {
+                n if n > 0 => in_pipe -= n as usize,
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(ReceiveError::Socket(e));
+                    }
+                }
+            }
+        }
+    }
+    Ok(file_error.map_or(Received::Written, Received::FileFailed))
+}
+
+/// Splices up to `len` bytes from the pipe into the file at `*off` (advanced by what
+/// moved); returns how many moved.
+fn splice_to_file(
+    pipe: &Pipe,
+    file: RawFd,
+    off: &mut libc::loff_t,
+    len: usize,
+) -> io::Result<usize> {
+    loop {
+        // SAFETY: splice reads and updates the one loff_t it is given for the output, a
+        // live borrow; the input is a pipe (null offset); both descriptors are open.
+        let n = unsafe {
+            libc::splice(
+                pipe.read.as_raw_fd(),
+                std::ptr::null_mut(),
+                file,
+                off,
+                len,
+                libc::SPLICE_F_MOVE,
+            )
+        };
+        match n {
+            n if n > 0 => return Ok(n as usize),
+            // A file that takes nothing (and says no more) is as good as full.
+            0 => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    use super::{receive_into_file, Pipe, ReceiveError, Received};
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 4099) as u8).collect()
+    }
+
+    /// A connected pair: the sending end and the receiving end's descriptor owner.
+    fn tcp_pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        (client, server)
+    }
+
+    /// Sends `payload` and then `after` from another thread (the payload may be larger
+    /// than the socket buffers).
+    fn send_later(mut to: impl Write + Send + 'static, payload: Vec<u8>, after: &'static [u8]) {
+        std::thread::spawn(move || {
+            to.write_all(&payload).expect("send the payload");
+            to.write_all(after).expect("send what follows");
+        });
+    }
+
+    #[test]
+    fn a_payload_larger_than_the_pipe_lands_in_the_file_at_its_offset() {
+        let pipe = Pipe::new().expect("pipe");
+        let payload = pattern(3 * pipe.capacity + 12_345);
+        let (client, mut server) = tcp_pair();
+        send_later(client, payload.clone(), b"NEXT");
+        let file = tempfile::tempfile().expect("file");
+        let got = receive_into_file(
+            server.as_raw_fd(),
+            &pipe,
+            Some(file.as_raw_fd()),
+            777,
+            payload.len(),
+        );
+        assert!(matches!(got, Ok(Received::Written)), "{got:?}");
+        let mut back = vec![0u8; payload.len()];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 777).expect("read back");
+        assert!(back == payload);
+        let mut next = [0u8; 4];
+        server.read_exact(&mut next).expect("what follows");
+        assert_eq!(&next, b"NEXT", "exactly the payload was consumed");
+    }
+
+    #[test]
+    fn a_file_that_refuses_the_data_still_gets_the_payload_taken_off_the_socket() {
+        let pipe = Pipe::new().expect("pipe");
+        let payload = pattern(2 * pipe.capacity + 100);
+        let (client, mut server) = UnixStream::pair().expect("socketpair");
+        send_later(client, payload.clone(), b"NEXT");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ro");
+        std::fs::write(&path, b"").expect("file");
+        let read_only = std::fs::File::open(&path).expect("open read-only");
+        let got = receive_into_file(
+            server.as_raw_fd(),
+            &pipe,
+            Some(read_only.as_raw_fd()),
+            0,
+            payload.len(),
+        );
+        assert!(matches!(got, Ok(Received::FileFailed(_))), "{got:?}");
+        let mut next = [0u8; 4];
+        server.read_exact(&mut next).expect("what follows");
+        assert_eq!(&next, b"NEXT");
+        // Without a file, the payload is only consumed.
+        let (client, mut server) = UnixStream::pair().expect("socketpair");
+        send_later(client, payload.clone(), b"MORE");
+        let got = receive_into_file(server.as_raw_fd(), &pipe, None, 0, payload.len());
+        assert!(matches!(got, Ok(Received::Written)), "{got:?}");
+        server.read_exact(&mut next).expect("what follows");
+        assert_eq!(&next, b"MORE");
+    }
+
+    #[test]
+    fn a_client_gone_mid_payload_is_a_socket_error() {
+        let pipe = Pipe::new().expect("pipe");
+        let (mut client, server) = tcp_pair();
+        client
+            .write_all(&pattern(5000))
+            .expect("part of the payload");
+        drop(client);
+        let file = tempfile::tempfile().expect("file");
+        let got = receive_into_file(
+            server.as_raw_fd(),
+            &pipe,
+            Some(file.as_raw_fd()),
+            0,
+            1 << 20,
+        );
+        assert!(matches!(got, Err(ReceiveError::Socket(_))), "{got:?}");
+    }
 }
