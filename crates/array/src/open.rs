@@ -369,7 +369,9 @@ impl Array {
     /// md recovers onto a spare: the spare is opened into the role, the superblocks say
     /// so (RECOVERY_OFFSET 0, the failed member's entry faulty), and a recover starts
     /// (a running recover restarts; another sync is cancelled and the recover follows
-    /// through [`Array::maintain`]). Returns the spares used, with their roles.
+    /// through [`Array::maintain`]). Returns the spares used, with their roles. A spare
+    /// that cannot be opened is dropped from the list and the next one tried; the error
+    /// is returned only when no spare could be used.
     pub fn use_spares(&mut self) -> Result<Vec<(PathBuf, u16)>, ArrayError> {
         if self.mode != OpenMode::ReadWrite || self.spares.is_empty() {
             return Ok(Vec::new());
@@ -384,12 +386,21 @@ impl Array {
             .contains(&MemberState::Rebuilding);
         let catch_up = self.catch_up.take();
         let mut used = Vec::new();
+        let mut unusable: Option<ArrayError> = None;
         for role in failed {
             if self.spares.is_empty() {
                 break;
             }
             let (path, spare) = self.spares.remove(0);
-            let member = FileMember::open(&path, &member_options(true))?;
+            let member = match FileMember::open(&path, &member_options(true)) {
+                Ok(member) => member,
+                Err(e) => {
+                    // A spare that cannot be opened (gone, unreadable) is passed over
+                    // for the next; the failed role still gets a spare if one works.
+                    unusable.get_or_insert(e.into());
+                    continue;
+                }
+            };
             let mut sb = self.freshest.clone();
             // A returning member in its own role catches up from the bitmap, when it
             // is the only one to rebuild; anything else is rebuilt whole.
@@ -447,7 +458,7 @@ impl Array {
             used.push((path, role16));
         }
         if used.is_empty() {
-            return Ok(used);
+            return unusable.map_or(Ok(used), Err);
         }
         self.dirty = true;
         self.update_superblocks(0, None)?;

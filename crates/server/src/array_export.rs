@@ -1122,10 +1122,19 @@ impl Worker {
                         ));
                     }
                 }
-                Err(e) => log::error(&format!(
-                    "array '{}': could not put a spare in the failed member's place: {e}",
-                    self.name
-                )),
+                Err(e) => {
+                    log::error(&format!(
+                        "array '{}': could not put a spare in the failed member's place: {e}",
+                        self.name
+                    ));
+                    // The failure still goes into the superblocks before any reply.
+                    if let Err(e) = self.array.record_members() {
+                        log::error(&format!(
+                            "array '{}': could not record the failed member in the superblocks: {e}",
+                            self.name
+                        ));
+                    }
+                }
             }
         }
         if self.checkpointed_at.elapsed() >= SYNC_CHECKPOINT_EVERY {

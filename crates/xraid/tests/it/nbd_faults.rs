@@ -265,3 +265,25 @@ fn a_member_failed_without_a_spare_stays_out_after_a_crash() {
     assert_ne!(json["members"][2]["state"], "active", "{status}");
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
 }
+
+#[test]
+fn a_member_failed_while_its_spare_is_gone_stays_out_after_a_crash() {
+    require_tool!("qemu-img");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    crate::util::ok(&["add", "--size", "16M", p(&disks), p(&disks.join("s0"))]);
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(ARRAY_BYTES, 26)).expect("image");
+    let server = Server::unix(dir.path(), &["--fault", "role=2,fail-after=200", p(&disks)]);
+    // The spare vanishes while served: when member 2 dies there is none to open.
+    std::fs::remove_file(disks.join("s0")).expect("lose the spare");
+    convert_into(&image, &server.uri("xraid"));
+    let log = server.wait_for_log(0, &["could not put a spare"]);
+    assert!(log.contains("failed"), "{log}");
+    // SIGKILL: the failure was recorded all the same, before any later write's reply.
+    server.kill();
+    let status = crate::util::ok(&["status", "--json", p(&disks)]);
+    let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
+    assert_ne!(json["members"][2]["state"], "active", "{status}");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
