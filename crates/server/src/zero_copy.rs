@@ -154,6 +154,34 @@ pub(crate) fn send_header_and_file(
     Ok(())
 }
 
+/// One splice(2) call from `from` to `to`, retried when a signal interrupts it: the
+/// bytes moved (0: the input has ended). An offset is given for a file (and advanced
+/// by what moved); pipes and sockets take none.
+fn splice(
+    from: RawFd,
+    from_offset: Option<&mut libc::loff_t>,
+    to: RawFd,
+    to_offset: Option<&mut libc::loff_t>,
+    len: usize,
+    flags: libc::c_uint,
+) -> io::Result<usize> {
+    let from_offset = from_offset.map_or(std::ptr::null_mut(), std::ptr::from_mut);
+    let to_offset = to_offset.map_or(std::ptr::null_mut(), std::ptr::from_mut);
+    loop {
+        // SAFETY: the offsets are null or point to loff_t values the caller lends for
+        // the call, which splice reads and updates; no other pointers are passed; both
+        // descriptors are open for the call (the caller holds them).
+        let n = unsafe { libc::splice(from, from_offset, to, to_offset, len, flags) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// Splices `len` bytes of the file at `offset` into the (empty, large enough) pipe.
 fn fill(pipe: &Pipe, file: RawFd, offset: u64, len: usize) -> io::Result<()> {
     let Ok(mut off) = libc::loff_t::try_from(offset) else {
@@ -161,33 +189,15 @@ fn fill(pipe: &Pipe, file: RawFd, offset: u64, len: usize) -> io::Result<()> {
     };
     let mut left = len;
     while left > 0 {
-        // SAFETY: splice reads and updates the one loff_t it is given for the input,
-        // a live local, and takes a null output offset (a pipe has none); both
-        // descriptors are open (the export's file and this connection's pipe).
-        let n = unsafe {
-            libc::splice(
-                file,
-                &mut off,
-                pipe.write.as_raw_fd(),
-                std::ptr::null_mut(),
-                left,
-                libc::SPLICE_F_MOVE,
-            )
-        };
-        match n {
+        let write = pipe.write.as_raw_fd();
+        match splice(file, Some(&mut off), write, None, left, libc::SPLICE_F_MOVE)? {
             0 => {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the file ends before the range read",
                 ))
             }
-            n if n > 0 => left -= n as usize,
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
+            n => left -= n,
         }
     }
     Ok(())
@@ -199,27 +209,9 @@ fn drain(pipe: &Pipe, sock: RawFd, len: usize, more: bool) -> io::Result<()> {
     let flags = libc::SPLICE_F_MOVE | if more { libc::SPLICE_F_MORE } else { 0 };
     let mut left = len;
     while left > 0 {
-        // SAFETY: splice with null offsets (a pipe and a socket have none) takes no
-        // other pointers; both descriptors are open (this connection's pipe and socket).
-        let n = unsafe {
-            libc::splice(
-                pipe.read.as_raw_fd(),
-                std::ptr::null_mut(),
-                sock,
-                std::ptr::null_mut(),
-                left,
-                flags,
-            )
-        };
-        match n {
+        match splice(pipe.read.as_raw_fd(), None, sock, None, left, flags)? {
             0 => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed")),
-            n if n > 0 => left -= n as usize,
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
+            n => left -= n,
         }
     }
     Ok(())
@@ -310,37 +302,29 @@ pub(crate) fn receive_into_file(
     let (mut left, mut consumed_any) = (len, false);
     let mut file_error: Option<io::Error> = None;
     let mut target = file;
-    let mut scratch: Vec<u8> = Vec::new();
+    // Where the payload goes once the file has refused it (opened then).
+    let mut discard: Option<std::fs::File> = None;
     while left > 0 {
-        // SAFETY: splice with null offsets (a socket and a pipe have none) takes no
-        // other pointers; both descriptors are open (this connection's socket and pipe).
-        let n = unsafe {
-            libc::splice(
-                sock,
-                std::ptr::null_mut(),
-                pipe.write.as_raw_fd(),
-                std::ptr::null_mut(),
-                left.min(pipe.capacity),
-                libc::SPLICE_F_MOVE,
-            )
-        };
-        let mut in_pipe = match n {
-            0 => {
+        let step = left.min(pipe.capacity);
+        let write = pipe.write.as_raw_fd();
+        let mut in_pipe = match splice(sock, None, write, None, step, libc::SPLICE_F_MOVE) {
+            Ok(0) => {
                 return Err(ReceiveError::Socket(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the client left in the middle of a write's payload",
                 )))
             }
-            n if n > 0 => n as usize,
-            _ => {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) if !consumed_any => {
-                        return Err(ReceiveError::Unspliceable)
-                    }
-                    _ => return Err(ReceiveError::Socket(e)),
-                }
+            Ok(n) => n,
+            Err(e) => {
+                let unsupported = matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
+                );
+                return Err(if unsupported && !consumed_any {
+                    ReceiveError::Unspliceable
+                } else {
+                    ReceiveError::Socket(e)
+                });
             }
         };
         consumed_any = true;
@@ -357,21 +341,20 @@ pub(crate) fn receive_into_file(
                 continue;
             }
             // After a file error the payload still has to come off the socket.
-            if scratch.is_empty() {
-                scratch.resize(64 * 1024, 0);
-            }
-            let want = in_pipe.min(scratch.len());
-            // SAFETY: read writes at most `want` bytes into `scratch`, which has at
-            // least that many; the descriptor is this connection's pipe.
-            let n = unsafe { libc::read(pipe.read.as_raw_fd(), scratch.as_mut_ptr().cast(), want) };
-            match n {
-                n if n > 0 => in_pipe -= n as usize,
-                _ => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(ReceiveError::Socket(e));
-                    }
-                }
+            let sink = match &discard {
+                Some(sink) => sink,
+                None => discard.insert(
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open("/dev/null")
+                        .map_err(ReceiveError::Socket)?,
+                ),
+            };
+            let read = pipe.read.as_raw_fd();
+            match splice(read, None, sink.as_raw_fd(), None, in_pipe, 0) {
+                Ok(n) if n > 0 => in_pipe -= n,
+                Ok(_) => return Err(ReceiveError::Socket(io::ErrorKind::WriteZero.into())),
+                Err(e) => return Err(ReceiveError::Socket(e)),
             }
         }
     }
@@ -386,30 +369,17 @@ fn splice_to_file(
     off: &mut libc::loff_t,
     len: usize,
 ) -> io::Result<usize> {
-    loop {
-        // SAFETY: splice reads and updates the one loff_t it is given for the output, a
-        // live borrow; the input is a pipe (null offset); both descriptors are open.
-        let n = unsafe {
-            libc::splice(
-                pipe.read.as_raw_fd(),
-                std::ptr::null_mut(),
-                file,
-                off,
-                len,
-                libc::SPLICE_F_MOVE,
-            )
-        };
-        match n {
-            n if n > 0 => return Ok(n as usize),
-            // A file that takes nothing (and says no more) is as good as full.
-            0 => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-        }
+    match splice(
+        pipe.read.as_raw_fd(),
+        None,
+        file,
+        Some(off),
+        len,
+        libc::SPLICE_F_MOVE,
+    )? {
+        // A file that takes nothing (and says no more) is as good as full.
+        0 => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+        n => Ok(n),
     }
 }
 
