@@ -1101,39 +1101,34 @@ impl Worker {
             }
         }
         if any_failed && !self.read_only {
-            match self.array.use_spares() {
-                Ok(used) if used.is_empty() => {
-                    // No spare: the failure goes into the superblocks (and the bitmap's
-                    // events) now, as md records it, so that a crash cannot bring the
-                    // failed member back as current.
-                    if let Err(e) = self.array.record_members() {
-                        log::error(&format!(
-                            "array '{}': could not record the failed member in the superblocks: {e}",
-                            self.name
-                        ));
-                    }
-                }
+            // The failure goes into the superblocks (and the bitmap's events) before any
+            // reply, as md records it, so that a crash cannot bring the failed member
+            // back as current: with the spare that takes its role, or alone.
+            let recorded = match self.array.use_spares() {
                 Ok(used) => {
-                    for (path, role) in used {
+                    for (path, role) in &used {
                         log::info(&format!(
                             "array '{}': spare {} takes role {role}; recover running in the background",
                             self.name,
                             path.display()
                         ));
                     }
+                    !used.is_empty()
                 }
                 Err(e) => {
                     log::error(&format!(
                         "array '{}': could not put a spare in the failed member's place: {e}",
                         self.name
                     ));
-                    // The failure still goes into the superblocks before any reply.
-                    if let Err(e) = self.array.record_members() {
-                        log::error(&format!(
-                            "array '{}': could not record the failed member in the superblocks: {e}",
-                            self.name
-                        ));
-                    }
+                    false
+                }
+            };
+            if !recorded {
+                if let Err(e) = self.array.record_members() {
+                    log::error(&format!(
+                        "array '{}': could not record the failed member in the superblocks: {e}",
+                        self.name
+                    ));
                 }
             }
         }

@@ -191,33 +191,12 @@ fn bulk_worker(
                 fua,
                 data,
             } => {
-                let mut reply = Vec::new();
-                match file.write(&data, offset, fua) {
-                    Ok(()) => push_ok(&mut reply, structured, cookie),
-                    Err(errno) => push_error(
-                        &mut reply,
-                        structured,
-                        cookie,
-                        errno,
-                        "write error on the export",
-                    ),
-                }
+                let done = file.write(&data, offset, fua);
                 pool.give(data);
-                send_locked(writer, &reply)
+                send_locked(writer, &answer(done, structured, cookie, "write"))
             }
             Bulk::Durable { cookie } => {
-                let mut reply = Vec::new();
-                match file.flush() {
-                    Ok(()) => push_ok(&mut reply, structured, cookie),
-                    Err(errno) => push_error(
-                        &mut reply,
-                        structured,
-                        cookie,
-                        errno,
-                        "flush error on the export",
-                    ),
-                }
-                send_locked(writer, &reply)
+                send_locked(writer, &answer(file.flush(), structured, cookie, "flush"))
             }
         };
         if let Err(e) = sent {
@@ -225,6 +204,22 @@ fn bulk_worker(
         }
     }
     failed.map_or(Ok(()), Err)
+}
+
+/// The reply to a write or flush: success, or `errno` with "`what` error on the export".
+fn answer(done: Result<(), u32>, structured: bool, cookie: u64, what: &str) -> Vec<u8> {
+    let mut reply = Vec::new();
+    match done {
+        Ok(()) => push_ok(&mut reply, structured, cookie),
+        Err(errno) => push_error(
+            &mut reply,
+            structured,
+            cookie,
+            errno,
+            &format!("{what} error on the export"),
+        ),
+    }
+    reply
 }
 
 /// The first thread of a plain-file connection: reads requests, answers short ones
