@@ -121,6 +121,35 @@ fn qemu_img_writes_an_image_and_compares_it() {
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
 }
 
+/// A plain-file export takes qemu-img's writes — long ones go from the socket into the
+/// file by splice — over TCP and a Unix socket, and holds exactly the image.
+#[test]
+fn qemu_img_writes_a_plain_file_export_over_tcp_and_unix_sockets() {
+    require_tool!("qemu-img");
+    for tcp in [true, false] {
+        let dir = tempdir();
+        let target = file_with(dir.path(), "target.img", &vec![0u8; 24 << 20]);
+        let server = if tcp {
+            Server::tcp(dir.path(), &[p(&target)])
+        } else {
+            Server::unix(dir.path(), &[p(&target)])
+        };
+        let uri = server.uri("xraid");
+        let image = file_with(dir.path(), "image.raw", &random_bytes(24 << 20, 9));
+        run(
+            "qemu-img",
+            &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
+        );
+        let same = run(
+            "qemu-img",
+            &["compare", "-f", "raw", "-F", "raw", p(&image), &uri],
+        );
+        assert!(same.contains("identical"), "tcp {tcp}: {same}");
+        server.stop();
+        assert_eq!(sha256_file(&target), sha256_file(&image), "tcp {tcp}");
+    }
+}
+
 #[test]
 fn nbdcopy_copies_the_whole_export_out() {
     require_tool!("nbdcopy");
