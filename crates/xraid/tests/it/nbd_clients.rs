@@ -85,6 +85,19 @@ fn nbdsh() -> Option<Command> {
     })
 }
 
+/// qemu-img writes the raw `image` into the export at `uri`, then finds them identical.
+fn convert_and_compare(image: &Path, uri: &str) {
+    run(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", p(image), uri],
+    );
+    let same = run(
+        "qemu-img",
+        &["compare", "-f", "raw", "-F", "raw", p(image), uri],
+    );
+    assert!(same.contains("identical"), "{uri}: {same}");
+}
+
 #[test]
 fn qemu_img_writes_an_image_and_compares_it() {
     require_tool!("qemu-img");
@@ -99,15 +112,7 @@ fn qemu_img_writes_an_image_and_compares_it() {
         .expect("a size");
     assert_eq!(size, ARRAY_BYTES);
     let image = file_with(dir.path(), "image.raw", &random_bytes(size as usize, 7));
-    run(
-        "qemu-img",
-        &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
-    );
-    let same = run(
-        "qemu-img",
-        &["compare", "-f", "raw", "-F", "raw", p(&image), &uri],
-    );
-    assert!(same.contains("identical"), "{same}");
+    convert_and_compare(&image, &uri);
     // compare does notice a difference (one byte, late in the image).
     let mut changed = std::fs::read(&image).expect("image");
     changed[40 << 20] ^= 1;
@@ -136,15 +141,7 @@ fn qemu_img_writes_a_plain_file_export_over_tcp_and_unix_sockets() {
         };
         let uri = server.uri("xraid");
         let image = file_with(dir.path(), "image.raw", &random_bytes(24 << 20, 9));
-        run(
-            "qemu-img",
-            &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
-        );
-        let same = run(
-            "qemu-img",
-            &["compare", "-f", "raw", "-F", "raw", p(&image), &uri],
-        );
-        assert!(same.contains("identical"), "tcp {tcp}: {same}");
+        convert_and_compare(&image, &uri);
         server.stop();
         assert_eq!(sha256_file(&target), sha256_file(&image), "tcp {tcp}");
     }
