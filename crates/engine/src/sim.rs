@@ -64,8 +64,6 @@ struct Unflushed {
     area: Area,
     at: usize,
     old: Vec<u8>,
-    /// The write covered part of a bad range (and made it good).
-    healed: bool,
 }
 
 /// One simulated member: its data area, its health, the ranges that fail to read
@@ -93,12 +91,6 @@ pub struct SimMember {
 }
 
 impl SimMember {
-    /// Whether a write no flush has made durable yet covered part of a bad range: a
-    /// power cut may undo its data, while the model keeps the range healed.
-    pub fn unflushed_heal(&self) -> bool {
-        self.unflushed.iter().any(|u| u.healed)
-    }
-
     fn new(bytes: usize) -> SimMember {
         SimMember {
             data: vec![0; bytes],
@@ -418,7 +410,6 @@ impl SimArray {
                     area: io.area,
                     at,
                     old,
-                    healed: bad,
                 });
                 if data {
                     member.remap(&range);

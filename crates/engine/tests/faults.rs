@@ -9,9 +9,7 @@
 //! - no read ever returns wrong data;
 //! - a request fails only when the faults exceed the level's redundancy, and then
 //!   loudly (`DataLost` or `Unreadable`), never with wrong data;
-//! - after recovery and resync a check scrub finds no mismatch;
-//! - with the stripe log, after a power cut on a whole array, the log's replay alone
-//!   leaves parity agreeing with the data (a check before the resync finds nothing).
+//! - after recovery and resync a check scrub finds no mismatch.
 //!
 //! A failing seed prints itself; `XRAID_SEED=<seed> cargo test -p xraid-engine --test
 //! faults` replays exactly that story (`XRAID_SEEDS=<n>` runs more or fewer seeds).
@@ -90,7 +88,6 @@ struct Story {
     log_on: bool,
     /// A member was killed since the last completed flush (see `power_cut`).
     died_since_flush: bool,
-
     /// The write-intent bitmap (chunk sectors, quiet time) when on: resyncs after
     /// power cuts and the catch-up of returning members visit only its dirty chunks.
     intent: Option<(u64, Nanos)>,
@@ -527,10 +524,6 @@ impl Story {
             "power cut (faulty members {faulty:?}, engine states {:?})",
             self.array.engine.member_states()
         ));
-        // A repair's rewrite that the cut undoes leaves its bad range healed in the
-        // model, holding the old bytes, which parity need not agree with.
-        let heal_undone =
-            (0..2 * roles).any(|m| self.array.slot(MemberIdx(m as u16)).unflushed_heal());
         let intent = self.intent;
         self.array.power_cut_with(|array| {
             if let Some((chunk_sectors, quiet)) = intent {
@@ -545,24 +538,6 @@ impl Story {
                 array.engine.allow_write_intent_clears(true);
             }
         });
-        // With the stripe log, on a whole array, the log's replay alone must leave
-        // parity agreeing with the data everywhere (md's PPL answers a crash so, with
-        // no resync): a check before the resync finds nothing.
-        let whole = self
-            .array
-            .engine
-            .member_states()
-            .iter()
-            .all(|s| *s == MemberState::Active);
-        if self.log_on && whole && !unreadable && !heal_undone {
-            self.array.run();
-            self.log.push("check after the log's replay".into());
-            self.array
-                .engine
-                .start_sync(SyncKind::Check, 0)
-                .map_err(|e| format!("start check: {e}"))?;
-            self.finish_sync()?;
-        }
         self.array
             .engine
             .start_sync_where_dirty(SyncKind::Resync, 0)
