@@ -710,7 +710,9 @@ fn build_log_entry(
     row_bytes: usize,
 ) -> bool {
     let o = engine.ops.get(op);
-    let Some(log_member) = parity_members(map).find(|&m| op_live(engine, o, m)) else {
+    // A parity member whose read failed in this operation still takes the write (its
+    // rows are rewritten), so its ring takes the entry too.
+    let Some(log_member) = parity_members(map).find(|&m| engine.in_sync(m, o.stripe)) else {
         return false;
     };
     let (stripe, lo, hi) = (o.stripe, o.lo, o.hi);
