@@ -64,6 +64,10 @@ struct Unflushed {
     area: Area,
     at: usize,
     old: Vec<u8>,
+    /// The member's count of completed writes when this one completed.
+    seq: u64,
+    /// The write covered part of a bad range (and made it good).
+    healed: bool,
 }
 
 /// One simulated member: its data area, its health, the ranges that fail to read
@@ -88,9 +92,17 @@ pub struct SimMember {
     /// earlier one fails as gone.
     device: u32,
     unflushed: Vec<Unflushed>,
+    /// Writes completed so far (what a flush sent now would cover).
+    completed_writes: u64,
 }
 
 impl SimMember {
+    /// Whether a write no flush has made durable yet covered part of a bad range: a
+    /// power cut may undo its data, while the model keeps the range healed.
+    pub fn unflushed_heal(&self) -> bool {
+        self.unflushed.iter().any(|u| u.healed)
+    }
+
     fn new(bytes: usize) -> SimMember {
         SimMember {
             data: vec![0; bytes],
@@ -103,6 +115,7 @@ impl SimMember {
             reads: 0,
             device: 0,
             unflushed: Vec::new(),
+            completed_writes: 0,
         }
     }
 
@@ -151,6 +164,9 @@ pub struct SimArray {
     /// Member I/Os in flight, each with the time it may complete (a slow member's are
     /// held back by its extra latency).
     in_flight: Vec<(MemberIo, Nanos, u32)>,
+    /// Per flush in flight (by I/O id): its member's count of completed writes when it
+    /// was sent.
+    flush_covers: std::collections::HashMap<u64, u64>,
     replies: VecDeque<Reply>,
     events: Vec<Event>,
     next_id: u64,
@@ -174,6 +190,7 @@ impl SimArray {
             rng: SimRng::new(seed),
             now: Nanos(0),
             in_flight: Vec::new(),
+            flush_covers: std::collections::HashMap::new(),
             replies: VecDeque::new(),
             events: Vec::new(),
             next_id: 0,
@@ -308,6 +325,10 @@ impl SimArray {
         while let Some(io) = self.engine.poll_member_io() {
             let extra = self.slot(io.member).extra_latency;
             let device = self.slot(io.member).device;
+            if io.kind == IoKind::Flush {
+                let covers = self.slot(io.member).completed_writes;
+                self.flush_covers.insert(io.id.0, covers);
+            }
             self.in_flight
                 .push((io, Nanos(self.now.0 + extra.0), device));
         }
@@ -406,16 +427,25 @@ impl SimArray {
             IoKind::Write => {
                 let old = store[at..at + io.buf.len].to_vec();
                 store[at..at + io.buf.len].copy_from_slice(bufs.slice(io.buf));
+                member.completed_writes += 1;
+                let seq = member.completed_writes;
                 member.unflushed.push(Unflushed {
                     area: io.area,
                     at,
                     old,
+                    seq,
+                    healed: bad,
                 });
                 if data {
                     member.remap(&range);
                 }
             }
-            IoKind::Flush => member.unflushed.clear(),
+            // A flush makes durable what had completed when it was sent: a write
+            // completing while it is out may still be lost.
+            IoKind::Flush => {
+                let covers = self.flush_covers.remove(&io.id.0).unwrap_or(u64::MAX);
+                member.unflushed.retain(|u| u.seq > covers);
+            }
         }
         Ok(())
     }
@@ -611,6 +641,7 @@ impl SimArray {
     /// between two steps of the engine's protocol), then as [`SimArray::power_cut`].
     pub fn power_cut_now(&mut self) {
         self.in_flight.clear();
+        self.flush_covers.clear();
         self.power_cut();
     }
 
