@@ -12,8 +12,19 @@ const SECTOR: usize = 512;
 /// A 4-member RAID-5 of 16 stripes of 16-sector chunks (48 data sectors a stripe),
 /// logging, filled with random data and flushed.
 fn logged_raid5(seed: u64) -> (SimArray, Vec<u8>) {
-    let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 4, 16, 256)
-        .expect("geometry");
+    logged_raid5_of(4, seed)
+}
+
+/// [`logged_raid5`] with `disks` members.
+fn logged_raid5_of(disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
+    let geo = Geometry::new(
+        Level::Raid5,
+        Layout::default_for(Level::Raid5),
+        disks,
+        16,
+        256,
+    )
+    .expect("geometry");
     let mut array = SimArray::new(geo, seed);
     array.engine.set_config(EngineConfig {
         log_sectors: 256,
@@ -163,18 +174,8 @@ fn a_power_cut_after_a_shared_log_flush_replays_every_entry_of_it() {
 fn a_write_whose_parity_read_fails_is_still_logged() {
     // Six members: a one-chunk write reads old data and parity (2 reads) rather than
     // the four other data chunks.
-    let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 6, 16, 256)
-        .expect("geometry");
-    let mut array = SimArray::new(geo, 5);
-    array.engine.set_config(EngineConfig {
-        log_sectors: 256,
-        ..EngineConfig::default()
-    });
-    array.run();
-    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
-    array.rng().fill(&mut data);
-    array.write(0, &data).expect("fill");
-    array.flush().expect("flush");
+    let (mut array, _) = logged_raid5_of(6, 5);
+    let geo = *array.engine.geometry();
     let parity = geo.stripe_map(0).p();
     // Rows 4..12 of stripe 0's parity chunk cannot be read.
     array.add_bad_range(parity, 4..12);
