@@ -547,12 +547,7 @@ impl Story {
         // With the stripe log, on a whole array, the log's replay alone must leave
         // parity agreeing with the data everywhere (md's PPL answers a crash so, with
         // no resync): a check before the resync finds nothing.
-        let whole = self
-            .array
-            .engine
-            .member_states()
-            .iter()
-            .all(|s| *s == MemberState::Active);
+        let whole = self.array.engine.is_whole();
         if self.log_on && whole && !unreadable && !heal_undone {
             // The replay runs to its end first; entries whose rows it could not read
             // are left to the resync (and counted).
@@ -612,12 +607,7 @@ impl Story {
         if self.array.engine.sync_progress().is_some() || !self.within_redundancy() {
             return Ok(());
         }
-        let all_active = self
-            .array
-            .engine
-            .member_states()
-            .iter()
-            .all(|s| *s == MemberState::Active);
+        let all_active = self.array.engine.is_whole();
         if !all_active {
             return Ok(());
         }
@@ -807,12 +797,7 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
             story.resume_recovery()?;
             // The driver's part of md's rule: on a whole array, a bitmap superblock
             // with a current events_cleared goes out, and bits may be cleared again.
-            let whole = story
-                .array
-                .engine
-                .member_states()
-                .iter()
-                .all(|s| *s == MemberState::Active);
+            let whole = story.array.engine.is_whole();
             if whole && story.intent.is_some() {
                 story.array.engine.allow_write_intent_clears(true);
             }
