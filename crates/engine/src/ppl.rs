@@ -32,6 +32,10 @@
 //! newest durable seq known when it was written. Recovery replays only entries above
 //! the largest durable seq it finds, so a replay never undoes a later durable write.
 //!
+//! A ring belongs to the device, not the role: a replacement's ring never gets the
+//! entries written before it takes the role over, so the takeover waits until the
+//! writes logged on the role's ring are finished and flushed ([`ready_for_takeover`]).
+//!
 //! Layout (little-endian, whole sectors): header — magic, seq, durable, stripe, lo, hi,
 //! logged chunk count, flags (bit 1: marker), header sectors, total sectors, checksum
 //! (FNV-1a 64 of the entry with this field zero), then per logged chunk its data index
@@ -212,6 +216,9 @@ pub(crate) struct LogState {
     /// Engine entry points under way: while one runs, operations ready to log are
     /// gathered, and batches start when the outermost ends.
     gathering: u32,
+    /// Per role, whether its ring takes no new batch: a replacement is about to take
+    /// the role over (see [`ready_for_takeover`]).
+    takeover_hold: Vec<bool>,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -269,6 +276,7 @@ impl LogState {
             queued: vec![Vec::new(); members],
             batches: (0..members).map(|_| None).collect(),
             gathering: 0,
+            takeover_hold: vec![false; members],
         }
     }
 
@@ -454,7 +462,8 @@ pub(crate) fn release(engine: &mut Engine) {
             .map(member_idx)
             .filter(|&m| {
                 !log.queued[m.index()].is_empty()
-                    && (log.batches[m.index()].is_none() || !engine.is_present(m))
+                    && (!engine.is_present(m)
+                        || (log.batches[m.index()].is_none() && !log.takeover_hold[m.index()]))
             })
             .collect();
         if due.is_empty() {
@@ -474,7 +483,7 @@ pub(crate) fn enqueue(engine: &mut Engine, member: MemberIdx, op: usize) {
     let log = engine.log.as_mut().expect("logging is on");
     let m = member.index();
     log.queued[m].push(op);
-    if log.gathering == 0 && log.batches[m].is_none() {
+    if log.gathering == 0 && log.batches[m].is_none() && !log.takeover_hold[m] {
         start_batch(engine, member);
     }
 }
@@ -618,8 +627,64 @@ pub(crate) fn on_batch_io(engine: &mut Engine, member: MemberIdx, result: Result
     // Entries that arrived meanwhile are the next batch (at the end of the entry point
     // when one is under way, so that more can join).
     let log = engine.log.as_ref().expect("logging is on");
-    if log.gathering == 0 && log.batches[m].is_none() && !log.queued[m].is_empty() {
+    if log.gathering == 0
+        && log.batches[m].is_none()
+        && !log.takeover_hold[m]
+        && !log.queued[m].is_empty()
+    {
         start_batch(engine, member);
+    }
+}
+
+// ----- a replacement's takeover -----------------------------------------------------
+
+/// Whether the replacements a recover has built may take their roles over once the
+/// recover's final flush is done; called when nothing else of the recover is left.
+///
+/// Entries on a role's ring stay on the device that held the role when they were
+/// written: the replacement's ring never gets them. So before the final flush (which
+/// then makes every write they cover durable, and them no longer needed) the rings of
+/// the roles being taken over take no new batch — stripe writes that would log there
+/// wait, to go to the replacement's ring after the takeover — and the writes already
+/// logged there finish. False while those writes are still out; the completion that
+/// ends the last of them pumps the sync again. With `takeover` false (the recover was
+/// cancelled, or leaves units undone, so nobody takes a role over) every hold is let
+/// go and the answer is true.
+pub(crate) fn ready_for_takeover(engine: &mut Engine, takeover: bool) -> bool {
+    let roles = usize::from(engine.geo.raid_disks());
+    let hold: Vec<bool> = (0..roles)
+        .map(|r| takeover && engine.is_replacing(member_idx(r)))
+        .collect();
+    let Some(log) = engine.log.as_mut() else {
+        return true;
+    };
+    if !hold.contains(&true) {
+        release_takeover_holds(engine);
+        return true;
+    }
+    log.takeover_hold.clone_from(&hold);
+    (0..roles).filter(|&r| hold[r]).all(|r| {
+        log.batches[r].is_none()
+            && log.live[r]
+                .iter()
+                .all(|(seq, _, _)| !log.unfinished.contains(seq))
+    })
+}
+
+/// The rings held for a takeover take batches again: after the takeover they are the
+/// replacements' rings (or, with none taking over, the same devices' as before).
+pub(crate) fn release_takeover_holds(engine: &mut Engine) {
+    let Some(log) = engine.log.as_mut() else {
+        return;
+    };
+    let held: Vec<usize> = (0..log.takeover_hold.len())
+        .filter(|&r| std::mem::take(&mut log.takeover_hold[r]))
+        .collect();
+    for r in held {
+        let log = engine.log.as_ref().expect("logging is on");
+        if log.gathering == 0 && log.batches[r].is_none() && !log.queued[r].is_empty() {
+            start_batch(engine, member_idx(r));
+        }
     }
 }
 

@@ -103,6 +103,14 @@ impl SimMember {
         self.unflushed.iter().any(|u| u.healed)
     }
 
+    /// Whether a write to bytes `range` of `area` is still only in the volatile cache
+    /// (a power cut may undo it).
+    pub fn unflushed_in(&self, area: Area, range: Range<usize>) -> bool {
+        self.unflushed
+            .iter()
+            .any(|u| u.area == area && u.at < range.end && range.start < u.at + u.old.len())
+    }
+
     fn new(bytes: usize) -> SimMember {
         SimMember {
             data: vec![0; bytes],

@@ -257,6 +257,8 @@ pub(crate) fn restart_recover(engine: &mut Engine) {
             s.only_dirty = false;
         }
     }
+    // No takeover is near any more.
+    crate::ppl::release_takeover_holds(engine);
 }
 
 /// Issues units while the window, the pace and the cancel flag allow; ends the sync
@@ -287,7 +289,13 @@ pub(crate) fn pump(engine: &mut Engine) {
         if exhausted {
             if s.in_flight.is_empty() {
                 match s.flushing {
-                    None => start_flush(engine),
+                    None => {
+                        let takeover =
+                            s.kind == SyncKind::Recover && !s.cancelled && s.unrecoverable == 0;
+                        if crate::ppl::ready_for_takeover(engine, takeover) {
+                            start_flush(engine);
+                        }
+                    }
                     Some(0) => finish(engine),
                     Some(_) => {}
                 }
@@ -428,6 +436,8 @@ fn finish(engine: &mut Engine) {
             }
         }
     }
+    // Stripe writes held for the takeover log to the replacements' rings now.
+    crate::ppl::release_takeover_holds(engine);
     let whole = engine.is_whole();
     if matches!(s.kind, SyncKind::Resync | SyncKind::Recover)
         && completed

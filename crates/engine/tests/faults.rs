@@ -275,11 +275,7 @@ impl Story {
         if !replies.is_empty() {
             return Err("a sync produced client replies".into());
         }
-        let events = self.array.take_events();
-        let took_over = events
-            .iter()
-            .any(|e| matches!(e, Event::ReplacementDone { .. }));
-        for event in events {
+        for event in self.array.take_events() {
             if let Event::SyncFinished {
                 kind,
                 completed,
@@ -302,14 +298,6 @@ impl Story {
                     ));
                 }
             }
-        }
-        if took_over && self.within_redundancy() {
-            // As the server does after a takeover: stripe-log entries written before it
-            // live on the replaced member's ring only, so the writes they cover are
-            // made durable at once. (A crash inside that window is not covered; see
-            // RELIABILITY.md.)
-            self.log.push("  a replacement took over: flush".into());
-            self.flush()?;
         }
         Ok(())
     }

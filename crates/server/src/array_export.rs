@@ -985,16 +985,6 @@ impl Worker {
                 Vec::new()
             }
         };
-        if events
-            .iter()
-            .any(|e| matches!(e, Event::ReplacementDone { .. }))
-        {
-            // Stripe-log entries written before the takeover are on the replaced
-            // member's ring only: until a flush makes the writes they cover durable, a
-            // crash would leave them unreplayable. Flush at once (nobody waits for the
-            // reply) so that window closes within milliseconds.
-            self.array.driver().submit(RequestKind::Flush, 0, 0, None);
-        }
         for event in events {
             match event {
                 Event::ReplacementDone { role, .. } => log::info(&format!(
