@@ -13,6 +13,8 @@ pub enum ArrayError {
     EmptyFolder { path: PathBuf },
     #[error(transparent)]
     Member(#[from] xraid_member::MemberError),
+    #[error("the array's state could not be recorded: no superblock write worked on enough members ({error}); {lost}")]
+    StateUnrecorded { error: String, lost: String },
     #[error("{path}: {source}")]
     Superblock {
         path: PathBuf,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
-use xraid_engine::{MemberState, SyncKind};
+use xraid_engine::{FailReason, MemberState, SyncKind};
 use xraid_format::{
     Superblock, MD_FEATURE_RECOVERY_BITMAP, MD_FEATURE_RECOVERY_OFFSET, MD_FEATURE_REPLACEMENT,
     ROLE_FAULTY,
@@ -736,11 +736,44 @@ impl Array {
     /// clean, a checkpoint when a resync was interrupted), and for members being
     /// rebuilt the RECOVERY_OFFSET feature with how far (`recovered_to`, else what
     /// was recorded at open); a member whose rebuild completed loses both.
+    ///
+    /// A member that cannot take its superblock is failed, and the others then record
+    /// it as faulty (md's answer: its superblock write's completion fails the device).
+    /// The error says so when that leaves the array beyond its redundancy.
     fn update_superblocks(
         &mut self,
         resync_offset: u64,
         recovered_to: Option<u64>,
     ) -> Result<(), ArrayError> {
+        loop {
+            let Some((role, error)) = self.write_superblocks(resync_offset, recovered_to)? else {
+                return Ok(());
+            };
+            if self.driver.engine().is_replacing(role_idx(role)) {
+                // Failing it would hand its role to the replacement, whose superblock
+                // the next round must then write: told through the events first.
+                return Err(error);
+            }
+            let io = std::io::Error::other(error.to_string());
+            self.driver
+                .fail_member_on_error(role_idx(role), FailReason::WriteError, &io);
+            if let Some(lost) = self.driver.engine().lost_error() {
+                return Err(ArrayError::StateUnrecorded {
+                    error: error.to_string(),
+                    lost: lost.to_string(),
+                });
+            }
+        }
+    }
+
+    /// One round of [`Array::update_superblocks`]: the first role member whose
+    /// superblock (or integrity header) write failed, and why; errors that are not
+    /// one member's are returned as such.
+    fn write_superblocks(
+        &mut self,
+        resync_offset: u64,
+        recovered_to: Option<u64>,
+    ) -> Result<Option<(usize, ArrayError)>, ArrayError> {
         let utime = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -803,10 +836,15 @@ impl Array {
                 .driver
                 .member(role_idx(role))
                 .expect("active roles have members");
-            if headers && slot.checksums_offset_bytes.is_some() {
-                crate::integrity::write_header(slot.member.as_ref(), sb, member_sectors, path)?;
+            let written = if headers && slot.checksums_offset_bytes.is_some() {
+                crate::integrity::write_header(slot.member.as_ref(), sb, member_sectors, path)
+            } else {
+                Ok(())
             }
-            write_superblock(slot.member.as_ref(), sb, path)?;
+            .and_then(|()| write_superblock(slot.member.as_ref(), sb, path));
+            if let Err(error) = written {
+                return Ok(Some((role, error)));
+            }
         }
         // Replacements: md's REPLACEMENT and RECOVERY_OFFSET features with how far the
         // copy got, so that `mdadm --examine` says "Replacement device N".
@@ -832,7 +870,7 @@ impl Array {
             write_superblock(slot.member.as_ref(), sb, path)?;
         }
         self.driver.flush()?;
-        Ok(())
+        Ok(None)
     }
 }
 

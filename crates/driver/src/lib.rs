@@ -393,6 +393,15 @@ impl ArrayDriver {
         self.backend.in_flight() > 0 || !self.inline_done.is_empty()
     }
 
+    /// Fails the member in `role` after an I/O the driver did not make itself failed
+    /// (a superblock write): the failure is reported with `error`, as one of the
+    /// engine's own I/Os would be.
+    pub fn fail_member_on_error(&mut self, role: MemberIdx, reason: FailReason, error: &io::Error) {
+        let slot = self.engine.device_slot(role);
+        self.note_failure(slot, error);
+        self.engine.fail_member_for(role, reason);
+    }
+
     /// Records the last I/O error of the device in driver slot `slot`.
     fn note_failure(&mut self, slot: MemberIdx, error: &io::Error) {
         self.last_error[slot.index()] = Some(io::Error::new(error.kind(), error.to_string()));

@@ -258,9 +258,15 @@ impl Engine {
     /// Marks a member failed (the driver or an operator learned it is gone); later
     /// work avoids it.
     pub fn fail_member(&mut self, member: MemberIdx) {
+        self.fail_member_for(member, FailReason::Requested);
+    }
+
+    /// [`Engine::fail_member`], for `reason`: the driver saw one of its I/Os fail
+    /// outside the engine (a superblock write).
+    pub fn fail_member_for(&mut self, member: MemberIdx, reason: FailReason) {
         // Entries waiting for this member's next log batch go on without it.
         crate::ppl::gather(self);
-        self.fail(member, FailReason::Requested);
+        self.fail(member, reason);
         crate::ppl::release(self);
     }
 

@@ -21,6 +21,11 @@ pub struct FaultPlan {
     pub fail_after: Option<u64>,
     /// Member byte ranges whose reads and writes fail.
     pub error_ranges: Vec<Range<u64>>,
+    /// Member byte ranges whose writes fail (reads work): a region that stopped
+    /// taking writes, such as a metadata area on a dying disk.
+    pub write_error_ranges: Vec<Range<u64>>,
+    /// I/Os that succeed before the error ranges (both kinds) begin to fail.
+    pub errors_after: Option<u64>,
     /// Added to every I/O.
     pub latency: Option<Duration>,
     /// After this many I/Os, every I/O first hangs for `stall_for` (a device that
@@ -63,6 +68,12 @@ impl FromStr for MemberFault {
                     plan.fail_after = Some(value.parse().map_err(|_| bad("a count of I/Os"))?)
                 }
                 "errors" => plan.error_ranges.push(parse_range(value).map_err(bad)?),
+                "write-errors" => plan
+                    .write_error_ranges
+                    .push(parse_range(value).map_err(bad)?),
+                "errors-after" => {
+                    plan.errors_after = Some(value.parse().map_err(|_| bad("a count of I/Os"))?)
+                }
                 "latency" => {
                     let ms = value
                         .strip_suffix("ms")
@@ -84,7 +95,7 @@ impl FromStr for MemberFault {
                 }
                 _ => {
                     return Err(format!(
-                        "fault '{spec}': unknown '{key}' (use role=N with fail-now, fail-after=N, errors=START..END, latency=Nms, stall-after=N, stall=Ns, flips=START..END, lose=START..END, power-cut-after=N)"
+                        "fault '{spec}': unknown '{key}' (use role=N with fail-now, fail-after=N, errors=START..END, write-errors=START..END, errors-after=N, latency=Nms, stall-after=N, stall=Ns, flips=START..END, lose=START..END, power-cut-after=N)"
                     ))
                 }
             }
@@ -189,7 +200,9 @@ impl FaultyMember {
         }
     }
 
-    fn check(&self, range: Option<Range<u64>>) -> io::Result<()> {
+    /// Applies the plan to one I/O touching `range` (none for a flush); `write` for a
+    /// write.
+    fn check(&self, range: Option<Range<u64>>, write: bool) -> io::Result<()> {
         if let Some(latency) = self.plan.latency {
             std::thread::sleep(latency);
         }
@@ -209,12 +222,11 @@ impl FaultyMember {
             // A dead device answers as a vanished one does, so it is failed at once.
             return Err(io::Error::from_raw_os_error(libc::ENODEV));
         }
-        if let Some(r) = range {
-            if self
-                .plan
-                .error_ranges
-                .iter()
-                .any(|e| e.start < r.end && r.start < e.end)
+        let errors_on = self.plan.errors_after.is_none_or(|after| n >= after);
+        if let (Some(r), true) = (range, errors_on) {
+            let hits = |e: &Range<u64>| e.start < r.end && r.start < e.end;
+            if self.plan.error_ranges.iter().any(hits)
+                || (write && self.plan.write_error_ranges.iter().any(hits))
             {
                 return Err(io::Error::other("injected I/O error in a bad range"));
             }
@@ -233,13 +245,13 @@ impl Member for FaultyMember {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.check(Some(offset..offset + buf.len() as u64))?;
+        self.check(Some(offset..offset + buf.len() as u64), false)?;
         self.inner.read_at(buf, offset)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let range = offset..offset + buf.len() as u64;
-        self.check(Some(range.clone()))?;
+        self.check(Some(range.clone()), true)?;
         if self.plan.power_cut_after.is_some() {
             let mut old = vec![0u8; buf.len()];
             self.inner.read_at(&mut old, offset)?;
@@ -281,7 +293,7 @@ impl Member for FaultyMember {
     }
 
     fn flush(&self) -> io::Result<()> {
-        self.check(None)?;
+        self.check(None, false)?;
         self.inner.flush()?;
         self.unflushed
             .lock()
@@ -343,6 +355,28 @@ mod tests {
         m.read_at(&mut buf, 0).expect("third I/O works");
         assert!(m.read_at(&mut buf, 0).is_err(), "fourth and later fail");
         assert!(m.flush().is_err());
+    }
+
+    #[test]
+    fn write_errors_fail_writes_only_and_from_the_io_errors_after_says() {
+        let f: MemberFault = "role=2,write-errors=4K..8K,errors-after=2"
+            .parse()
+            .expect("valid");
+        assert_eq!(f.plan.write_error_ranges, vec![4096..8192]);
+        assert_eq!(f.plan.errors_after, Some(2));
+        let m = member(f.plan);
+        let mut buf = [0u8; 512];
+        m.write_at(&buf, 4096).expect("I/O 0: before errors-after");
+        m.read_at(&mut buf, 4096)
+            .expect("I/O 1: before errors-after");
+        m.read_at(&mut buf, 4096).expect("reads of the range work");
+        assert!(m.write_at(&buf, 4096 + 512).is_err(), "writes fail there");
+        m.write_at(&buf, 8192).expect("writes elsewhere work");
+        m.flush().expect("flushes work");
+        let e = "role=1,errors-after=x"
+            .parse::<MemberFault>()
+            .expect_err("bad count");
+        assert!(e.contains("a count of I/Os"), "{e}");
     }
 
     fn member(plan: FaultPlan) -> FaultyMember {

@@ -287,6 +287,7 @@ pub(crate) fn spawn(
         last_sync: None,
         ticked_at: std::time::Instant::now(),
         failed_paths: Vec::new(),
+        unrecorded: false,
     };
     let thread = std::thread::Builder::new()
         .name("xraid-array".to_owned())
@@ -346,6 +347,10 @@ struct Worker {
     /// Members that failed while served (canonical paths). The driver keeps them open
     /// (and flocked) until the array closes, so a live add of one is refused clearly.
     failed_paths: Vec<std::path::PathBuf>,
+    /// A member failure the superblocks do not say yet (their writes failed): until
+    /// they do, no write is acknowledged, since after a crash the failed member would
+    /// come back as current and lose what those writes changed.
+    unrecorded: bool,
 }
 
 impl Worker {
@@ -1090,11 +1095,11 @@ impl Worker {
                 Event::MemberFailed { .. } => {}
             }
         }
-        if any_failed && !self.read_only {
+        if (any_failed || self.unrecorded) && !self.read_only {
             // The failure goes into the superblocks (and the bitmap's events) before any
             // reply, as md records it, so that a crash cannot bring the failed member
             // back as current: with the spare that takes its role, or alone.
-            let recorded = match self.array.use_spares() {
+            let spared = match self.array.use_spares() {
                 Ok(used) => {
                     for (path, role) in &used {
                         log::info(&format!(
@@ -1113,14 +1118,14 @@ impl Worker {
                     false
                 }
             };
-            if !recorded {
-                if let Err(e) = self.array.record_members() {
-                    log::error(&format!(
-                        "array '{}': could not record the failed member in the superblocks: {e}",
-                        self.name
-                    ));
-                }
+            let recorded = spared || self.record_failure();
+            if self.unrecorded && recorded {
+                log::info(&format!(
+                    "array '{}': the failure is recorded in the superblocks now; writes are acknowledged again",
+                    self.name
+                ));
             }
+            self.unrecorded = !recorded;
         }
         if self.checkpointed_at.elapsed() >= SYNC_CHECKPOINT_EVERY {
             self.checkpointed_at = std::time::Instant::now();
@@ -1181,9 +1186,36 @@ impl Worker {
         }
     }
 
+    /// Writes the members' states to the superblocks after a failure; false (logged
+    /// once) when that fails.
+    fn record_failure(&mut self) -> bool {
+        if self.unrecorded && self.array.driver().engine().lost_error().is_some() {
+            // Every member that could not take it is failed by now: nothing is left
+            // to write it to, and the array answers errors by itself.
+            return false;
+        }
+        match self.array.record_members() {
+            Ok(()) => true,
+            Err(e) => {
+                if !self.unrecorded {
+                    log::error(&format!(
+                        "array '{}': could not record the failed member in the superblocks: {e}; writes fail until it is recorded",
+                        self.name
+                    ));
+                }
+                false
+            }
+        }
+    }
+
     fn finish(&mut self, job: Running) {
         self.large_bytes -= job.large_bytes;
-        let result = match (job.error, job.read) {
+        // Not acknowledged while a failure is unrecorded (see `unrecorded`).
+        let error = match job.error {
+            None if self.unrecorded && job.read.is_none() => Some(EIO),
+            error => error,
+        };
+        let result = match (error, job.read) {
             (Some(e), read) => {
                 if let Some((_, buf, _)) = read {
                     let mem = self.array.driver().engine_mut().buffers_mut().release(buf);

@@ -307,7 +307,8 @@ pub struct ServeArgs {
     pub tls_key: Option<PathBuf>,
     /// Inject faults into a member, for demonstrations and tests: `role=N` with
     /// `fail-now`, `fail-after=IOS`, `errors=START..END` (member bytes, K/M/G),
-    /// `latency=MSms`, `stall-after=IOS` [`stall=Ns`], `flips=START..END` (silent bit
+    /// `write-errors=START..END` (writes there fail), `errors-after=IOS` (the error
+    /// ranges begin to fail only after that many I/Os), `latency=MSms`, `stall-after=IOS` [`stall=Ns`], `flips=START..END` (silent bit
     /// flips), `lose=START..END` (writes dropped silently) or `power-cut-after=IOS`
     /// (unflushed writes undone, then gone), e.g. `--fault role=1,fail-after=5000`.
     /// Repeatable.

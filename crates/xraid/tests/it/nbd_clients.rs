@@ -68,7 +68,7 @@ fn file_with(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
 /// nbdsh, when its Python module can be loaded. nbdsh runs `python3 -m nbd`, and the
 /// module is installed for the system Python, which a python3 earlier on PATH (pyenv,
 /// a virtualenv) hides: put the system's first.
-fn nbdsh() -> Option<Command> {
+pub(crate) fn nbdsh() -> Option<Command> {
     let path = format!(
         "/usr/bin:/bin:{}",
         std::env::var("PATH").unwrap_or_default()

@@ -287,3 +287,116 @@ fn a_member_failed_while_its_spare_is_gone_stays_out_after_a_crash() {
     assert_ne!(json["members"][2]["state"], "active", "{status}");
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
 }
+
+/// A member whose superblock cannot be written (here from the start: the first write
+/// marks the array active) is failed, as md fails it, and the other members record it
+/// as faulty: clients see no error, and the array reads right without it.
+#[test]
+fn a_member_that_cannot_take_its_superblock_is_failed_and_recorded() {
+    require_tool!("qemu-img");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(ARRAY_BYTES, 28)).expect("image");
+    let server = Server::unix(
+        dir.path(),
+        &["--fault", "role=1,write-errors=4K..8K", p(&disks)],
+    );
+    convert_into(&image, &server.uri("xraid"));
+    let log = server.wait_for_log(0, &["failed"]);
+    assert!(log.contains("d1"), "the log names the member: {log}");
+    server.stop();
+    let status = crate::util::ok(&["status", "--json", p(&disks)]);
+    let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
+    assert_eq!(json["degraded"], true, "{status}");
+    assert_ne!(json["members"][1]["state"], "active", "{status}");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
+
+/// A member dies while served, and the superblock writes that should record it fail on
+/// every other member (`write-errors` over md's superblock at 4 KiB, after the array
+/// was marked active). md would hold the writes until the superblocks say it; xraid
+/// fails the members that cannot take their superblock (the array is then lost) and
+/// answers the writes with errors. None is acknowledged that member 2 missed: after a
+/// SIGKILL the superblocks still call it current, and every acknowledged write reads
+/// back. (Acknowledging the write member 2 died under, as before, fails here: every
+/// write goes to one of member 2's data chunks.)
+#[test]
+fn writes_fail_rather_than_be_acknowledged_when_a_failure_cannot_be_recorded() {
+    let Some(mut nbdsh) = crate::nbd_clients::nbdsh() else {
+        eprintln!("skipped: nbdsh cannot load its Python module");
+        return;
+    };
+    const CHUNK: usize = 64 << 10;
+    const BLOCKS: usize = 150;
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    // md's left-symmetric RAID-5 of four: stripe s has its parity on member 3 - s % 4
+    // and data chunk i on the member after it, plus i. The chunks member 2 holds:
+    let offsets: Vec<usize> = (0..)
+        .filter_map(|s: usize| {
+            let parity = 3 - s % 4;
+            (parity != 2).then(|| (s * 3 + (2 + 4 - parity - 1) % 4) * CHUNK)
+        })
+        .take(BLOCKS)
+        .collect();
+    let image = dir.path().join("image.raw");
+    let data = random_bytes(CHUNK * BLOCKS, 27);
+    std::fs::write(&image, &data).expect("image");
+    let no_superblock = "write-errors=4K..8K,errors-after=20";
+    let faults = [
+        "role=2,fail-after=120".to_owned(),
+        format!("role=0,{no_superblock}"),
+        format!("role=1,{no_superblock}"),
+        format!("role=3,{no_superblock}"),
+    ];
+    let mut args: Vec<&str> = Vec::new();
+    for f in &faults {
+        args.extend(["--fault", f.as_str()]);
+    }
+    args.push(p(&disks));
+    let server = Server::unix(dir.path(), &args);
+    // One write at a time; the count acknowledged is printed, the first error ends it.
+    let script = format!(
+        "data = open('{image}', 'rb').read()\n\
+         acked = 0\n\
+         for i, at in enumerate({offsets:?}):\n\
+         \x20   try:\n\
+         \x20       h.pwrite(data[i*{CHUNK}:(i+1)*{CHUNK}], at)\n\
+         \x20   except nbd.Error:\n\
+         \x20       break\n\
+         \x20   acked = i + 1\n\
+         print(acked)",
+        image = p(&image)
+    );
+    let out = nbdsh
+        .args(["-c", &format!("h.connect_uri('{}')", server.uri("xraid"))])
+        .args(["-c", &script])
+        .output()
+        .expect("nbdsh runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let acked: usize = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a count");
+    assert!(
+        acked > 0 && acked < BLOCKS,
+        "some writes acknowledged, then errors: {acked}"
+    );
+    let log = server.wait_for_log(0, &["could not record the failed member"]);
+    assert!(log.contains("writes fail until it is recorded"), "{log}");
+    server.kill();
+    let back = dir.path().join("back.raw");
+    crate::util::ok(&["read", "-o", p(&back), p(&disks)]);
+    let got = std::fs::read(&back).expect("read back");
+    for (i, &at) in offsets.iter().enumerate().take(acked) {
+        assert!(
+            got[at..at + CHUNK] == data[i * CHUNK..(i + 1) * CHUNK],
+            "acknowledged block {i} of {acked} (array byte {at}) reads back"
+        );
+    }
+}
