@@ -735,14 +735,18 @@ impl Engine {
                     self.io_gen.get(key).copied().unwrap_or(0) == self.member_gen[m.index()]
                 })
             })
-            .filter(|m| {
-                self.pseudo_role(*m).is_none()
-                    && self.is_present(*m)
-                    && !self.stall_excused[m.index()]
-            })
+            .filter(|m| self.is_present(*m) && !self.is_stall_excused(*m))
             .collect();
+        stalled.sort_unstable();
         stalled.dedup();
         for member in stalled {
+            if self.pseudo_role(member).is_some() {
+                // A replacement is never the only copy of anything: it is dropped (as
+                // one that fails), and writes stop going to it; the role's member
+                // serves on.
+                self.fail(member, FailReason::Stalled);
+                continue;
+            }
             // Only where the array survives without it: failing the last copy of some
             // data would turn a slow answer into none.
             let mut states = self.members.clone();
@@ -756,6 +760,15 @@ impl Engine {
         }
     }
 
+    /// Whether `member`'s stalls are waited out: a role's member that the array cannot
+    /// do without, until it next answers (never a replacement).
+    fn is_stall_excused(&self, member: MemberIdx) -> bool {
+        self.stall_excused
+            .get(member.index())
+            .copied()
+            .unwrap_or(false)
+    }
+
     /// When the oldest I/O in flight to a present member passes the stall timeout.
     /// A member that cannot be failed is excused until it next answers.
     fn stall_deadline(&self) -> Option<Nanos> {
@@ -767,9 +780,8 @@ impl Engine {
             .iter()
             .filter(|(key, t)| {
                 target_member(t).is_some_and(|m| {
-                    self.pseudo_role(m).is_none()
-                        && self.is_present(m)
-                        && !self.stall_excused[m.index()]
+                    self.is_present(m)
+                        && !self.is_stall_excused(m)
                         && self.io_gen.get(*key).copied().unwrap_or(0) == self.member_gen[m.index()]
                 })
             })

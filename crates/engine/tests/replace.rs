@@ -334,3 +334,49 @@ fn a_unit_replanned_after_its_replacement_died_rebuilds_what_it_writes_back() {
         }
     }
 }
+
+/// A replacement that stops answering is dropped after the stall timeout, as one that
+/// fails: the writes already waiting on it wait for its answer (their buffers are
+/// lent to it), but new writes no longer go to it, and the member serves on.
+#[test]
+fn a_stalled_replacement_is_dropped_and_new_writes_stop_waiting_for_it() {
+    for level in [Level::Raid1, Level::Raid5, Level::Raid6, Level::Raid10] {
+        let (mut array, mut data) = filled(level, 23);
+        let geo = *array.engine.geometry();
+        let mut config = array.engine.config();
+        config.stall_timeout = Nanos(1_000_000_000);
+        array.engine.set_config(config);
+        slow_sync(&mut array, 1000);
+        array.start_replacement(ROLE).expect("replace");
+        array
+            .engine
+            .start_sync(SyncKind::Recover, 0)
+            .expect("recover");
+        let slot = array.engine.replacement_slot(ROLE);
+        // The replacement stops answering for a minute.
+        array.slot_mut(slot).extra_latency = Nanos(60_000_000_000);
+        let end = geo.array_sectors();
+        write_random(&mut array, &mut data, end - 64, 64);
+        let events = array.take_events();
+        assert!(
+            events.contains(&Event::ReplacementFailed {
+                role: ROLE,
+                reason: xraid_engine::FailReason::Stalled
+            }),
+            "{level:?}: {events:?}"
+        );
+        assert!(!array.engine.is_replacing(ROLE), "{level:?}");
+        assert!(array.engine.is_whole(), "{level:?}: the member serves on");
+        // From now on writes do not wait for it.
+        let before = array.now();
+        for i in 0..8 {
+            write_random(&mut array, &mut data, i * 64, 16);
+        }
+        assert!(
+            array.now().0 - before.0 < 1_000_000_000,
+            "{level:?}: new writes waited for the stalled replacement"
+        );
+        array.run_sync();
+        assert_eq!(array.read(0, end).expect("read"), data, "{level:?}");
+    }
+}
