@@ -65,9 +65,11 @@ pub struct Array {
     /// The members found being recovered all returned after a short absence and
     /// catch up on the bitmap's dirty chunks only (md's RECOVERY_BITMAP).
     recover_from_bitmap: bool,
-    /// A member added back live that may catch up from the bitmap: its path and the
-    /// role it held (consumed by the next [`Array::use_spares`]).
-    catch_up: Option<(PathBuf, usize)>,
+    /// A member added back live that may catch up from the bitmap: its path, the role
+    /// it held, and in integrity mode the checksum table its own area held (read
+    /// before its superblock was rewritten) — consumed by the next
+    /// [`Array::use_spares`].
+    catch_up: Option<CatchUp>,
     /// Per role, the replacement being built for its member (md's want_replacement):
     /// its path and superblock, whose recovery offset is the checkpoint of the copy.
     replacements: Vec<Option<(PathBuf, Superblock)>>,
@@ -384,7 +386,7 @@ impl Array {
             .engine()
             .member_states()
             .contains(&MemberState::Rebuilding);
-        let catch_up = self.catch_up.take();
+        let mut catch_up = self.catch_up.take();
         let mut used = Vec::new();
         let mut unusable: Option<ArrayError> = None;
         for role in failed {
@@ -404,7 +406,9 @@ impl Array {
             let mut sb = self.freshest.clone();
             // A returning member in its own role catches up from the bitmap, when it
             // is the only one to rebuild; anything else is rebuilt whole.
-            let catching_up = catch_up.as_ref() == Some(&(path.clone(), role));
+            let catching_up = catch_up
+                .as_ref()
+                .is_some_and(|c| c.path == path && c.role == role);
             if catching_up {
                 sb.feature_map |= MD_FEATURE_RECOVERY_BITMAP;
             } else {
@@ -431,6 +435,12 @@ impl Array {
                 continue;
             }
             let checksums_offset_bytes = self.newcomer_checksums(&member, &sb);
+            // A member back in its own role to catch up from the bitmap keeps the
+            // checksums its own area held for what it was not written meanwhile.
+            let own_table = match (self.recover_from_bitmap, checksums_offset_bytes) {
+                (true, Some(_)) => catch_up.as_mut().and_then(|c| c.table.take()),
+                _ => None,
+            };
             self.driver.replace_member(
                 role_idx(role),
                 MemberSlot {
@@ -445,7 +455,16 @@ impl Array {
                 },
             );
             let slot = self.driver.engine().device_slot(role_idx(role));
-            self.set_newcomer_table(slot, checksums_offset_bytes.is_some());
+            match own_table {
+                Some(loaded) => {
+                    let engine = self.driver.engine_mut();
+                    engine.set_checksum_table(slot, Some(loaded.table), loaded.write_all);
+                    // Where the bitmap is dirty it may have missed writes (and its
+                    // table the checksums of its own last ones): learned again there.
+                    engine.forget_checksums_where_dirty_on(slot);
+                }
+                None => self.set_newcomer_table(slot, checksums_offset_bytes.is_some()),
+            }
             self.superblocks[role] = Some((path.clone(), sb));
             self.recovering[role] = Some(0);
             self.driver
@@ -1007,6 +1026,14 @@ impl Array {
         sb.recovery_offset = 0;
         sb.events = self.freshest.events + 1;
         sb.utime = now_secs();
+        // A member of this array coming back may keep its checksums (see
+        // `CatchUp`): read while its area's header still matches its superblock.
+        let own_table = match ours {
+            Some(old) if self.integrity => {
+                crate::integrity::load(&member, old, geo.member_sectors(), new).ok()
+            }
+            _ => None,
+        };
         self.write_newcomer(&member, &sb, new)?;
         // Spares are opened when they step in.
         drop(member);
@@ -1029,7 +1056,11 @@ impl Array {
             });
             if let (Some(old), Some(bitmap), Some(role)) = (back_home, &self.bitmap, lowest) {
                 if bitmap.bsb.events_cleared <= old.events {
-                    self.catch_up = Some((path.clone(), role));
+                    self.catch_up = Some(CatchUp {
+                        path: path.clone(),
+                        role,
+                        table: own_table,
+                    });
                 }
             }
             // First in line, so that it takes the lowest failed role.
@@ -1500,6 +1531,14 @@ fn open_replacements(
         replacements[role] = Some((path, sb));
     }
     Ok(replacements)
+}
+
+/// A member back in the role it left, to catch up from the bitmap.
+#[derive(Debug)]
+struct CatchUp {
+    path: PathBuf,
+    role: usize,
+    table: Option<crate::integrity::LoadedTable>,
 }
 
 /// The driver slot for a device with superblock `sb` joining an array that keeps a

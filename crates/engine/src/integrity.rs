@@ -288,6 +288,17 @@ impl Engine {
     /// everything — so that nothing there is taken for corruption; reads (the resync's
     /// first) learn them again. Call it once the bitmap is loaded, before any I/O.
     pub fn forget_checksums_where_dirty(&mut self) {
+        self.forget_where_dirty(None);
+    }
+
+    /// [`Engine::forget_checksums_where_dirty`] for the device in driver slot `slot`
+    /// only: a member back after an absence, whose own table was loaded, and which
+    /// catches up on the bitmap's dirty chunks.
+    pub fn forget_checksums_where_dirty_on(&mut self, slot: MemberIdx) {
+        self.forget_where_dirty(Some(slot));
+    }
+
+    fn forget_where_dirty(&mut self, only: Option<MemberIdx>) {
         let Some(integrity) = self.integrity.as_ref() else {
             return;
         };
@@ -295,6 +306,7 @@ impl Engine {
             .tables
             .iter()
             .enumerate()
+            .filter(|(s, _)| only.is_none_or(|o| o.index() == *s))
             .filter_map(|(s, t)| t.clone().map(|t| (s, t)))
             .collect();
         let member_ranges: Vec<(Option<MemberIdx>, Range<u64>)> = match self.intent.as_ref() {
