@@ -88,6 +88,11 @@ pub fn add_member(
             })
         {
             sb.feature_map |= MD_FEATURE_RECOVERY_BITMAP;
+            // The same device, as md's re-add keeps it (its identity and its layout):
+            // in integrity mode its table, current when it left, then stays trusted
+            // outside the chunks it catches up on (forgotten there at open).
+            sb.device_uuid = old.device_uuid;
+            sb.data_size = old.data_size;
         }
     }
     assign(&assembled, &member, new, sb, role)?;

@@ -263,6 +263,15 @@ impl Array {
                 // Writes cut off by the crash left checksums that may not match.
                 engine.forget_checksums_where_dirty();
             }
+            // A member back after an absence (md's RECOVERY_BITMAP) missed the writes
+            // of the bitmap's dirty chunks, and its table with them.
+            for (role, found) in superblocks.iter().enumerate() {
+                if found.as_ref().is_some_and(|(_, sb)| {
+                    sb.feature_map & xraid_format::MD_FEATURE_RECOVERY_BITMAP != 0
+                }) {
+                    engine.forget_checksums_where_dirty_on(role_idx(role));
+                }
+            }
         }
         for (role, recovery) in recovering.iter().enumerate() {
             if recovery.is_some() {
@@ -458,7 +467,9 @@ impl Array {
             match own_table {
                 Some(loaded) => {
                     let engine = self.driver.engine_mut();
-                    engine.set_checksum_table(slot, Some(loaded.table), loaded.write_all);
+                    // Written whole at the next barrier: its new superblock may place the
+                    // area elsewhere than the old one did.
+                    engine.set_checksum_table(slot, Some(loaded.table), true);
                     // Where the bitmap is dirty it may have missed writes (and its
                     // table the checksums of its own last ones): learned again there.
                     engine.forget_checksums_where_dirty_on(slot);

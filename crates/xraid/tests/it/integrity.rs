@@ -293,15 +293,10 @@ fn integrity_exports_take_4k_requests_at_least_and_bad_creates_change_nothing() 
     assert!(members.iter().all(|m| !m.exists()), "nothing was made");
 }
 
-/// A member that failed while served and comes back (`xraid add` of the same disk)
-/// catches up on the bitmap's dirty chunks only, and keeps the checksums its own area
-/// held for the rest: a bit flipped there afterwards is caught, where a table starting
-/// unknown would learn the flipped block and return it.
-#[test]
-fn a_member_back_after_an_absence_keeps_its_checksums() {
-    use crate::nbd_raw::Client;
-    let dir = tempdir();
-    let disks = dir.path().join("disks");
+/// A RAID-5 with integrity mode on four 8M members, bitmap chunks of 256K (so that a
+/// catch-up skips most of a member), filled with random data: its folder and data.
+fn small_bitmap_array(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let disks = dir.join("disks");
     std::fs::create_dir(&disks).expect("disks folder");
     let members: Vec<PathBuf> = (0..4).map(|i| disks.join(format!("d{i}"))).collect();
     let mut args = vec![
@@ -320,28 +315,20 @@ fn a_member_back_after_an_absence_keeps_its_checksums() {
     let status: serde_json::Value =
         serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
     let size = status["array_size_bytes"].as_u64().expect("array size");
-    let mut expected = random_bytes(usize::try_from(size).expect("size"), 73);
-    let image = dir.path().join("image.raw");
-    std::fs::write(&image, &expected).expect("image");
+    let data = random_bytes(usize::try_from(size).expect("size"), 73);
+    let image = dir.join("image.raw");
+    std::fs::write(&image, &data).expect("image");
     fill(&disks, &image);
-    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    (disks, data)
+}
+
+/// Once member 1 of `disks` (served by `server`) has caught up: flips a bit where it
+/// holds data written before it left (stripe 80: parity on d3, data chunk 1 on d1,
+/// far from the chunks written while it was out), and finds the flip caught on read,
+/// repaired and counted, and every byte right.
+fn a_flip_on_member_1_is_caught(server: &Server, disks: &Path, expected: &[u8]) {
+    use crate::nbd_raw::Client;
     let d1 = disks.join("d1");
-    ok(&["fail", p(&disks), p(&d1)]);
-    let mut client = Client::open(server.tcp_addr(), "xraid", false);
-    let fresh = random_bytes(1 << 20, 74);
-    assert_eq!(client.write(2 << 20, &fresh), 0);
-    assert_eq!(client.flush(), 0);
-    expected[2 << 20..3 << 20].copy_from_slice(&fresh);
-    client.disconnect();
-    let out = ok(&["add", p(&disks), p(&d1)]);
-    assert!(out.contains("added as role 1 by the server"), "{out}");
-    let log = server.wait_for_log(0, &["recover done"]);
-    assert!(
-        log.contains("skipped"),
-        "caught up from the bitmap only: {log}"
-    );
-    // Stripe 80 (member bytes 5M..): parity on d3, data chunk 1 on d1 — far from
-    // the chunks written while d1 was out.
     let chunk = 64usize << 10;
     let at = (80 * 3 + 1) * chunk;
     let member_offset = 80 * chunk as u64 + 100;
@@ -371,8 +358,60 @@ fn a_member_back_after_an_absence_keeps_its_checksums() {
     }
     client.disconnect();
     let live: serde_json::Value =
-        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
+        serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status json");
     assert_eq!(live["members"][1]["checksum_mismatches"], 1, "{live}");
+}
+
+/// A member that failed while served and comes back (`xraid add` of the same disk)
+/// catches up on the bitmap's dirty chunks only, and keeps the checksums its own area
+/// held for the rest: a bit flipped there afterwards is caught, where a table starting
+/// unknown would learn the flipped block and return it.
+#[test]
+fn a_member_back_after_an_absence_keeps_its_checksums() {
+    use crate::nbd_raw::Client;
+    let dir = tempdir();
+    let (disks, mut expected) = small_bitmap_array(dir.path());
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let d1 = disks.join("d1");
+    ok(&["fail", p(&disks), p(&d1)]);
+    let mut client = Client::open(server.tcp_addr(), "xraid", false);
+    let fresh = random_bytes(1 << 20, 74);
+    assert_eq!(client.write(2 << 20, &fresh), 0);
+    assert_eq!(client.flush(), 0);
+    expected[2 << 20..3 << 20].copy_from_slice(&fresh);
+    client.disconnect();
+    let out = ok(&["add", p(&disks), p(&d1)]);
+    assert!(out.contains("added as role 1 by the server"), "{out}");
+    let log = server.wait_for_log(0, &["recover done"]);
+    assert!(
+        log.contains("skipped"),
+        "caught up from the bitmap only: {log}"
+    );
+    a_flip_on_member_1_is_caught(&server, &disks, &expected);
+    server.stop();
+    let check = scrub(&disks, "check");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+    assert_eq!(check["checksum_mismatches"], 0, "{check}");
+}
+
+/// The same with the array not served: `xraid fail`, a write, and `xraid add` of the
+/// same disk, which catches it up from the bitmap there and then (md's re-add: it keeps
+/// its identity, and its checksums are trusted outside the dirty chunks).
+#[test]
+fn a_member_re_added_while_not_served_keeps_its_checksums() {
+    let dir = tempdir();
+    let (disks, mut expected) = small_bitmap_array(dir.path());
+    let d1 = disks.join("d1");
+    ok(&["fail", p(&disks), p(&d1)]);
+    let fresh = random_bytes(1 << 20, 75);
+    let input = dir.path().join("fresh.raw");
+    std::fs::write(&input, &fresh).expect("fresh");
+    ok(&["write", "--offset", "2M", "-i", p(&input), p(&disks)]);
+    expected[2 << 20..3 << 20].copy_from_slice(&fresh);
+    let out = ok(&["add", p(&disks), p(&d1)]);
+    assert!(out.contains("caught up on"), "from the bitmap only: {out}");
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    a_flip_on_member_1_is_caught(&server, &disks, &expected);
     server.stop();
     let check = scrub(&disks, "check");
     assert_eq!(check["mismatched_units"], 0, "{check}");
