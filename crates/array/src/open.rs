@@ -530,7 +530,12 @@ impl Array {
                 // runs; the members being rebuilt carry how far.
                 self.driver.flush()?;
                 self.dirty = true;
-                self.update_superblocks(0, Some(sector))
+                self.update_superblocks(0, Some(sector))?;
+                // Writes past it still keep the rebuilt members' rows in the log.
+                self.driver
+                    .engine_mut()
+                    .set_recovery_recorded(progress.done_below);
+                Ok(())
             }
             SyncKind::Resync if self.resync_pending() => {
                 self.resync_from = Some(sector);
@@ -1247,6 +1252,26 @@ impl Array {
                         self.let_go(path, Some(role.0), sb);
                         changed = true;
                     }
+                }
+                // Members a recover rebuilt are active now: the superblocks say so at
+                // once (as md updates them when recovery completes). Until they do, a
+                // crash would bring the members back as rebuilding from their last
+                // checkpoint, and the stripe log's entries written since — which trust
+                // those members' rows — could not be replayed over them.
+                Event::SyncFinished {
+                    kind: SyncKind::Recover,
+                    completed: true,
+                    ..
+                } if self.recovering.iter().enumerate().any(|(r, at)| {
+                    at.is_some() && self.driver.engine().member_states()[r] == MemberState::Active
+                }) =>
+                {
+                    for (r, at) in self.recovering.iter_mut().enumerate() {
+                        if self.driver.engine().member_states()[r] == MemberState::Active {
+                            *at = None;
+                        }
+                    }
+                    changed = true;
                 }
                 _ => {}
             }

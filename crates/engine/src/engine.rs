@@ -118,6 +118,9 @@ pub struct Engine {
     pub(crate) sync: Option<SyncState>,
     /// The empty buffer sync flushes carry.
     pub(crate) sync_flush_buf: Option<BufId>,
+    /// Units below which the superblocks record the members being rebuilt as rebuilt
+    /// (md's recovery_offset), as the driver last said (see `sync::rebuilt_unrecorded`).
+    pub(crate) recovery_recorded: u64,
     /// The partial-parity log, when on (RAID-4/5/6 with `log_sectors`).
     pub(crate) log: Option<crate::ppl::LogState>,
     /// The write-intent bitmap, when on.
@@ -172,6 +175,7 @@ impl Engine {
             read_errors: vec![0; members.len()],
             sync: None,
             sync_flush_buf: None,
+            recovery_recorded: 0,
             log: None,
             intent: None,
             integrity: None,
@@ -915,6 +919,15 @@ impl Engine {
             MemberState::Failed => false,
             MemberState::Rebuilding => crate::sync::recovered(self, unit),
         }
+    }
+
+    /// The superblocks now record the members being rebuilt as rebuilt below `unit`
+    /// (the running recover's checkpoint, made durable first). Until the driver says
+    /// so, stripe writes over units the recover has rebuilt since keep those members'
+    /// rows in their stripe-log entries: after a crash the members count as rebuilt
+    /// only up to the record, and a replay could not read their rows from them.
+    pub fn set_recovery_recorded(&mut self, unit: u64) {
+        self.recovery_recorded = unit;
     }
 
     /// A member's mean service time, once measured.

@@ -9,10 +9,12 @@
 //! Before a stripe write goes to the members, an *entry* is written and flushed to the
 //! log ring of the stripe's parity member (Q's if P is missing): the stripe, the rows
 //! the write touches, and the rows lo..hi of every data chunk whose member cannot take
-//! the write (missing, or not rebuilt there yet) as they are after it — new data where
-//! written, rebuilt data elsewhere. On a whole array that is just the header. When the
-//! engine starts, the entries not known durable are replayed in order: parity of the
-//! rows is recomputed from the data members as they are now and the logged rows. Parity
+//! the write (missing, or not rebuilt there yet) — or takes it but would not be trusted
+//! there after a crash (rebuilt there since the last recorded checkpoint) — as they are
+//! after it: new data where written, rebuilt data elsewhere. On a whole array that is
+//! just the header. When the engine starts, the entries not known durable are replayed
+//! in order: parity of the rows is recomputed from the data members as they are now and
+//! the logged rows, which also go back to their members that are present. Parity
 //! then agrees with whatever of each write landed, a missing member's data is what the
 //! log last said it was, and a member missing since needs no resync to be rebuilt right.
 //! (md's PPL logs the XOR of the chunks a write leaves alone instead; that breaks when
@@ -1137,7 +1139,8 @@ fn read_segments(engine: &mut Engine, entry: Found) -> bool {
 
 /// Computes the parity of rows lo..hi from the data members as they are now and the
 /// rows the entry logged for the members that could not take the write, and writes it
-/// to the parity members that are active. Returns whether writes are in flight.
+/// to the parity members that are present, and the logged rows to their members that
+/// are. Returns whether writes are in flight.
 fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
     let map = engine.geo.stripe_map(entry.stripe);
     // A data member gone since the write (so not logged): its rows are unknown and
@@ -1160,7 +1163,23 @@ fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
         }
     }
     let has_q = map.q().is_some();
-    let out = engine.bufs.alloc(rows * (1 + usize::from(has_q)));
+    let parities = 1 + usize::from(has_q);
+    // Logged rows of members present now go back to them as well: the write may not
+    // have reached them (a member that took it in place while being rebuilt), and the
+    // parity written here says they hold these rows.
+    let present_logged: Vec<(usize, MemberIdx)> = entry
+        .segs
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (k, map.data_member(s.data_index)))
+        .filter(|&(_, m)| engine.is_present(m))
+        .collect();
+    let out = engine.bufs.alloc(rows * (parities + present_logged.len()));
+    for (n, &(k, _)) in present_logged.iter().enumerate() {
+        let at = (parities + n) * rows;
+        engine.bufs.get_mut(out)[at..at + rows]
+            .copy_from_slice(&entry.payload[k * rows..(k + 1) * rows]);
+    }
     {
         let (o, d) = engine.bufs.pair_mut(
             BufSlice {
@@ -1197,9 +1216,12 @@ fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
     if let Some(q) = map.q().filter(|q| engine.is_present(*q)) {
         writes.push((q, 1));
     }
+    for (n, &(_, m)) in present_logged.iter().enumerate() {
+        writes.push((m, parities + n));
+    }
     let r = replay(engine);
     r.writing = Some(out);
-    r.pending = u32::try_from(writes.len()).expect("two parities at most");
+    r.pending = u32::try_from(writes.len()).expect("a stripe's members at most");
     if writes.is_empty() {
         return false;
     }

@@ -98,6 +98,14 @@ impl StripeOp {
     }
 }
 
+/// Whether the stripe-log entry of write `o` keeps member `m`'s rows although `m`
+/// takes the write: rebuilt here only in memory so far (see `sync::rebuilt_unrecorded`).
+fn log_keeps_rows(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
+    engine.log.is_some()
+        && !o.bad.contains(&m)
+        && crate::sync::rebuilt_unrecorded(engine, m, o.stripe)
+}
+
 /// Whether operation `o` may read `m`: in sync for the stripe and not failing here.
 fn op_live(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
     engine.in_sync(m, o.stripe) && !o.bad.contains(&m)
@@ -465,7 +473,10 @@ fn choose_plan(engine: &Engine, op: usize, map: &StripeMap) -> Plan {
         let rmw_reads = o.segs.len() + usize::from(engine.geo.level().parity_count());
         let rcw_reads: usize = (0..map.data_disks()).map(pieces).sum();
         let trust_parity = !crate::sync::awaiting_resync(engine, o.stripe);
-        return if rcw_reads <= rmw_reads || !trust_parity {
+        // The log entry needs every row of such a member, which only reconstruct-write
+        // reads.
+        let log_rows = (0..map.data_disks()).any(|i| log_keeps_rows(engine, o, map.data_member(i)));
+        return if rcw_reads <= rmw_reads || !trust_parity || log_rows {
             Plan::ReconstructWrite
         } else {
             Plan::ReadModifyWrite
@@ -721,7 +732,7 @@ fn build_log_entry(
     let missing: Vec<(u16, BufSlice)> = (0..map.data_disks())
         .filter(|&i| {
             let m = map.data_member(i);
-            !op_live(engine, o, m) && !o.bad.contains(&m)
+            (!op_live(engine, o, m) && !o.bad.contains(&m)) || log_keeps_rows(engine, o, m)
         })
         .map(|i| {
             let rows = BufSlice {

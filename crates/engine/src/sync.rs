@@ -98,6 +98,16 @@ pub(crate) fn recovered(engine: &Engine, unit: u64) -> bool {
     }
 }
 
+/// Whether `member`, being rebuilt, holds `unit` only in this engine's memory so far:
+/// rebuilt by the running recover, but past what the superblocks record (see
+/// [`Engine::set_recovery_recorded`]). After a crash it would be taken for not rebuilt
+/// there, so the stripe log keeps its rows as for a member that is missing.
+pub(crate) fn rebuilt_unrecorded(engine: &Engine, member: MemberIdx, unit: u64) -> bool {
+    engine.member_states()[member.index()] == MemberState::Rebuilding
+        && unit >= engine.recovery_recorded
+        && recovered(engine, unit)
+}
+
 /// Whether a running resync has yet to make `unit`'s redundancy agree with its data
 /// (writes there must not trust old parity).
 pub(crate) fn awaiting_resync(engine: &Engine, unit: u64) -> bool {
@@ -149,6 +159,10 @@ impl Engine {
         // A replacement is built whole: its device held nothing of the role before.
         let only_dirty = only_dirty && !(kind == SyncKind::Recover && self.any_replacing());
         let total = total_units(self);
+        if kind == SyncKind::Recover {
+            // A recover resumes from what the superblocks record (or starts over).
+            self.recovery_recorded = from.min(total);
+        }
         self.sync = Some(SyncState {
             kind,
             next: from.min(total),
@@ -257,6 +271,7 @@ pub(crate) fn restart_recover(engine: &mut Engine) {
             s.only_dirty = false;
         }
     }
+    engine.recovery_recorded = 0;
     // No takeover is near any more.
     crate::ppl::release_takeover_holds(engine);
 }

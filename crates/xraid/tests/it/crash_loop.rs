@@ -10,7 +10,12 @@
 //! `XRAID_CRASH_SEED=<seed>` replays the same writes and delays (the interleaving of the
 //! threads and the moment of the kill are up to the machine), and
 //! `XRAID_CRASH_ROUNDS=<n>` runs n rounds per level instead of 50 (25 for the arrays
-//! with checksums).
+//! with checksums and those rebuilding).
+//!
+//! The rebuilding variants also take a member out now and then while served and put a
+//! blank one in its place, whose recover the kills then cut off round after round: each
+//! restart resumes it from the checkpoint the superblocks hold (or rebuilds again), the
+//! array being read whole through it every round.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
@@ -41,12 +46,32 @@ const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[test]
 fn raid5_survives_a_crash_loop() {
-    crash_loop(5, 4, 0, false);
+    crash_loop(5, 4, 0, Variant::Plain);
 }
 
 #[test]
 fn raid6_survives_a_crash_loop() {
-    crash_loop(6, 5, 0, false);
+    crash_loop(6, 5, 0, Variant::Plain);
+}
+
+#[test]
+fn rebuilding_raid5_survives_a_crash_loop() {
+    crash_loop(5, 4, 0, Variant::Rebuilding);
+}
+
+#[test]
+fn rebuilding_raid6_survives_a_crash_loop() {
+    crash_loop(6, 5, 0, Variant::Rebuilding);
+}
+
+/// What a crash loop does besides writing and killing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Plain,
+    /// Integrity mode (per-block checksums).
+    Checksums,
+    /// Members replaced by blank ones while served, their recovers cut off by kills.
+    Rebuilding,
 }
 
 /// Integrity mode (per-block checksums): the same, and no block may ever be taken for
@@ -54,12 +79,12 @@ fn raid6_survives_a_crash_loop() {
 /// believed.
 #[test]
 fn raid5_with_checksums_survives_a_crash_loop() {
-    crash_loop(5, 4, 0, true);
+    crash_loop(5, 4, 0, Variant::Checksums);
 }
 
 #[test]
 fn degraded_raid6_with_checksums_survives_a_crash_loop() {
-    crash_loop(6, 5, 1, true);
+    crash_loop(6, 5, 1, Variant::Checksums);
 }
 
 /// Degraded, a cut-off stripe write would leave the missing member's data — which no
@@ -67,12 +92,12 @@ fn degraded_raid6_with_checksums_survives_a_crash_loop() {
 /// it. Every round reads the whole array, the missing member's data included.
 #[test]
 fn degraded_raid5_survives_a_crash_loop() {
-    crash_loop(5, 4, 1, false);
+    crash_loop(5, 4, 1, Variant::Plain);
 }
 
 #[test]
 fn degraded_raid6_survives_a_crash_loop() {
-    crash_loop(6, 5, 1, false);
+    crash_loop(6, 5, 1, Variant::Plain);
 }
 
 /// SplitMix64: tiny, seedable, good enough to pick offsets and fill sectors.
@@ -625,19 +650,29 @@ fn socket_of(server: &Server) -> PathBuf {
     }
 }
 
-fn crash_loop(level: u32, members: usize, missing: usize, integrity: bool) {
+fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
+    let integrity = variant == Variant::Checksums;
+    let rebuilding = variant == Variant::Rebuilding;
     let seed = env_u64("XRAID_CRASH_SEED").unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         Rng(t ^ u64::from(std::process::id())).next()
     });
-    // The checksummed variants run half as many rounds in the default suite.
-    let default_rounds = if integrity { ROUNDS / 2 } else { ROUNDS };
+    // The checksummed and rebuilding variants run half as many rounds by default.
+    let default_rounds = if variant == Variant::Plain {
+        ROUNDS
+    } else {
+        ROUNDS / 2
+    };
     let rounds = env_u64("XRAID_CRASH_ROUNDS").map_or(default_rounds, |n| n as usize);
     let degraded = if missing > 0 { ", degraded" } else { "" };
-    let sums = if integrity { ", checksums" } else { "" };
-    let tag = format!("RAID-{level}{degraded}{sums}, XRAID_CRASH_SEED={seed:#x}");
+    let what = match variant {
+        Variant::Plain => "",
+        Variant::Checksums => ", checksums",
+        Variant::Rebuilding => ", rebuilding",
+    };
+    let tag = format!("RAID-{level}{degraded}{what}, XRAID_CRASH_SEED={seed:#x}");
     eprintln!("crash loop: {tag}, {rounds} rounds");
     let started = Instant::now();
     let dir = tempdir();
@@ -645,10 +680,22 @@ fn crash_loop(level: u32, members: usize, missing: usize, integrity: bool) {
     for m in members - missing..members {
         std::fs::remove_file(disks.join(format!("d{m}"))).expect("take a member away");
     }
+    // A recover slow enough under the clients' writes to be cut off by the kills
+    // (1 MB/s), yet quick to finish when a round waits for it (4 MB/s idle: 2 s).
+    let serve_args: Vec<&str> = if rebuilding {
+        vec!["--rebuild-min", "1", "--rebuild-max", "4", p(&disks)]
+    } else {
+        vec![p(&disks)]
+    };
+    // A blank member is being recovered (since its add, until a log says it is done).
+    let mut recovering;
+    let (mut replaced, mut killed_in_recover, mut recovers_finished) = (0usize, 0usize, 0usize);
     let mut rng = Rng::derive(seed, u64::from(level), 0, 0x100b);
 
     let mut before: Vec<u8> = Vec::new();
     let mut last: Option<RoundLog> = None;
+    // The log of the server the last kill stopped, and what the test did around it.
+    let mut last_text = String::new();
     let (mut total_writes, mut total_acked, mut total_durable) = (0usize, 0usize, 0usize);
     let mut total_rolled_back = 0usize;
     let (mut killed_in_resync, mut resync_mismatches) = (0usize, 0u64);
@@ -658,14 +705,18 @@ fn crash_loop(level: u32, members: usize, missing: usize, integrity: bool) {
     let mut server;
     let mut round = 0usize;
     loop {
-        server = Server::unix(dir.path(), &[p(&disks)]);
+        server = Server::unix(dir.path(), &serve_args);
         let socket = socket_of(&server);
         let dirty = last
             .as_ref()
             .is_some_and(|l| l.writes.iter().any(|w| w.acked.is_some()));
-        if dirty && missing == 0 {
+        // A recover cut off by the kill goes on (from its checkpoint); so does one that
+        // had finished but whose end the superblocks did not record yet. Not whole
+        // meanwhile: no resync.
+        recovering = server.stderr().contains("has members being rebuilt");
+        if dirty && missing == 0 && !recovering {
             server.wait_for_log(0, &["was not stopped cleanly", "resync running"]);
-        } else if dirty {
+        } else if dirty && !recovering {
             server.wait_for_log(0, &["was not stopped cleanly", "stripe log"]);
         }
         // Also after a round whose writes were all in flight, if an earlier resync
@@ -686,9 +737,10 @@ fn crash_loop(level: u32, members: usize, missing: usize, integrity: bool) {
             let wrong = check_round(seed, &before, log, &got);
             assert!(
                 wrong.is_empty(),
-                "{tag}: after round {}'s kill, the array read wrong:\n{}",
+                "{tag}: after round {}'s kill, the array read wrong:\n{}\nthe killed server's log:\n{last_text}\nthis server's log:\n{}",
                 round - 1,
-                wrong.join("\n")
+                wrong.join("\n"),
+                server.stderr()
             );
             assert!(
                 log.errors.is_empty(),
@@ -712,6 +764,42 @@ fn crash_loop(level: u32, members: usize, missing: usize, integrity: bool) {
         if resyncing && rng.below(3) == 0 {
             server.wait_for_log(0, &["resync done"]);
             resyncs_finished += 1;
+        }
+        if recovering && rng.below(3) == 0 {
+            // Clients idle: at full pace.
+            let start = Instant::now();
+            while !server.stderr().contains("recover done") {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "{tag}, round {round}: the recover did not finish:\n{}",
+                    server.stderr()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        // This server's log has told of this many finished recovers so far.
+        let recovers_done = |text: &str| text.matches("recover done").count();
+        let done_before = recovers_done(&server.stderr());
+        if recovering && done_before > 0 {
+            recovering = false;
+            recovers_finished += 1;
+        }
+        if rebuilding && !recovering && rng.below(2) == 0 {
+            // A member out, its disk pulled, and a blank one in its place.
+            let status: serde_json::Value =
+                serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
+            let role = rng.below(members as u64) as usize;
+            let old = status["members"][role]["path"]
+                .as_str()
+                .map(PathBuf::from)
+                .unwrap_or_else(|| panic!("{tag}: no member in role {role}: {status}"));
+            ok(&["fail", p(&disks), p(&old)]);
+            std::fs::remove_file(&old).expect("pull the failed disk");
+            let new = disks.join(format!("n{round}"));
+            let out = ok(&["add", "--no-rebuild", "--size", "8M", p(&disks), p(&new)]);
+            assert!(out.contains(&format!("role {role}")), "{tag}: {out}");
+            recovering = true;
+            replaced += 1;
         }
 
         let array_blocks = before.len() as u64 / BLOCK;
@@ -752,17 +840,37 @@ fn crash_loop(level: u32, members: usize, missing: usize, integrity: bool) {
         if text.contains("resync running") && !text.contains("resync done") {
             killed_in_resync += 1;
         }
+        if recovering {
+            if recovers_done(&text) > done_before {
+                recovers_finished += 1;
+            } else {
+                killed_in_recover += 1;
+            }
+        }
         if let Some(n) = resync_mismatches_in(&text) {
             check_resync(n, &mut suspect, &tag, round);
             resync_mismatches += n;
         }
+        last_text = text.clone();
         let log = log.into_inner().expect("log");
         torn_stripes(&log, &mut suspect);
         last = Some(log);
         round += 1;
     }
 
-    // The last restart resyncs what the kills left; then a clean stop.
+    // The last restart finishes the recover and resyncs what the kills left; then a
+    // clean stop.
+    if recovering {
+        let start = Instant::now();
+        while !server.stderr().contains("recover done") {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{tag}: the last recover did not finish"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        recovers_finished += 1;
+    }
     if server.stderr().contains("resync running") {
         server.wait_for_log(0, &["resync done"]);
         let n = resync_mismatches_in(&server.stderr()).expect("a resync line");
@@ -790,7 +898,15 @@ fn crash_loop(level: u32, members: usize, missing: usize, integrity: bool) {
          {total_acked} acked, {total_durable} durable; {total_rolled_back} sectors lost \
          acked non-durable writes; {resyncs_finished} rounds waited for the resync, \
          {killed_in_resync} kills during a resync; resyncs found {resync_mismatches} \
-         mismatched units",
-        started.elapsed().as_secs_f64()
+         mismatched units{}",
+        started.elapsed().as_secs_f64(),
+        if rebuilding {
+            format!(
+                "; {replaced} members replaced by blank ones, {killed_in_recover} kills \
+                 during a recover, {recovers_finished} recovers finished"
+            )
+        } else {
+            String::new()
+        }
     );
 }
