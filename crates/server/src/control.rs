@@ -92,6 +92,10 @@ fn answer(stream: UnixStream, handle: &ArrayHandle) -> std::io::Result<()> {
     stream.set_write_timeout(Some(PATIENCE))?;
     let mut line = String::new();
     BufReader::new(std::io::Read::take(&stream, 64 * 1024)).read_line(&mut line)?;
+    if line.is_empty() {
+        // Closed without a request: a command checking whether a server answers here.
+        return Ok(());
+    }
     let reply = match serde_json::from_str::<serde_json::Value>(&line) {
         Ok(request) => ask_worker(handle, request),
         Err(e) => error_reply(&format!("not a JSON request: {e}")),

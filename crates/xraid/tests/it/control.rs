@@ -60,6 +60,10 @@ fn status_scrub_and_fail_reach_the_running_server() {
     let err = fails(&["add", "--size", "1M", p(&disks), p(&disks.join("s1"))]);
     assert!(err.contains("but a member needs at least"), "{err}");
     assert!(!disks.join("s1").exists(), "nothing created");
+    // Each command first checks that a server answers (connects, closes): no error
+    // for that in the server's log.
+    let log = server.stderr();
+    assert!(!log.contains("control request failed"), "{log}");
 
     server.stop();
     let s = json(&ok(&["status", "--json", p(&disks)]));
