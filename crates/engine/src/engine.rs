@@ -1103,7 +1103,7 @@ impl Engine {
             self.mirror_to_replacement(member, sector, buf, target);
         }
         let key = self.ios.insert(target);
-        self.latency.issued(key, self.now);
+        self.latency.issued(key, self.now, kind != IoKind::Flush);
         if self.io_gen.len() <= key {
             self.io_gen.resize(key + 1, 0);
         }

@@ -17,6 +17,11 @@ const FLOOR: Nanos = Nanos(1_000_000);
 pub(crate) struct Latency {
     /// Issue time of each I/O in flight, by its slab key.
     issued: Vec<Nanos>,
+    /// Whether each I/O in flight counts toward its member's mean: reads and writes do;
+    /// flushes do not (they last as long as the data the device still holds, which says
+    /// nothing of the device's speed, and only some members get them — the stripe
+    /// log's go to parity members).
+    measured: Vec<bool>,
     mean: Vec<u64>,
     samples: Vec<u64>,
     slow: Vec<bool>,
@@ -26,17 +31,21 @@ impl Latency {
     pub(crate) fn new(members: usize) -> Latency {
         Latency {
             issued: Vec::new(),
+            measured: Vec::new(),
             mean: vec![0; members],
             samples: vec![0; members],
             slow: vec![false; members],
         }
     }
 
-    pub(crate) fn issued(&mut self, key: usize, now: Nanos) {
+    /// I/O `key` was issued at `now`; `measured` when its service time counts.
+    pub(crate) fn issued(&mut self, key: usize, now: Nanos, measured: bool) {
         if self.issued.len() <= key {
             self.issued.resize(key + 1, Nanos(0));
+            self.measured.resize(key + 1, false);
         }
         self.issued[key] = now;
+        self.measured[key] = measured;
     }
 
     /// When I/O `key` was issued.
@@ -47,6 +56,9 @@ impl Latency {
     /// Records I/O `key` of `member` completing at `now`; returns the member's new
     /// slowness when it changed.
     pub(crate) fn completed(&mut self, key: usize, member: MemberIdx, now: Nanos) -> Option<bool> {
+        if !self.measured.get(key).copied().unwrap_or(false) {
+            return None;
+        }
         let m = member.index();
         let sample = now
             .0
@@ -109,6 +121,25 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn flushes_do_not_count_toward_a_members_mean() {
+        let mut l = Latency::new(2);
+        let ms = |n: u64| Nanos(n * 1_000_000);
+        for i in 0..2 * MIN_SAMPLES {
+            let t = ms(100 * i);
+            // Member 0: fast reads and writes, and slow flushes.
+            l.issued(0, t, true);
+            l.completed(0, MemberIdx(0), Nanos(t.0 + 100_000));
+            l.issued(1, t, false);
+            assert_eq!(l.completed(1, MemberIdx(0), Nanos(t.0 + ms(50).0)), None);
+            // Member 1: the same reads and writes, no flush.
+            l.issued(2, t, true);
+            l.completed(2, MemberIdx(1), Nanos(t.0 + 100_000));
+        }
+        assert_eq!(l.mean(MemberIdx(0)), Some(Nanos(100_000)));
+        assert!(!l.is_slow(MemberIdx(0)));
+    }
+
     proptest! {
         /// The count in `judge` is the median rule: slow when the mean stands above
         /// RATIO times the sorted peers' upper median.
@@ -120,6 +151,7 @@ mod tests {
             let n = means.len();
             let l = Latency {
                 issued: Vec::new(),
+                measured: Vec::new(),
                 mean: means.clone(),
                 samples: (0..n).map(|p| if few[p] { 3 } else { MIN_SAMPLES }).collect(),
                 slow: vec![false; n],

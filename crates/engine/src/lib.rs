@@ -53,7 +53,7 @@ pub use integrity::{ChecksumTable, Verdict};
 pub use intent::{WriteIntentSetup, INTENT_HEADER_BYTES};
 pub use ppl::log_entry_max_sectors;
 pub use sync::SyncError;
-pub use xraid_layout::{Geometry, MemberIdx, SECTOR_BYTES};
+pub use xraid_layout::{Geometry, Level, MemberIdx, SECTOR_BYTES};
 
 /// A point in time handed to the engine, in nanoseconds from an origin the driver picks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

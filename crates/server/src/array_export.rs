@@ -1068,11 +1068,16 @@ impl Worker {
                         .member(member)
                         .map_or_else(|| format!("role {}", member.0), |s| s.member.name().to_owned());
                     if slow {
+                        let mirrored = matches!(
+                            self.array.driver_ref().engine().geometry().level(),
+                            xraid_engine::Level::Raid1 | xraid_engine::Level::Raid10
+                        );
                         log::info(&format!(
-                            "array '{}': member {name} is slow: {:.1} ms per I/O against {:.1} ms for its peers; mirrored reads avoid it",
+                            "array '{}': member {name} is slow: {:.1} ms per I/O against {:.1} ms for its peers{}",
                             self.name,
                             mean.0 as f64 / 1e6,
-                            peers.0 as f64 / 1e6
+                            peers.0 as f64 / 1e6,
+                            if mirrored { "; reads avoid it" } else { "" }
                         ));
                     } else {
                         log::info(&format!(
