@@ -70,6 +70,9 @@ pub struct Array {
     /// before its superblock was rewritten) — consumed by the next
     /// [`Array::use_spares`].
     catch_up: Option<CatchUp>,
+    /// The resync that follows a recover on an array opened dirty has been started
+    /// (once: one that cannot finish is not begun again and again).
+    resync_followed: bool,
     /// Per role, the replacement being built for its member (md's want_replacement):
     /// its path and superblock, whose recovery offset is the checkpoint of the copy.
     replacements: Vec<Option<(PathBuf, Superblock)>>,
@@ -284,6 +287,12 @@ impl Array {
                     })?;
             }
         }
+        // What the superblocks say the members being rebuilt hold: the stripe log's
+        // replay (below) may read them there.
+        if let Some(offset) = recovering.iter().flatten().min() {
+            let unit = driver.engine().member_sector_to_unit(*offset);
+            driver.engine_mut().set_recovery_recorded(unit);
+        }
         // Replacements recorded in the superblocks go on from their checkpoints; set up
         // before the stripe log's replay, which must put parity right on them too.
         let mut left_out = assembled.left_out;
@@ -324,6 +333,7 @@ impl Array {
             recover_pending: false,
             recover_from_bitmap: bitmap.is_some() && !whole_recovery,
             catch_up: None,
+            resync_followed: false,
             bitmap,
             replacements,
             released: Vec::new(),
@@ -549,6 +559,17 @@ impl Array {
     /// Cheap; call it now and then.
     pub fn maintain(&mut self) -> Result<(), ArrayError> {
         let engine = self.driver.engine();
+        if engine.sync_progress().is_none()
+            && !self.recover_pending
+            && !self.resync_followed
+            && self.resync_pending()
+            && engine.is_whole()
+        {
+            // Opened dirty but not whole, so left unsynced; whole now (a recover
+            // finished): the resync follows, as md's does after its recovery.
+            self.resync_followed = true;
+            return self.start_resync_if_needed();
+        }
         if !self.recover_pending || engine.sync_progress().is_some() {
             return Ok(());
         }

@@ -930,6 +930,11 @@ impl Engine {
         self.recovery_recorded = unit;
     }
 
+    /// What [`Engine::set_recovery_recorded`] last said (or a recover's start).
+    pub fn recovery_recorded(&self) -> u64 {
+        self.recovery_recorded
+    }
+
     /// A member's mean service time, once measured.
     pub fn member_latency(&self, member: MemberIdx) -> Option<Nanos> {
         self.latency.mean(member)

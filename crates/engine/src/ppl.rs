@@ -1098,6 +1098,16 @@ fn replay_step(engine: &mut Engine) {
     }
 }
 
+/// Whether the replay may read `member`'s rows of `stripe`: active, or being rebuilt
+/// and rebuilt there by what the superblocks record (the recover resumes above it).
+fn holds_for_replay(engine: &Engine, member: MemberIdx, stripe: u64) -> bool {
+    match engine.member_states()[member.index()] {
+        MemberState::Active => true,
+        MemberState::Rebuilding => stripe < engine.recovery_recorded,
+        MemberState::Failed => false,
+    }
+}
+
 /// Reads rows lo..hi of every active data member not in the entry into a scratch of
 /// one row range per data index. Returns whether reads are in flight.
 fn read_segments(engine: &mut Engine, entry: Found) -> bool {
@@ -1108,7 +1118,7 @@ fn read_segments(engine: &mut Engine, entry: Found) -> bool {
     for i in 0..map.data_disks() {
         let m = map.data_member(i);
         let logged = entry.segs.iter().any(|s| s.data_index == i);
-        if logged || engine.member_states()[m.index()] != MemberState::Active {
+        if logged || !holds_for_replay(engine, m, entry.stripe) {
             continue;
         }
         let buf = BufSlice {
@@ -1147,7 +1157,7 @@ fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
     // parity cannot be recomputed; leave it as it is.
     let gone = (0..map.data_disks()).any(|i| {
         let logged = entry.segs.iter().any(|s| s.data_index == i);
-        !logged && engine.member_states()[map.data_member(i).index()] != MemberState::Active
+        !logged && !holds_for_replay(engine, map.data_member(i), entry.stripe)
     });
     if gone {
         engine.bufs.free(scratch);

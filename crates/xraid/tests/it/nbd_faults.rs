@@ -400,3 +400,40 @@ fn writes_fail_rather_than_be_acknowledged_when_a_failure_cannot_be_recorded() {
         );
     }
 }
+
+/// An array killed while written and degraded cannot resync when served again (there
+/// is nothing to check parity against); once a member added in the missing role is
+/// rebuilt, the resync follows by itself, as md's does after its recovery, and the
+/// array stops clean.
+#[test]
+fn the_resync_follows_the_rebuild_of_an_array_killed_while_degraded() {
+    require_tool!("qemu-img");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    std::fs::remove_file(disks.join("d3")).expect("take a member away");
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(ARRAY_BYTES, 29)).expect("image");
+    // Without the stripe log, only a resync makes parity trustworthy after a kill.
+    let args = ["--consistency", "resync", p(&disks)];
+    let server = Server::unix(dir.path(), &args);
+    convert_into(&image, &server.uri("xraid"));
+    server.kill();
+    let server = Server::unix(dir.path(), &args);
+    server.wait_for_log(0, &["was not stopped cleanly and is degraded"]);
+    let out = crate::util::ok(&["add", "--size", "16M", p(&disks), p(&disks.join("n3"))]);
+    assert!(out.contains("role 3"), "{out}");
+    let start = std::time::Instant::now();
+    while !server.stderr().contains("resync done") {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "no resync after the rebuild:\n{}",
+            server.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    server.stop();
+    let status = crate::util::ok(&["status", "--json", p(&disks)]);
+    let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
+    assert_eq!(json["state"], "clean", "{status}");
+    assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
