@@ -325,8 +325,9 @@ fn small_bitmap_array(dir: &Path) -> (PathBuf, Vec<u8>) {
 /// Once member 1 of `disks` (served by `server`) has caught up: flips a bit where it
 /// holds data written before it left (stripe 80: parity on d3, data chunk 1 on d1,
 /// far from the chunks written while it was out), and finds the flip caught on read,
-/// repaired and counted, and every byte right.
-fn a_flip_on_member_1_is_caught(server: &Server, disks: &Path, expected: &[u8]) {
+/// repaired and counted, and every byte right; then stops the server and finds the
+/// array scrubbing clean.
+fn a_flip_on_member_1_is_caught(server: Server, disks: &Path, expected: &[u8]) {
     use crate::nbd_raw::Client;
     let d1 = disks.join("d1");
     let chunk = 64usize << 10;
@@ -360,6 +361,10 @@ fn a_flip_on_member_1_is_caught(server: &Server, disks: &Path, expected: &[u8]) 
     let live: serde_json::Value =
         serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status json");
     assert_eq!(live["members"][1]["checksum_mismatches"], 1, "{live}");
+    server.stop();
+    let check = scrub(disks, "check");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+    assert_eq!(check["checksum_mismatches"], 0, "{check}");
 }
 
 /// A member that failed while served and comes back (`xraid add` of the same disk)
@@ -387,11 +392,7 @@ fn a_member_back_after_an_absence_keeps_its_checksums() {
         log.contains("skipped"),
         "caught up from the bitmap only: {log}"
     );
-    a_flip_on_member_1_is_caught(&server, &disks, &expected);
-    server.stop();
-    let check = scrub(&disks, "check");
-    assert_eq!(check["mismatched_units"], 0, "{check}");
-    assert_eq!(check["checksum_mismatches"], 0, "{check}");
+    a_flip_on_member_1_is_caught(server, &disks, &expected);
 }
 
 /// The same with the array not served: `xraid fail`, a write, and `xraid add` of the
@@ -411,9 +412,5 @@ fn a_member_re_added_while_not_served_keeps_its_checksums() {
     let out = ok(&["add", p(&disks), p(&d1)]);
     assert!(out.contains("caught up on"), "from the bitmap only: {out}");
     let server = Server::tcp(dir.path(), &[p(&disks)]);
-    a_flip_on_member_1_is_caught(&server, &disks, &expected);
-    server.stop();
-    let check = scrub(&disks, "check");
-    assert_eq!(check["mismatched_units"], 0, "{check}");
-    assert_eq!(check["checksum_mismatches"], 0, "{check}");
+    a_flip_on_member_1_is_caught(server, &disks, &expected);
 }
