@@ -836,6 +836,13 @@ impl Array {
         let events = self.freshest.events + 1;
         self.freshest.events = events;
         let states: Vec<MemberState> = self.driver.engine().member_states().to_vec();
+        let engine = self.driver.engine();
+        let recorded_cap = match engine.sync_progress() {
+            Some(p) if p.kind == SyncKind::Recover => {
+                engine.unit_to_member_sector(engine.recovery_recorded())
+            }
+            _ => u64::MAX,
+        };
         // Roles whose member is absent or failed are recorded as faulty, as md does.
         let mut roles = self.freshest.dev_roles.clone();
         for (role, state) in states.iter().enumerate() {
@@ -883,7 +890,12 @@ impl Array {
             sb.feature_map &= !MD_FEATURE_REPLACEMENT;
             if *state == MemberState::Rebuilding {
                 sb.feature_map |= MD_FEATURE_RECOVERY_OFFSET;
-                sb.recovery_offset = recovered_to.or(self.recovering[role]).unwrap_or(0);
+                // Kept from before: never past what the running recover has recorded.
+                // A member joining it starts it over, and from then on writes skip the
+                // others where it has not been again, so their older offsets no longer
+                // hold.
+                sb.recovery_offset = recovered_to
+                    .unwrap_or_else(|| self.recovering[role].unwrap_or(0).min(recorded_cap));
             } else {
                 sb.feature_map &= !(MD_FEATURE_RECOVERY_OFFSET | MD_FEATURE_RECOVERY_BITMAP);
                 sb.recovery_offset = 0;
@@ -1283,16 +1295,14 @@ impl Array {
                     kind: SyncKind::Recover,
                     completed: true,
                     ..
-                } if self.recovering.iter().enumerate().any(|(r, at)| {
-                    at.is_some() && self.driver.engine().member_states()[r] == MemberState::Active
-                }) =>
-                {
-                    for (r, at) in self.recovering.iter_mut().enumerate() {
-                        if self.driver.engine().member_states()[r] == MemberState::Active {
+                } => {
+                    let states = self.driver.engine().member_states();
+                    for (at, state) in self.recovering.iter_mut().zip(states) {
+                        if at.is_some() && *state == MemberState::Active {
                             *at = None;
+                            changed = true;
                         }
                     }
-                    changed = true;
                 }
                 _ => {}
             }

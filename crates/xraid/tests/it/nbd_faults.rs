@@ -437,3 +437,71 @@ fn the_resync_follows_the_rebuild_of_an_array_killed_while_degraded() {
     assert_eq!(json["state"], "clean", "{status}");
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
 }
+
+/// A member joining a running rebuild starts it over, and from then on writes skip the
+/// member rebuilt before it wherever the rebuild has not been again. Its recorded
+/// progress falls with it at once, so that a crash cannot bring back an offset below
+/// which it missed writes.
+#[test]
+fn a_member_joining_a_rebuild_resets_the_others_recorded_progress() {
+    let dir = tempdir();
+    let disks = dir.path().join("disks");
+    std::fs::create_dir(&disks).expect("disks folder");
+    let members: Vec<String> = (0..5)
+        .map(|i| disks.join(format!("d{i}")).display().to_string())
+        .collect();
+    let mut args = vec!["create", "-l", "6", "-c", "64K", "--size", "16M"];
+    args.extend(members.iter().map(String::as_str));
+    crate::util::ok(&args);
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(40 << 20, 30)).expect("image");
+    crate::util::ok(&["write", "-i", p(&image), p(&disks)]);
+    let serve = ["--rebuild-min", "1", "--rebuild-max", "4", p(&disks)];
+    let rebuilt = |disks: &std::path::Path| {
+        let status = crate::util::ok(&["status", "--json", p(disks)]);
+        let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
+        json["members"][1]["rebuilt_percent"].as_u64().unwrap_or(0)
+    };
+    let server = Server::unix(dir.path(), &serve);
+    crate::util::ok(&["fail", p(&disks), p(&disks.join("d1"))]);
+    crate::util::ok(&[
+        "add",
+        "--no-rebuild",
+        "--size",
+        "16M",
+        p(&disks),
+        p(&disks.join("n1")),
+    ]);
+    // A checkpoint (every 2 s) records part of n1's rebuild.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    server.kill();
+    let recorded = rebuilt(&disks);
+    assert!(recorded > 0, "part of n1's rebuild is recorded");
+    let server = Server::unix(dir.path(), &serve);
+    crate::util::ok(&["fail", p(&disks), p(&disks.join("d2"))]);
+    crate::util::ok(&[
+        "add",
+        "--no-rebuild",
+        "--size",
+        "16M",
+        p(&disks),
+        p(&disks.join("n2")),
+    ]);
+    server.kill();
+    assert_eq!(
+        rebuilt(&disks),
+        0,
+        "n1's recorded progress went with the restart"
+    );
+    let server = Server::unix(dir.path(), &serve);
+    let start = std::time::Instant::now();
+    while !server.stderr().contains("recover done") {
+        assert!(start.elapsed() < std::time::Duration::from_secs(60));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    server.stop();
+    assert_eq!(
+        sha256_of_read(&[p(&disks), "--length", "40M"]),
+        sha256_file(&image)
+    );
+}
