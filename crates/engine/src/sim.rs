@@ -653,6 +653,16 @@ impl SimArray {
         self.power_cut();
     }
 
+    /// [`SimArray::power_cut_now`], where the superblocks had recorded the running
+    /// recover's progress ([`Engine::set_recovery_recorded`]): members being rebuilt
+    /// stay so, and the recover goes on from what was recorded, as a driver resumes it
+    /// at open.
+    pub fn power_cut_now_resuming(&mut self) {
+        self.in_flight.clear();
+        self.flush_covers.clear();
+        self.cut_power(|_| {}, true);
+    }
+
     /// Power fails with nothing in flight: each write still in a member's volatile
     /// cache is lost or kept at random, and the engine starts over with the members
     /// it had (its memory is gone). The caller decides what to resync.
@@ -666,6 +676,12 @@ impl SimArray {
     /// members' areas and are forgotten where the bitmap says writes may have been
     /// cut off (everywhere without one), and only then does the stripe log replay.
     pub fn power_cut_with(&mut self, restart: impl FnOnce(&mut SimArray)) {
+        self.cut_power(restart, false);
+    }
+
+    /// The power cut; with `resume`, members being rebuilt stay so and the recover
+    /// resumes from what the superblocks recorded.
+    fn cut_power(&mut self, restart: impl FnOnce(&mut SimArray), resume: bool) {
         assert!(
             self.in_flight.is_empty(),
             "power cuts happen between batches"
@@ -691,9 +707,13 @@ impl SimArray {
                 std::mem::swap(&mut self.members[r], &mut self.other_slots[r]);
             }
         }
-        let states = self
-            .engine
-            .member_states()
+        let before = self.engine.member_states().to_vec();
+        let rebuilding: Vec<MemberIdx> = (0..before.len())
+            .filter(|&m| resume && before[m] == MemberState::Rebuilding)
+            .map(|m| MemberIdx(u16::try_from(m).expect("few members")))
+            .collect();
+        let recorded = self.engine.recovery_recorded();
+        let states = before
             .iter()
             .map(|s| match s {
                 MemberState::Active => MemberState::Active,
@@ -703,6 +723,14 @@ impl SimArray {
         let config = self.engine.config();
         self.engine = Engine::new(*self.engine.geometry(), states);
         self.replies.clear();
+        for &m in &rebuilding {
+            self.engine
+                .mark_rebuilding(m)
+                .expect("a member rebuilding before the cut");
+        }
+        if !rebuilding.is_empty() {
+            self.engine.set_recovery_recorded(recorded);
+        }
         restart(self);
         if self.integrity {
             let tables = self.tables_from_areas();
@@ -710,5 +738,10 @@ impl SimArray {
             self.engine.forget_checksums_where_dirty();
         }
         self.engine.set_config(config);
+        if !rebuilding.is_empty() {
+            self.engine
+                .start_sync(crate::SyncKind::Recover, recorded)
+                .expect("the recover resumes");
+        }
     }
 }
