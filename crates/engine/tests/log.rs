@@ -266,6 +266,69 @@ fn a_replacement_takes_over_only_once_the_writes_logged_on_its_ring_are_durable(
     }
 }
 
+/// [`logged_raid5`] with member 1 replaced by a blank one and its recover run (about a
+/// stripe a millisecond) past stripe 12 of 16; the data as before.
+fn rebuilding_past_stripe_12(seed: u64) -> (SimArray, Vec<u8>) {
+    let (mut array, old) = logged_raid5(seed);
+    let rebuilt = MemberIdx(1);
+    array.kill_member(rebuilt);
+    array.engine.fail_member(rebuilt);
+    array.return_member(rebuilt, true).expect("a blank member");
+    let mut config = array.engine.config();
+    config.sync_min_bytes_per_sec = 8 * 1024 * 1000;
+    config.sync_max_bytes_per_sec = 8 * 1024 * 1000;
+    array.engine.set_config(config);
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    while array
+        .engine
+        .sync_progress()
+        .is_some_and(|p| p.done_below < 12)
+    {
+        assert!(array.step(), "seed {seed}: the recover goes on");
+    }
+    (array, old)
+}
+
+/// Writes `new` over stripes 0..8 and runs until every log batch is written and
+/// flushed, then up to 20 steps more (some stripe writes land): where a power cut goes.
+fn write_stripes_0_to_8_until_logged(array: &mut SimArray, new: &[u8]) {
+    let before = array.engine.stats().log_entries;
+    array.start_write(0, new);
+    while array
+        .in_flight()
+        .any(|io| io.area == Area::Log || (io.kind == IoKind::Flush && io.area == Area::Data))
+    {
+        assert!(array.step());
+    }
+    assert!(
+        array.engine.stats().log_entries > before,
+        "the writes are logged"
+    );
+    let landing = array.rng().below(20);
+    for _ in 0..landing {
+        array.step();
+    }
+}
+
+/// Every data chunk of stripes 0..8 of `got` is as in `old` or as in `new`, never torn.
+fn chunks_old_or_new(seed: u64, geo: &Geometry, got: &[u8], old: &[u8], new: &[u8]) {
+    for stripe in 0..8u64 {
+        let map = geo.stripe_map(stripe);
+        for i in 0..map.data_disks() {
+            let at = (stripe as usize * 48 + usize::from(i) * 16) * SECTOR;
+            let chunk = &got[at..at + 16 * SECTOR];
+            assert!(
+                chunk == &new[at..at + 16 * SECTOR] || chunk == &old[at..at + 16 * SECTOR],
+                "seed {seed}: stripe {stripe} chunk {i} (member {:?}) is neither old nor new",
+                map.data_member(i)
+            );
+        }
+    }
+}
+
 /// While a member is being rebuilt, a write over a stripe the recover has already
 /// rebuilt keeps that member's rows in its entry until the driver says the superblocks
 /// record the progress (`Engine::set_recovery_recorded`): after a crash the member
@@ -276,60 +339,16 @@ fn a_replacement_takes_over_only_once_the_writes_logged_on_its_ring_are_durable(
 #[test]
 fn a_write_over_a_stripe_rebuilt_but_not_recorded_logs_the_rebuilt_members_rows() {
     for seed in 0..32 {
-        let (mut array, old) = logged_raid5(400 + seed);
+        let (mut array, old) = rebuilding_past_stripe_12(400 + seed);
         let geo = *array.engine.geometry();
-        let rebuilt = MemberIdx(1);
-        array.kill_member(rebuilt);
-        array.engine.fail_member(rebuilt);
-        array.return_member(rebuilt, true).expect("a blank member");
-        let mut config = array.engine.config();
-        // 16 stripes of 16-sector chunks: about a stripe a millisecond.
-        config.sync_min_bytes_per_sec = 8 * 1024 * 1000;
-        config.sync_max_bytes_per_sec = 8 * 1024 * 1000;
-        array.engine.set_config(config);
-        array
-            .engine
-            .start_sync(SyncKind::Recover, 0)
-            .expect("recover");
-        while array
-            .engine
-            .sync_progress()
-            .is_some_and(|p| p.done_below < 12)
-        {
-            assert!(array.step(), "seed {seed}: the recover goes on");
-        }
-        let before = array.engine.stats();
         // Stripes 0..8, all rebuilt: every chunk written, member 1's too.
         let mut new = vec![0u8; 8 * 48 * SECTOR];
         array.rng().fill(&mut new);
-        array.start_write(0, &new);
-        while array
-            .in_flight()
-            .any(|io| io.area == Area::Log || (io.kind == IoKind::Flush && io.area == Area::Data))
-        {
-            assert!(array.step());
-        }
-        let logged = array.engine.stats().log_entries - before.log_entries;
-        assert!(logged > 0, "seed {seed}: the writes are logged");
-        let landing = array.rng().below(20);
-        for _ in 0..landing {
-            array.step();
-        }
+        write_stripes_0_to_8_until_logged(&mut array, &new);
         array.power_cut_now();
         array.run();
         let got = array.read(0, 8 * 48).expect("read");
-        for stripe in 0..8u64 {
-            let map = geo.stripe_map(stripe);
-            for i in 0..map.data_disks() {
-                let at = (stripe as usize * 48 + usize::from(i) * 16) * SECTOR;
-                let chunk = &got[at..at + 16 * SECTOR];
-                assert!(
-                    chunk == &new[at..at + 16 * SECTOR] || chunk == &old[at..at + 16 * SECTOR],
-                    "seed {seed}: stripe {stripe} chunk {i} (member {:?}) is neither old nor new",
-                    map.data_member(i)
-                );
-            }
-        }
+        chunks_old_or_new(seed, &geo, &got, &old, &new);
     }
 }
 
@@ -342,63 +361,23 @@ fn a_write_over_a_stripe_rebuilt_but_not_recorded_logs_the_rebuilt_members_rows(
 #[test]
 fn the_replay_reads_a_rebuilding_member_below_its_recorded_progress() {
     for seed in 0..32 {
-        let (mut array, old) = logged_raid5(500 + seed);
+        let (mut array, old) = rebuilding_past_stripe_12(500 + seed);
         let geo = *array.engine.geometry();
-        let rebuilt = MemberIdx(1);
-        array.kill_member(rebuilt);
-        array.engine.fail_member(rebuilt);
-        array.return_member(rebuilt, true).expect("a blank member");
-        let mut config = array.engine.config();
-        config.sync_min_bytes_per_sec = 8 * 1024 * 1000;
-        config.sync_max_bytes_per_sec = 8 * 1024 * 1000;
-        array.engine.set_config(config);
-        array
-            .engine
-            .start_sync(SyncKind::Recover, 0)
-            .expect("recover");
-        while array
-            .engine
-            .sync_progress()
-            .is_some_and(|p| p.done_below < 12)
-        {
-            assert!(array.step(), "seed {seed}: the recover goes on");
-        }
         // A checkpoint, as the server takes it: a flush, then the record.
         let done = array.engine.sync_progress().expect("recover").done_below;
         array.flush().expect("flush");
         array.engine.set_recovery_recorded(done);
         let mut new = vec![0u8; 8 * 48 * SECTOR];
         array.rng().fill(&mut new);
-        array.start_write(0, &new);
-        while array
-            .in_flight()
-            .any(|io| io.area == Area::Log || (io.kind == IoKind::Flush && io.area == Area::Data))
-        {
-            assert!(array.step());
-        }
-        let landing = array.rng().below(20);
-        for _ in 0..landing {
-            array.step();
-        }
+        write_stripes_0_to_8_until_logged(&mut array, &new);
         array.power_cut_now_resuming();
         array.run();
-        // The recover goes on from unit 12 and ends; stripes 0..8 keep the parity the
-        // replay left. Then member 0 fails: its chunks come from that parity.
+        // The recover goes on from the record and ends; stripes 0..8 keep the parity
+        // the replay left. Then member 0 fails: its chunks come from that parity.
         array.run_sync();
         assert!(array.engine.is_whole(), "seed {seed}: rebuilt");
         array.engine.fail_member(MemberIdx(0));
         let got = array.read(0, 8 * 48).expect("read");
-        for stripe in 0..8u64 {
-            let map = geo.stripe_map(stripe);
-            for i in 0..map.data_disks() {
-                let at = (stripe as usize * 48 + usize::from(i) * 16) * SECTOR;
-                let chunk = &got[at..at + 16 * SECTOR];
-                assert!(
-                    chunk == &new[at..at + 16 * SECTOR] || chunk == &old[at..at + 16 * SECTOR],
-                    "seed {seed}: stripe {stripe} chunk {i} (member {:?}) is neither old nor new",
-                    map.data_member(i)
-                );
-            }
-        }
+        chunks_old_or_new(seed, &geo, &got, &old, &new);
     }
 }
