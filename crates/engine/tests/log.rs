@@ -203,17 +203,8 @@ fn a_replacement_takes_over_only_once_the_writes_logged_on_its_ring_are_durable(
         let role = geo.stripe_map(0).p();
         let old_slot = array.engine.device_slot(role);
         array.start_replacement(role).expect("replace");
-        array
-            .engine
-            .start_sync(SyncKind::Recover, 0)
-            .expect("recover");
-        while array
-            .engine
-            .sync_progress()
-            .is_some_and(|p| p.done_below + 1 < p.total_units)
-        {
-            assert!(array.step(), "seed {seed}: the recover goes on");
-        }
+        // Until the copy's last unit (a stripe) is under way.
+        recover_until(&mut array, seed, geo.stripes() - 1);
         let mut new = vec![0u8; 48 * SECTOR];
         array.rng().fill(&mut new);
         array.start_write(0, &new);
@@ -278,6 +269,12 @@ fn rebuilding_past_stripe_12(seed: u64) -> (SimArray, Vec<u8>) {
     config.sync_min_bytes_per_sec = 8 * 1024 * 1000;
     config.sync_max_bytes_per_sec = 8 * 1024 * 1000;
     array.engine.set_config(config);
+    recover_until(&mut array, seed, 12);
+    (array, old)
+}
+
+/// Starts a recover and runs the array until it is done below unit `unit`.
+fn recover_until(array: &mut SimArray, seed: u64, unit: u64) {
     array
         .engine
         .start_sync(SyncKind::Recover, 0)
@@ -285,11 +282,10 @@ fn rebuilding_past_stripe_12(seed: u64) -> (SimArray, Vec<u8>) {
     while array
         .engine
         .sync_progress()
-        .is_some_and(|p| p.done_below < 12)
+        .is_some_and(|p| p.done_below < unit)
     {
         assert!(array.step(), "seed {seed}: the recover goes on");
     }
-    (array, old)
 }
 
 /// Writes `new` over stripes 0..8 and runs until every log batch is written and

@@ -15,6 +15,17 @@ const DATA_OFFSET: u64 = 1 << 20;
 
 /// An array of `level` on four members of `size` with integrity mode (chunk 64K).
 fn integrity_array(dir: &Path, level: &str, size: &str, integrity: bool) -> PathBuf {
+    integrity_array_with(dir, level, size, integrity, &[])
+}
+
+/// [`integrity_array`] with more flags for `xraid create`.
+fn integrity_array_with(
+    dir: &Path,
+    level: &str,
+    size: &str,
+    integrity: bool,
+    more: &[&str],
+) -> PathBuf {
     let disks = dir.join("disks");
     std::fs::create_dir(&disks).expect("disks folder");
     let members: Vec<PathBuf> = (0..4).map(|i| disks.join(format!("d{i}"))).collect();
@@ -22,6 +33,7 @@ fn integrity_array(dir: &Path, level: &str, size: &str, integrity: bool) -> Path
     if integrity {
         args.push("--integrity");
     }
+    args.extend_from_slice(more);
     args.extend(members.iter().map(|m| p(m)));
     ok(&args);
     disks
@@ -296,22 +308,7 @@ fn integrity_exports_take_4k_requests_at_least_and_bad_creates_change_nothing() 
 /// A RAID-5 with integrity mode on four 8M members, bitmap chunks of 256K (so that a
 /// catch-up skips most of a member), filled with random data: its folder and data.
 fn small_bitmap_array(dir: &Path) -> (PathBuf, Vec<u8>) {
-    let disks = dir.join("disks");
-    std::fs::create_dir(&disks).expect("disks folder");
-    let members: Vec<PathBuf> = (0..4).map(|i| disks.join(format!("d{i}"))).collect();
-    let mut args = vec![
-        "create",
-        "-l",
-        "5",
-        "-c",
-        "64K",
-        "--size",
-        "8M",
-        "--integrity",
-    ];
-    args.extend(["--bitmap-chunk", "256K"]);
-    args.extend(members.iter().map(|m| p(m)));
-    ok(&args);
+    let disks = integrity_array_with(dir, "5", "8M", true, &["--bitmap-chunk", "256K"]);
     let status: serde_json::Value =
         serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
     let size = status["array_size_bytes"].as_u64().expect("array size");
