@@ -277,21 +277,19 @@ impl Array {
             }
         }
         for (role, recovery) in recovering.iter().enumerate() {
-            if recovery.is_some() {
-                driver
-                    .engine_mut()
+            if let Some(offset) = *recovery {
+                let engine = driver.engine_mut();
+                engine
                     .mark_rebuilding(role_idx(role))
                     .map_err(|source| ArrayError::Sync {
                         kind: "recover",
                         source,
                     })?;
+                // What its superblock says it holds: it serves that (the stripe log's
+                // replay, below, may read it there), and the recover resumes above.
+                let unit = engine.member_sector_to_unit(offset);
+                engine.resume_rebuilding(role_idx(role), unit);
             }
-        }
-        // What the superblocks say the members being rebuilt hold: the stripe log's
-        // replay (below) may read them there.
-        if let Some(offset) = recovering.iter().flatten().min() {
-            let unit = driver.engine().member_sector_to_unit(*offset);
-            driver.engine_mut().set_recovery_recorded(unit);
         }
         // Replacements recorded in the superblocks go on from their checkpoints; set up
         // before the stripe log's replay, which must put parity right on them too.
@@ -339,6 +337,11 @@ impl Array {
             released: Vec::new(),
             integrity,
         };
+        if array.was_dirty() {
+            // Until its resync completes (it may wait for a recover), mirrors read the
+            // copy it will keep and parity is not trusted where the log did not fix it.
+            array.driver.engine_mut().owe_resync();
+        }
         if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
             // The log's replay made parity right: the close marks the array clean.
             array.begin_writes()?;
@@ -540,7 +543,7 @@ impl Array {
                 // runs; the members being rebuilt carry how far.
                 self.driver.flush()?;
                 self.dirty = true;
-                self.update_superblocks(0, Some(sector))?;
+                self.update_superblocks(0, Some(progress.done_below))?;
                 // Writes past it still keep the rebuilt members' rows in the log.
                 self.driver
                     .engine_mut()
@@ -739,7 +742,9 @@ impl Array {
         } else {
             u64::MAX
         };
-        let recovered_to = reached(SyncKind::Recover);
+        let recovered_to = stopped
+            .filter(|(k, _)| *k == SyncKind::Recover)
+            .map(|(_, unit)| unit);
         self.update_superblocks(resync_offset, recovered_to)
     }
 
@@ -790,8 +795,9 @@ impl Array {
     /// Writes every present member's superblock: a new event count, failed roles marked
     /// faulty, md's `resync_offset` (0 while the array is active, `u64::MAX` when
     /// clean, a checkpoint when a resync was interrupted), and for members being
-    /// rebuilt the RECOVERY_OFFSET feature with how far (`recovered_to`, else what
-    /// was recorded at open); a member whose rebuild completed loses both.
+    /// rebuilt the RECOVERY_OFFSET feature with how far (`recovered_to`, the running
+    /// recover's new checkpoint in units, else what the engine says is recorded for
+    /// each); a member whose rebuild completed loses both.
     ///
     /// A member that cannot take its superblock is failed, and the others then record
     /// it as faulty (md's answer: its superblock write's completion fails the device).
@@ -836,13 +842,6 @@ impl Array {
         let events = self.freshest.events + 1;
         self.freshest.events = events;
         let states: Vec<MemberState> = self.driver.engine().member_states().to_vec();
-        let engine = self.driver.engine();
-        let recorded_cap = match engine.sync_progress() {
-            Some(p) if p.kind == SyncKind::Recover => {
-                engine.unit_to_member_sector(engine.recovery_recorded())
-            }
-            _ => u64::MAX,
-        };
         // Roles whose member is absent or failed are recorded as faulty, as md does.
         let mut roles = self.freshest.dev_roles.clone();
         for (role, state) in states.iter().enumerate() {
@@ -890,12 +889,13 @@ impl Array {
             sb.feature_map &= !MD_FEATURE_REPLACEMENT;
             if *state == MemberState::Rebuilding {
                 sb.feature_map |= MD_FEATURE_RECOVERY_OFFSET;
-                // Kept from before: never past what the running recover has recorded.
-                // A member joining it starts it over, and from then on writes skip the
-                // others where it has not been again, so their older offsets no longer
-                // hold.
-                sb.recovery_offset = recovered_to
-                    .unwrap_or_else(|| self.recovering[role].unwrap_or(0).min(recorded_cap));
+                // What the engine says is recorded for it (the running walk's last
+                // checkpoint, or what it had before the walk started over for a
+                // newcomer), or the new checkpoint being recorded now.
+                let engine = self.driver.engine();
+                let recorded = engine.recovery_recorded(role_idx(role));
+                let walk = recovered_to.map_or(recorded, |unit| unit.max(recorded));
+                sb.recovery_offset = engine.unit_to_member_sector(walk);
             } else {
                 sb.feature_map &= !(MD_FEATURE_RECOVERY_OFFSET | MD_FEATURE_RECOVERY_BITMAP);
                 sb.recovery_offset = 0;
@@ -926,9 +926,11 @@ impl Array {
             sb.dev_roles = roles.clone();
             sb.feature_map |= MD_FEATURE_REPLACEMENT | MD_FEATURE_RECOVERY_OFFSET;
             sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
-            if let Some(sector) = recovered_to {
-                sb.recovery_offset = sector;
-            }
+            // The running walk's record (it starts over, and so does this, when a
+            // newcomer joins), or the new checkpoint being recorded now.
+            let engine = self.driver.engine();
+            let walk = recovered_to.unwrap_or_else(|| engine.recovery_recorded(role_idx(role)));
+            sb.recovery_offset = engine.unit_to_member_sector(walk);
             let Some(slot) = self.driver.replacement(role_idx(role)) else {
                 continue;
             };

@@ -118,9 +118,18 @@ pub struct Engine {
     pub(crate) sync: Option<SyncState>,
     /// The empty buffer sync flushes carry.
     pub(crate) sync_flush_buf: Option<BufId>,
-    /// Units below which the superblocks record the members being rebuilt as rebuilt
-    /// (md's recovery_offset), as the driver last said (see `sync::rebuilt_unrecorded`).
+    /// Units below which the superblocks record the running recover's targets as
+    /// rebuilt (md's recovery_offset), as the driver last said (see
+    /// `sync::rebuilt_unrecorded`); a restart of the walk sets it back to 0.
     pub(crate) recovery_recorded: u64,
+    /// Per role, being rebuilt: units below which it was rebuilt before the running
+    /// recover's walk started over for a newcomer (md keeps a recovery_offset per
+    /// device), and below which the superblocks record that.
+    pub(crate) rebuilt_floor: Vec<u64>,
+    pub(crate) recorded_floor: Vec<u64>,
+    /// The array was stopped uncleanly and no resync has completed since (see
+    /// [`Engine::owe_resync`]).
+    pub(crate) resync_owed: bool,
     /// The partial-parity log, when on (RAID-4/5/6 with `log_sectors`).
     pub(crate) log: Option<crate::ppl::LogState>,
     /// The write-intent bitmap, when on.
@@ -158,6 +167,7 @@ impl Engine {
             usize::from(geo.raid_disks()),
             "one state per member"
         );
+        let roles = members.len();
         Engine {
             geo,
             bufs: Buffers::new(),
@@ -176,6 +186,9 @@ impl Engine {
             sync: None,
             sync_flush_buf: None,
             recovery_recorded: 0,
+            rebuilt_floor: vec![0; roles],
+            recorded_floor: vec![0; roles],
+            resync_owed: false,
             log: None,
             intent: None,
             integrity: None,
@@ -323,6 +336,8 @@ impl Engine {
         self.read_errors[role] = 0;
         self.stall_excused[role] = false;
         self.members[role] = MemberState::Rebuilding;
+        self.rebuilt_floor[role] = 0;
+        self.recorded_floor[role] = 0;
         crate::intent::member_gone(self, member);
         // Its bitmap area holds what it was given when it came: write it all.
         crate::intent::rewrite_all(self);
@@ -917,22 +932,69 @@ impl Engine {
         match self.members[member.index()] {
             MemberState::Active => true,
             MemberState::Failed => false,
-            MemberState::Rebuilding => crate::sync::recovered(self, unit),
+            MemberState::Rebuilding => {
+                unit < self.rebuilt_floor[member.index()] || crate::sync::recovered(self, unit)
+            }
         }
     }
 
-    /// The superblocks now record the members being rebuilt as rebuilt below `unit`
-    /// (the running recover's checkpoint, made durable first). Until the driver says
-    /// so, stripe writes over units the recover has rebuilt since keep those members'
-    /// rows in their stripe-log entries: after a crash the members count as rebuilt
-    /// only up to the record, and a replay could not read their rows from them.
+    /// The superblocks now record the running recover's targets as rebuilt below
+    /// `unit` (its checkpoint, made durable first; a member rebuilt further before
+    /// the walk started over keeps its own record). Until the driver says so, stripe
+    /// writes over units the recover has rebuilt since keep those members' rows in
+    /// their stripe-log entries: after a crash the members count as rebuilt only up
+    /// to the record, and a replay could not read their rows from them.
     pub fn set_recovery_recorded(&mut self, unit: u64) {
         self.recovery_recorded = unit;
     }
 
-    /// What [`Engine::set_recovery_recorded`] last said (or a recover's start).
-    pub fn recovery_recorded(&self) -> u64 {
-        self.recovery_recorded
+    /// The unit below which the superblocks record `member`, being rebuilt, as
+    /// rebuilt: what [`Engine::set_recovery_recorded`] last said for the running walk
+    /// (or where it started), or what was recorded for the member before the walk
+    /// started over, whichever is further.
+    pub fn recovery_recorded(&self, member: MemberIdx) -> u64 {
+        self.recorded_floor[member.index()].max(self.recovery_recorded)
+    }
+
+    /// The unit below which `member`, being rebuilt, holds everything: what the
+    /// running recover has done, or what an earlier walk did for it, whichever is
+    /// further (0 when it is not being rebuilt).
+    pub fn rebuilt_below(&self, member: MemberIdx) -> u64 {
+        if self.members[member.index()] != MemberState::Rebuilding {
+            return 0;
+        }
+        let walk = self
+            .sync_progress()
+            .filter(|p| p.kind == crate::SyncKind::Recover)
+            .map_or(0, |p| p.done_below);
+        walk.max(self.rebuilt_floor[member.index()])
+    }
+
+    /// A member being rebuilt ([`Engine::mark_rebuilding`]) whose superblock records it
+    /// as rebuilt below `unit` (read at open, or kept across a crash): it serves
+    /// those units from now on, and the recover need not rebuild them for it. Start
+    /// the recover from the lowest such unit among the members being rebuilt.
+    pub fn resume_rebuilding(&mut self, member: MemberIdx, unit: u64) {
+        if self.members[member.index()] == MemberState::Rebuilding {
+            self.rebuilt_floor[member.index()] = unit;
+            self.recorded_floor[member.index()] = unit;
+        }
+    }
+
+    /// The array was found stopped uncleanly: until a resync completes, the copies of
+    /// a mirror and a stripe's parity may disagree with its data where writes were
+    /// cut off — also while the resync waits for a recover to make the array whole
+    /// first. Reads of mirrors then take the copy the resync will keep (as md does
+    /// while its resync is pending), and stripe writes do not trust old parity. With
+    /// the stripe log, a replay that read every entry put parity right, and nothing
+    /// is owed for parity.
+    pub fn owe_resync(&mut self) {
+        self.resync_owed = true;
+    }
+
+    /// Whether a resync is owed (see [`Engine::owe_resync`]) and has not completed.
+    pub fn resync_owed(&self) -> bool {
+        self.resync_owed
     }
 
     /// A member's mean service time, once measured.
@@ -953,7 +1015,12 @@ impl Engine {
         crate::intent::member_gone(self, member);
         self.stall_excused[member.index()] = false;
         self.read_errors[member.index()] = 0;
-        self.mark_rebuilding(member)
+        if self.geo.level() == Level::Raid0 {
+            return Err(crate::SyncError::NoRedundancy("rebuild"));
+        }
+        // Even over a member being rebuilt: the new device holds none of it.
+        crate::sync::begin_rebuild(self, member);
+        Ok(())
     }
 
     /// Members to flush: those still part of the array, and replacements being built.

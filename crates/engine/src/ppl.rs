@@ -1103,7 +1103,7 @@ fn replay_step(engine: &mut Engine) {
 fn holds_for_replay(engine: &Engine, member: MemberIdx, stripe: u64) -> bool {
     match engine.member_states()[member.index()] {
         MemberState::Active => true,
-        MemberState::Rebuilding => stripe < engine.recovery_recorded,
+        MemberState::Rebuilding => stripe < engine.recovery_recorded(member),
         MemberState::Failed => false,
     }
 }

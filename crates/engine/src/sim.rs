@@ -658,9 +658,15 @@ impl SimArray {
     /// stay so, and the recover goes on from what was recorded, as a driver resumes it
     /// at open.
     pub fn power_cut_now_resuming(&mut self) {
+        self.power_cut_now_resuming_with(|_| {});
+    }
+
+    /// [`SimArray::power_cut_now_resuming`], with `restart` run on the new engine as
+    /// in [`SimArray::power_cut_with`].
+    pub fn power_cut_now_resuming_with(&mut self, restart: impl FnOnce(&mut SimArray)) {
         self.in_flight.clear();
         self.flush_covers.clear();
-        self.cut_power(|_| {}, true);
+        self.cut_power(restart, true);
     }
 
     /// Power fails with nothing in flight: each write still in a member's volatile
@@ -712,7 +718,11 @@ impl SimArray {
             .filter(|&m| resume && before[m] == MemberState::Rebuilding)
             .map(|m| MemberIdx(u16::try_from(m).expect("few members")))
             .collect();
-        let recorded = self.engine.recovery_recorded();
+        // What the superblocks record of each, which the recover resumes from.
+        let recorded: Vec<u64> = rebuilding
+            .iter()
+            .map(|&m| self.engine.recovery_recorded(m))
+            .collect();
         let states = before
             .iter()
             .map(|s| match s {
@@ -723,14 +733,14 @@ impl SimArray {
         let config = self.engine.config();
         self.engine = Engine::new(*self.engine.geometry(), states);
         self.replies.clear();
-        for &m in &rebuilding {
+        for (&m, &unit) in rebuilding.iter().zip(&recorded) {
             self.engine
                 .mark_rebuilding(m)
                 .expect("a member rebuilding before the cut");
+            self.engine.resume_rebuilding(m, unit);
         }
-        if !rebuilding.is_empty() {
-            self.engine.set_recovery_recorded(recorded);
-        }
+        // The array comes back dirty: its resync is owed until one completes.
+        self.engine.owe_resync();
         restart(self);
         if self.integrity {
             let tables = self.tables_from_areas();
@@ -738,9 +748,9 @@ impl SimArray {
             self.engine.forget_checksums_where_dirty();
         }
         self.engine.set_config(config);
-        if !rebuilding.is_empty() {
+        if let Some(&from) = recorded.iter().min() {
             self.engine
-                .start_sync(crate::SyncKind::Recover, recorded)
+                .start_sync(crate::SyncKind::Recover, from)
                 .expect("the recover resumes");
         }
     }

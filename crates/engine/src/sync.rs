@@ -104,17 +104,26 @@ pub(crate) fn recovered(engine: &Engine, unit: u64) -> bool {
 /// there, so the stripe log keeps its rows as for a member that is missing.
 pub(crate) fn rebuilt_unrecorded(engine: &Engine, member: MemberIdx, unit: u64) -> bool {
     engine.member_states()[member.index()] == MemberState::Rebuilding
-        && unit >= engine.recovery_recorded
-        && recovered(engine, unit)
+        && unit >= engine.recovery_recorded(member)
+        && engine.in_sync(member, unit)
 }
 
-/// Whether a running resync has yet to make `unit`'s redundancy agree with its data
-/// (writes there must not trust old parity).
+/// Whether a running or owed resync has yet to make `unit`'s redundancy agree with its
+/// data (writes there must not trust old parity; mirror reads take the first copy).
 pub(crate) fn awaiting_resync(engine: &Engine, unit: u64) -> bool {
     match &engine.sync {
         Some(s) if s.kind == SyncKind::Resync => unit >= s.next || s.in_flight.contains(&unit),
-        _ => false,
+        _ => engine.resync_owed && !log_replayed_every_entry(engine),
     }
+}
+
+/// The stripe log's replay read every entry it found: parity agrees with the data
+/// wherever a crash could have torn a write.
+fn log_replayed_every_entry(engine: &Engine) -> bool {
+    engine
+        .log
+        .as_ref()
+        .is_some_and(|l| !l.recovering() && engine.stats.log_entries_skipped == 0)
 }
 
 impl Engine {
@@ -128,10 +137,7 @@ impl Engine {
         if self.geo.level() == Level::Raid0 {
             return Err(SyncError::NoRedundancy("rebuild"));
         }
-        self.set_member_state(member, MemberState::Rebuilding);
-        // Its bitmap missed every bit set while it was away.
-        crate::intent::rewrite_all(self);
-        restart_recover(self);
+        begin_rebuild(self, member);
         Ok(())
     }
 
@@ -210,7 +216,7 @@ impl Engine {
     pub fn sync_progress(&self) -> Option<SyncProgress> {
         self.sync.as_ref().map(|s| SyncProgress {
             kind: s.kind,
-            done_below: s.in_flight.first().copied().unwrap_or(s.next),
+            done_below: done_below(s),
             total_units: s.total,
             unit_sectors: unit_sectors(self),
             mismatches: s.mismatches,
@@ -254,15 +260,53 @@ impl Engine {
     }
 
     pub(crate) fn set_member_state(&mut self, member: MemberIdx, state: MemberState) {
+        if self.member_states()[member.index()] != state {
+            // What a member being rebuilt held and had recorded is its own.
+            self.rebuilt_floor[member.index()] = 0;
+            self.recorded_floor[member.index()] = 0;
+        }
         self.members_mut()[member.index()] = state;
     }
 }
 
-/// A newcomer (a member to rebuild, a replacement to build) joined while a recover
+/// `member` holds nothing the array can trust (a new device, or one back from an
+/// absence): the recover's walk starts over for it, and the members it was
+/// rebuilding keep what it did for them.
+pub(crate) fn begin_rebuild(engine: &mut Engine, member: MemberIdx) {
+    restart_recover(engine);
+    engine.set_member_state(member, MemberState::Rebuilding);
+    engine.rebuilt_floor[member.index()] = 0;
+    engine.recorded_floor[member.index()] = 0;
+    // Its bitmap missed every bit set while it was away.
+    crate::intent::rewrite_all(engine);
+}
+
+/// Every unit below this one is done: neither in flight nor failed.
+fn done_below(s: &SyncState) -> u64 {
+    let in_flight = s.in_flight.first().copied().unwrap_or(s.next);
+    let failed = s.failed_units.first().copied().unwrap_or(s.next);
+    s.next.min(in_flight).min(failed)
+}
+
+/// A newcomer (a member to rebuild, a replacement to build) is joining while a recover
 /// runs: the units already done hold nothing for it, so the recover walks again (units
 /// still in flight are waited for before they are issued anew) and flushes again at
-/// the end; whatever the newcomer is, it is recovered whole.
+/// the end; whatever the newcomer is, it is recovered whole. The members the walk was
+/// rebuilding keep the units it had done for them, and what the superblocks record
+/// of that (call this before the newcomer is marked).
 pub(crate) fn restart_recover(engine: &mut Engine) {
+    if let Some(s) = &mut engine.sync {
+        if s.kind == SyncKind::Recover {
+            let done = done_below(s);
+            for m in 0..engine.member_states().len() {
+                if engine.member_states()[m] == MemberState::Rebuilding {
+                    engine.rebuilt_floor[m] = engine.rebuilt_floor[m].max(done);
+                    engine.recorded_floor[m] =
+                        engine.recorded_floor[m].max(engine.recovery_recorded);
+                }
+            }
+        }
+    }
     if let Some(s) = &mut engine.sync {
         if s.kind == SyncKind::Recover {
             s.next = 0;
@@ -460,6 +504,9 @@ fn finish(engine: &mut Engine) {
         && whole
     {
         crate::intent::sync_completed(engine, s.kind);
+        if s.kind == SyncKind::Resync {
+            engine.resync_owed = false;
+        }
     }
     engine.push_event(Event::SyncFinished {
         kind: s.kind,

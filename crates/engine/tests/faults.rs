@@ -17,6 +17,11 @@
 //! faults` replays exactly that story (`XRAID_SEEDS=<n>` runs more or fewer seeds).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Power cuts told across all stories, and those in the middle of a recover.
+static POWER_CUTS: AtomicU64 = AtomicU64::new(0);
+static POWER_CUTS_MID_RECOVER: AtomicU64 = AtomicU64::new(0);
 
 use xraid_engine::sim::{SimArray, SimMemberHealth, SimRng};
 use xraid_engine::{
@@ -90,6 +95,12 @@ struct Story {
     log_on: bool,
     /// A member was killed since the last completed flush (see `power_cut`).
     died_since_flush: bool,
+    /// Members active at the last completed flush (or power cut): one that left the
+    /// array since (killed, or failed by the engine, even if back now) excludes a
+    /// power cut, as `died_since_flush` does.
+    active_at_flush: Vec<bool>,
+    /// A power cut cut a recover short: the resync follows once it is done.
+    resync_owed: bool,
     /// The write-intent bitmap (chunk sectors, quiet time) when on: resyncs after
     /// power cuts and the catch-up of returning members visit only its dirty chunks.
     intent: Option<(u64, Nanos)>,
@@ -105,6 +116,11 @@ struct Story {
 impl Story {
     fn rng(&mut self) -> &mut SimRng {
         self.array.rng()
+    }
+
+    fn active_now(&self) -> Vec<bool> {
+        let states = self.array.engine.member_states();
+        states.iter().map(|s| *s == MemberState::Active).collect()
     }
 
     /// Members that hold a fault: failed or rebuilding in the engine's eyes, dead, or
@@ -227,12 +243,35 @@ impl Story {
         outcome
     }
 
+    /// A client's flush; while a recover runs, sometimes the driver's checkpoint
+    /// instead: a flush, then the recover's progress recorded in the superblocks
+    /// (`Array::checkpoint_sync`), which a power cut resumes from.
     fn flush(&mut self) -> Result<(), String> {
-        self.log.push("  flush".into());
-        match self.array.flush() {
+        let recovering = self
+            .array
+            .engine
+            .sync_progress()
+            .filter(|p| p.kind == SyncKind::Recover);
+        let record = recovering.filter(|_| self.rng().below(2) == 0);
+        let flushed = match record {
+            Some(p) => {
+                self.log
+                    .push(format!("  checkpoint the recover at unit {}", p.done_below));
+                self.array.checkpoint()
+            }
+            None => {
+                self.log.push("  flush".into());
+                self.array.flush()
+            }
+        };
+        match flushed {
             Ok(()) => {
+                if let Some(p) = record.filter(|p| p.done_below > 0) {
+                    self.array.engine.set_recovery_recorded(p.done_below);
+                }
                 self.oracle.flushed();
                 self.died_since_flush = false;
+                self.active_at_flush = self.active_now();
                 if self.intent.is_some() {
                     // Quiet time: bits of chunks no longer written may be cleared.
                     let quiet = Nanos(self.rng().below(3_000_000));
@@ -476,18 +515,30 @@ impl Story {
                 .start_sync(SyncKind::Recover, 0)
                 .map_err(|e| format!("restart recover: {e}"))?;
         }
-        Ok(())
+        self.resync_when_whole()
     }
 
-    /// Power fails between batches on a whole array; it restarts dirty and resyncs.
+    /// Power fails between batches; the array restarts dirty and resyncs. In the
+    /// middle of a recover, half the time: members being rebuilt stay so and the
+    /// recover resumes from the progress last recorded (see `flush`).
     fn power_cut(&mut self) -> Result<(), String> {
-        self.finish_sync()?;
+        let recovering = self
+            .array
+            .engine
+            .sync_progress()
+            .is_some_and(|p| p.kind == SyncKind::Recover);
+        let mid_recover = recovering && self.rng().below(2) == 0;
+        if !mid_recover {
+            self.finish_sync()?;
+        }
         // On a whole array the resync makes parity agree again. With a member missing
         // that is md's write hole, which the stripe log closes for the parity levels;
         // mirrors have no hole. Not covered, as in md: a sector that fails to read in a
         // stripe whose write the cut tore (two faults in one stripe for RAID-5; the log
-        // cannot recompute parity without it), and a member dying under a write with
-        // power failing before the next flush.
+        // cannot recompute parity without it), and a member leaving the array (killed,
+        // or failed by the engine — even if it is back, being rebuilt, by the time of
+        // the cut) after a write and power failing before the next flush: the log holds
+        // no rows of a member that took the write, so the replay cannot read them.
         let faulty = self.faulty();
         let parity = self.array.engine.geometry().level().has_parity();
         let rebuilding = self
@@ -507,19 +558,32 @@ impl Story {
         let unreadable = unreadable || !self.flipped.is_empty();
         let allowed = faulty.is_empty()
             || (self.within_redundancy() && (self.log_on || !parity) && !unreadable);
-        if !allowed || rebuilding || self.died_since_flush {
+        let left_since_flush = self
+            .active_now()
+            .iter()
+            .zip(&self.active_at_flush)
+            .any(|(&now, &then)| then && !now);
+        if !allowed || (rebuilding && !mid_recover) || self.died_since_flush || left_since_flush {
             return Ok(());
         }
+        POWER_CUTS.fetch_add(1, Ordering::Relaxed);
+        if mid_recover {
+            POWER_CUTS_MID_RECOVER.fetch_add(1, Ordering::Relaxed);
+        }
         self.log.push(format!(
-            "power cut (faulty members {faulty:?}, engine states {:?})",
-            self.array.engine.member_states()
+            "power cut{} (faulty members {faulty:?}, engine states {:?}, recorded units {:?})",
+            if mid_recover { " mid-recover" } else { "" },
+            self.array.engine.member_states(),
+            (0..roles)
+                .map(|m| self.array.engine.recovery_recorded(MemberIdx(m as u16)))
+                .collect::<Vec<_>>()
         ));
         // A repair's rewrite that the cut undoes leaves its bad range healed in the
         // model, holding the old bytes, which parity need not agree with.
         let heal_undone =
             (0..2 * roles).any(|m| self.array.slot(MemberIdx(m as u16)).unflushed_heal());
         let intent = self.intent;
-        self.array.power_cut_with(|array| {
+        let restart = |array: &mut SimArray| {
             if let Some((chunk_sectors, quiet)) = intent {
                 // The engine's memory is gone: the bits come back from a member's bitmap.
                 let states = array.engine.member_states().to_vec();
@@ -531,7 +595,12 @@ impl Story {
                 array.engine.enable_write_intent(setup);
                 array.engine.allow_write_intent_clears(true);
             }
-        });
+        };
+        if mid_recover {
+            self.array.power_cut_now_resuming_with(restart);
+        } else {
+            self.array.power_cut_with(restart);
+        }
         // With the stripe log, on a whole array, the log's replay alone must leave
         // parity agreeing with the data everywhere (md's PPL answers a crash so, with
         // no resync): a check before the resync finds nothing.
@@ -556,10 +625,11 @@ impl Story {
     /// After a power cut: the resync of what may be torn (where the bitmap says so),
     /// and the oracle's check of every sector.
     fn resync_after_cut(&mut self) -> Result<(), String> {
-        self.array
-            .engine
-            .start_sync_where_dirty(SyncKind::Resync, 0)
-            .map_err(|e| format!("start resync: {e}"))?;
+        // A recover resumed by the restart runs first; the resync follows it.
+        let resumed = self.array.engine.sync_progress().is_some();
+        if !resumed {
+            self.start_resync()?;
+        }
         // Every sector holds what was durable or something written since; from now
         // on that is what the array holds.
         let total = self.array.engine.array_sectors();
@@ -586,9 +656,38 @@ impl Story {
         }
         self.oracle.current = got;
         self.oracle.flushed();
+        self.active_at_flush = self.active_now();
         // Resync before any new fault: without the log, parity not yet matching data
         // and a second fault would be md's write hole.
+        if resumed {
+            self.resync_owed = true;
+            return self.resync_when_whole();
+        }
         self.finish_sync()
+    }
+
+    /// After a power cut in the middle of a recover: once the recover has made the
+    /// array whole, the resync follows (as md's does after its recovery, and the
+    /// driver's `Array::maintain`); a recover that could not finish leaves it owed.
+    fn resync_when_whole(&mut self) -> Result<(), String> {
+        if !self.resync_owed {
+            return Ok(());
+        }
+        self.finish_sync()?;
+        if !self.array.engine.is_whole() {
+            return Ok(());
+        }
+        self.resync_owed = false;
+        self.log.push("resync after the recover".into());
+        self.start_resync()?;
+        self.finish_sync()
+    }
+
+    fn start_resync(&mut self) -> Result<(), String> {
+        self.array
+            .engine
+            .start_sync_where_dirty(SyncKind::Resync, 0)
+            .map_err(|e| format!("start resync: {e}"))
     }
 
     fn scrub(&mut self) -> Result<(), String> {
@@ -765,6 +864,8 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         over: false,
         log_on,
         died_since_flush: false,
+        active_at_flush: vec![true; usize::from(geo.raid_disks())],
+        resync_owed: false,
         intent,
         integrity,
         flipped: HashSet::new(),
@@ -850,6 +951,7 @@ fn thousands_of_fault_stories_lose_nothing() {
                 .collect()
         }
     };
+    let stories = seeds.len();
     for seed in seeds {
         if let Err((error, log)) = run_seed(seed) {
             panic!(
@@ -858,6 +960,11 @@ fn thousands_of_fault_stories_lose_nothing() {
             );
         }
     }
+    eprintln!(
+        "{stories} stories, {} power cuts ({} in the middle of a recover)",
+        POWER_CUTS.load(Ordering::Relaxed),
+        POWER_CUTS_MID_RECOVER.load(Ordering::Relaxed)
+    );
 }
 
 #[test]
@@ -1173,4 +1280,68 @@ fn a_replaced_members_late_answer_does_not_fail_its_replacement() {
     );
     array.kill_member(MemberIdx(0));
     assert_eq!(array.read(0, geo.array_sectors()).expect("read"), data);
+}
+
+/// Power fails on a RAID-1 while a member is being rebuilt and a write to the other two
+/// copies is not yet flushed, so the copies may differ after the restart. Until the
+/// resync — owed, but waiting for the recover — has run, every read returns the copy
+/// the resync keeps (the first), never one copy now and the other later.
+#[test]
+fn a_mirror_read_after_a_crash_takes_the_copy_the_owed_resync_keeps() {
+    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 3, 16, 4096)
+        .expect("geometry");
+    let unit = 1024u64;
+    let mut torn = 0;
+    for seed in 0..64 {
+        let mut array = SimArray::new(geo, seed);
+        let mut config = array.engine.config();
+        config.sync_min_bytes_per_sec = 1_000_000;
+        config.sync_max_bytes_per_sec = 1_000_000;
+        array.engine.set_config(config);
+        let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
+        array.rng().fill(&mut data);
+        array.write(0, &data).expect("fill");
+        array.flush().expect("flush");
+        array.kill_member(MemberIdx(2));
+        array.return_member(MemberIdx(2), true).expect("replace");
+        array
+            .engine
+            .start_sync(SyncKind::Recover, 0)
+            .expect("recover");
+        // Unit 3 is the recover's last: still to be rebuilt at the cut.
+        let mut new = vec![0u8; unit as usize * SECTOR];
+        array.rng().fill(&mut new);
+        array.write(3 * unit, &new).expect("write");
+        array.power_cut_now_resuming();
+        assert_eq!(array.engine.member_states()[2], MemberState::Rebuilding);
+        let bytes = |m: usize| {
+            let at = (3 * unit) as usize * SECTOR;
+            array.members[m].data[at..at + unit as usize * SECTOR].to_vec()
+        };
+        let (first, second) = (bytes(0), bytes(1));
+        if first == second {
+            continue;
+        }
+        torn += 1;
+        for _ in 0..4 {
+            let got = array.read(3 * unit, unit).expect("read");
+            assert!(got == first, "seed {seed}: a read took the second copy");
+        }
+        array.run_sync();
+        assert!(array.engine.is_whole(), "seed {seed}: rebuilt");
+        array
+            .engine
+            .start_sync_where_dirty(SyncKind::Resync, 0)
+            .expect("resync");
+        array.run_sync();
+        assert!(!array.engine.resync_owed(), "seed {seed}: resynced");
+        for _ in 0..4 {
+            let got = array.read(3 * unit, unit).expect("read");
+            assert!(got == first, "seed {seed}: the resync kept the first copy");
+        }
+    }
+    assert!(
+        torn > 4,
+        "the cut tore the copies apart in {torn} of 64 seeds"
+    );
 }

@@ -501,9 +501,14 @@ impl Worker {
             .enumerate()
             .map(|(role, state)| {
                 let member = MemberIdx(u16::try_from(role).unwrap_or(u16::MAX));
+                // How far it is rebuilt: the running walk, or further where it kept
+                // what a walk did for it before starting over for a newcomer.
                 let rebuilt = match (state, progress) {
                     (MemberState::Rebuilding, Some(p)) if p.kind == SyncKind::Recover => {
-                        Some(percent(&p))
+                        Some(percent(&xraid_engine::SyncProgress {
+                            done_below: engine.rebuilt_below(member),
+                            ..p
+                        }))
                     }
                     (MemberState::Rebuilding, _) => Some(0),
                     _ => None,

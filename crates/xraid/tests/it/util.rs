@@ -131,7 +131,9 @@ pub fn hashes(paths: &[PathBuf]) -> Vec<String> {
 
 /// `len` bytes from a seeded xorshift generator: reproducible, and never all zeros.
 pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
+    // xorshift needs a non-zero state; spread the seed first so that every seed gives
+    // its own bytes (`seed | 1` alone made 30 and 31 the same).
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     (0..len)
         .map(|_| {
             x ^= x << 13;
