@@ -376,8 +376,14 @@ impl Array {
         }
         let unit = self.driver.engine().member_sector_to_unit(from);
         self.begin_writes()?;
+        let replacing = self.replacements.iter().any(Option::is_some);
+        let unclean = self.was_dirty();
         let engine = self.driver.engine_mut();
-        let started = if self.recover_from_bitmap {
+        let started = if replacing && unclean {
+            // A write not flushed before the stop may have reached a member and not its
+            // replacement: their dirty chunks are copied again below the checkpoint.
+            engine.start_recover_after_unclean_stop(unit)
+        } else if self.recover_from_bitmap {
             engine.start_sync_where_dirty(SyncKind::Recover, unit)
         } else {
             engine.start_sync(SyncKind::Recover, unit)

@@ -332,11 +332,14 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
             let rebuilding = all
                 .iter()
                 .any(|p| is_rebuilding(engine, p.member) || engine.is_replacing(p.member));
-            // A member being replaced is read itself where it can be.
+            // A member being replaced is read itself where it can be — but not where
+            // a resync has yet to make the copies agree: there the copy reads take
+            // (the first) is the one the rebuilt and the replacing devices get too.
             let source = sources
                 .iter()
                 .copied()
                 .find(|p| engine.is_replacing(p.member))
+                .filter(|_| !crate::sync::awaiting_resync(engine, unit))
                 .unwrap_or(sources[0]);
             let read_from: Vec<Place> = match kind {
                 SyncKind::Recover if !rebuilding => Vec::new(),

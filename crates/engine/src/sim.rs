@@ -685,15 +685,13 @@ impl SimArray {
         self.cut_power(restart, false);
     }
 
-    /// The power cut; with `resume`, members being rebuilt stay so and the recover
-    /// resumes from what the superblocks recorded.
+    /// The power cut; with `resume`, members being rebuilt stay so, replacements being
+    /// built stay too, and the recover resumes from what the superblocks recorded.
     fn cut_power(&mut self, restart: impl FnOnce(&mut SimArray), resume: bool) {
         assert!(
             self.in_flight.is_empty(),
             "power cuts happen between batches"
         );
-        // The new engine serves each role from its first slot: power cuts are not
-        // told in the middle of a replacement.
         for m in 0..2 * self.members.len() {
             let slot = MemberIdx(u16::try_from(m).expect("few members"));
             let unflushed = std::mem::take(&mut self.slot_mut(slot).unflushed);
@@ -704,9 +702,17 @@ impl SimArray {
                 }
             }
         }
+        // Replacements being built stay with `resume` (else they are forgotten), and go
+        // on from their checkpoints as the driver has them after an unclean stop (see
+        // `Engine::start_recover_after_unclean_stop`): a write not yet flushed may
+        // have reached the member or its replacement and not the other.
+        let replaced: Vec<(MemberIdx, u64)> = (0..self.members.len())
+            .map(|r| MemberIdx(u16::try_from(r).expect("few members")))
+            .filter(|&role| resume && self.engine.is_replacing(role))
+            .map(|role| (role, self.engine.recovery_recorded(role)))
+            .collect();
         // As assembly does after a restart: the device that serves a role (a
-        // replacement that took it over) is found in the role's first slot; a
-        // replacement still being built is forgotten.
+        // replacement that took it over) is found in the role's first slot.
         for r in 0..self.members.len() {
             let role = MemberIdx(u16::try_from(r).expect("few members"));
             if self.engine.device_slot(role) != role {
@@ -747,11 +753,26 @@ impl SimArray {
             self.engine.enable_integrity(tables, true);
             self.engine.forget_checksums_where_dirty();
         }
-        self.engine.set_config(config);
-        if let Some(&from) = recorded.iter().min() {
+        for &(role, _) in &replaced {
             self.engine
-                .start_sync(crate::SyncKind::Recover, from)
-                .expect("the recover resumes");
+                .start_replacement(role)
+                .expect("a replacement being built before the cut");
+            // As the driver opens it: its checksums are learned again as it is copied.
+            let slot = self.engine.replacement_slot(role);
+            self.unknown_table(slot);
+        }
+        self.engine.set_config(config);
+        let from = recorded
+            .iter()
+            .chain(replaced.iter().map(|(_, unit)| unit))
+            .min();
+        if let Some(&from) = from {
+            let started = if replaced.is_empty() {
+                self.engine.start_sync(crate::SyncKind::Recover, from)
+            } else {
+                self.engine.start_recover_after_unclean_stop(from)
+            };
+            started.expect("the recover resumes");
         }
     }
 }

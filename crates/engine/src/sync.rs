@@ -57,9 +57,10 @@ pub(crate) struct SyncState {
     /// it wrote is durable, so a rebuilt member is never declared in sync on data a
     /// power cut could still take away.
     flushing: Option<u32>,
-    /// Visit only units whose write-intent bits are set (a resync after a crash, or
-    /// the catch-up of a member that returns), skipping the rest as done.
-    only_dirty: bool,
+    /// Below this unit, visit only units whose write-intent bits are set (a resync
+    /// after a crash, the catch-up of a member that returns, the part a replacement
+    /// had copied before a crash), skipping the rest as done.
+    dirty_only_below: u64,
     /// Units issued so far, and units skipped as clean in the bitmap.
     visited: u64,
     skipped: u64,
@@ -143,7 +144,7 @@ impl Engine {
 
     /// Starts a sync from unit `from` (0, or a checkpoint from [`Engine::sync_progress`]).
     pub fn start_sync(&mut self, kind: SyncKind, from: u64) -> Result<(), SyncError> {
-        self.start_sync_over(kind, from, false)
+        self.start_sync_over(kind, from, 0, from)
     }
 
     /// Like [`Engine::start_sync`], but a resync or recover visits only the units whose
@@ -151,23 +152,42 @@ impl Engine {
     /// those can disagree, and a member that left a degraded array and returns missed
     /// only those.
     pub fn start_sync_where_dirty(&mut self, kind: SyncKind, from: u64) -> Result<(), SyncError> {
-        let only_dirty = self.intent.is_some() && crate::intent::sync_may_skip(kind);
-        self.start_sync_over(kind, from, only_dirty)
+        // A replacement is built whole: its device held nothing of the role before.
+        let whole = kind == SyncKind::Recover && self.any_replacing();
+        let dirty_only_below = if whole { 0 } else { u64::MAX };
+        self.start_sync_over(kind, from, dirty_only_below, from)
+    }
+
+    /// Starts a recover from unit 0 that visits the units below `recorded` only where
+    /// write-intent bits are set (all of them without a bitmap), and every unit from
+    /// `recorded` on: how a replacement goes on from its checkpoint after an unclean
+    /// stop. It holds what its copy wrote below the checkpoint, but a write not yet
+    /// flushed may have reached the member it replaces and not it (or the other way
+    /// round), and such writes lie in chunks whose bits are set (and stay set until a
+    /// resync). Members being rebuilt resume as with [`Engine::start_sync`] from the
+    /// lowest record among them ([`Engine::resume_rebuilding`]), which `recorded`
+    /// must not exceed.
+    pub fn start_recover_after_unclean_stop(&mut self, recorded: u64) -> Result<(), SyncError> {
+        self.start_sync_over(SyncKind::Recover, 0, recorded, recorded)
     }
 
     fn start_sync_over(
         &mut self,
         kind: SyncKind,
         from: u64,
-        only_dirty: bool,
+        dirty_only_below: u64,
+        recorded: u64,
     ) -> Result<(), SyncError> {
         self.can_start_sync(kind)?;
-        // A replacement is built whole: its device held nothing of the role before.
-        let only_dirty = only_dirty && !(kind == SyncKind::Recover && self.any_replacing());
+        let dirty_only_below = if self.intent.is_some() && crate::intent::sync_may_skip(kind) {
+            dirty_only_below
+        } else {
+            0
+        };
         let total = total_units(self);
         if kind == SyncKind::Recover {
             // A recover resumes from what the superblocks record (or starts over).
-            self.recovery_recorded = from.min(total);
+            self.recovery_recorded = recorded.min(total);
         }
         self.sync = Some(SyncState {
             kind,
@@ -180,7 +200,7 @@ impl Engine {
             cancelled: false,
             next_launch: self.now(),
             flushing: None,
-            only_dirty,
+            dirty_only_below: dirty_only_below.min(total),
             visited: 0,
             skipped: 0,
         });
@@ -312,7 +332,7 @@ pub(crate) fn restart_recover(engine: &mut Engine) {
             s.next = 0;
             s.failed_units.clear();
             s.flushing = None;
-            s.only_dirty = false;
+            s.dirty_only_below = 0;
         }
     }
     engine.recovery_recorded = 0;
@@ -335,9 +355,9 @@ pub(crate) fn pump(engine: &mut Engine) {
         if let Some(s) = engine
             .sync
             .as_ref()
-            .filter(|s| s.only_dirty && !s.cancelled)
+            .filter(|s| s.next < s.dirty_only_below && !s.cancelled)
         {
-            let next = crate::intent::next_dirty_unit(engine, s.next, s.total);
+            let next = crate::intent::next_dirty_unit(engine, s.next, s.dirty_only_below);
             if let Some(s) = &mut engine.sync {
                 s.skipped += next - s.next;
                 s.next = next;
