@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Client writes while a RAID-5 is rebuilt: what a rebuild costs the clients, and how
+fast it goes under their load.
+
+One 4-member RAID-5 (64K chunk) on DIR, filled with random data and served over a Unix
+socket with --rebuild-min MIN (the pace while clients are busy). Each run measures fio's
+nbd engine doing 4 KiB random writes at QD32 for RUNTIME seconds, three times:
+
+  whole       every member active;
+  degraded    member 1 failed, nothing rebuilding;
+  rebuilding  a blank member added in its place (`xraid add --no-rebuild`), the
+              recover running under the writes; its progress before and after gives the
+              rebuild's rate under load.
+
+While a member is rebuilt, writes over stripes the recover has rebuilt since its last
+recorded checkpoint (every 2 s) keep the rebuilt member's rows in their stripe-log entry
+and use reconstruct-write (docs/RELIABILITY.md): the share of writes that pays for it
+grows with the rebuild's pace, so MIN is swept.
+
+  RUNS=3 RUNTIME=8 MINS="10 50" SIZE=512M bench/rebuild/under-load.py
+
+Raw rows: bench/runs/<date>-<hostname>/rebuild-under-load.csv; prints medians.
+"""
+
+import datetime
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def env(name, default):
+    return os.environ.get(name, default)
+
+
+RUNS = int(env("RUNS", "3"))
+RUNTIME = int(env("RUNTIME", "8"))
+MINS = env("MINS", "10 50").split()
+SIZE = env("SIZE", "512M")
+DIR = env("DIR", "/dev/shm")
+XRAID = env("XRAID", "")
+
+
+def log(msg):
+    print(f"rebuild-under-load: {msg}", file=sys.stderr, flush=True)
+
+
+def xraid_binary():
+    if XRAID:
+        return XRAID
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "xraid"], cwd=TOP, check=True)
+    return os.path.join(TOP, "target", "release", "xraid")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fio(sock, rw, bs, depth, out, runtime, size):
+    args = ["fio", "--name=c", "--ioengine=nbd", f"--uri=nbd+unix:///?socket={sock}",
+            f"--rw={rw}", f"--bs={bs}", f"--iodepth={depth}", f"--size={size}",
+            "--output-format=json", f"--output={out}", "--norandommap", "--randrepeat=0"]
+    if runtime:
+        args += ["--time_based", f"--runtime={runtime}"]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with open(out) as f:
+        return json.load(f)["jobs"][0]["write"]["iops"]
+
+
+def status(xraid, folder):
+    out = subprocess.run([xraid, "status", "--json", folder], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def rebuilt_percent(xraid, folder, role):
+    member = status(xraid, folder)["members"][role]
+    return member.get("rebuilt_percent") or 0
+
+
+def one_run(xraid, work, minimum, member_bytes, array_bytes):
+    folder = os.path.join(work, "array")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.mkdir(folder)
+    members = [os.path.join(folder, f"d{i}") for i in range(4)]
+    subprocess.run([xraid, "create", "-l", "5", "-c", "64K", "--size", str(member_bytes),
+                    *members], check=True, stdout=subprocess.DEVNULL)
+    sock = os.path.join(work, "s.sock")
+    logf = open(os.path.join(work, "serve.log"), "a")
+    proc = subprocess.Popen([xraid, "serve", "--socket", sock, "--rebuild-min", minimum,
+                             "--rebuild-max", minimum, folder], stdout=logf, stderr=logf)
+    try:
+        for _ in range(100):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.1)
+        else:
+            sys.exit("rebuild-under-load: the server did not start")
+        fio(sock, "write", "1m", 8, os.path.join(work, "fill.json"), 0, array_bytes)
+        rows = {}
+
+        def measure(phase):
+            cpu0 = cpu_seconds(proc.pid)
+            iops = fio(sock, "randwrite", "4k", 32, os.path.join(work, "fio.json"),
+                       RUNTIME, array_bytes)
+            cpu = cpu_seconds(proc.pid) - cpu0
+            rows[phase] = (iops, cpu / (iops * RUNTIME) * 1e6)
+
+        measure("whole")
+        subprocess.run([xraid, "fail", folder, members[1]], check=True,
+                       stdout=subprocess.DEVNULL)
+        measure("degraded")
+        os.remove(members[1])
+        subprocess.run([xraid, "add", "--no-rebuild", "--size", str(member_bytes), folder,
+                        members[1]], check=True, stdout=subprocess.DEVNULL)
+        before = rebuilt_percent(xraid, folder, 1)
+        t0 = time.monotonic()
+        measure("rebuilding")
+        seconds = time.monotonic() - t0
+        after = rebuilt_percent(xraid, folder, 1)
+        state = status(xraid, folder)["members"][1]["state"]
+        if state != "rebuilding":
+            log(f"the rebuild ended during the measurement (min {minimum} MB/s): "
+                "make SIZE larger or MINS smaller")
+        rate = (after - before) / 100 * member_bytes / seconds / 1e6
+        return rows, rate
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def main():
+    xraid = xraid_binary()
+    member_bytes = int(subprocess.run(["numfmt", "--from=iec", SIZE], check=True,
+                                      capture_output=True, text=True).stdout)
+    array_bytes = 3 * (member_bytes - (8 << 20))
+    work = tempfile.mkdtemp(prefix="xraid-rebuild-load.", dir=DIR)
+    out_dir = os.path.join(TOP, "bench", "runs",
+                           f"{datetime.date.today()}-{socket.gethostname()}")
+    os.makedirs(out_dir, exist_ok=True)
+    csv = os.path.join(out_dir, "rebuild-under-load.csv")
+    new = not os.path.exists(csv)
+    out = open(csv, "a")
+    if new:
+        out.write("date,run,rebuild_min_mb_s,phase,iops,server_cpu_us_per_io,rebuild_mb_s\n")
+    results = {}
+    try:
+        for run in range(1, RUNS + 1):
+            for minimum in MINS:
+                rows, rate = one_run(xraid, work, minimum, member_bytes, array_bytes)
+                for phase, (iops, us) in rows.items():
+                    r = f"{rate:.1f}" if phase == "rebuilding" else ""
+                    out.write(f"{datetime.date.today()},{run},{minimum},{phase},{iops:.0f},"
+                              f"{us:.1f},{r}\n")
+                    results.setdefault((minimum, phase), []).append((iops, us, rate))
+                out.flush()
+                log(f"run {run}, min {minimum} MB/s: " + ", ".join(
+                    f"{p} {i:.0f} IOPS" for p, (i, _) in rows.items())
+                    + f", rebuild {rate:.1f} MB/s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("| rebuild min MB/s | phase | IOPS (median) | vs whole | server µs/IO | rebuild MB/s |")
+    print("|---|---|---|---|---|---|")
+    for minimum in MINS:
+        whole = statistics.median(i for i, _, _ in results[(minimum, "whole")])
+        for phase in ("whole", "degraded", "rebuilding"):
+            cells = results[(minimum, phase)]
+            iops = statistics.median(i for i, _, _ in cells)
+            us = statistics.median(u for _, u, _ in cells)
+            rate = (f"{statistics.median(r for _, _, r in cells):.1f}"
+                    if phase == "rebuilding" else "")
+            print(f"| {minimum} | {phase} | {iops:,.0f} | {iops / whole:.2f} | {us:.1f} | {rate} |")
+
+
+if __name__ == "__main__":
+    main()
