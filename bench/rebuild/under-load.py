@@ -87,13 +87,15 @@ def rebuilt_percent(xraid, folder, role):
     return member.get("rebuilt_percent") or 0
 
 
-def one_run(xraid, work, minimum, member_bytes, array_bytes):
+def one_run(xraid, work, minimum, member_bytes):
     folder = os.path.join(work, "array")
     shutil.rmtree(folder, ignore_errors=True)
     os.mkdir(folder)
     members = [os.path.join(folder, f"d{i}") for i in range(4)]
     subprocess.run([xraid, "create", "-l", "5", "-c", "64K", "--size", str(member_bytes),
                     *members], check=True, stdout=subprocess.DEVNULL)
+    made = status(xraid, folder)
+    array_bytes, data_bytes = made["array_size_bytes"], made["member_data_bytes"]
     sock = os.path.join(work, "s.sock")
     logf = open(os.path.join(work, "serve.log"), "a")
     proc = subprocess.Popen([xraid, "serve", "--socket", sock, "--rebuild-min", minimum,
@@ -131,7 +133,7 @@ def one_run(xraid, work, minimum, member_bytes, array_bytes):
         if state != "rebuilding":
             log(f"the rebuild ended during the measurement (min {minimum} MB/s): "
                 "make SIZE larger or MINS smaller")
-        rate = (after - before) / 100 * member_bytes / seconds / 1e6
+        rate = (after - before) / 100 * data_bytes / seconds / 1e6
         return rows, rate
     finally:
         proc.terminate()
@@ -142,7 +144,6 @@ def main():
     xraid = xraid_binary()
     member_bytes = int(subprocess.run(["numfmt", "--from=iec", SIZE], check=True,
                                       capture_output=True, text=True).stdout)
-    array_bytes = 3 * (member_bytes - (8 << 20))
     work = tempfile.mkdtemp(prefix="xraid-rebuild-load.", dir=DIR)
     out_dir = os.path.join(TOP, "bench", "runs",
                            f"{datetime.date.today()}-{socket.gethostname()}")
@@ -156,7 +157,7 @@ def main():
     try:
         for run in range(1, RUNS + 1):
             for minimum in MINS:
-                rows, rate = one_run(xraid, work, minimum, member_bytes, array_bytes)
+                rows, rate = one_run(xraid, work, minimum, member_bytes)
                 for phase, (iops, us) in rows.items():
                     r = f"{rate:.1f}" if phase == "rebuilding" else ""
                     out.write(f"{datetime.date.today()},{run},{minimum},{phase},{iops:.0f},"
