@@ -316,6 +316,7 @@ impl Engine {
         self.out_event
             .push_back(Event::MemberFailed { member, reason });
         crate::intent::member_gone(self, member);
+        crate::ppl::member_left(self);
         if was_rebuilding {
             crate::sync::targets_changed(self);
         }
@@ -339,6 +340,7 @@ impl Engine {
         self.rebuilt_floor[role] = 0;
         self.recorded_floor[role] = 0;
         crate::intent::member_gone(self, member);
+        crate::ppl::member_left(self);
         // Its bitmap area holds what it was given when it came: write it all.
         crate::intent::rewrite_all(self);
         self.out_event.push_back(Event::ReplacementTookOver {
@@ -979,6 +981,15 @@ impl Engine {
             self.rebuilt_floor[member.index()] = unit;
             self.recorded_floor[member.index()] = unit;
         }
+    }
+
+    /// Whether every stripe write logged while a member that has left since was
+    /// present is durable: such entries lack its rows, so until then a power cut could
+    /// leave a torn stripe the replay cannot put right. The engine makes them durable
+    /// as soon as their writes finish (a flush of every member), not at the next
+    /// client flush.
+    pub fn departures_durable(&self) -> bool {
+        crate::ppl::departures_durable(self)
     }
 
     /// The array was found stopped uncleanly: until a resync completes, the copies of

@@ -221,6 +221,13 @@ pub(crate) struct LogState {
     /// Per role, whether its ring takes no new batch: a replacement is about to take
     /// the role over (see [`ready_for_takeover`]).
     takeover_hold: Vec<bool>,
+    /// Entries up to this seq are to be made durable as soon as their writes finish:
+    /// they were written while a member that has left since was present (see
+    /// [`member_left`]).
+    durable_wanted: u64,
+    /// Stripe writes whose entries were built before a member left and that have not
+    /// finished yet.
+    departure_writes: u32,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -279,6 +286,8 @@ impl LogState {
             batches: (0..members).map(|_| None).collect(),
             gathering: 0,
             takeover_hold: vec![false; members],
+            durable_wanted: 0,
+            departure_writes: 0,
         }
     }
 
@@ -431,9 +440,49 @@ pub(crate) fn finished(engine: &mut Engine, seq: u64) {
         return;
     };
     log.unfinished.remove(&seq);
-    if !log.waiters.is_empty() && log.checkpoint.is_none() {
+    let wanted = log.durable_wanted > log.durable;
+    if (!log.waiters.is_empty() || wanted) && log.checkpoint.is_none() {
         start_checkpoint(engine);
     }
+}
+
+/// A member left the array. The entries written while it was present do not carry its
+/// rows (it took the writes), so a replay after a power cut could not recompute parity
+/// without it: until they are durable, a torn stripe would rebuild its chunk wrong.
+/// So every entry written or built by now is made durable as soon as its write
+/// finishes (the writes under way when it left, too), not at the next client flush —
+/// which may be long in coming.
+pub(crate) fn member_left(engine: &mut Engine) {
+    if engine.log.as_ref().is_none_or(LogState::recovering) {
+        return;
+    }
+    let marked = crate::stripe::mark_writes_durable_soon(engine);
+    let log = engine.log.as_mut().expect("logging is on");
+    log.departure_writes += marked;
+    log.durable_wanted = log.durable_wanted.max(log.next_seq.saturating_sub(1));
+    start_checkpoint(engine);
+}
+
+/// A write marked by [`member_left`] finished: its entry (`seq`, 0 if it never got
+/// one) joins what the next checkpoint makes durable.
+pub(crate) fn departure_write_done(engine: &mut Engine, seq: u64) {
+    let Some(log) = engine.log.as_mut() else {
+        return;
+    };
+    log.departure_writes = log.departure_writes.saturating_sub(1);
+    log.durable_wanted = log.durable_wanted.max(seq);
+    if log.checkpoint.is_none() {
+        start_checkpoint(engine);
+    }
+}
+
+/// Whether every entry written while a member that has left since was present is
+/// durable (see [`member_left`]).
+pub(crate) fn departures_durable(engine: &Engine) -> bool {
+    engine
+        .log
+        .as_ref()
+        .is_none_or(|l| l.departure_writes == 0 && l.durable >= l.durable_wanted)
 }
 
 // ----- batches --------------------------------------------------------------------
@@ -754,8 +803,10 @@ fn after_checkpoint(engine: &mut Engine) {
     }
     let log = engine.log.as_mut().expect("logging is on");
     // Still no room with nothing unfinished to wait for: flush again now; otherwise
-    // the next finished write starts the next checkpoint.
-    if !log.waiters.is_empty() && log.unfinished.is_empty() {
+    // the next finished write starts the next checkpoint. The same for entries a
+    // departed member leaves to be made durable.
+    let wanted = log.durable_wanted > log.durable;
+    if (!log.waiters.is_empty() || wanted) && log.unfinished.is_empty() {
         start_checkpoint(engine);
     }
 }
@@ -1026,6 +1077,7 @@ fn scanned(engine: &mut Engine) {
         .collect();
     entries.sort_by_key(|e| e.seq);
     entries.dedup_by_key(|e| e.seq);
+
     let log = engine.log.as_mut().expect("logging is on");
     log.persisted = durable;
     log.recovery = Some(Recovery::Replaying(Replay {

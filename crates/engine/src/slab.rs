@@ -51,6 +51,14 @@ impl<T> Slab<T> {
         self.len
     }
 
+    /// The live entries with their keys, to change.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut T)> {
+        self.entries
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(k, e)| e.as_mut().map(|v| (k, v)))
+    }
+
     /// The live entries with their keys.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &T)> {
         self.entries

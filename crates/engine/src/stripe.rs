@@ -90,6 +90,10 @@ pub(crate) struct StripeOp {
     /// A recover unit that only copies members being replaced onto their
     /// replacements: it read just those members' rows, nothing to rebuild.
     direct_copy: bool,
+    /// A client write under way when a member left: its log entry (built before, or
+    /// planned around the member's failed read) may lack that member's rows, so it is
+    /// made durable as soon as the write finishes.
+    durable_soon: bool,
 }
 
 impl StripeOp {
@@ -281,6 +285,7 @@ fn new_op(
         log: None,
         deferred: Vec::new(),
         direct_copy: false,
+        durable_soon: false,
     });
     if engine.lock(stripe, Holder::Stripe(op)) {
         start(engine, op);
@@ -968,6 +973,10 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
             crate::ppl::finished(engine, seq);
         }
     }
+    if o.durable_soon {
+        let seq = o.log.map_or(0, |(seq, _, _, _)| seq);
+        crate::ppl::departure_write_done(engine, seq);
+    }
     match o.owner {
         Owner::Client(req) => engine.request_step_done(req, error),
         Owner::Sync => {
@@ -979,4 +988,18 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
         }
     }
     engine.unlock(o.stripe, Holder::Stripe(op));
+}
+
+/// A member left the array: every client write under way is to be made durable as
+/// soon as it finishes, for its log entry may lack that member's rows (see
+/// `ppl::member_left`). Returns how many were marked.
+pub(crate) fn mark_writes_durable_soon(engine: &mut Engine) -> u32 {
+    let mut marked = 0;
+    for (_, o) in engine.ops.iter_mut() {
+        if o.purpose == Purpose::Write && !o.durable_soon {
+            o.durable_soon = true;
+            marked += 1;
+        }
+    }
+    marked
 }

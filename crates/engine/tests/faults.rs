@@ -563,6 +563,10 @@ impl Story {
             .iter()
             .zip(&self.active_at_flush)
             .any(|(&now, &then)| then && !now);
+        // (The engine makes the writes under way or logged before a member left durable
+        // as soon as they finish — `Engine::departures_durable` — but the stories do not
+        // yet allow a cut once it has: with that, seed 11113052473078067451 ends with a
+        // check that finds mismatches, not explained yet.)
         if !allowed || (rebuilding && !mid_recover) || self.died_since_flush || left_since_flush {
             return Ok(());
         }
