@@ -357,6 +357,7 @@ fn assign(
             crate::bitmap::write_copy(member, &sb, &image, path)?;
         }
     }
+    crate::open::wipe_log_ring(member, &sb, path)?;
     write_superblock(member, &sb, path)?;
     member.flush().map_err(|source| io_error(path, source))?;
     write_role_table(assembled, &roles, None)

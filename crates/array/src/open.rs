@@ -950,6 +950,35 @@ impl Array {
     }
 }
 
+/// Zeroes the stripe-log ring of a device joining the array (an added or returning
+/// member, a spare, a replacement). Whatever its ring held is from another life — a
+/// device that served this array before keeps entries with its tag, and after a
+/// restart that did not see them their seqs may be taken again — and a replay must
+/// never find such an entry on it.
+pub(crate) fn wipe_log_ring(
+    member: &dyn Member,
+    sb: &Superblock,
+    path: &std::path::Path,
+) -> Result<(), ArrayError> {
+    let Some((start, sectors)) = log_ring(sb) else {
+        return Ok(());
+    };
+    const PIECE_BYTES: u64 = 1 << 20;
+    let zeros = vec![0u8; PIECE_BYTES as usize];
+    let (mut at, end) = (start * SECTOR_BYTES, (start + sectors) * SECTOR_BYTES);
+    while at < end {
+        let len = (end - at).min(PIECE_BYTES) as usize;
+        member
+            .write_at(&zeros[..len], at)
+            .map_err(|source| ArrayError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        at += len as u64;
+    }
+    Ok(())
+}
+
 /// Where a member's stripe-log ring lies: from past its metadata (superblock, bad-block
 /// log, aligned to 4 KiB) up to its data, in sectors from the member's start.
 pub(crate) fn log_ring(sb: &Superblock) -> Option<(u64, u64)> {
@@ -1681,6 +1710,7 @@ impl Array {
             let image = image.to_vec();
             crate::bitmap::write_copy(member, sb, &image, path)?;
         }
+        wipe_log_ring(member, sb, path)?;
         write_superblock(member, sb, path)?;
         member.flush().map_err(|source| ArrayError::Io {
             path: path.to_path_buf(),

@@ -586,6 +586,8 @@ impl SimArray {
         m.bad_ranges.clear();
         m.unflushed.clear();
         m.data = garbage;
+        // As the driver does for every device joining: its ring is wiped.
+        m.log.fill(0);
         self.engine.start_replacement(role)?;
         self.unknown_table(slot);
         Ok(())
@@ -617,6 +619,8 @@ impl SimArray {
         m.health = SimMemberHealth::Healthy;
         m.bad_ranges.clear();
         m.unflushed.clear();
+        // As the driver does for every device joining: its ring is wiped.
+        m.log.fill(0);
         if replace {
             m.device += 1;
             let mut garbage = std::mem::take(&mut m.data);

@@ -97,10 +97,15 @@ struct Story {
     died_since_flush: bool,
     /// Members active at the last completed flush (or power cut): one that left the
     /// array since (killed, or failed by the engine, even if back now) excludes a
-    /// power cut, as `died_since_flush` does.
+    /// power cut as `died_since_flush` does, until the engine has made the writes it
+    /// left without its rows durable.
     active_at_flush: Vec<bool>,
     /// A power cut cut a recover short: the resync follows once it is done.
     resync_owed: bool,
+    /// Roles whose device is a replacement that took the role over part way through
+    /// its copy and did not finish it, moved to the role's first slot by a power cut:
+    /// if it comes back, it is rebuilt whole (see `return_member`).
+    half_built: HashSet<usize>,
     /// The write-intent bitmap (chunk sectors, quiet time) when on: resyncs after
     /// power cuts and the catch-up of returning members visit only its dirty chunks.
     intent: Option<(u64, Nanos)>,
@@ -288,6 +293,7 @@ impl Story {
     /// Runs any sync to its end, then checks every sector (where redundancy allows).
     fn settle(&mut self) -> Result<(), String> {
         self.finish_sync()?;
+        self.resync_when_whole()?;
         if std::env::var("XRAID_TRACE").is_ok() {
             let events = self.array.take_events();
             eprintln!(
@@ -343,6 +349,13 @@ impl Story {
 
     /// A fault on a healthy member, if the budget allows (or, rarely, past it).
     fn pick_victim(&mut self, allow_over: bool) -> Option<usize> {
+        // No new fault before an owed resync has run (as after any power cut): copies
+        // torn by the cut would then be chosen between by which one reads — md's
+        // resync too takes the first copy that reads whole, and reads before it took
+        // the first copy.
+        if self.resync_owed {
+            return None;
+        }
         let faulty = self.faulty();
         if faulty.len() >= self.tolerance && !allow_over {
             return None;
@@ -443,7 +456,8 @@ impl Story {
             // (it lives in the role's other slot): the array resumes that one from
             // its recovery offset, so the story rebuilds it whole.
             let role = MemberIdx(m as u16);
-            let half_built = self.array.engine.device_slot(role) != role;
+            let half_built =
+                self.array.engine.device_slot(role) != role || self.half_built.remove(&m);
             let started = if replace || self.intent.is_none() || half_built {
                 self.array.engine.start_sync(SyncKind::Recover, 0)
             } else {
@@ -537,8 +551,9 @@ impl Story {
         // stripe whose write the cut tore (two faults in one stripe for RAID-5; the log
         // cannot recompute parity without it), and a member leaving the array (killed,
         // or failed by the engine — even if it is back, being rebuilt, by the time of
-        // the cut) after a write and power failing before the next flush: the log holds
-        // no rows of a member that took the write, so the replay cannot read them.
+        // the cut) after a write and power failing before that write is durable: the
+        // log holds no rows of a member that took the write, so the replay cannot read
+        // them (the engine makes such writes durable at once; see below).
         let faulty = self.faulty();
         let parity = self.array.engine.geometry().level().has_parity();
         let rebuilding = self
@@ -563,11 +578,18 @@ impl Story {
             .iter()
             .zip(&self.active_at_flush)
             .any(|(&now, &then)| then && !now);
-        // (The engine makes the writes under way or logged before a member left durable
-        // as soon as they finish — `Engine::departures_durable` — but the stories do not
-        // yet allow a cut once it has: with that, seed 11113052473078067451 ends with a
-        // check that finds mismatches, not explained yet.)
-        if !allowed || (rebuilding && !mid_recover) || self.died_since_flush || left_since_flush {
+        // A member that left since the last flush (killed, or failed by the engine)
+        // leaves writes whose entries lack its rows: a cut is fair again once the
+        // engine has noticed every dead member and made those writes durable, which it
+        // does as soon as they finish (`Engine::departures_durable`).
+        let states = self.array.engine.member_states().to_vec();
+        let unnoticed = (0..roles).any(|m| {
+            let dead = self.array.role_device(MemberIdx(m as u16)).health == SimMemberHealth::Dead;
+            dead && states[m] != MemberState::Failed
+        });
+        let exposed = (self.died_since_flush || left_since_flush)
+            && (unnoticed || !self.array.engine.departures_durable());
+        if !allowed || (rebuilding && !mid_recover) || exposed {
             return Ok(());
         }
         POWER_CUTS.fetch_add(1, Ordering::Relaxed);
@@ -586,6 +608,16 @@ impl Story {
         // model, holding the old bytes, which parity need not agree with.
         let heal_undone =
             (0..2 * roles).any(|m| self.array.slot(MemberIdx(m as u16)).unflushed_heal());
+        // The restart finds a replacement that took its role over in the role's first
+        // slot; one that had not finished is remembered as half built.
+        for m in 0..roles {
+            let role = MemberIdx(m as u16);
+            if self.array.engine.device_slot(role) != role
+                && self.array.engine.member_states()[m] != MemberState::Active
+            {
+                self.half_built.insert(m);
+            }
+        }
         let intent = self.intent;
         let restart = |array: &mut SimArray| {
             if let Some((chunk_sectors, quiet)) = intent {
@@ -655,6 +687,26 @@ impl Story {
         for (s, bytes) in got.chunks(SECTOR).enumerate() {
             let at = s * SECTOR;
             let same = bytes == &self.oracle.current[at..at + SECTOR];
+            if !same
+                && !self.oracle.maybe[s].contains(&hash(bytes))
+                && std::env::var("XRAID_TRACE").is_ok()
+            {
+                let geo = *self.array.engine.geometry();
+                let per = geo.chunk_sectors() as u64 * geo.data_disks() as u64;
+                let stripe = s as u64 / per;
+                let map = geo.stripe_map(stripe);
+                let idx = ((s as u64 % per) / geo.chunk_sectors() as u64) as u16;
+                let row = (s as u64 % per) % geo.chunk_sectors() as u64;
+                let ms = geo.member_sector(stripe, row as u32) as usize * SECTOR;
+                for m in 0..geo.raid_disks() as usize {
+                    eprintln!("member {m}: {:02x?} other {:02x?} (data member of idx {idx}: {:?}, p {:?})", &self.array.members[m].data[ms..ms + 8], &self.array.other_slots[m].data[ms..ms + 8], map.data_member(idx), map.p());
+                }
+                eprintln!(
+                    "got {:02x?} current {:02x?}",
+                    &bytes[..8],
+                    &self.oracle.current[at..at + 8]
+                );
+            }
             if !same && !self.oracle.maybe[s].contains(&hash(bytes)) {
                 return Err(format!(
                     "after a power cut sector {s} holds data never written there"
@@ -873,6 +925,7 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         died_since_flush: false,
         active_at_flush: vec![true; usize::from(geo.raid_disks())],
         resync_owed: false,
+        half_built: HashSet::new(),
         intent,
         integrity,
         flipped: HashSet::new(),
@@ -992,6 +1045,14 @@ fn the_seeds_that_found_gaps_pass() {
         18_140_036_187_887_152_859,
         // The check after the log's replay while a replacement's copy resumed.
         9_208_251_746_700_153_119,
+        // A former member built again as a replacement, its ring's stale entry replayed.
+        7_147_192_369_432_286_795,
+        // Cuts after a member left, once the engine made its writes durable.
+        17_732_233_145_095_186_241,
+        17_026_080_507_310_395_532,
+        11_113_052_473_078_067_451,
+        12_415_768_384_695_867_392,
+        9_272_323_323_835_077_553,
     ];
     for seed in seeds {
         if let Err((error, log)) = run_seed(seed) {

@@ -491,3 +491,36 @@ fn a_rebuild_cut_off_by_a_crash_goes_on_from_its_checkpoint() {
     std::fs::remove_file(disks.join("d0")).expect("lose d0");
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
 }
+
+/// A device joining the array — added while the array is not served, or while it is —
+/// gets its stripe-log ring wiped: whatever it held (a former member of this same
+/// array keeps entries with its tag) must never be found by a replay.
+#[test]
+fn a_joining_device_gets_its_log_ring_wiped() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    filled(dir.path(), &disks, 33);
+    // The ring lies between the metadata and the data (2048 sectors in).
+    let data_offset = 2048 * 512;
+    let ring_tail = data_offset - (64 << 10)..data_offset;
+    let leftovers = |name: &str| {
+        let path = disks.join(name);
+        std::fs::write(&path, vec![0xab; 16 << 20]).expect("a used device");
+        path
+    };
+    let ring_is_wiped = |path: &Path| {
+        let bytes = std::fs::read(path).expect("member");
+        bytes[ring_tail.clone()].iter().all(|&b| b == 0)
+    };
+    std::fs::remove_file(disks.join("d1")).expect("lose d1");
+    let d1 = leftovers("d1");
+    ok(&["add", "--no-rebuild", p(&disks), p(&d1)]);
+    assert!(ring_is_wiped(&d1), "added while not served");
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    server.wait_for_log(0, &["recover done"]);
+    ok(&["fail", p(&disks), p(&disks.join("d2"))]);
+    let n2 = leftovers("n2");
+    ok(&["add", "--no-rebuild", p(&disks), p(&n2)]);
+    assert!(ring_is_wiped(&n2), "added while served");
+    server.stop();
+}
