@@ -348,6 +348,21 @@ impl SimArray {
         }
     }
 
+    /// Runs the array until the running sync has done every unit below `unit` (or has
+    /// ended); returns whether it got there.
+    pub fn run_sync_until(&mut self, unit: u64) -> bool {
+        loop {
+            match self.engine.sync_progress() {
+                Some(p) if p.done_below < unit => {}
+                Some(_) => return true,
+                None => return false,
+            }
+            if !self.step() {
+                return false;
+            }
+        }
+    }
+
     /// Completes one member I/O, if any is in flight; with none in flight, moves the
     /// clock to the engine's next timer (a paced sync). Returns whether anything happened.
     pub fn step(&mut self) -> bool {

@@ -279,13 +279,10 @@ fn recover_until(array: &mut SimArray, seed: u64, unit: u64) {
         .engine
         .start_sync(SyncKind::Recover, 0)
         .expect("recover");
-    while array
-        .engine
-        .sync_progress()
-        .is_some_and(|p| p.done_below < unit)
-    {
-        assert!(array.step(), "seed {seed}: the recover goes on");
-    }
+    assert!(
+        array.run_sync_until(unit),
+        "seed {seed}: the recover goes on"
+    );
 }
 
 /// Writes `new` over stripes 0..8 and runs until every log batch is written and

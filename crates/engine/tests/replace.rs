@@ -46,6 +46,18 @@ fn slow_sync(array: &mut SimArray, units_per_sec: u64) {
     array.engine.set_config(config);
 }
 
+/// Starts building a replacement for [`ROLE`] and the recover that copies it; returns
+/// the replacement's slot.
+fn start_copy(array: &mut SimArray) -> MemberIdx {
+    array.start_replacement(ROLE).expect("replace");
+    let slot = array.engine.replacement_slot(ROLE);
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    slot
+}
+
 /// Writes `len` random sectors at `sector`, keeping `data` in step.
 fn write_random(array: &mut SimArray, data: &mut [u8], sector: u64, len: u64) {
     let mut bytes = vec![0u8; len as usize * SECTOR];
@@ -84,13 +96,8 @@ fn writes_during_a_replacement_land_on_both_and_the_replacement_takes_the_role()
         let geo = *array.engine.geometry();
         slow_sync(&mut array, 1000);
         let old_slot = array.engine.device_slot(ROLE);
-        array.start_replacement(ROLE).expect("replace");
-        let new_slot = array.engine.replacement_slot(ROLE);
+        let new_slot = start_copy(&mut array);
         assert_ne!(old_slot, new_slot);
-        array
-            .engine
-            .start_sync(SyncKind::Recover, 0)
-            .expect("recover");
         // Far past where the copy is: only the write itself can put it on the
         // replacement.
         let end = geo.array_sectors();
@@ -148,12 +155,7 @@ fn the_member_failing_mid_way_leaves_the_replacement_to_finish_as_a_rebuild() {
         // Slow enough that the writes below (100 us per member I/O) find it part way.
         slow_sync(&mut array, 100);
         let old_slot = array.engine.device_slot(ROLE);
-        array.start_replacement(ROLE).expect("replace");
-        let new_slot = array.engine.replacement_slot(ROLE);
-        array
-            .engine
-            .start_sync(SyncKind::Recover, 0)
-            .expect("recover");
+        let new_slot = start_copy(&mut array);
         array.pass_time(Nanos(100_000_000));
         let progress = array.engine.sync_progress().expect("recover runs");
         assert!(progress.done_below > 0 && progress.done_below < progress.total_units);
@@ -204,12 +206,7 @@ fn a_replacement_that_fails_is_dropped_and_the_member_serves_on() {
     let geo = *array.engine.geometry();
     slow_sync(&mut array, 1000);
     let old_slot = array.engine.device_slot(ROLE);
-    array.start_replacement(ROLE).expect("replace");
-    let new_slot = array.engine.replacement_slot(ROLE);
-    array
-        .engine
-        .start_sync(SyncKind::Recover, 0)
-        .expect("recover");
+    let new_slot = start_copy(&mut array);
     array.pass_time(Nanos(5_000_000));
     array.slot_mut(new_slot).health = xraid_engine::sim::SimMemberHealth::Dead;
     write_random(&mut array, &mut data, 0, geo.array_sectors());
@@ -243,11 +240,7 @@ fn where_the_member_cannot_be_read_the_copy_rebuilds_from_the_others() {
         let (mut array, data) = filled(level, 14);
         let old_slot = array.engine.device_slot(ROLE);
         array.slot_mut(old_slot).bad_ranges.push(40..300);
-        array.start_replacement(ROLE).expect("replace");
-        array
-            .engine
-            .start_sync(SyncKind::Recover, 0)
-            .expect("recover");
+        start_copy(&mut array);
         array.run_sync();
         let events = array.take_events();
         assert!(
@@ -347,12 +340,7 @@ fn a_stalled_replacement_is_dropped_and_new_writes_stop_waiting_for_it() {
         config.stall_timeout = Nanos(1_000_000_000);
         array.engine.set_config(config);
         slow_sync(&mut array, 1000);
-        array.start_replacement(ROLE).expect("replace");
-        array
-            .engine
-            .start_sync(SyncKind::Recover, 0)
-            .expect("recover");
-        let slot = array.engine.replacement_slot(ROLE);
+        let slot = start_copy(&mut array);
         // The replacement stops answering for a minute.
         array.slot_mut(slot).extra_latency = Nanos(60_000_000_000);
         let end = geo.array_sectors();
@@ -394,18 +382,8 @@ fn a_replacement_resumed_after_a_power_cut_copies_again_what_was_not_flushed() {
         let (mut array, _) = filled(Level::Raid5, 900 + seed);
         array.flush().expect("flush");
         slow_sync(&mut array, 200);
-        array.start_replacement(ROLE).expect("replace");
-        array
-            .engine
-            .start_sync(SyncKind::Recover, 0)
-            .expect("recover");
-        while array
-            .engine
-            .sync_progress()
-            .is_some_and(|p| p.done_below < 8)
-        {
-            array.pass_time(Nanos(1_000_000));
-        }
+        start_copy(&mut array);
+        assert!(array.run_sync_until(8), "seed {seed}: the copy goes on");
         // The driver's checkpoint: a flush, then the record.
         let done = array.engine.sync_progress().expect("copying").done_below;
         array.checkpoint().expect("checkpoint");
