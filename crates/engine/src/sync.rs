@@ -524,9 +524,12 @@ fn finish(engine: &mut Engine) {
         && whole
     {
         crate::intent::sync_completed(engine, s.kind);
-        if s.kind == SyncKind::Resync {
-            engine.resync_owed = false;
-        }
+    }
+    // The copies present now agree. Parity on an array that is not whole could not be
+    // checked: it stays owed there.
+    let mirrored = !engine.geo.level().has_parity();
+    if s.kind == SyncKind::Resync && completed && s.unrecoverable == 0 && (whole || mirrored) {
+        engine.resync_owed = false;
     }
     engine.push_event(Event::SyncFinished {
         kind: s.kind,

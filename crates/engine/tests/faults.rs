@@ -1442,3 +1442,30 @@ fn a_mirror_read_after_a_crash_takes_the_copy_the_owed_resync_keeps() {
         "the cut tore the copies apart in {torn} of 64 seeds"
     );
 }
+
+/// After a crash the resync is owed until one completes: on a degraded mirror the
+/// copies left then agree (reads may spread over them again), while a degraded
+/// parity array's resync could check nothing and leaves it owed.
+#[test]
+fn a_degraded_mirror_resync_pays_what_is_owed_and_a_degraded_parity_one_does_not() {
+    for (level, disks, owed_after) in [(Level::Raid1, 3, false), (Level::Raid5, 4, true)] {
+        let geo =
+            Geometry::new(level, Layout::default_for(level), disks, 16, 2048).expect("geometry");
+        let mut array = SimArray::new(geo, 3);
+        let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
+        array.rng().fill(&mut data);
+        array.write(0, &data).expect("fill");
+        array.flush().expect("flush");
+        array.engine.fail_member(MemberIdx(1));
+        array.power_cut();
+        assert!(array.engine.resync_owed(), "{level:?}: owed after the cut");
+        array
+            .engine
+            .start_sync(SyncKind::Resync, 0)
+            .expect("resync");
+        array.run_sync();
+        assert_eq!(array.engine.resync_owed(), owed_after, "{level:?}");
+        let got = array.read(0, geo.array_sectors()).expect("read");
+        assert!(got == data, "{level:?}: the data reads back");
+    }
+}
