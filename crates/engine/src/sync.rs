@@ -301,6 +301,17 @@ pub(crate) fn begin_rebuild(engine: &mut Engine, member: MemberIdx) {
     crate::intent::rewrite_all(engine);
 }
 
+/// The recover's walk ends or starts over: every member it was rebuilding keeps the
+/// units below `done` as rebuilt, and what the superblocks record of them.
+fn keep_rebuilt_progress(engine: &mut Engine, done: u64) {
+    for m in 0..engine.member_states().len() {
+        if engine.member_states()[m] == MemberState::Rebuilding {
+            engine.rebuilt_floor[m] = engine.rebuilt_floor[m].max(done);
+            engine.recorded_floor[m] = engine.recorded_floor[m].max(engine.recovery_recorded);
+        }
+    }
+}
+
 /// Every unit below this one is done: neither in flight nor failed.
 fn done_below(s: &SyncState) -> u64 {
     let in_flight = s.in_flight.first().copied().unwrap_or(s.next);
@@ -315,17 +326,13 @@ fn done_below(s: &SyncState) -> u64 {
 /// rebuilding keep the units it had done for them, and what the superblocks record
 /// of that (call this before the newcomer is marked).
 pub(crate) fn restart_recover(engine: &mut Engine) {
-    if let Some(s) = &mut engine.sync {
-        if s.kind == SyncKind::Recover {
-            let done = done_below(s);
-            for m in 0..engine.member_states().len() {
-                if engine.member_states()[m] == MemberState::Rebuilding {
-                    engine.rebuilt_floor[m] = engine.rebuilt_floor[m].max(done);
-                    engine.recorded_floor[m] =
-                        engine.recorded_floor[m].max(engine.recovery_recorded);
-                }
-            }
-        }
+    if let Some(done) = engine
+        .sync
+        .as_ref()
+        .filter(|s| s.kind == SyncKind::Recover)
+        .map(done_below)
+    {
+        keep_rebuilt_progress(engine, done);
     }
     if let Some(s) = &mut engine.sync {
         if s.kind == SyncKind::Recover {
@@ -514,6 +521,11 @@ fn finish(engine: &mut Engine) {
                 engine.promote_replacement(m);
             }
         }
+    }
+    if s.kind == SyncKind::Recover && !(completed && s.unrecoverable == 0) {
+        // Members left rebuilding keep what the walk did for them: writes go on
+        // reaching them there, so what the superblocks record of it stays true.
+        keep_rebuilt_progress(engine, done_below(&s));
     }
     // Stripe writes held for the takeover log to the replacements' rings now.
     crate::ppl::release_takeover_holds(engine);

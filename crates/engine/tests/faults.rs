@@ -14,7 +14,8 @@
 //!   leaves parity agreeing with the data (a check before the resync finds nothing).
 //!
 //! A failing seed prints itself; `XRAID_SEED=<seed> cargo test -p xraid-engine --test
-//! faults` replays exactly that story (`XRAID_SEEDS=<n>` runs more or fewer seeds).
+//! faults` replays exactly that story (`XRAID_SEEDS=<n>` runs more or fewer seeds,
+//! `XRAID_SEEDS_FROM=<i>` another range of them).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1006,7 +1007,12 @@ fn thousands_of_fault_stories_lose_nothing() {
                 .ok()
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(2000);
-            (0..n)
+            // Another range of stories than the default one: XRAID_SEEDS_FROM=<index>.
+            let from: u64 = std::env::var("XRAID_SEEDS_FROM")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            (from..from + n)
                 .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed)
                 .collect()
         }

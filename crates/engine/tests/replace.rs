@@ -430,3 +430,43 @@ fn a_replacement_resumed_after_a_power_cut_copies_again_what_was_not_flushed() {
         "the cut tore member and replacement apart in {torn} of 64"
     );
 }
+
+/// A recover that ends before it is done (cancelled here; or with units it could not
+/// rebuild) leaves its member rebuilding but keeps what it did: writes go on reaching
+/// the member there, so what the superblocks recorded of its progress stays true (a
+/// crash trusts it there).
+#[test]
+fn a_recover_cut_short_leaves_its_member_what_it_rebuilt() {
+    let geo = geometry(Level::Raid5);
+    let (mut array, mut data) = filled(Level::Raid5, 41);
+    slow_sync(&mut array, 200);
+    array.kill_member(ROLE);
+    array.return_member(ROLE, true).expect("a blank member");
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    assert!(array.run_sync_until(8), "the recover goes on");
+    array.engine.cancel_sync();
+    array.run_sync();
+    assert_eq!(
+        array.engine.member_states()[ROLE.index()],
+        MemberState::Rebuilding
+    );
+    assert!(
+        array.engine.rebuilt_below(ROLE) >= 8,
+        "it keeps what was rebuilt"
+    );
+    // Stripes 0..8 written now: member 1 takes its rows, so every stripe's rows
+    // still XOR to zero across the members (parity agrees with what member 1 holds).
+    let sectors = u64::from(geo.chunk_sectors()) * u64::from(geo.data_disks());
+    write_random(&mut array, &mut data, 0, 8 * sectors);
+    let bytes = 8 * geo.chunk_sectors() as usize * SECTOR;
+    let mut xor = vec![0u8; bytes];
+    for m in 0..geo.raid_disks() {
+        let rows = &array.slot(MemberIdx(m)).data[..bytes];
+        xor.iter_mut().zip(rows).for_each(|(x, r)| *x ^= r);
+    }
+    assert!(xor.iter().all(|&b| b == 0), "member 1 took the writes");
+    assert!(array.read(0, 8 * sectors).expect("read") == data[..bytes * 3]);
+}
