@@ -122,10 +122,12 @@ pub struct Engine {
     /// rebuilt (md's recovery_offset), as the driver last said (see
     /// `sync::rebuilt_unrecorded`); a restart of the walk sets it back to 0.
     pub(crate) recovery_recorded: u64,
-    /// Per role, being rebuilt: units below which it was rebuilt before the running
-    /// recover's walk started over for a newcomer (md keeps a recovery_offset per
-    /// device), and below which the superblocks record that.
+    /// Per role, being rebuilt: units below which it was rebuilt by an earlier walk of
+    /// the recover (one that started over for a newcomer, or ended early); md keeps a
+    /// recovery_offset per device.
     pub(crate) rebuilt_floor: Vec<u64>,
+    /// Per role, being rebuilt: units below which the superblocks record it rebuilt
+    /// from before the running walk.
     pub(crate) recorded_floor: Vec<u64>,
     /// The array was stopped uncleanly and no resync has completed since (see
     /// [`Engine::owe_resync`]).
