@@ -12,23 +12,7 @@ use crate::util::{fails, ok, p, random_bytes, tempdir};
 
 /// A RAID-5 of four 16 MiB members with a 1 MiB bitmap chunk (15 bits over 15 MiB used per member).
 fn raid5_with_bitmap(dir: &Path) -> PathBuf {
-    let disks = dir.join("disks");
-    std::fs::create_dir(&disks).expect("disks folder");
-    let members: Vec<PathBuf> = (0..4).map(|i| disks.join(format!("d{i}"))).collect();
-    let mut args = vec![
-        "create",
-        "-l",
-        "5",
-        "-c",
-        "64K",
-        "--size",
-        "16M",
-        "--bitmap-chunk",
-        "1M",
-    ];
-    args.extend(members.iter().map(|m| p(m)));
-    ok(&args);
-    disks
+    crate::server::create_array(dir, "5", 4, "16M", &["--bitmap-chunk", "1M"])
 }
 
 /// The array in `disks` reads back as `expected` (from its start).

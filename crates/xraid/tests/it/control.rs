@@ -366,13 +366,7 @@ fn a_second_name_of_a_serving_member_is_not_removed_live() {
 fn a_member_that_failed_while_served_comes_back_live_and_catches_up() {
     let dir = tempdir();
     // Bitmap chunks small enough that a catch-up skips most of the member.
-    let disks = dir.path().join("disks");
-    std::fs::create_dir(&disks).expect("disks folder");
-    let members: Vec<std::path::PathBuf> = (0..4).map(|i| disks.join(format!("d{i}"))).collect();
-    let mut args = vec!["create", "-l", "5", "-c", "64K", "--size", "8M"];
-    args.extend(["--bitmap-chunk", "256K"]);
-    args.extend(members.iter().map(|m| p(m)));
-    ok(&args);
+    let disks = crate::server::create_array(dir.path(), "5", 4, "8M", &["--bitmap-chunk", "256K"]);
     let size = json(&ok(&["status", "--json", p(&disks)]))["array_size_bytes"]
         .as_u64()
         .expect("array size");

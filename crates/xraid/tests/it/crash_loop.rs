@@ -589,17 +589,8 @@ fn rolled_back(before: &[u8], log: &RoundLog, got: &[u8]) -> usize {
 
 /// An array of `members` 8 MiB members at `level`, chunk 64K, in `dir`/disks.
 fn create(dir: &Path, level: u32, members: usize, integrity: bool) -> PathBuf {
-    let disks = dir.join("disks");
-    std::fs::create_dir(&disks).expect("disks folder");
-    let paths: Vec<PathBuf> = (0..members).map(|i| disks.join(format!("d{i}"))).collect();
-    let level = level.to_string();
-    let mut args = vec!["create", "-l", &level, "-c", "64K", "--size", "8M"];
-    if integrity {
-        args.push("--integrity");
-    }
-    args.extend(paths.iter().map(|m| p(m)));
-    ok(&args);
-    disks
+    let extra: &[&str] = if integrity { &["--integrity"] } else { &[] };
+    crate::server::create_array(dir, &level.to_string(), members, "8M", extra)
 }
 
 fn state(disks: &Path) -> String {

@@ -26,17 +26,12 @@ fn integrity_array_with(
     integrity: bool,
     more: &[&str],
 ) -> PathBuf {
-    let disks = dir.join("disks");
-    std::fs::create_dir(&disks).expect("disks folder");
-    let members: Vec<PathBuf> = (0..4).map(|i| disks.join(format!("d{i}"))).collect();
-    let mut args = vec!["create", "-l", level, "-c", "64K", "--size", size];
+    let mut extra = Vec::new();
     if integrity {
-        args.push("--integrity");
+        extra.push("--integrity");
     }
-    args.extend_from_slice(more);
-    args.extend(members.iter().map(|m| p(m)));
-    ok(&args);
-    disks
+    extra.extend_from_slice(more);
+    crate::server::create_array(dir, level, 4, size, &extra)
 }
 
 /// Flips bit `bit` of the byte at `offset` of `member`'s data area, behind xraid's back.

@@ -4,7 +4,7 @@
 
 use crate::nbd_clients::run;
 use crate::require_tool;
-use crate::server::{raid5, Server};
+use crate::server::{create_array, raid5, Server};
 use crate::util::{p, random_bytes, sha256_file, sha256_of_read, tempdir};
 
 const ARRAY_BYTES: usize = 45 << 20;
@@ -446,14 +446,7 @@ fn the_resync_follows_the_rebuild_of_an_array_killed_while_degraded() {
 fn a_member_joining_a_rebuild_keeps_the_others_progress() {
     require_tool!("qemu-img");
     let dir = tempdir();
-    let disks = dir.path().join("disks");
-    std::fs::create_dir(&disks).expect("disks folder");
-    let members: Vec<String> = (0..5)
-        .map(|i| disks.join(format!("d{i}")).display().to_string())
-        .collect();
-    let mut args = vec!["create", "-l", "6", "-c", "64K", "--size", "16M"];
-    args.extend(members.iter().map(String::as_str));
-    crate::util::ok(&args);
+    let disks = create_array(dir.path(), "6", 5, "16M", &[]);
     const IMAGE_BYTES: usize = 40 << 20;
     let first = dir.path().join("first.raw");
     std::fs::write(&first, random_bytes(IMAGE_BYTES, 30)).expect("image");

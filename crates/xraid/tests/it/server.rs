@@ -213,11 +213,24 @@ impl Drop for Server {
 /// A RAID-5 of four members of `member_size` each (chunk 64K) in `dir`/disks; returns
 /// the folder, which names the array. 16M members make a 45 MiB array.
 pub fn raid5(dir: &Path, member_size: &str) -> PathBuf {
+    create_array(dir, "5", 4, member_size, &[])
+}
+
+/// An array of `level` (md's number) in `dir`/disks: `members` members d0, d1, … of
+/// `member_size`, chunk 64K, made with `extra` options of `xraid create`.
+pub fn create_array(
+    dir: &Path,
+    level: &str,
+    members: usize,
+    member_size: &str,
+    extra: &[&str],
+) -> PathBuf {
     let disks = dir.join("disks");
     std::fs::create_dir(&disks).expect("disks folder");
-    let members: Vec<PathBuf> = (0..4).map(|i| disks.join(format!("d{i}"))).collect();
-    let mut args = vec!["create", "-l", "5", "-c", "64K", "--size", member_size];
-    args.extend(members.iter().map(|m| p(m)));
+    let paths: Vec<PathBuf> = (0..members).map(|i| disks.join(format!("d{i}"))).collect();
+    let mut args = vec!["create", "-l", level, "-c", "64K", "--size", member_size];
+    args.extend_from_slice(extra);
+    args.extend(paths.iter().map(|m| p(m)));
     crate::util::ok(&args);
     disks
 }
