@@ -17,6 +17,28 @@ fn live_status(disks: &Path) -> serde_json::Value {
     json(&ok(&["status", "--json", p(disks)]))
 }
 
+/// Fails member d1 of the array `server` serves, writes 1 MiB of `seed`'s bytes at
+/// 2 MiB while it is out (keeping `expected` in step), and adds the same disk back
+/// while clients are served: into its own role, with that write to catch up on.
+pub(crate) fn write_while_d1_is_out_then_add_it_back(
+    server: &Server,
+    disks: &Path,
+    expected: &mut [u8],
+    seed: u64,
+) {
+    let d1 = disks.join("d1");
+    ok(&["fail", p(disks), p(&d1)]);
+    assert_eq!(live_status(disks)["health"], "degraded");
+    let mut client = Client::open(server.tcp_addr(), "xraid", false);
+    let fresh = random_bytes(1 << 20, seed);
+    assert_eq!(client.write(2 << 20, &fresh), 0);
+    assert_eq!(client.flush(), 0);
+    expected[2 << 20..3 << 20].copy_from_slice(&fresh);
+    client.disconnect();
+    let out = ok(&["add", p(disks), p(&d1)]);
+    assert!(out.contains("added as role 1 by the server"), "{out}");
+}
+
 #[test]
 fn status_scrub_and_fail_reach_the_running_server() {
     let dir = tempdir();
@@ -375,19 +397,8 @@ fn a_member_that_failed_while_served_comes_back_live_and_catches_up() {
     std::fs::write(&image, &expected).expect("image");
     ok(&["write", p(&disks), "-i", p(&image)]);
     let server = Server::tcp(dir.path(), &[p(&disks)]);
-    let d1 = disks.join("d1");
-    ok(&["fail", p(&disks), p(&d1)]);
-    assert_eq!(live_status(&disks)["health"], "degraded");
     // Written while it is out: only this much is for it to catch up on.
-    let mut client = Client::open(server.tcp_addr(), "xraid", false);
-    let fresh = random_bytes(1 << 20, 72);
-    assert_eq!(client.write(2 << 20, &fresh), 0);
-    assert_eq!(client.flush(), 0);
-    expected[2 << 20..3 << 20].copy_from_slice(&fresh);
-    client.disconnect();
-    // The same disk, back while the clients are served: into its own role.
-    let out = ok(&["add", p(&disks), p(&d1)]);
-    assert!(out.contains("added as role 1 by the server"), "{out}");
+    write_while_d1_is_out_then_add_it_back(&server, &disks, &mut expected, 72);
     let s = wait_for_health(&disks, "clean");
     assert_eq!(s["members"][1]["state"], "active", "{s}");
     let log = server.wait_for_log(0, &["recover done"]);

@@ -365,20 +365,10 @@ fn a_flip_on_member_1_is_caught(server: Server, disks: &Path, expected: &[u8]) {
 /// unknown would learn the flipped block and return it.
 #[test]
 fn a_member_back_after_an_absence_keeps_its_checksums() {
-    use crate::nbd_raw::Client;
     let dir = tempdir();
     let (disks, mut expected) = small_bitmap_array(dir.path());
     let server = Server::tcp(dir.path(), &[p(&disks)]);
-    let d1 = disks.join("d1");
-    ok(&["fail", p(&disks), p(&d1)]);
-    let mut client = Client::open(server.tcp_addr(), "xraid", false);
-    let fresh = random_bytes(1 << 20, 74);
-    assert_eq!(client.write(2 << 20, &fresh), 0);
-    assert_eq!(client.flush(), 0);
-    expected[2 << 20..3 << 20].copy_from_slice(&fresh);
-    client.disconnect();
-    let out = ok(&["add", p(&disks), p(&d1)]);
-    assert!(out.contains("added as role 1 by the server"), "{out}");
+    crate::control::write_while_d1_is_out_then_add_it_back(&server, &disks, &mut expected, 74);
     let log = server.wait_for_log(0, &["recover done"]);
     assert!(
         log.contains("skipped"),
