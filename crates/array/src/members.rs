@@ -531,3 +531,71 @@ pub fn remove_member(array: &[PathBuf], member: &Path) -> Result<(), ArrayError>
     let removed = FileMember::open(member, &options)?;
     erase_superblock(&removed, member)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{create, CreateOptions};
+    use xraid_member::{FaultPlan, FaultyMember};
+
+    const MIB: u64 = 1 << 20;
+
+    fn raid5(dir: &Path) -> Vec<PathBuf> {
+        let members: Vec<PathBuf> = (0..4).map(|i| dir.join(format!("d{i}"))).collect();
+        let opts = CreateOptions {
+            level: xraid_layout::Level::Raid5,
+            layout: None,
+            chunk_bytes: 64 << 10,
+            name: "wipe".into(),
+            size_bytes: Some(16 * MIB),
+            members: members.clone(),
+            force: false,
+            backend: Default::default(),
+            bitmap: true,
+            bitmap_chunk_bytes: None,
+            integrity: false,
+        };
+        create(&opts, &mut |_, _| {}).expect("create");
+        members
+    }
+
+    /// A device that cannot take the zeroes over its stripe-log ring is refused before
+    /// it gets a superblock: the error names it, the members' superblocks (event count,
+    /// role table) are as they were, and it is no member or spare afterwards.
+    #[test]
+    fn a_newcomer_whose_log_ring_cannot_be_wiped_joins_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members = raid5(dir.path());
+        let before = assemble(&members, &member_options(false)).expect("assemble");
+        let (events, roles) = (before.superblock.events, before.superblock.dev_roles.clone());
+        drop(before);
+
+        let new = dir.path().join("new");
+        let assembled = assemble(&members, &member_options(true)).expect("assemble");
+        let sb = assembled.superblock.clone();
+        let (start, sectors) = crate::open::log_ring(&sb).expect("the array logs stripes");
+        let (member, _) =
+            open_newcomer(&new, Some(16 * MIB), 16 * MIB, &sb.set_uuid, false).expect("open");
+        // Writes to the ring's last sector fail, as on a disk that stopped taking writes
+        // there; the superblock's sector would still take one.
+        let last = (start + sectors - 1) * 512;
+        let plan = FaultPlan {
+            write_error_ranges: vec![last..last + 512],
+            ..FaultPlan::default()
+        };
+        let faulty = FaultyMember::new(Box::new(member), plan);
+        let err = assign(&assembled, &faulty, &new, sb, None).expect_err("the wipe fails");
+        assert!(
+            matches!(&err, ArrayError::Io { path, .. } if path == &new),
+            "the error names the device: {err}"
+        );
+        drop(assembled);
+
+        let on_new = read_superblock(&faulty, &new).expect("read");
+        assert!(on_new.is_none(), "the device got no superblock");
+        let after = assemble(&members, &member_options(false)).expect("assemble");
+        assert_eq!(after.superblock.events, events, "no new event count");
+        assert_eq!(after.superblock.dev_roles, roles, "the role table is as it was");
+        assert!(after.left_out.is_empty(), "no spare was recorded");
+    }
+}
