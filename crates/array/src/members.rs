@@ -567,7 +567,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let members = raid5(dir.path());
         let before = assemble(&members, &member_options(false)).expect("assemble");
-        let (events, roles) = (before.superblock.events, before.superblock.dev_roles.clone());
+        let (events, roles) = (
+            before.superblock.events,
+            before.superblock.dev_roles.clone(),
+        );
         drop(before);
 
         let new = dir.path().join("new");
@@ -580,7 +583,7 @@ mod tests {
         // there; the superblock's sector would still take one.
         let last = (start + sectors - 1) * 512;
         let plan = FaultPlan {
-            write_error_ranges: vec![last..last + 512],
+            write_error_ranges: std::iter::once(last..last + 512).collect(),
             ..FaultPlan::default()
         };
         let faulty = FaultyMember::new(Box::new(member), plan);
@@ -595,7 +598,10 @@ mod tests {
         assert!(on_new.is_none(), "the device got no superblock");
         let after = assemble(&members, &member_options(false)).expect("assemble");
         assert_eq!(after.superblock.events, events, "no new event count");
-        assert_eq!(after.superblock.dev_roles, roles, "the role table is as it was");
+        assert_eq!(
+            after.superblock.dev_roles, roles,
+            "the role table is as it was"
+        );
         assert!(after.left_out.is_empty(), "no spare was recorded");
     }
 }

@@ -634,8 +634,8 @@ impl Engine {
         {
             self.stall_excused[member.index()] = false;
             if let Some(slow) = self.latency.completed(key, member, now) {
-                let mean = self.latency.mean(member).unwrap_or_default();
-                let peers = self.latency.peers(member).unwrap_or_default();
+                let (mean, peers) = self.latency.against_peers(member);
+                let (mean, peers) = (mean.unwrap_or_default(), peers.unwrap_or_default());
                 self.push_event(Event::SlowMember {
                     member,
                     slow,
@@ -1188,7 +1188,7 @@ impl Engine {
             self.mirror_to_replacement(member, sector, buf, target);
         }
         let key = self.ios.insert(target);
-        self.latency.issued(key, self.now, kind != IoKind::Flush);
+        self.latency.issued(key, self.now, kind);
         if self.io_gen.len() <= key {
             self.io_gen.resize(key + 1, 0);
         }

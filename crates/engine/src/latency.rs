@@ -1,8 +1,13 @@
 //! Per-member service times, to find the slow disk ("find the slow disk" of the lab's
 //! seeds): an exponentially weighted mean of each member's I/O latency, and which
 //! members stand far above their peers. RAID-1/10 reads avoid such members.
+//!
+//! Reads are judged against reads and writes against writes: a member being rebuilt
+//! takes only writes while its peers take only reads, and a write (into a sparse file,
+//! say) may well take longer than a read from the same kind of disk without the disk
+//! being any slower.
 
-use crate::{MemberIdx, Nanos};
+use crate::{IoKind, MemberIdx, Nanos};
 
 /// Weight of a new sample: 1/16.
 const SHIFT: u32 = 4;
@@ -13,17 +18,89 @@ const RATIO: u64 = 4;
 /// ...and above this, so that jitter among fast members flags nothing.
 const FLOOR: Nanos = Nanos(1_000_000);
 
+/// Which mean an I/O's service time goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sort {
+    Read = 0,
+    Write = 1,
+}
+
+/// Each member's mean service time of one sort of I/O (or of all).
+#[derive(Debug, Clone)]
+struct Means {
+    mean: Vec<u64>,
+    samples: Vec<u64>,
+}
+
+impl Means {
+    fn new(members: usize) -> Means {
+        Means {
+            mean: vec![0; members],
+            samples: vec![0; members],
+        }
+    }
+
+    fn add(&mut self, m: usize, sample: u64) {
+        self.mean[m] = if self.samples[m] == 0 {
+            sample
+        } else {
+            self.mean[m] - (self.mean[m] >> SHIFT) + (sample >> SHIFT)
+        };
+        self.samples[m] += 1;
+    }
+
+    fn counts(&self, m: usize) -> bool {
+        self.samples[m] >= MIN_SAMPLES
+    }
+
+    /// Whether member `m` stands far above its peers here.
+    fn slow(&self, m: usize) -> bool {
+        if !self.counts(m) || self.mean[m] < FLOOR.0 {
+            return false;
+        }
+        // Slow when the peers' median (the upper one, `sorted[len / 2]`) times RATIO
+        // is below this member's mean, i.e. when more than half the peers have a mean
+        // of at most (mean - 1) / RATIO. Counting instead of sorting keeps this, which
+        // runs on every completion, free of allocation.
+        let most = (self.mean[m] - 1) / RATIO;
+        let (mut peers, mut below) = (0usize, 0usize);
+        for p in 0..self.mean.len() {
+            if p != m && self.counts(p) {
+                peers += 1;
+                below += usize::from(self.mean[p] <= most);
+            }
+        }
+        peers > 0 && below > peers / 2
+    }
+
+    fn mean(&self, m: usize) -> Option<Nanos> {
+        self.counts(m).then_some(Nanos(self.mean[m]))
+    }
+
+    /// The median of the other members' means.
+    fn peers(&self, m: usize) -> Option<Nanos> {
+        let mut peers: Vec<u64> = (0..self.mean.len())
+            .filter(|&p| p != m && self.counts(p))
+            .map(|p| self.mean[p])
+            .collect();
+        peers.sort_unstable();
+        peers.get(peers.len() / 2).map(|&n| Nanos(n))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Latency {
     /// Issue time of each I/O in flight, by its slab key.
     issued: Vec<Nanos>,
-    /// Whether each I/O in flight counts toward its member's mean: reads and writes do;
-    /// flushes do not (they last as long as the data the device still holds, which says
-    /// nothing of the device's speed, and only some members get them — the stripe
-    /// log's go to parity members).
-    measured: Vec<bool>,
-    mean: Vec<u64>,
-    samples: Vec<u64>,
+    /// Which mean each I/O in flight counts toward: reads and writes do; flushes do
+    /// not (they last as long as the data the device still holds, which says nothing
+    /// of the device's speed, and only some members get them — the stripe log's go to
+    /// parity members).
+    measured: Vec<Option<Sort>>,
+    /// Reads' and writes' means, which judge slowness.
+    by_sort: [Means; 2],
+    /// Every measured I/O's, which status shows.
+    all: Means,
     slow: Vec<bool>,
 }
 
@@ -32,20 +109,24 @@ impl Latency {
         Latency {
             issued: Vec::new(),
             measured: Vec::new(),
-            mean: vec![0; members],
-            samples: vec![0; members],
+            by_sort: [Means::new(members), Means::new(members)],
+            all: Means::new(members),
             slow: vec![false; members],
         }
     }
 
-    /// I/O `key` was issued at `now`; `measured` when its service time counts.
-    pub(crate) fn issued(&mut self, key: usize, now: Nanos, measured: bool) {
+    /// I/O `key` of `kind` was issued at `now`.
+    pub(crate) fn issued(&mut self, key: usize, now: Nanos, kind: IoKind) {
         if self.issued.len() <= key {
             self.issued.resize(key + 1, Nanos(0));
-            self.measured.resize(key + 1, false);
+            self.measured.resize(key + 1, None);
         }
         self.issued[key] = now;
-        self.measured[key] = measured;
+        self.measured[key] = match kind {
+            IoKind::Read => Some(Sort::Read),
+            IoKind::Write => Some(Sort::Write),
+            IoKind::Flush => None,
+        };
     }
 
     /// When I/O `key` was issued.
@@ -56,43 +137,18 @@ impl Latency {
     /// Records I/O `key` of `member` completing at `now`; returns the member's new
     /// slowness when it changed.
     pub(crate) fn completed(&mut self, key: usize, member: MemberIdx, now: Nanos) -> Option<bool> {
-        if !self.measured.get(key).copied().unwrap_or(false) {
-            return None;
-        }
+        let sort = self.measured.get(key).copied().flatten()?;
         let m = member.index();
         let sample = now
             .0
             .saturating_sub(self.issued.get(key).map_or(now.0, |t| t.0));
-        self.mean[m] = if self.samples[m] == 0 {
-            sample
-        } else {
-            self.mean[m] - (self.mean[m] >> SHIFT) + (sample >> SHIFT)
-        };
-        self.samples[m] += 1;
-        let slow = self.judge(m);
+        self.by_sort[sort as usize].add(m, sample);
+        self.all.add(m, sample);
+        let slow = self.by_sort.iter().any(|means| means.slow(m));
         (slow != self.slow[m]).then(|| {
             self.slow[m] = slow;
             slow
         })
-    }
-
-    fn judge(&self, m: usize) -> bool {
-        if self.samples[m] < MIN_SAMPLES || self.mean[m] < FLOOR.0 {
-            return false;
-        }
-        // Slow when the peers' median (the upper one, `sorted[len / 2]`) times RATIO
-        // is below this member's mean, i.e. when more than half the peers have a mean
-        // of at most (mean - 1) / RATIO. Counting instead of sorting keeps this, which
-        // runs on every completion, free of allocation.
-        let most = (self.mean[m] - 1) / RATIO;
-        let (mut peers, mut below) = (0usize, 0usize);
-        for p in 0..self.mean.len() {
-            if p != m && self.samples[p] >= MIN_SAMPLES {
-                peers += 1;
-                below += usize::from(self.mean[p] <= most);
-            }
-        }
-        peers > 0 && below > peers / 2
     }
 
     pub(crate) fn is_slow(&self, member: MemberIdx) -> bool {
@@ -101,18 +157,19 @@ impl Latency {
 
     /// The member's mean service time, once it has enough samples.
     pub(crate) fn mean(&self, member: MemberIdx) -> Option<Nanos> {
-        let m = member.index();
-        (self.samples[m] >= MIN_SAMPLES).then_some(Nanos(self.mean[m]))
+        self.all.mean(member.index())
     }
 
-    /// The median of the other members' means.
-    pub(crate) fn peers(&self, member: MemberIdx) -> Option<Nanos> {
-        let mut peers: Vec<u64> = (0..self.mean.len())
-            .filter(|&p| p != member.index() && self.samples[p] >= MIN_SAMPLES)
-            .map(|p| self.mean[p])
-            .collect();
-        peers.sort_unstable();
-        peers.get(peers.len() / 2).map(|&n| Nanos(n))
+    /// What makes the member slow (or not): its mean and the median of its peers'
+    /// means, of reads or writes — the sort that stands out, else all its I/O.
+    pub(crate) fn against_peers(&self, member: MemberIdx) -> (Option<Nanos>, Option<Nanos>) {
+        let m = member.index();
+        let means = self
+            .by_sort
+            .iter()
+            .find(|means| means.slow(m))
+            .unwrap_or(&self.all);
+        (means.mean(m), means.peers(m))
     }
 }
 
@@ -121,40 +178,91 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    const fn ms(n: u64) -> Nanos {
+        Nanos(n * 1_000_000)
+    }
+
+    /// Runs `rounds` rounds in which each listed member does one I/O of `kind` that
+    /// takes the given time.
+    fn run(l: &mut Latency, rounds: u64, ios: &[(usize, IoKind, Nanos)]) {
+        for i in 0..rounds {
+            let t = ms(100 * i);
+            for (key, &(m, kind, took)) in ios.iter().enumerate() {
+                l.issued(key, t, kind);
+                l.completed(key, MemberIdx(m as u16), Nanos(t.0 + took.0));
+            }
+        }
+    }
+
     #[test]
     fn flushes_do_not_count_toward_a_members_mean() {
         let mut l = Latency::new(2);
-        let ms = |n: u64| Nanos(n * 1_000_000);
-        for i in 0..2 * MIN_SAMPLES {
-            let t = ms(100 * i);
-            // Member 0: fast reads and writes, and slow flushes.
-            l.issued(0, t, true);
-            l.completed(0, MemberIdx(0), Nanos(t.0 + 100_000));
-            l.issued(1, t, false);
-            assert_eq!(l.completed(1, MemberIdx(0), Nanos(t.0 + ms(50).0)), None);
-            // Member 1: the same reads and writes, no flush.
-            l.issued(2, t, true);
-            l.completed(2, MemberIdx(1), Nanos(t.0 + 100_000));
-        }
-        assert_eq!(l.mean(MemberIdx(0)), Some(Nanos(100_000)));
+        // Member 0: fast reads and slow flushes; member 1: the same reads, no flush.
+        let fast = Nanos(100_000);
+        let ios = [
+            (0, IoKind::Read, fast),
+            (0, IoKind::Flush, ms(50)),
+            (1, IoKind::Read, fast),
+        ];
+        run(&mut l, 2 * MIN_SAMPLES, &ios);
+        assert_eq!(l.mean(MemberIdx(0)), Some(fast));
         assert!(!l.is_slow(MemberIdx(0)));
     }
 
+    #[test]
+    fn a_member_that_only_writes_is_not_judged_against_members_that_only_read() {
+        // A rebuild: three members read in 0.2 ms, the new one writes in 5 ms.
+        let mut l = Latency::new(4);
+        let mut ios = vec![(3, IoKind::Write, ms(5))];
+        ios.extend((0..3).map(|m| (m, IoKind::Read, Nanos(200_000))));
+        run(&mut l, 2 * MIN_SAMPLES, &ios);
+        assert!(!l.is_slow(MemberIdx(3)));
+        assert_eq!(
+            l.mean(MemberIdx(3)),
+            Some(ms(5)),
+            "status still shows its mean"
+        );
+    }
+
+    #[test]
+    fn reads_or_writes_far_slower_than_the_peers_own_make_a_member_slow() {
+        for kind in [IoKind::Read, IoKind::Write] {
+            let mut l = Latency::new(4);
+            // Every member reads and writes in 0.2 ms, but member 1 takes 5 ms for one
+            // sort; the event explains it with that sort's means.
+            let mut ios: Vec<(usize, IoKind, Nanos)> = Vec::new();
+            for m in 0..4 {
+                for k in [IoKind::Read, IoKind::Write] {
+                    let took = if m == 1 && k == kind {
+                        ms(5)
+                    } else {
+                        Nanos(200_000)
+                    };
+                    ios.push((m, k, took));
+                }
+            }
+            run(&mut l, 2 * MIN_SAMPLES, &ios);
+            assert!(l.is_slow(MemberIdx(1)), "{kind:?}");
+            assert!(!l.is_slow(MemberIdx(0)), "{kind:?}");
+            assert_eq!(
+                l.against_peers(MemberIdx(1)),
+                (Some(ms(5)), Some(Nanos(200_000)))
+            );
+        }
+    }
+
     proptest! {
-        /// The count in `judge` is the median rule: slow when the mean stands above
-        /// RATIO times the sorted peers' upper median.
+        /// The count in `Means::slow` is the median rule: slow when the mean stands
+        /// above RATIO times the sorted peers' upper median.
         #[test]
-        fn judge_is_the_median_rule(
+        fn slow_is_the_median_rule(
             means in proptest::collection::vec(0u64..8_000_000, 1..12),
             few in proptest::collection::vec(any::<bool>(), 12),
         ) {
             let n = means.len();
-            let l = Latency {
-                issued: Vec::new(),
-                measured: Vec::new(),
+            let l = Means {
                 mean: means.clone(),
                 samples: (0..n).map(|p| if few[p] { 3 } else { MIN_SAMPLES }).collect(),
-                slow: vec![false; n],
             };
             for m in 0..n {
                 let mut peers: Vec<u64> = (0..n)
@@ -166,7 +274,7 @@ mod tests {
                     && means[m] >= FLOOR.0
                     && !peers.is_empty()
                     && means[m] > peers[peers.len() / 2].saturating_mul(RATIO);
-                prop_assert_eq!(l.judge(m), expect);
+                prop_assert_eq!(l.slow(m), expect);
             }
         }
     }
