@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A/B of two xraid binaries (a change's before and after) serving a plain file, through
+# A/B of two xraid binaries (a change's before and after) serving a plain file (or, with
+# EXPORTS=raid5, run.sh's RAID-5 of four members), through
 # run.sh: round after round, one run.sh run of each binary in turn (these machines are
 # shared and noisy; alternating spreads the noise over both), rows tagged with the side
 # that served them, then the medians of each side and their ratio.
@@ -9,6 +10,7 @@
 #
 # Environment (defaults in brackets):
 #   WORKLOADS  run.sh workloads [seqread1m seqwrite1m randread4k]
+#   EXPORTS    run.sh's XRAID_EXPORTS: file or raid5 [file]
 #   ROUNDS [5]  RUNTIME seconds per measurement [5]  SIZE [512M]  FS [shm disk]
 #   CSV        where the tagged rows go [bench/runs/<date>-<hostname>/nbd-file-ab.csv]
 #              (an older file of that name is kept under its modification time)
@@ -33,7 +35,7 @@ for round in $(seq 1 "$ROUNDS"); do
     for side in before after; do
         bin=$before; [ $side = after ] && bin=$after
         echo "bench/nbd/ab-file: round $round/$ROUNDS, $side" >&2
-        RUNS=1 SERVERS=xraid XRAID_EXPORTS=file XRAID="$bin" CSV="$round_csv" \
+        RUNS=1 SERVERS=xraid XRAID_EXPORTS="${EXPORTS:-file}" XRAID="$bin" CSV="$round_csv" \
             RUNTIME="${RUNTIME:-5}" SIZE="${SIZE:-512M}" FS="${FS:-shm disk}" \
             WORKLOADS="${WORKLOADS:-seqread1m seqwrite1m randread4k}" \
             "$here/run.sh" >/dev/null

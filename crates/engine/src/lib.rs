@@ -394,6 +394,9 @@ pub struct Stats {
     /// Stripe-log entries the replay could not apply (a member gone or unreadable):
     /// their stripes may still need a resync.
     pub log_entries_skipped: u64,
+    /// Stripe-log entries the replay applied with a data member gone since the write,
+    /// its rows worked out from the entry's partial parity.
+    pub log_partial_parity_replays: u64,
     /// Stripe-log ring writes of batches of entries (one per batch unless the ring
     /// wrapped), each followed by one flush of its member.
     pub log_writes: u64,

@@ -3,22 +3,37 @@
 //! this is xraid's own answer, in xraid's own format, where md ignores it.
 //!
 //! The hole: a crash in the middle of a stripe update can leave parity disagreeing with
-//! the data; with a member missing (then, or later before parity is put right), that
-//! member's data — which nobody was writing — is rebuilt wrong.
+//! the data; with a member missing (then, later before parity is put right, or gone
+//! with the power itself), that member's data — which nobody was writing — is rebuilt
+//! wrong.
 //!
 //! Before a stripe write goes to the members, an *entry* is written and flushed to the
-//! log ring of the stripe's parity member (Q's if P is missing): the stripe, the rows
-//! the write touches, and the rows lo..hi of every data chunk whose member cannot take
-//! the write (missing, or not rebuilt there yet) — or takes it but would not be trusted
-//! there after a crash (rebuilt there since the last recorded checkpoint) — as they are
-//! after it: new data where written, rebuilt data elsewhere. On a whole array that is
-//! just the header. When the engine starts, the entries not known durable are replayed
-//! in order: parity of the rows is recomputed from the data members as they are now and
-//! the logged rows, which also go back to their members that are present. Parity
-//! then agrees with whatever of each write landed, a missing member's data is what the
-//! log last said it was, and a member missing since needs no resync to be rebuilt right.
-//! (md's PPL logs the XOR of the chunks a write leaves alone instead; that breaks when
-//! an earlier, unflushed write to the same stripe is lost and a later one is not.)
+//! log ring of the stripe's parity member (Q's if P is missing): the stripe, its rows
+//! lo..hi, the rows each data chunk the write covers, and the rows lo..hi of every data
+//! chunk whose member cannot take the write (missing, or not rebuilt there yet) — or
+//! takes it but would not be trusted there after a crash (rebuilt there since the last
+//! recorded checkpoint) — as they are after it: new data where written, rebuilt data
+//! elsewhere. Where the write leaves chunks alone that the entry does not carry, it
+//! also carries their *partial parity* (md's PPL): row by row, the XOR of those chunks.
+//!
+//! When the engine starts, the entries not known durable are replayed in order: parity
+//! of the rows is recomputed from the data members as they are now and the logged
+//! rows, which also go back to their members that are present. Parity then agrees with
+//! whatever of each write landed, a missing member's data is what the log last said it
+//! was, and a member missing since needs no resync to be rebuilt right. A data member
+//! that was present for the write and is gone at the replay (it died with the power) is
+//! worked out: where the write left it alone, its rows are the partial parity XOR the
+//! other chunks the write left alone; where the write covered it (its rows unknown:
+//! the write may or may not have reached it), they are what P says. Each entry writes
+//! only the rows no later entry of its stripe covers, so that a later one finds the
+//! rows its partial parity counts on, and P, as the cut left them.
+//!
+//! md's PPL breaks when an earlier, unflushed write to the same stripe is lost and a
+//! later one is not: the later partial parity counts the earlier write's data. Here a
+//! write whose partial parity would count rows that an earlier write, not yet durable,
+//! covered carries those chunks' rows (read for it: reconstruct-write) while the entry
+//! stays within the ring's bound for one entry, and otherwise waits for those writes to
+//! be durable (a checkpoint) before its entry goes out.
 //!
 //! Entries go out in *batches*, one per member at a time (as the write-intent bitmap's
 //! rounds do): entries that become ready while a member's batch is being written and
@@ -39,11 +54,13 @@
 //! writes logged on the role's ring are finished and flushed ([`ready_for_takeover`]).
 //!
 //! Layout (little-endian, whole sectors): header — magic, seq, durable, stripe, lo, hi,
-//! logged chunk count, flags (bit 1: marker), header sectors, total sectors, checksum
-//! (FNV-1a 64 of the entry with this field zero), then per logged chunk its data index
-//! u16, 1 u16, lo u32, hi u32 — then each logged chunk's rows lo..hi.
+//! record count, flags (bit 1: marker), header sectors, total sectors, checksum
+//! (FNV-1a 64 of the entry with this field zero), then per record its data index u16,
+//! kind u16 (1: a chunk's rows lo..hi, carried; 2: the rows from..to the write covers
+//! of a chunk, not carried; 3: the partial parity of rows lo..hi, carried), from u32,
+//! to u32 — then the carried rows, in record order.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use xraid_layout::{MemberIdx, SECTOR_BYTES};
 
@@ -61,10 +78,33 @@ const FLAG_MARKER: u32 = 2;
 const MARKER_SECTORS: u64 = 1;
 const RING_START: u64 = 2 * MARKER_SECTORS;
 
-/// One data chunk whose rows an entry carries (its member could not take the write).
+/// What one of an entry's segment records says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SegKind {
+    /// Rows lo..hi of a data chunk, carried in the payload (its member could not take
+    /// the write, or must not be trusted for it).
+    Rows = 1,
+    /// The rows `lo..hi` (the record's own) of a data chunk that the write covers; no
+    /// payload.
+    Written = 2,
+    /// The partial parity of rows lo..hi, carried in the payload: the XOR of the data
+    /// chunks the write leaves alone there and whose rows the entry does not carry.
+    PartialParity = 3,
+}
+
+/// One segment record of an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct LogSeg {
     data_index: u16,
+    kind: SegKind,
+    lo: u32,
+    hi: u32,
+}
+
+impl LogSeg {
+    fn has_payload(&self) -> bool {
+        self.kind != SegKind::Written
+    }
 }
 
 /// The most sectors one entry takes for a stripe of `data_disks` data chunks of
@@ -113,6 +153,52 @@ struct Found {
     segs: Vec<LogSeg>,
     /// Payload: the logged chunks' rows, in header order.
     payload: Vec<u8>,
+    /// The rows of lo..hi that no later entry of the replay covers (set when the
+    /// replay collects its entries): only these does the replay write.
+    last_for: Vec<(u32, u32)>,
+}
+
+impl Found {
+    /// Bytes of one row range lo..hi.
+    fn row_bytes(&self) -> usize {
+        sectors_to_bytes(u64::from(self.hi - self.lo))
+    }
+
+    /// The records that carry rows, each with its rows from the payload.
+    fn carried(&self) -> impl Iterator<Item = (LogSeg, &[u8])> {
+        let rows = self.row_bytes();
+        self.segs
+            .iter()
+            .filter(|s| s.has_payload())
+            .enumerate()
+            .map(move |(k, s)| (*s, &self.payload[k * rows..(k + 1) * rows]))
+    }
+
+    /// Data chunks whose rows the entry carries, with those rows.
+    fn logged(&self) -> impl Iterator<Item = (u16, &[u8])> {
+        self.carried()
+            .filter(|(s, _)| s.kind == SegKind::Rows)
+            .map(|(s, rows)| (s.data_index, rows))
+    }
+
+    fn logs(&self, data_index: u16) -> bool {
+        self.logged().any(|(i, _)| i == data_index)
+    }
+
+    /// The partial parity of rows lo..hi, where the entry has one.
+    fn partial_parity(&self) -> Option<&[u8]> {
+        self.carried()
+            .find(|(s, _)| s.kind == SegKind::PartialParity)
+            .map(|(_, rows)| rows)
+    }
+
+    /// The rows of data chunk `data_index` the write covers (empty: none).
+    fn written(&self, data_index: u16) -> (u32, u32) {
+        self.segs
+            .iter()
+            .find(|s| s.kind == SegKind::Written && s.data_index == data_index)
+            .map_or((0, 0), |s| (s.lo, s.hi))
+    }
 }
 
 /// Parses the entry at the start of `b`, if one is there whole; returns it and its
@@ -138,11 +224,20 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
     let segs = (0..nseg)
         .map(|i| {
             let at = HEADER_FIXED + i * SEG_BYTES;
-            LogSeg {
+            let kind = match u16::from_le_bytes([b[at + 2], b[at + 3]]) {
+                1 => SegKind::Rows,
+                2 => SegKind::Written,
+                3 => SegKind::PartialParity,
+                _ => return None,
+            };
+            Some(LogSeg {
                 data_index: u16::from_le_bytes([b[at], b[at + 1]]),
-            }
+                kind,
+                lo: u32_at(b, at + 4),
+                hi: u32_at(b, at + 8),
+            })
         })
-        .collect();
+        .collect::<Option<Vec<LogSeg>>>()?;
     let found = Found {
         tag: u64_at(b, 64),
         marker,
@@ -153,6 +248,7 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
         hi,
         segs,
         payload: b[sectors_to_bytes(head)..bytes].to_vec(),
+        last_for: Vec::new(),
     };
     Some((found, total))
 }
@@ -228,6 +324,10 @@ pub(crate) struct LogState {
     /// Stripe writes whose entries were built before a member left and that have not
     /// finished yet.
     departure_writes: u32,
+    /// Per stripe, the rows of data chunks that logged writes not known durable
+    /// covered: (seq, data index, from, to). A later entry's partial parity cannot
+    /// count on them (see `stripe::carries_earlier_write`).
+    recent: HashMap<u64, Vec<(u64, u16, u32, u32)>>,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -288,6 +388,7 @@ impl LogState {
             takeover_hold: vec![false; members],
             durable_wanted: 0,
             departure_writes: 0,
+            recent: HashMap::new(),
         }
     }
 
@@ -304,6 +405,11 @@ impl LogState {
     /// A flush that began when `covers` was current has completed.
     pub(crate) fn flushed(&mut self, covers: u64) {
         self.durable = self.durable.max(covers.saturating_sub(1));
+        let durable = self.durable;
+        self.recent.retain(|_, writes| {
+            writes.retain(|&(seq, ..)| seq > durable);
+            !writes.is_empty()
+        });
     }
 
     pub(crate) fn recovering(&self) -> bool {
@@ -315,39 +421,85 @@ impl LogState {
     }
 }
 
-/// Whether an entry logging `missing` chunks of rows lo..hi fits the ring at all (an
-/// engine configured with a ring smaller than twice the largest entry would otherwise
-/// wait for room forever).
-pub(crate) fn fits(engine: &Engine, chunks: usize, lo: u32, hi: u32) -> bool {
+/// Whether an entry carrying `carried` row ranges lo..hi, with `records` segment
+/// records in all, fits the ring at all (an engine configured with a ring smaller than
+/// twice the largest entry would otherwise wait for room forever).
+pub(crate) fn fits(engine: &Engine, carried: usize, records: usize, lo: u32, hi: u32) -> bool {
     let ring = engine.log.as_ref().map_or(0, |l| l.ring);
-    let sectors = header_sectors(chunks) + u64::from(hi - lo) * chunks as u64;
-    RING_START + sectors <= ring
+    RING_START + entry_sectors(carried, records, lo, hi) <= ring
 }
 
-/// Builds an entry for a stripe write of rows lo..hi: `missing` lists the data chunks
-/// whose members cannot take the write, each with its rows lo..hi as they are after it
-/// (new data where written, rebuilt data elsewhere). Returns the entry's buffer (the
+/// Sectors of an entry carrying `carried` row ranges lo..hi, with `records` segment
+/// records in all.
+pub(crate) fn entry_sectors(carried: usize, records: usize, lo: u32, hi: u32) -> u64 {
+    header_sectors(records) + u64::from(hi - lo) * carried as u64
+}
+
+/// What an entry for a stripe write of rows lo..hi says besides its stripe.
+pub(crate) struct EntryParts<'a> {
+    /// Data chunks whose rows the entry carries, each with its rows lo..hi as they are
+    /// after the write (new data where written, rebuilt data elsewhere): their members
+    /// cannot take the write, or must not be trusted for it.
+    pub(crate) rows: &'a [(u16, BufSlice)],
+    /// The rows each data chunk the write covers: (data index, from, to).
+    pub(crate) written: &'a [(u16, u32, u32)],
+    /// The XOR of rows lo..hi of the data chunks the write leaves alone and `rows`
+    /// does not carry (row by row), where there are such chunks.
+    pub(crate) partial_parity: Option<BufSlice>,
+}
+
+/// Builds an entry for a stripe write of rows lo..hi. Returns the entry's buffer (the
 /// caller frees it) and sectors; [`reserve`] gives it its seq when it is written.
 pub(crate) fn build(
     engine: &mut Engine,
     stripe: u64,
     lo: u32,
     hi: u32,
-    missing: &[(u16, BufSlice)],
+    parts: &EntryParts,
 ) -> (BufId, u64) {
     let tag = engine.config.log_tag;
     let rows = sectors_to_bytes(u64::from(hi - lo));
-    let head = header_sectors(missing.len());
-    let total = head + u64::from(hi - lo) * missing.len() as u64;
+    let mut records: Vec<(LogSeg, Option<BufSlice>)> = Vec::new();
+    for &(data_index, src) in parts.rows {
+        let seg = LogSeg {
+            data_index,
+            kind: SegKind::Rows,
+            lo,
+            hi,
+        };
+        records.push((seg, Some(src)));
+    }
+    if let Some(src) = parts.partial_parity {
+        let seg = LogSeg {
+            data_index: u16::MAX,
+            kind: SegKind::PartialParity,
+            lo,
+            hi,
+        };
+        records.push((seg, Some(src)));
+    }
+    for &(data_index, from, to) in parts.written {
+        let seg = LogSeg {
+            data_index,
+            kind: SegKind::Written,
+            lo: from,
+            hi: to,
+        };
+        records.push((seg, None));
+    }
+    let carried = records.iter().filter(|(_, src)| src.is_some()).count();
+    let head = header_sectors(records.len());
+    let total = head + u64::from(hi - lo) * carried as u64;
     let buf = engine.bufs.alloc(sectors_to_bytes(total));
     let head_bytes = sectors_to_bytes(head);
-    for (k, (_, src)) in missing.iter().enumerate() {
+    let sources = records.iter().filter_map(|(_, src)| *src);
+    for (k, src) in sources.enumerate() {
         let dst = BufSlice {
             buf,
             offset: head_bytes + k * rows,
             len: rows,
         };
-        copy(engine, dst, *src);
+        copy(engine, dst, src);
     }
     let b = engine.bufs.get_mut(buf);
     b[..head_bytes].fill(0);
@@ -355,18 +507,81 @@ pub(crate) fn build(
     b[24..32].copy_from_slice(&stripe.to_le_bytes());
     b[32..36].copy_from_slice(&lo.to_le_bytes());
     b[36..40].copy_from_slice(&hi.to_le_bytes());
-    b[40..44].copy_from_slice(&(missing.len() as u32).to_le_bytes());
+    b[40..44].copy_from_slice(&(records.len() as u32).to_le_bytes());
     b[48..52].copy_from_slice(&(head as u32).to_le_bytes());
     b[52..56].copy_from_slice(&(total as u32).to_le_bytes());
     b[64..72].copy_from_slice(&tag.to_le_bytes());
-    for (k, (data_index, _)) in missing.iter().enumerate() {
+    for (k, (seg, _)) in records.iter().enumerate() {
         let at = HEADER_FIXED + k * SEG_BYTES;
-        b[at..at + 2].copy_from_slice(&data_index.to_le_bytes());
-        b[at + 2..at + 4].copy_from_slice(&1u16.to_le_bytes());
-        b[at + 4..at + 8].copy_from_slice(&lo.to_le_bytes());
-        b[at + 8..at + 12].copy_from_slice(&hi.to_le_bytes());
+        b[at..at + 2].copy_from_slice(&seg.data_index.to_le_bytes());
+        b[at + 2..at + 4].copy_from_slice(&(seg.kind as u16).to_le_bytes());
+        b[at + 4..at + 8].copy_from_slice(&seg.lo.to_le_bytes());
+        b[at + 8..at + 12].copy_from_slice(&seg.hi.to_le_bytes());
     }
     (buf, total)
+}
+
+/// The write of entry `seq` to `stripe` covers these rows of its data chunks:
+/// (data index, from, to).
+pub(crate) fn note_written(
+    engine: &mut Engine,
+    stripe: u64,
+    seq: u64,
+    written: &[(u16, u32, u32)],
+) {
+    let Some(log) = engine.log.as_mut() else {
+        return;
+    };
+    let writes = log.recent.entry(stripe).or_default();
+    writes.extend(written.iter().map(|&(i, from, to)| (seq, i, from, to)));
+}
+
+/// Whether a logged write not known durable covered rows of `stripe`'s data chunk
+/// `data_index` within lo..hi.
+pub(crate) fn written_since_durable(
+    engine: &Engine,
+    stripe: u64,
+    data_index: u16,
+    lo: u32,
+    hi: u32,
+) -> bool {
+    let Some(log) = engine.log.as_ref() else {
+        return false;
+    };
+    log.recent.get(&stripe).is_some_and(|writes| {
+        writes
+            .iter()
+            .any(|&(seq, i, from, to)| seq > log.durable && i == data_index && from < hi && lo < to)
+    })
+}
+
+/// The newest logged write not known durable that covered rows of `stripe`'s data
+/// chunk `data_index` within lo..hi (0: none).
+pub(crate) fn latest_write_since_durable(
+    engine: &Engine,
+    stripe: u64,
+    data_index: u16,
+    lo: u32,
+    hi: u32,
+) -> u64 {
+    let Some(log) = engine.log.as_ref() else {
+        return 0;
+    };
+    log.recent.get(&stripe).map_or(0, |writes| {
+        writes
+            .iter()
+            .filter(|&&(seq, i, from, to)| {
+                seq > log.durable && i == data_index && from < hi && lo < to
+            })
+            .map(|&(seq, ..)| seq)
+            .max()
+            .unwrap_or(0)
+    })
+}
+
+/// Whether every seq up to `seq` is known durable.
+pub(crate) fn durable_up_to(engine: &Engine, seq: u64) -> bool {
+    engine.log.as_ref().is_none_or(|l| l.durable >= seq)
 }
 
 /// A marker saying every seq up to `durable` is durable.
@@ -1060,8 +1275,15 @@ fn scanned(engine: &mut Engine) {
                 || (e.stripe < geo.stripes()
                     && e.lo < e.hi
                     && e.hi <= geo.chunk_sectors()
-                    && e.segs.iter().all(|s| s.data_index < geo.data_disks())
-                    && e.payload.len() as u64 == e.segs.len() as u64 * rows * SECTOR_BYTES))
+                    && e.segs.iter().all(|s| {
+                        (s.data_index < geo.data_disks() || s.kind == SegKind::PartialParity)
+                            && (s.kind != SegKind::Written
+                                || (e.lo <= s.lo && s.lo < s.hi && s.hi <= e.hi))
+                    })
+                    && e.payload.len() as u64
+                        == e.segs.iter().filter(|s| s.has_payload()).count() as u64
+                            * rows
+                            * SECTOR_BYTES))
     });
     let durable = found.iter().map(|e| e.durable).max().unwrap_or(0);
     let max_seq = found
@@ -1077,6 +1299,7 @@ fn scanned(engine: &mut Engine) {
         .collect();
     entries.sort_by_key(|e| e.seq);
     entries.dedup_by_key(|e| e.seq);
+    mark_last_for(&mut entries);
 
     let log = engine.log.as_mut().expect("logging is on");
     log.persisted = durable;
@@ -1091,6 +1314,33 @@ fn scanned(engine: &mut Engine) {
         flushing: None,
     }));
     replay_step(engine);
+}
+
+/// Gives each entry (oldest first) the rows where no later entry of its stripe
+/// follows: there it decides what parity says, and a later entry elsewhere. A later
+/// entry's partial parity counts on rows as it found them (earlier writes' data it
+/// carried or that was durable), and a gone chunk it works out from P needs P as the
+/// cut left it, so an earlier entry's replay must not rewrite those rows.
+fn mark_last_for(entries: &mut [Found]) {
+    let mut covered: HashMap<u64, Vec<(u32, u32)>> = HashMap::new();
+    for e in entries.iter_mut().rev() {
+        let later = covered.entry(e.stripe).or_default();
+        e.last_for = rows_outside(later, e.lo, e.hi);
+        later.push((e.lo, e.hi));
+    }
+}
+
+/// The parts of lo..hi outside every range of `ranges`.
+fn rows_outside(ranges: &[(u32, u32)], lo: u32, hi: u32) -> Vec<(u32, u32)> {
+    let mut free = vec![(lo, hi)];
+    for &(a, b) in ranges {
+        free = free
+            .into_iter()
+            .flat_map(|(from, to)| [(from, to.min(a)), (from.max(b), to)])
+            .filter(|(from, to)| from < to)
+            .collect();
+    }
+    free
 }
 
 fn replay(engine: &mut Engine) -> &mut Replay {
@@ -1160,17 +1410,54 @@ fn holds_for_replay(engine: &Engine, member: MemberIdx, stripe: u64) -> bool {
     }
 }
 
+/// The data chunks of the entry's stripe that the entry does not carry and that
+/// cannot be read now: their members left since the write.
+fn gone_chunks(engine: &Engine, entry: &Found) -> Vec<u16> {
+    let map = engine.geo.stripe_map(entry.stripe);
+    (0..map.data_disks())
+        .filter(|&i| !entry.logs(i) && !holds_for_replay(engine, map.data_member(i), entry.stripe))
+        .collect()
+}
+
+/// The one chunk gone since the write that the replay can work out, if there is one:
+/// the entry's partial parity gives the rows the write left alone, and where the write
+/// covered it there is nothing to know. More gone, or rows left alone and no partial
+/// parity: none.
+fn chunk_to_work_out(engine: &Engine, entry: &Found) -> Option<u16> {
+    match gone_chunks(engine, entry).as_slice() {
+        &[g] => {
+            let (a, b) = entry.written(g);
+            let wholly_written = a <= entry.lo && b >= entry.hi && a < b;
+            (entry.partial_parity().is_some() || wholly_written).then_some(g)
+        }
+        _ => None,
+    }
+}
+
+/// Whether the replay reads P's rows as well: a gone chunk is worked out and the write
+/// covered it in part, where its rows are then taken to be what P says (the write's
+/// rows there whole as before it or as after it, unless the cut tore the write).
+fn parity_for_gone_rows(engine: &Engine, entry: &Found) -> bool {
+    let p = engine.geo.stripe_map(entry.stripe).p();
+    chunk_to_work_out(engine, entry).is_some_and(|g| {
+        let (a, b) = entry.written(g);
+        a < b && holds_for_replay(engine, p, entry.stripe)
+    })
+}
+
 /// Reads rows lo..hi of every active data member not in the entry into a scratch of
 /// one row range per data index. Returns whether reads are in flight.
 fn read_segments(engine: &mut Engine, entry: Found) -> bool {
     let map = engine.geo.stripe_map(entry.stripe);
     let rows = sectors_to_bytes(u64::from(entry.hi - entry.lo));
-    let scratch = engine.bufs.alloc(rows * usize::from(map.data_disks()));
+    // One row range per data index, and one more for P's rows where they are needed.
+    let scratch = engine
+        .bufs
+        .alloc(rows * (usize::from(map.data_disks()) + 1));
     let mut reads = Vec::new();
     for i in 0..map.data_disks() {
         let m = map.data_member(i);
-        let logged = entry.segs.iter().any(|s| s.data_index == i);
-        if logged || !holds_for_replay(engine, m, entry.stripe) {
+        if entry.logs(i) || !holds_for_replay(engine, m, entry.stripe) {
             continue;
         }
         let buf = BufSlice {
@@ -1179,6 +1466,18 @@ fn read_segments(engine: &mut Engine, entry: Found) -> bool {
             len: rows,
         };
         reads.push((m, engine.geo.member_sector(entry.stripe, entry.lo), buf));
+    }
+    if parity_for_gone_rows(engine, &entry) {
+        let buf = BufSlice {
+            buf: scratch,
+            offset: usize::from(map.data_disks()) * rows,
+            len: rows,
+        };
+        reads.push((
+            map.p(),
+            engine.geo.member_sector(entry.stripe, entry.lo),
+            buf,
+        ));
     }
     let r = replay(engine);
     r.pending = u32::try_from(reads.len()).expect("few members");
@@ -1202,63 +1501,116 @@ fn read_segments(engine: &mut Engine, entry: Found) -> bool {
 /// Computes the parity of rows lo..hi from the data members as they are now and the
 /// rows the entry logged for the members that could not take the write, and writes it
 /// to the parity members that are present, and the logged rows to their members that
-/// are. Returns whether writes are in flight.
+/// are. A data chunk gone since the write (not logged, and not readable now) is worked
+/// out from the entry's partial parity where the write left it alone: its rows are the
+/// partial parity XOR the other chunks the write left alone. Where the write covered
+/// it, its rows are unknown (the write may or may not have reached it): they are taken
+/// to be what P says, as a degraded read would have them, and the parity written
+/// agrees (zeroes without P). Returns whether writes are in flight.
 fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
     let map = engine.geo.stripe_map(entry.stripe);
-    // A data member gone since the write (so not logged): its rows are unknown and
-    // parity cannot be recomputed; leave it as it is.
-    let gone = (0..map.data_disks()).any(|i| {
-        let logged = entry.segs.iter().any(|s| s.data_index == i);
-        !logged && !holds_for_replay(engine, map.data_member(i), entry.stripe)
-    });
-    if gone {
+    let gone = chunk_to_work_out(engine, entry);
+    if gone.is_none() && !gone_chunks(engine, entry).is_empty() {
+        // More gone than the partial parity answers for, or no partial parity: the
+        // rows are unknown and parity cannot be recomputed; leave it as it is.
         engine.bufs.free(scratch);
         engine.stats.log_entries_skipped += 1;
         return false;
     }
-    let rows = sectors_to_bytes(u64::from(entry.hi - entry.lo));
+    let read_p = parity_for_gone_rows(engine, entry);
+    let (lo, hi) = (entry.lo, entry.hi);
+    let rows = entry.row_bytes();
+    let data_disks = map.data_disks();
+    let at = |i: u16| usize::from(i) * rows;
+    let in_rows = |from: u32, to: u32| {
+        let start = sectors_to_bytes(u64::from(from - lo));
+        start..start + sectors_to_bytes(u64::from(to - from))
+    };
     {
         let data = engine.bufs.get_mut(scratch);
-        for (k, s) in entry.segs.iter().enumerate() {
-            let at = usize::from(s.data_index) * rows;
-            data[at..at + rows].copy_from_slice(&entry.payload[k * rows..(k + 1) * rows]);
+        for (i, logged) in entry.logged() {
+            data[at(i)..at(i) + rows].copy_from_slice(logged);
+        }
+        if let Some(g) = gone {
+            // A gone chunk the write covered whole has no partial parity to start from
+            // (and needs none).
+            let mut gone_rows = entry
+                .partial_parity()
+                .map_or_else(|| vec![0; rows], <[u8]>::to_vec);
+            for i in (0..data_disks).filter(|&i| i != g && !entry.logs(i)) {
+                let (a, b) = entry.written(i);
+                let alone = if a < b {
+                    [(lo, a), (b, hi)]
+                } else {
+                    [(lo, hi), (hi, hi)]
+                };
+                for (from, to) in alone.into_iter().filter(|(from, to)| from < to) {
+                    let r = in_rows(from, to);
+                    let other = &data[at(i) + r.start..at(i) + r.end];
+                    xraid_parity::xor_into(&mut gone_rows[r], other);
+                }
+            }
+            let (a, b) = entry.written(g);
+            if a < b {
+                let r = in_rows(a, b);
+                if read_p {
+                    let p = at(data_disks);
+                    gone_rows[r.clone()].copy_from_slice(&data[p + r.start..p + r.end]);
+                    for i in (0..data_disks).filter(|&i| i != g) {
+                        let other = &data[at(i) + r.start..at(i) + r.end];
+                        xraid_parity::xor_into(&mut gone_rows[r.clone()], other);
+                    }
+                } else {
+                    gone_rows[r].fill(0);
+                }
+            }
+            data[at(g)..at(g) + rows].copy_from_slice(&gone_rows);
         }
     }
+    engine.stats.log_partial_parity_replays += u64::from(gone.is_some());
     let has_q = map.q().is_some();
     let parities = 1 + usize::from(has_q);
     // Logged rows of members present now go back to them as well: the write may not
     // have reached them (a member that took it in place while being rebuilt), and the
     // parity written here says they hold these rows.
-    let present_logged: Vec<(usize, MemberIdx)> = entry
-        .segs
-        .iter()
-        .enumerate()
-        .map(|(k, s)| (k, map.data_member(s.data_index)))
+    let present_logged: Vec<(u16, MemberIdx)> = entry
+        .logged()
+        .map(|(i, _)| (i, map.data_member(i)))
         .filter(|&(_, m)| engine.is_present(m))
         .collect();
     let out = engine.bufs.alloc(rows * (parities + present_logged.len()));
-    for (n, &(k, _)) in present_logged.iter().enumerate() {
-        let at = (parities + n) * rows;
-        engine.bufs.get_mut(out)[at..at + rows]
-            .copy_from_slice(&entry.payload[k * rows..(k + 1) * rows]);
+    for (n, &(i, _)) in present_logged.iter().enumerate() {
+        let to = (parities + n) * rows;
+        let (o, d) = engine.bufs.pair_mut(
+            BufSlice {
+                buf: out,
+                offset: to,
+                len: rows,
+            },
+            BufSlice {
+                buf: scratch,
+                offset: at(i),
+                len: rows,
+            },
+        );
+        o.copy_from_slice(d);
     }
     {
         let (o, d) = engine.bufs.pair_mut(
             BufSlice {
                 buf: out,
                 offset: 0,
-                len: rows * (1 + usize::from(has_q)),
+                len: rows * parities,
             },
             BufSlice {
                 buf: scratch,
                 offset: 0,
-                len: rows * usize::from(map.data_disks()),
+                len: rows * usize::from(data_disks),
             },
         );
-        let mut order: Vec<&[u8]> = vec![&[]; usize::from(map.data_disks())];
-        for i in 0..map.data_disks() {
-            let at = usize::from(i) * rows;
-            order[map.syndrome_slot(i)] = &d[at..at + rows];
+        let mut order: Vec<&[u8]> = vec![&[]; usize::from(data_disks)];
+        for i in 0..data_disks {
+            order[map.syndrome_slot(i)] = &d[at(i)..at(i) + rows];
         }
         let (p, q) = o.split_at_mut(rows);
         if has_q {
@@ -1269,30 +1621,37 @@ fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
     }
     engine.bufs.free(scratch);
     // Parity goes to members being rebuilt too: the part they already hold must agree,
-    // and what they do not hold yet the rebuild overwrites.
-    let mut writes = Vec::new();
-    let sector = engine.geo.member_sector(entry.stripe, entry.lo);
+    // and what they do not hold yet the rebuild overwrites. Only over the rows where
+    // no later entry follows (see `mark_last_for`).
+    let mut targets = Vec::new();
     if engine.is_present(map.p()) {
-        writes.push((map.p(), 0));
+        targets.push((map.p(), 0));
     }
     if let Some(q) = map.q().filter(|q| engine.is_present(*q)) {
-        writes.push((q, 1));
+        targets.push((q, 1));
     }
     for (n, &(_, m)) in present_logged.iter().enumerate() {
-        writes.push((m, parities + n));
+        targets.push((m, parities + n));
     }
+    let writes: Vec<(MemberIdx, usize, u32, u32)> = entry
+        .last_for
+        .iter()
+        .flat_map(|&(from, to)| targets.iter().map(move |&(m, k)| (m, k, from, to)))
+        .collect();
     let r = replay(engine);
     r.writing = Some(out);
-    r.pending = u32::try_from(writes.len()).expect("a stripe's members at most");
+    r.pending = u32::try_from(writes.len()).expect("a stripe's members at most, twice");
     if writes.is_empty() {
         return false;
     }
-    for (m, k) in writes {
+    for (m, k, from, to) in writes {
+        let range = in_rows(from, to);
         let buf = BufSlice {
             buf: out,
-            offset: k * rows,
-            len: rows,
+            offset: k * rows + range.start,
+            len: range.len(),
         };
+        let sector = engine.geo.member_sector(entry.stripe, from);
         engine.emit_to(
             m,
             IoKind::Write,
@@ -1323,6 +1682,7 @@ fn finish_recovery(engine: &mut Engine) {
     for l in &mut log.live {
         l.clear();
     }
+    log.recent.clear();
     let held: Vec<(Request, Nanos)> = log.held.drain(..).collect();
     engine.push_event(Event::LogRecovered {
         replayed: r.replayed,

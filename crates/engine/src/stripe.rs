@@ -94,6 +94,9 @@ pub(crate) struct StripeOp {
     /// planned around the member's failed read) may lack that member's rows, so it is
     /// made durable as soon as the write finishes.
     durable_soon: bool,
+    /// The log entry goes out only once every seq up to this one is durable: its
+    /// partial parity counts on rows earlier writes left on members (0: no wait).
+    log_after: u64,
 }
 
 impl StripeOp {
@@ -108,6 +111,19 @@ fn log_keeps_rows(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
     engine.log.is_some()
         && !o.bad.contains(&m)
         && crate::sync::rebuilt_unrecorded(engine, m, o.stripe)
+}
+
+/// Whether the stripe-log entry of write `o` must carry data chunk `data_index`'s rows
+/// for its partial parity to hold: an earlier write to the stripe, not durable yet,
+/// covered that chunk in rows `o` leaves (partly) alone. After a power cut that
+/// earlier write may be lost on the member while this one lands; the partial parity
+/// counts the chunk as written, so the replay needs its rows as they are now (md's PPL
+/// has this flaw).
+fn carries_earlier_write(engine: &Engine, o: &StripeOp, data_index: u16) -> bool {
+    let (a, b) = covered(&o.segs, data_index);
+    let wholly_overwritten = a < b && a <= o.lo && b >= o.hi;
+    !wholly_overwritten
+        && crate::ppl::written_since_durable(engine, o.stripe, data_index, o.lo, o.hi)
 }
 
 /// Whether operation `o` may read `m`: in sync for the stripe and not failing here.
@@ -286,6 +302,7 @@ fn new_op(
         deferred: Vec::new(),
         direct_copy: false,
         durable_soon: false,
+        log_after: 0,
     });
     if engine.lock(stripe, Holder::Stripe(op)) {
         start(engine, op);
@@ -480,7 +497,9 @@ fn choose_plan(engine: &Engine, op: usize, map: &StripeMap) -> Plan {
         let trust_parity = !crate::sync::awaiting_resync(engine, o.stripe);
         // The log entry needs every row of such a member, which only reconstruct-write
         // reads.
-        let log_rows = (0..map.data_disks()).any(|i| log_keeps_rows(engine, o, map.data_member(i)));
+        let log_rows = (0..map.data_disks()).any(|i| {
+            log_keeps_rows(engine, o, map.data_member(i)) || carries_earlier_write(engine, o, i)
+        });
         return if rcw_reads <= rmw_reads || !trust_parity || log_rows {
             Plan::ReconstructWrite
         } else {
@@ -593,7 +612,12 @@ fn after_reads(engine: &mut Engine, op: usize) {
             let Purpose::Sync(kind) = o.purpose else {
                 unreachable!("sync plans belong to sync ops")
             };
-            let complete = o.missing.is_empty();
+            // Every data member read fine (a parity member may be missing): parity can
+            // be compared with what the data says, and the parity present put right.
+            let complete = o
+                .missing
+                .iter()
+                .all(|&m| parity_members(&map).any(|p| p == m));
             if !o.direct_copy {
                 rebuild_missing(engine, op, &map, scratch, row_bytes);
             }
@@ -608,7 +632,8 @@ fn after_reads(engine: &mut Engine, op: usize) {
                 let mismatch = parity_mismatch(engine, &map, scratch, row_bytes);
                 engine.ops.get_mut(op).mismatch = mismatch;
                 if mismatch && kind != SyncKind::Check {
-                    full_rows.extend(parity_members(&map));
+                    let o = engine.ops.get(op);
+                    full_rows.extend(parity_members(&map).filter(|m| !o.missing.contains(m)));
                 }
             }
         }
@@ -732,6 +757,11 @@ fn build_log_entry(
         return false;
     };
     let (stripe, lo, hi) = (o.stripe, o.lo, o.hi);
+    let row_slice = |i: u16| BufSlice {
+        buf: scratch,
+        offset: map.data_member(i).index() * row_bytes,
+        len: row_bytes,
+    };
     // Data chunks whose members do not take this write: their rows after it, from the
     // scratch (rebuilt, with the write's new data copied in).
     let missing: Vec<(u16, BufSlice)> = (0..map.data_disks())
@@ -739,21 +769,163 @@ fn build_log_entry(
             let m = map.data_member(i);
             (!op_live(engine, o, m) && !o.bad.contains(&m)) || log_keeps_rows(engine, o, m)
         })
-        .map(|i| {
-            let rows = BufSlice {
-                buf: scratch,
-                offset: map.data_member(i).index() * row_bytes,
-                len: row_bytes,
-            };
-            (i, rows)
-        })
+        .map(|i| (i, row_slice(i)))
         .collect();
-    if !crate::ppl::fits(engine, missing.len(), lo, hi) {
+    let written: Vec<(u16, u32, u32)> = o
+        .segs
+        .iter()
+        .map(|s| (s.data_index, s.start, s.end))
+        .collect();
+    // The partial parity covers the chunks the write leaves alone (in some rows) and
+    // the entry does not carry. Where an earlier write, not yet durable, covered such
+    // a chunk in these rows, the entry carries that chunk's rows too (the plan read
+    // them: reconstruct-write) while it stays within the ring's bound for one entry;
+    // beyond it, the entry waits until those writes are durable instead. An entry
+    // that would not fit the ring even so goes without a partial parity.
+    let alone = |i: u16| {
+        let (a, b) = covered(&o.segs, i);
+        !(a < b && a <= lo && b >= hi)
+    };
+    let is_missing = |i: u16| missing.iter().any(|&(k, _)| k == i);
+    let needs_partial_parity = (0..map.data_disks()).any(|i| alone(i) && !is_missing(i));
+    let earlier: Vec<u16> = if needs_partial_parity {
+        (0..map.data_disks())
+            .filter(|&i| !is_missing(i) && carries_earlier_write(engine, o, i))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let bound = crate::ppl::log_entry_max_sectors(
+        map.data_disks(),
+        engine.geo.chunk_sectors(),
+        engine.geo.level().parity_count(),
+    );
+    let with_earlier = missing.len() + earlier.len() + 1;
+    let records = with_earlier + written.len();
+    let (carried, log_after, partial) = if needs_partial_parity
+        && o.plan != Plan::ReadModifyWrite
+        && crate::ppl::entry_sectors(with_earlier, records, lo, hi) <= bound
+        && crate::ppl::fits(engine, with_earlier, records, lo, hi)
+    {
+        let mut carried = missing.clone();
+        carried.extend(earlier.iter().map(|&i| (i, row_slice(i))));
+        (carried, 0, true)
+    } else if needs_partial_parity
+        && crate::ppl::fits(
+            engine,
+            missing.len() + 1,
+            missing.len() + 1 + written.len(),
+            lo,
+            hi,
+        )
+    {
+        let after = earlier
+            .iter()
+            .map(|&i| crate::ppl::latest_write_since_durable(engine, stripe, i, lo, hi))
+            .max()
+            .unwrap_or(0);
+        (missing.clone(), after, true)
+    } else {
+        (missing.clone(), 0, false)
+    };
+    let partial_parity =
+        partial.then(|| partial_parity(engine, op, map, scratch, row_bytes, &carried));
+    if !crate::ppl::fits(engine, carried.len(), carried.len() + written.len(), lo, hi) {
+        if let Some(pp) = partial_parity {
+            engine.bufs.free(pp.buf);
+        }
         return false;
     }
-    let (buf, sectors) = crate::ppl::build(engine, stripe, lo, hi, &missing);
+    engine.ops.get_mut(op).log_after = log_after;
+    let parts = crate::ppl::EntryParts {
+        rows: &carried,
+        written: &written,
+        partial_parity,
+    };
+    let (buf, sectors) = crate::ppl::build(engine, stripe, lo, hi, &parts);
+    if let Some(pp) = partial_parity {
+        engine.bufs.free(pp.buf);
+    }
     engine.ops.get_mut(op).log = Some((0, log_member, buf, sectors));
     true
+}
+
+/// The partial parity of a write's rows lo..hi, in a buffer of its own: row by row, the
+/// XOR of the data chunks the write does not cover there and whose rows the entry
+/// does not carry (`carried`). After a power cut that takes one such chunk's member
+/// with it, that chunk's rows are this XOR with the others', whatever of the write
+/// landed (see `ppl`).
+fn partial_parity(
+    engine: &mut Engine,
+    op: usize,
+    map: &StripeMap,
+    scratch: BufId,
+    row_bytes: usize,
+    carried: &[(u16, BufSlice)],
+) -> BufSlice {
+    let o = engine.ops.get(op);
+    let (lo, hi, plan) = (o.lo, o.hi, o.plan);
+    let segs = o.segs.clone();
+    let client = engine.request_buf(client_req(o));
+    let pp = BufSlice {
+        buf: engine.bufs.alloc(row_bytes),
+        offset: 0,
+        len: row_bytes,
+    };
+    let rows_at = |buf: BufId, offset: usize, from: u32, to: u32| BufSlice {
+        buf,
+        offset: offset + sectors_to_bytes(u64::from(from - lo)),
+        len: sectors_to_bytes(u64::from(to - from)),
+    };
+    if plan == Plan::ReadModifyWrite {
+        // Only the written rows and parity were read; the new parity is the XOR of
+        // every data chunk, so taking the new rows out of it leaves the rest.
+        // (Nothing is carried: carried rows need the other plans.)
+        let p = BufSlice {
+            buf: scratch,
+            offset: map.p().index() * row_bytes,
+            len: row_bytes,
+        };
+        copy_slice(engine, pp, p);
+        for s in &segs {
+            let len = sectors_to_bytes(u64::from(s.end - s.start));
+            let new = BufSlice {
+                buf: client,
+                offset: s.buf_off,
+                len,
+            };
+            let dst = rows_at(pp.buf, 0, s.start, s.end);
+            let (dst, src) = engine.bufs.pair_mut(dst, new);
+            xraid_parity::xor_into(dst, src);
+        }
+        return pp;
+    }
+    // The scratch holds every data chunk's rows after the write.
+    engine.bufs.get_mut(pp.buf).fill(0);
+    for i in 0..map.data_disks() {
+        if carried.iter().any(|&(k, _)| k == i) {
+            continue;
+        }
+        let (a, b) = covered(&segs, i);
+        let offset = map.data_member(i).index() * row_bytes;
+        let alone = if a < b {
+            [(lo, a.max(lo)), (b.min(hi), hi)]
+        } else {
+            [(lo, hi), (hi, hi)]
+        };
+        for (from, to) in alone.into_iter().filter(|(from, to)| from < to) {
+            let dst = rows_at(pp.buf, 0, from, to);
+            let src = rows_at(scratch, offset, from, to);
+            let (dst, src) = engine.bufs.pair_mut(dst, src);
+            xraid_parity::xor_into(dst, src);
+        }
+    }
+    pp
+}
+
+fn copy_slice(engine: &mut Engine, dst: BufSlice, src: BufSlice) {
+    let (d, s) = engine.bufs.pair_mut(dst, src);
+    d.copy_from_slice(s);
 }
 
 /// Sends the operation's log entry to its member's next batch (see `ppl`); the batch
@@ -763,6 +935,13 @@ pub(crate) fn retry_log(engine: &mut Engine, op: usize) {
     if !engine.is_present(member) {
         // The log's member failed meanwhile: its parity is gone with it.
         log_done(engine, op);
+        return;
+    }
+    let after = engine.ops.get(op).log_after;
+    if !crate::ppl::durable_up_to(engine, after) {
+        // Its partial parity counts on earlier writes: a checkpoint makes them durable.
+        log_wait(engine, op);
+        crate::ppl::start_checkpoint(engine);
         return;
     }
     engine.ops.get_mut(op).phase = Phase::LogQueued;
@@ -781,6 +960,14 @@ pub(crate) fn log_reserved(engine: &mut Engine, op: usize, seq: u64) {
     let log = o.log.as_mut().expect("a logged write");
     log.0 = seq;
     o.phase = Phase::Logging;
+    let o = engine.ops.get(op);
+    let stripe = o.stripe;
+    let written: Vec<(u16, u32, u32)> = o
+        .segs
+        .iter()
+        .map(|s| (s.data_index, s.start, s.end))
+        .collect();
+    crate::ppl::note_written(engine, stripe, seq, &written);
 }
 
 /// The operation's entry found no room: it waits for a checkpoint.
