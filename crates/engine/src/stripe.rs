@@ -787,38 +787,39 @@ fn build_log_entry(
         !(a < b && a <= lo && b >= hi)
     };
     let is_missing = |i: u16| missing.iter().any(|&(k, _)| k == i);
-    let needs_partial_parity = (0..map.data_disks()).any(|i| alone(i) && !is_missing(i));
-    let earlier: Vec<u16> = if needs_partial_parity {
-        (0..map.data_disks())
-            .filter(|&i| !is_missing(i) && carries_earlier_write(engine, o, i))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let left_alone: Vec<u16> = (0..map.data_disks())
+        .filter(|&i| alone(i) && !is_missing(i))
+        .collect();
+    let earlier: Vec<u16> = left_alone
+        .iter()
+        .copied()
+        .filter(|&i| carries_earlier_write(engine, o, i))
+        .collect();
+    // Carrying every chunk left alone leaves nothing for a partial parity to cover.
+    let rest_needs_parity = left_alone.len() > earlier.len();
     let bound = crate::ppl::log_entry_max_sectors(
         map.data_disks(),
         engine.geo.chunk_sectors(),
         engine.geo.level().parity_count(),
     );
-    let with_earlier = missing.len() + earlier.len() + 1;
+    let with_earlier = missing.len() + earlier.len() + usize::from(rest_needs_parity);
     let records = with_earlier + written.len();
-    let (carried, log_after, partial) = if needs_partial_parity
-        && o.plan != Plan::ReadModifyWrite
+    let (carried, log_after, partial) = if left_alone.is_empty() {
+        (missing.clone(), 0, false)
+    } else if o.plan != Plan::ReadModifyWrite
         && crate::ppl::entry_sectors(with_earlier, records, lo, hi) <= bound
         && crate::ppl::fits(engine, with_earlier, records, lo, hi)
     {
         let mut carried = missing.clone();
         carried.extend(earlier.iter().map(|&i| (i, row_slice(i))));
-        (carried, 0, true)
-    } else if needs_partial_parity
-        && crate::ppl::fits(
-            engine,
-            missing.len() + 1,
-            missing.len() + 1 + written.len(),
-            lo,
-            hi,
-        )
-    {
+        (carried, 0, rest_needs_parity)
+    } else if crate::ppl::fits(
+        engine,
+        missing.len() + 1,
+        missing.len() + 1 + written.len(),
+        lo,
+        hi,
+    ) {
         let after = earlier
             .iter()
             .map(|&i| crate::ppl::latest_write_since_durable(engine, stripe, i, lo, hi))
