@@ -255,8 +255,10 @@ pub enum Event {
         peers: Nanos,
     },
     /// The stripe log was read at start and `replayed` entries of writes cut off by a
-    /// crash made parity agree with the data again.
-    LogRecovered { replayed: u64 },
+    /// crash made parity agree with the data again; in `worked_out` of them a data
+    /// member present for the write was gone, and its rows were worked out from the
+    /// entry's partial parity (and P).
+    LogRecovered { replayed: u64, worked_out: u64 },
     /// A sync ran to its end (`completed`) or was cancelled.
     SyncFinished {
         kind: SyncKind,

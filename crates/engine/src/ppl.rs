@@ -283,6 +283,8 @@ struct Replay {
     writing: Option<BufId>,
     pending: u32,
     replayed: u64,
+    /// Entries whose gone data chunk was worked out.
+    worked_out: u64,
     max_seq: u64,
     /// A read of the current entry failed: its parity is left as it is.
     unreadable: bool,
@@ -1328,6 +1330,7 @@ fn scanned(engine: &mut Engine) {
         writing: None,
         pending: 0,
         replayed: 0,
+        worked_out: 0,
         max_seq,
         unreadable: false,
         flushing: None,
@@ -1587,6 +1590,7 @@ fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
         }
     }
     engine.stats.log_partial_parity_replays += u64::from(gone.is_some());
+    replay(engine).worked_out += u64::from(gone.is_some());
     let has_q = map.q().is_some();
     let parities = 1 + usize::from(has_q);
     // Logged rows of members present now go back to them as well: the write may not
@@ -1705,6 +1709,7 @@ fn finish_recovery(engine: &mut Engine) {
     let held: Vec<(Request, Nanos)> = log.held.drain(..).collect();
     engine.push_event(Event::LogRecovered {
         replayed: r.replayed,
+        worked_out: r.worked_out,
     });
     for (req, now) in held {
         engine.handle_request(req, now);

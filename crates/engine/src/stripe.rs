@@ -831,7 +831,8 @@ fn build_log_entry(
     };
     let partial_parity =
         partial.then(|| partial_parity(engine, op, map, scratch, row_bytes, &carried));
-    if !crate::ppl::fits(engine, carried.len(), carried.len() + written.len(), lo, hi) {
+    let with_parity = carried.len() + usize::from(partial_parity.is_some());
+    if !crate::ppl::fits(engine, with_parity, with_parity + written.len(), lo, hi) {
         if let Some(pp) = partial_parity {
             engine.bufs.free(pp.buf);
         }

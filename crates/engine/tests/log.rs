@@ -140,7 +140,7 @@ fn a_power_cut_after_a_shared_log_flush_replays_every_entry_of_it() {
         array.power_cut_now();
         array.run();
         let replayed = array.take_events().into_iter().find_map(|e| match e {
-            Event::LogRecovered { replayed } => Some(replayed),
+            Event::LogRecovered { replayed, .. } => Some(replayed),
             _ => None,
         });
         assert_eq!(replayed, Some(logged), "seed {seed}: every entry replayed");

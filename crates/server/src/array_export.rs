@@ -1057,9 +1057,19 @@ impl Worker {
                         if completed { "done" } else { "stopped" }
                     ))
                 }
-                Event::LogRecovered { replayed } => log::info(&format!(
-                    "array '{}': stripe log read; {replayed} writes cut off by a crash replayed",
-                    self.name
+                Event::LogRecovered {
+                    replayed,
+                    worked_out,
+                } => log::info(&format!(
+                    "array '{}': stripe log read; {replayed} writes cut off by a crash replayed{}",
+                    self.name,
+                    if worked_out > 0 {
+                        format!(
+                            "; in {worked_out} a member gone since was worked out from the partial parity"
+                        )
+                    } else {
+                        String::new()
+                    }
                 )),
                 Event::SlowMember {
                     member,
