@@ -215,6 +215,41 @@ impl Found {
     }
 }
 
+/// The fixed header fields of an entry (or marker, with no rows) of the given magic,
+/// written into `b`; seq, durable, flags and the checksum are set apart.
+struct Header {
+    magic: u64,
+    stripe: u64,
+    lo: u32,
+    hi: u32,
+    records: usize,
+    head: u64,
+    total: u64,
+    tag: u64,
+}
+
+impl Header {
+    fn put(&self, b: &mut [u8]) {
+        b[0..8].copy_from_slice(&self.magic.to_le_bytes());
+        b[24..32].copy_from_slice(&self.stripe.to_le_bytes());
+        b[32..36].copy_from_slice(&self.lo.to_le_bytes());
+        b[36..40].copy_from_slice(&self.hi.to_le_bytes());
+        b[40..44].copy_from_slice(&(self.records as u32).to_le_bytes());
+        b[48..52].copy_from_slice(&(self.head as u32).to_le_bytes());
+        b[52..56].copy_from_slice(&(self.total as u32).to_le_bytes());
+        b[64..72].copy_from_slice(&self.tag.to_le_bytes());
+    }
+}
+
+/// Writes a segment record at record slot `k` of a header.
+fn put_record(b: &mut [u8], k: usize, seg: &LogSeg) {
+    let at = HEADER_FIXED + k * SEG_BYTES;
+    b[at..at + 2].copy_from_slice(&seg.data_index.to_le_bytes());
+    b[at + 2..at + 4].copy_from_slice(&(seg.kind as u16).to_le_bytes());
+    b[at + 4..at + 8].copy_from_slice(&seg.lo.to_le_bytes());
+    b[at + 8..at + 12].copy_from_slice(&seg.hi.to_le_bytes());
+}
+
 /// Parses the entry at the start of `b`, if one is there whole; returns it and its
 /// length in sectors.
 fn parse(b: &[u8]) -> Option<(Found, u64)> {
@@ -524,20 +559,19 @@ pub(crate) fn build(
     }
     let b = engine.bufs.get_mut(buf);
     b[..head_bytes].fill(0);
-    b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
-    b[24..32].copy_from_slice(&stripe.to_le_bytes());
-    b[32..36].copy_from_slice(&lo.to_le_bytes());
-    b[36..40].copy_from_slice(&hi.to_le_bytes());
-    b[40..44].copy_from_slice(&(records.len() as u32).to_le_bytes());
-    b[48..52].copy_from_slice(&(head as u32).to_le_bytes());
-    b[52..56].copy_from_slice(&(total as u32).to_le_bytes());
-    b[64..72].copy_from_slice(&tag.to_le_bytes());
+    let header = Header {
+        magic: MAGIC,
+        stripe,
+        lo,
+        hi,
+        records: records.len(),
+        head,
+        total,
+        tag,
+    };
+    header.put(b);
     for (k, (seg, _)) in records.iter().enumerate() {
-        let at = HEADER_FIXED + k * SEG_BYTES;
-        b[at..at + 2].copy_from_slice(&seg.data_index.to_le_bytes());
-        b[at + 2..at + 4].copy_from_slice(&(seg.kind as u16).to_le_bytes());
-        b[at + 4..at + 8].copy_from_slice(&seg.lo.to_le_bytes());
-        b[at + 8..at + 12].copy_from_slice(&seg.hi.to_le_bytes());
+        put_record(b, k, seg);
     }
     (buf, total)
 }
@@ -611,12 +645,19 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     let buf = engine.bufs.alloc(sectors_to_bytes(MARKER_SECTORS));
     let b = engine.bufs.get_mut(buf);
     b.fill(0);
-    b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+    let header = Header {
+        magic: MAGIC,
+        stripe: 0,
+        lo: 0,
+        hi: 0,
+        records: 0,
+        head: header_sectors(0),
+        total: MARKER_SECTORS,
+        tag,
+    };
+    header.put(b);
     b[16..24].copy_from_slice(&durable.to_le_bytes());
     b[44..48].copy_from_slice(&FLAG_MARKER.to_le_bytes());
-    b[48..52].copy_from_slice(&(header_sectors(0) as u32).to_le_bytes());
-    b[52..56].copy_from_slice(&(MARKER_SECTORS as u32).to_le_bytes());
-    b[64..72].copy_from_slice(&tag.to_le_bytes());
     let sum = checksum(b);
     b[56..64].copy_from_slice(&sum.to_le_bytes());
     buf
@@ -1727,21 +1768,26 @@ mod tests {
         let row_bytes = sectors_to_bytes(u64::from(hi - lo));
         let total = head + u64::from(hi - lo) * rows.len() as u64;
         let mut b = vec![0u8; sectors_to_bytes(total)];
-        b[0..8].copy_from_slice(&MAGIC_FNV.to_le_bytes());
+        let header = Header {
+            magic: MAGIC_FNV,
+            stripe,
+            lo,
+            hi,
+            records: rows.len(),
+            head,
+            total,
+            tag: 7,
+        };
+        header.put(&mut b);
         b[8..16].copy_from_slice(&seq.to_le_bytes());
-        b[24..32].copy_from_slice(&stripe.to_le_bytes());
-        b[32..36].copy_from_slice(&lo.to_le_bytes());
-        b[36..40].copy_from_slice(&hi.to_le_bytes());
-        b[40..44].copy_from_slice(&(rows.len() as u32).to_le_bytes());
-        b[48..52].copy_from_slice(&(head as u32).to_le_bytes());
-        b[52..56].copy_from_slice(&(total as u32).to_le_bytes());
-        b[64..72].copy_from_slice(&7u64.to_le_bytes());
         for (k, &(data_index, fill)) in rows.iter().enumerate() {
-            let at = HEADER_FIXED + k * SEG_BYTES;
-            b[at..at + 2].copy_from_slice(&data_index.to_le_bytes());
-            b[at + 2..at + 4].copy_from_slice(&1u16.to_le_bytes());
-            b[at + 4..at + 8].copy_from_slice(&lo.to_le_bytes());
-            b[at + 8..at + 12].copy_from_slice(&hi.to_le_bytes());
+            let seg = LogSeg {
+                data_index,
+                kind: SegKind::Rows,
+                lo,
+                hi,
+            };
+            put_record(&mut b, k, &seg);
             let from = sectors_to_bytes(head) + k * row_bytes;
             b[from..from + row_bytes].fill(fill);
         }
