@@ -600,14 +600,7 @@ pub(crate) fn written_since_durable(
     lo: u32,
     hi: u32,
 ) -> bool {
-    let Some(log) = engine.log.as_ref() else {
-        return false;
-    };
-    log.recent.get(&stripe).is_some_and(|writes| {
-        writes
-            .iter()
-            .any(|&(seq, i, from, to)| seq > log.durable && i == data_index && from < hi && lo < to)
-    })
+    latest_write_since_durable(engine, stripe, data_index, lo, hi) > 0
 }
 
 /// The newest logged write not known durable that covered rows of `stripe`'s data
@@ -663,7 +656,8 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     buf
 }
 
-fn copy(engine: &mut Engine, dst: BufSlice, src: BufSlice) {
+/// Copies `src` into `dst` (two slices of the engine's buffers, of one length).
+pub(crate) fn copy(engine: &mut Engine, dst: BufSlice, src: BufSlice) {
     let (d, s) = engine.bufs.pair_mut(dst, src);
     d.copy_from_slice(s);
 }

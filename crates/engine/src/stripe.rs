@@ -888,7 +888,7 @@ fn partial_parity(
             offset: map.p().index() * row_bytes,
             len: row_bytes,
         };
-        copy_slice(engine, pp, p);
+        crate::ppl::copy(engine, pp, p);
         for s in &segs {
             let len = sectors_to_bytes(u64::from(s.end - s.start));
             let new = BufSlice {
@@ -923,11 +923,6 @@ fn partial_parity(
         }
     }
     pp
-}
-
-fn copy_slice(engine: &mut Engine, dst: BufSlice, src: BufSlice) {
-    let (d, s) = engine.bufs.pair_mut(dst, src);
-    d.copy_from_slice(s);
 }
 
 /// Sends the operation's log entry to its member's next batch (see `ppl`); the batch
