@@ -194,6 +194,10 @@ impl DirtyPages {
         }
     }
 
+    fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
     fn take_sorted(&mut self) -> Vec<u64> {
         let mut pages = std::mem::take(&mut self.list);
         for &p in &pages {
@@ -582,21 +586,39 @@ pub(crate) fn is_barrier(engine: &Engine, target: &IoTarget) -> bool {
 /// its device has table pages to write (or page writes in flight), they go first and
 /// the flush waits for them. Returns the flush when it may go now.
 pub(crate) fn hold_flush(engine: &mut Engine, member: MemberIdx, io: MemberIo) -> Option<MemberIo> {
-    let io_slot = io.member;
-    let slot = io_slot.index();
+    let slot = io.member.index();
     let Some(integrity) = engine.integrity.as_mut().filter(|i| i.persist) else {
         return Some(io);
     };
-    let Some(table) = integrity.tables.get(slot).and_then(Clone::clone) else {
-        return Some(io);
-    };
-    let pages = integrity.dirty[slot].take_sorted();
-    if pages.is_empty() && integrity.writing[slot] == 0 {
+    if integrity.tables.get(slot).and_then(Clone::clone).is_none() {
         return Some(io);
     }
+    if integrity.writing[slot] > 0 {
+        // Pages are on their way: the flush waits for them, and pages dirtied since go
+        // after them, never beside them (two writes of one page in flight may land in
+        // either order, the older last).
+        integrity.held[slot].push(io);
+        return None;
+    }
+    if integrity.dirty[slot].is_empty() {
+        return Some(io);
+    }
+    let io_slot = io.member;
     integrity.held[slot].push(io);
+    write_pages(engine, member, io_slot);
+    None
+}
+
+/// Writes the table pages dirtied on the device in `slot` (runs of neighbouring pages
+/// as one write) through `member`.
+fn write_pages(engine: &mut Engine, member: MemberIdx, io_slot: MemberIdx) {
+    let slot = io_slot.index();
+    let integrity = engine.integrity_mut();
+    let Some(table) = integrity.tables.get(slot).and_then(Clone::clone) else {
+        return;
+    };
+    let pages = integrity.dirty[slot].take_sorted();
     let generation = integrity.generation[slot];
-    // Runs of neighbouring pages go out as one write.
     let mut runs: Vec<(u64, u64)> = Vec::new();
     for page in pages {
         match runs.last_mut() {
@@ -631,7 +653,6 @@ pub(crate) fn hold_flush(engine: &mut Engine, member: MemberIdx, io: MemberIo) -
             },
         );
     }
-    None
 }
 
 /// A table page write completed: once a device has none left in flight, its held
@@ -662,9 +683,18 @@ pub(crate) fn on_pages_written(
     }
     let integrity = engine.integrity_mut();
     integrity.writing[s] = integrity.writing[s].saturating_sub(1);
-    if integrity.writing[s] == 0 {
-        for io in std::mem::take(&mut integrity.held[s]) {
-            engine.push_io(io);
+    if integrity.writing[s] > 0 || integrity.held[s].is_empty() {
+        return;
+    }
+    if !integrity.dirty[s].is_empty() && engine.is_present(member) {
+        // Pages dirtied while these were on their way go before the held flushes too.
+        write_pages(engine, member, slot);
+        if engine.integrity_mut().writing[s] > 0 {
+            return;
         }
+    }
+    let integrity = engine.integrity_mut();
+    for io in std::mem::take(&mut integrity.held[s]) {
+        engine.push_io(io);
     }
 }
