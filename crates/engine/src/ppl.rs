@@ -1010,9 +1010,13 @@ pub(crate) fn release_takeover_holds(engine: &mut Engine) {
     }
 }
 
-/// Flushes every present member so that entries become durable and their room free.
+/// Flushes every present member, and every replacement being built, so that entries
+/// become durable and their room free. The replacements too: a write's copy on a
+/// replacement is as much the write as the member's, and once it takes the role over
+/// it is all there is (until 2026-11-24 they were left out, and a power cut after
+/// the takeover could tear a stripe whose entry the log held for durable).
 pub(crate) fn start_checkpoint(engine: &mut Engine) {
-    let members = engine.present_members();
+    let members = engine.flush_targets();
     // Nothing to do while one runs, or when a flush now would make nothing durable
     // (the room is held by writes still unfinished: the next to finish starts one).
     if engine

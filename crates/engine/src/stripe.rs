@@ -800,11 +800,9 @@ fn build_log_entry(
         engine.geo.chunk_sectors(),
         engine.geo.level().parity_count(),
     );
-    // The partial parity goes in even when the entry carries every chunk its write
-    // leaves alone (it is then of nothing): leaving it out let such entries carry
-    // where they would otherwise wait, and the fault stories then found a wrong
-    // sector after a cut (seed 15488209250617407096), whose cause is not found yet.
-    let with_earlier = missing.len() + earlier.len() + 1;
+    // Carrying every chunk left alone leaves nothing for a partial parity to cover.
+    let rest_needs_parity = left_alone.len() > earlier.len();
+    let with_earlier = missing.len() + earlier.len() + usize::from(rest_needs_parity);
     let records = with_earlier + written.len();
     let (carried, log_after, partial) = if left_alone.is_empty() {
         (missing.clone(), 0, false)
@@ -814,7 +812,7 @@ fn build_log_entry(
     {
         let mut carried = missing.clone();
         carried.extend(earlier.iter().map(|&i| (i, row_slice(i))));
-        (carried, 0, true)
+        (carried, 0, rest_needs_parity)
     } else if crate::ppl::fits(
         engine,
         missing.len() + 1,

@@ -1114,8 +1114,10 @@ fn the_seeds_that_found_gaps_pass() {
         2_969_428_286_667_467_589,
         3_340_207_749_624_814_641,
         15_909_330_077_231_845_187,
-        // An entry carrying every chunk its write left alone, without a partial parity.
+        // The log's checkpoints left replacements unflushed, and declared durable
+        // entries whose writes a replacement (taking its role over) could lose.
         15_488_209_250_617_407_096,
+        11_071_247_316_803_817_335,
     ];
     for seed in seeds {
         if let Err((error, log)) = run_seed(seed) {
