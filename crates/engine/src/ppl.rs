@@ -842,7 +842,7 @@ fn start_batch(engine: &mut Engine, member: MemberIdx) {
                 entries.push((op, start, buf, sectors));
             }
             None => {
-                crate::stripe::log_wait(engine, op);
+                crate::stripe::log_wait(engine, op, Some(member));
                 room_wanted = true;
             }
         }
@@ -898,6 +898,10 @@ fn start_batch(engine: &mut Engine, member: MemberIdx) {
                 slice,
                 IoTarget::LogBatch { member },
             );
+        }
+        // Entries with room here that go to a second ring go there now.
+        for &(op, ..) in &entries {
+            crate::stripe::log_second_ring(engine, op);
         }
     }
     if room_wanted {

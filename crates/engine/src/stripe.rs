@@ -97,6 +97,16 @@ pub(crate) struct StripeOp {
     /// The log entry goes out only once every seq up to this one is durable: its
     /// partial parity counts on rows earlier writes left on members (0: no wait).
     log_after: u64,
+    /// Rings the entry has yet to be given room on: its parity member's, and on RAID-6
+    /// for an entry that carries rows the other parity member's too, so that the rows
+    /// outlive either one dying with the power.
+    log_rings_todo: Vec<MemberIdx>,
+    /// The entry's batches under way (queued, or being written and flushed).
+    log_batches_out: u8,
+    /// Every seq the entry was given, one per ring.
+    log_seqs: Vec<u64>,
+    /// In the log's waiters (for ring room or for earlier writes to be durable).
+    log_waiting: bool,
 }
 
 impl StripeOp {
@@ -303,6 +313,10 @@ fn new_op(
         direct_copy: false,
         durable_soon: false,
         log_after: 0,
+        log_rings_todo: Vec::new(),
+        log_batches_out: 0,
+        log_seqs: Vec::new(),
+        log_waiting: false,
     });
     if engine.lock(stripe, Holder::Stripe(op)) {
         start(engine, op);
@@ -838,7 +852,15 @@ fn build_log_entry(
         }
         return false;
     }
-    engine.ops.get_mut(op).log_after = log_after;
+    // On RAID-6 an entry that carries rows goes to both parity members' rings: the
+    // rows are all there is of a member that cannot take the write, and either parity
+    // member may die with the power.
+    let mirror = map
+        .q()
+        .filter(|&q| q != log_member && !carried.is_empty() && engine.in_sync(q, stripe));
+    let o = engine.ops.get_mut(op);
+    o.log_after = log_after;
+    o.log_rings_todo = std::iter::once(log_member).chain(mirror).collect();
     let parts = crate::ppl::EntryParts {
         rows: &carried,
         written: &written,
@@ -925,24 +947,51 @@ fn partial_parity(
     pp
 }
 
-/// Sends the operation's log entry to its member's next batch (see `ppl`); the batch
-/// lets the operation go on once the entry is durable.
+/// Sends the operation's log entry to its ring's next batch (see `ppl`): its parity
+/// member's, or the other parity member's where that one has failed; a second ring
+/// (RAID-6) follows once the first has given the entry room ([`log_second_ring`]).
+/// When every batch is done the operation goes on.
 pub(crate) fn retry_log(engine: &mut Engine, op: usize) {
-    let (_, member, _, _) = engine.ops.get(op).log.expect("a logged write");
-    if !engine.is_present(member) {
-        // The log's member failed meanwhile: its parity is gone with it.
-        log_done(engine, op);
-        return;
-    }
+    engine.ops.get_mut(op).log_waiting = false;
     let after = engine.ops.get(op).log_after;
     if !crate::ppl::durable_up_to(engine, after) {
         // Its partial parity counts on earlier writes: a checkpoint makes them durable.
-        log_wait(engine, op);
+        log_wait(engine, op, None);
         crate::ppl::start_checkpoint(engine);
         return;
     }
     engine.ops.get_mut(op).phase = Phase::LogQueued;
-    crate::ppl::enqueue(engine, member, op);
+    next_ring(engine, op);
+}
+
+/// Enqueues the entry on the next ring it has yet to be on whose member is present (a
+/// ring whose member failed is dropped: its parity is gone with it); with none left,
+/// the operation goes on once its batches are done.
+fn next_ring(engine: &mut Engine, op: usize) {
+    loop {
+        let o = engine.ops.get_mut(op);
+        if o.log_rings_todo.is_empty() {
+            if o.log_batches_out == 0 && !o.log_waiting {
+                log_done_now(engine, op);
+            }
+            return;
+        }
+        let ring = o.log_rings_todo.remove(0);
+        if engine.is_present(ring) {
+            engine.ops.get_mut(op).log_batches_out += 1;
+            crate::ppl::enqueue(engine, ring, op);
+            return;
+        }
+    }
+}
+
+/// The entry has room on its first ring: a second one (RAID-6) takes it too, written
+/// alongside. Called once the first ring's batch is set up.
+pub(crate) fn log_second_ring(engine: &mut Engine, op: usize) {
+    let o = engine.ops.get(op);
+    if !o.log_rings_todo.is_empty() && !o.log_waiting {
+        next_ring(engine, op);
+    }
 }
 
 /// The operation's log entry: its buffer and sectors.
@@ -951,12 +1000,15 @@ pub(crate) fn log_entry(engine: &Engine, op: usize) -> (BufId, u64) {
     (buf, sectors)
 }
 
-/// The operation's entry has room and `seq`, and is being written in a batch.
+/// The operation's entry has room on a ring and `seq`, and is being written in a batch.
 pub(crate) fn log_reserved(engine: &mut Engine, op: usize, seq: u64) {
     let o = engine.ops.get_mut(op);
     let log = o.log.as_mut().expect("a logged write");
     log.0 = seq;
-    o.phase = Phase::Logging;
+    o.log_seqs.push(seq);
+    if !o.log_waiting {
+        o.phase = Phase::Logging;
+    }
     let o = engine.ops.get(op);
     let stripe = o.stripe;
     let written: Vec<(u16, u32, u32)> = o
@@ -967,15 +1019,47 @@ pub(crate) fn log_reserved(engine: &mut Engine, op: usize, seq: u64) {
     crate::ppl::note_written(engine, stripe, seq, &written);
 }
 
-/// The operation's entry found no room: it waits for a checkpoint.
-pub(crate) fn log_wait(engine: &mut Engine, op: usize) {
-    engine.ops.get_mut(op).phase = Phase::LogWait;
-    let log = engine.log.as_mut().expect("logging is on");
-    log.waiters.push_back(op);
+/// The operation's entry found no room on `ring` (or must wait for earlier writes to
+/// be durable: `None`): it waits for a checkpoint. Not once it holds a seq on its
+/// first ring: a seq whose write has not finished holds back what a checkpoint makes
+/// durable, and two writes each holding one ring's room while waiting for the other's
+/// would wait for each other forever. Such an entry goes without its second ring (one
+/// ring, as an entry that carries no rows).
+pub(crate) fn log_wait(engine: &mut Engine, op: usize, ring: Option<MemberIdx>) {
+    let o = engine.ops.get_mut(op);
+    if let Some(ring) = ring {
+        if !o.log_seqs.is_empty() {
+            engine.stats.log_second_rings_dropped += 1;
+            log_done(engine, op);
+            return;
+        }
+        o.log_rings_todo.insert(0, ring);
+        o.log_batches_out -= 1;
+    }
+    o.phase = Phase::LogWait;
+    if !o.log_waiting {
+        o.log_waiting = true;
+        let log = engine.log.as_mut().expect("logging is on");
+        log.waiters.push_back(op);
+    }
 }
 
-/// The operation's entry is durable (or its member failed): the in-place writes go.
+/// One of the operation's batches is done: its entry is durable on that ring (or the
+/// ring's member failed, and the parity it guards with it). Once every ring has it,
+/// the in-place writes go; an entry whose first ring's member failed before it got
+/// room there goes to the next.
 pub(crate) fn log_done(engine: &mut Engine, op: usize) {
+    let o = engine.ops.get_mut(op);
+    o.log_batches_out -= 1;
+    if o.log_waiting {
+        return;
+    }
+    if o.log_seqs.is_empty() || o.log_batches_out == 0 {
+        next_ring(engine, op);
+    }
+}
+
+fn log_done_now(engine: &mut Engine, op: usize) {
     let writes = std::mem::take(&mut engine.ops.get_mut(op).deferred);
     emit_writes(engine, op, writes);
 }
@@ -1151,9 +1235,9 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
     if let Some(buf) = o.scratch {
         engine.bufs.free(buf);
     }
-    if let Some((seq, _, buf, _)) = o.log {
+    if let Some((_, _, buf, _)) = o.log {
         engine.bufs.free(buf);
-        if seq != 0 {
+        for &seq in &o.log_seqs {
             crate::ppl::finished(engine, seq);
         }
     }

@@ -600,14 +600,25 @@ impl Story {
         }
         // Now and then a member dies with the power (the restart does not find it) —
         // md's PPL case: the log's partial parity brings back its rows the cut-off
-        // writes left alone. Only on a whole array, with nothing else in the way: on a
-        // RAID-6 already missing a member, the member that dies may be the parity
-        // member whose ring holds the entries with the missing member's rows (not
-        // covered; see RELIABILITY.md).
-        let dies = (self.log_on && parity && faulty.is_empty() && !mid_recover && !rebuilding)
+        // writes left alone. Only within the redundancy (a RAID-6 may be missing one
+        // member already: its entries that carry rows are on both parity members'
+        // rings), with nothing unreadable and no recover in the way.
+        let failed: Vec<usize> = (0..roles)
+            .filter(|&m| self.array.engine.member_states()[m] == MemberState::Failed)
+            .collect();
+        let dies = (self.log_on
+            && parity
+            && faulty.len() < self.tolerance
+            && faulty == failed
+            && !unreadable
+            && !mid_recover
+            && !rebuilding)
             .then(|| self.rng().below(3) == 0)
             .filter(|&d| d)
-            .map(|_| self.rng().below(roles as u64) as usize);
+            .map(|_| {
+                let alive: Vec<usize> = (0..roles).filter(|m| !failed.contains(m)).collect();
+                alive[self.rng().below(alive.len() as u64) as usize]
+            });
         POWER_CUTS.fetch_add(1, Ordering::Relaxed);
         if mid_recover {
             POWER_CUTS_MID_RECOVER.fetch_add(1, Ordering::Relaxed);
@@ -1118,6 +1129,15 @@ fn the_seeds_that_found_gaps_pass() {
         // entries whose writes a replacement (taking its role over) could lose.
         15_488_209_250_617_407_096,
         11_071_247_316_803_817_335,
+        // A RAID-6 missing a member whose stripe's P member dies with the power (the
+        // entries now on both parity rings), and a write that held one ring's room
+        // while it waited for the other's.
+        3_874_494_654_581_067_642,
+        13_077_580_693_460_667_493,
+        // Two writes of one checksum-table page in flight, the older landing last.
+        2_274_648_606_167_995_363,
+        // The mirror's timing, before the log's checkpoints flushed replacements.
+        5_604_059_148_568_132_654,
     ];
     for seed in seeds {
         if let Err((error, log)) = run_seed(seed) {
