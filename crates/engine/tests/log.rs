@@ -17,14 +17,12 @@ fn logged_raid5(seed: u64) -> (SimArray, Vec<u8>) {
 
 /// [`logged_raid5`] with `disks` members.
 fn logged_raid5_of(disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
-    let geo = Geometry::new(
-        Level::Raid5,
-        Layout::default_for(Level::Raid5),
-        disks,
-        16,
-        256,
-    )
-    .expect("geometry");
+    logged_array(Level::Raid5, disks, seed)
+}
+
+/// An array of `level` and `disks` members as [`logged_raid5`] makes one.
+fn logged_array(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
+    let geo = Geometry::new(level, Layout::default_for(level), disks, 16, 256).expect("geometry");
     let mut array = SimArray::new(geo, seed);
     array.engine.set_config(EngineConfig {
         log_sectors: 256,
@@ -587,18 +585,8 @@ fn chunks_old_or_new_in(
 fn a_raid6_missing_a_member_keeps_its_rows_when_p_dies_with_the_power() {
     let mut wrong = 0;
     for seed in 0..64 {
-        let geo = Geometry::new(Level::Raid6, Layout::default_for(Level::Raid6), 5, 16, 256)
-            .expect("geometry");
-        let mut array = SimArray::new(geo, 1300 + seed);
-        array.engine.set_config(EngineConfig {
-            log_sectors: 256,
-            ..EngineConfig::default()
-        });
-        array.run();
-        let mut old = vec![0u8; geo.array_sectors() as usize * SECTOR];
-        array.rng().fill(&mut old);
-        array.write(0, &old).expect("fill");
-        array.flush().expect("flush");
+        let (mut array, old) = logged_array(Level::Raid6, 5, 1300 + seed);
+        let geo = *array.engine.geometry();
         let map = geo.stripe_map(0);
         let (missing, p) = (map.data_member(1), map.p());
         array.kill_member(missing);
