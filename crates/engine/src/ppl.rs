@@ -1395,8 +1395,8 @@ fn mark_last_for(entries: &mut [Found]) {
     }
 }
 
-/// The parts of lo..hi outside every range of `ranges`.
-fn rows_outside(ranges: &[(u32, u32)], lo: u32, hi: u32) -> Vec<(u32, u32)> {
+/// The parts of lo..hi outside every range of `ranges` (an empty range leaves it whole).
+pub(crate) fn rows_outside(ranges: &[(u32, u32)], lo: u32, hi: u32) -> Vec<(u32, u32)> {
     let mut free = vec![(lo, hi)];
     for &(a, b) in ranges {
         free = free
@@ -1491,8 +1491,7 @@ fn gone_chunks(engine: &Engine, entry: &Found) -> Vec<u16> {
 fn chunk_to_work_out(engine: &Engine, entry: &Found) -> Option<u16> {
     match gone_chunks(engine, entry).as_slice() {
         &[g] => {
-            let (a, b) = entry.written(g);
-            let wholly_written = a <= entry.lo && b >= entry.hi && a < b;
+            let wholly_written = rows_outside(&[entry.written(g)], entry.lo, entry.hi).is_empty();
             (entry.partial_parity().is_some() || wholly_written).then_some(g)
         }
         _ => None,
@@ -1603,13 +1602,7 @@ fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
                 .partial_parity()
                 .map_or_else(|| vec![0; rows], <[u8]>::to_vec);
             for i in (0..data_disks).filter(|&i| i != g && !entry.logs(i)) {
-                let (a, b) = entry.written(i);
-                let alone = if a < b {
-                    [(lo, a), (b, hi)]
-                } else {
-                    [(lo, hi), (hi, hi)]
-                };
-                for (from, to) in alone.into_iter().filter(|(from, to)| from < to) {
+                for (from, to) in rows_outside(&[entry.written(i)], lo, hi) {
                     let r = in_rows(from, to);
                     let other = &data[at(i) + r.start..at(i) + r.end];
                     xraid_parity::xor_into(&mut gone_rows[r], other);

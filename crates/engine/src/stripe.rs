@@ -130,9 +130,7 @@ fn log_keeps_rows(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
 /// counts the chunk as written, so the replay needs its rows as they are now (md's PPL
 /// has this flaw).
 fn carries_earlier_write(engine: &Engine, o: &StripeOp, data_index: u16) -> bool {
-    let (a, b) = covered(&o.segs, data_index);
-    let wholly_overwritten = a < b && a <= o.lo && b >= o.hi;
-    !wholly_overwritten
+    !wholly_covered(&o.segs, data_index, o.lo, o.hi)
         && crate::ppl::written_since_durable(engine, o.stripe, data_index, o.lo, o.hi)
 }
 
@@ -472,6 +470,12 @@ fn direct_copy_only(engine: &Engine, op: usize) -> bool {
         && replaced.iter().all(|&m| op_live(engine, o, m))
 }
 
+/// Whether the segment of `data_index` covers every row of lo..hi.
+fn wholly_covered(segs: &[Seg], data_index: u16, lo: u32, hi: u32) -> bool {
+    let (a, b) = covered(segs, data_index);
+    a < b && a <= lo && b >= hi
+}
+
 /// The chunk range segment `data_index` covers, or an empty range at 0.
 fn covered(segs: &[Seg], data_index: u16) -> (u32, u32) {
     segs.iter()
@@ -522,11 +526,8 @@ fn choose_plan(engine: &Engine, op: usize, map: &StripeMap) -> Plan {
     }
     // Reconstruct-write never needs a missing member's old rows when every missing data
     // member is wholly overwritten over lo..hi.
-    let needs_missing_rows = (0..map.data_disks()).any(|i| {
-        let (a, b) = covered(&o.segs, i);
-        let wholly_overwritten = a <= lo && b >= hi;
-        !op_live(engine, o, map.data_member(i)) && !wholly_overwritten
-    });
+    let needs_missing_rows = (0..map.data_disks())
+        .any(|i| !op_live(engine, o, map.data_member(i)) && !wholly_covered(&o.segs, i, lo, hi));
     if needs_missing_rows {
         Plan::Reconstruct
     } else {
@@ -796,10 +797,7 @@ fn build_log_entry(
     // them: reconstruct-write) while it stays within the ring's bound for one entry;
     // beyond it, the entry waits until those writes are durable instead. An entry
     // that would not fit the ring even so goes without a partial parity.
-    let alone = |i: u16| {
-        let (a, b) = covered(&o.segs, i);
-        !(a < b && a <= lo && b >= hi)
-    };
+    let alone = |i: u16| !wholly_covered(&o.segs, i, lo, hi);
     let is_missing = |i: u16| missing.iter().any(|&(k, _)| k == i);
     let left_alone: Vec<u16> = (0..map.data_disks())
         .filter(|&i| alone(i) && !is_missing(i))
@@ -930,14 +928,8 @@ fn partial_parity(
         if carried.iter().any(|&(k, _)| k == i) {
             continue;
         }
-        let (a, b) = covered(&segs, i);
         let offset = map.data_member(i).index() * row_bytes;
-        let alone = if a < b {
-            [(lo, a.max(lo)), (b.min(hi), hi)]
-        } else {
-            [(lo, hi), (hi, hi)]
-        };
-        for (from, to) in alone.into_iter().filter(|(from, to)| from < to) {
+        for (from, to) in crate::ppl::rows_outside(&[covered(&segs, i)], lo, hi) {
             let dst = rows_at(pp.buf, 0, from, to);
             let src = rows_at(scratch, offset, from, to);
             let (dst, src) = engine.bufs.pair_mut(dst, src);
