@@ -14,7 +14,10 @@
 //! takes it but would not be trusted there after a crash (rebuilt there since the last
 //! recorded checkpoint) — as they are after it: new data where written, rebuilt data
 //! elsewhere. Where the write leaves chunks alone that the entry does not carry, it
-//! also carries their *partial parity* (md's PPL): row by row, the XOR of those chunks.
+//! also carries their *partial parity* (md's PPL): row by row, the XOR of those chunks
+//! — and on a whole RAID-6 their *partial Q* too, their Q syndrome. A RAID-6 entry
+//! that carries anything goes to both parity members' rings (Q's follows once P's has
+//! given it room), since either may die with the power.
 //!
 //! When the engine starts, the entries not known durable are replayed in order: parity
 //! of the rows is recomputed from the data members as they are now and the logged
@@ -23,10 +26,11 @@
 //! was, and a member missing since needs no resync to be rebuilt right. A data member
 //! that was present for the write and is gone at the replay (it died with the power) is
 //! worked out: where the write left it alone, its rows are the partial parity XOR the
-//! other chunks the write left alone; where the write covered it (its rows unknown:
-//! the write may or may not have reached it), they are what P says. Each entry writes
-//! only the rows no later entry of its stripe covers, so that a later one finds the
-//! rows its partial parity counts on, and P, as the cut left them.
+//! other chunks the write left alone (two such chunks: the partial parity and partial
+//! Q solved as a two-member degraded read is); where the write covered it (its rows
+//! unknown: the write may or may not have reached it), they are what parity says. Each
+//! entry writes only the rows no later entry of its stripe covers, so that a later one
+//! finds the rows its partial syndromes count on, and parity, as the cut left them.
 //!
 //! md's PPL breaks when an earlier, unflushed write to the same stripe is lost and a
 //! later one is not: the later partial parity counts the earlier write's data. Here a
@@ -55,10 +59,11 @@
 //!
 //! Layout (little-endian, whole sectors): header — magic, seq, durable, stripe, lo, hi,
 //! record count, flags (bit 1: marker), header sectors, total sectors, checksum
-//! (FNV-1a 64 of the entry with this field zero), then per record its data index u16,
-//! kind u16 (1: a chunk's rows lo..hi, carried; 2: the rows from..to the write covers
-//! of a chunk, not carried; 3: the partial parity of rows lo..hi, carried), from u32,
-//! to u32 — then the carried rows, in record order.
+//! (CRC-32C of the bytes before the field and of those after it; FNV-1a 64 in the
+//! first format), tag, then per record its data index u16, kind u16 (1: a chunk's rows
+//! lo..hi, carried; 2: the rows from..to the write covers of a chunk, not carried; 3:
+//! the partial parity of rows lo..hi, carried; 4: the partial Q of rows lo..hi,
+//! carried), from u32, to u32 — then the carried rows, in record order.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -94,6 +99,16 @@ enum SegKind {
     /// The partial parity of rows lo..hi, carried in the payload: the XOR of the data
     /// chunks the write leaves alone there and whose rows the entry does not carry.
     PartialParity = 3,
+    /// The partial Q of rows lo..hi (RAID-6), carried in the payload: the same chunks'
+    /// Q syndrome, each times its coefficient.
+    PartialQ = 4,
+}
+
+impl SegKind {
+    /// A record of the stripe's syndromes rather than of one data chunk.
+    fn is_syndrome(self) -> bool {
+        matches!(self, SegKind::PartialParity | SegKind::PartialQ)
+    }
 }
 
 /// One segment record of an entry.
@@ -201,9 +216,24 @@ impl Found {
 
     /// The partial parity of rows lo..hi, where the entry has one.
     fn partial_parity(&self) -> Option<&[u8]> {
+        self.syndrome(SegKind::PartialParity)
+    }
+
+    /// The partial Q of rows lo..hi, where the entry has one (RAID-6).
+    fn partial_q(&self) -> Option<&[u8]> {
+        self.syndrome(SegKind::PartialQ)
+    }
+
+    fn syndrome(&self, kind: SegKind) -> Option<&[u8]> {
         self.carried()
-            .find(|(s, _)| s.kind == SegKind::PartialParity)
+            .find(|(s, _)| s.kind == kind)
             .map(|(_, rows)| rows)
+    }
+
+    /// Whether the write covers rows from..to of data chunk `data_index` (all of them).
+    fn writes(&self, data_index: u16, from: u32, to: u32) -> bool {
+        let (a, b) = self.written(data_index);
+        a <= from && to <= b
     }
 
     /// The rows of data chunk `data_index` the write covers (empty: none).
@@ -282,6 +312,7 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
                 1 => SegKind::Rows,
                 2 => SegKind::Written,
                 3 => SegKind::PartialParity,
+                4 => SegKind::PartialQ,
                 _ => return None,
             };
             Some(LogSeg {
@@ -311,9 +342,10 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
 #[derive(Debug)]
 struct Replay {
     entries: VecDeque<Found>,
-    /// The entry whose data rows are being read, and the scratch they land in (one
-    /// row range lo..hi per data index).
-    current: Option<(Found, BufId)>,
+    /// The entry whose data rows are being read, the scratch they land in (one row
+    /// range lo..hi per data index, then P's and Q's), and how its gone chunks are
+    /// worked out (none: they cannot be).
+    current: Option<(Found, BufId, Option<Box<WorkOut>>)>,
     /// The entry whose parity is being written, and its scratch.
     writing: Option<BufId>,
     pending: u32,
@@ -502,6 +534,8 @@ pub(crate) struct EntryParts<'a> {
     /// The XOR of rows lo..hi of the data chunks the write leaves alone and `rows`
     /// does not carry (row by row), where there are such chunks.
     pub(crate) partial_parity: Option<BufSlice>,
+    /// The same chunks' Q syndrome (RAID-6 with both parity members in sync).
+    pub(crate) partial_q: Option<BufSlice>,
 }
 
 /// Builds an entry for a stripe write of rows lo..hi. Returns the entry's buffer (the
@@ -525,14 +559,20 @@ pub(crate) fn build(
         };
         records.push((seg, Some(src)));
     }
-    if let Some(src) = parts.partial_parity {
-        let seg = LogSeg {
-            data_index: u16::MAX,
-            kind: SegKind::PartialParity,
-            lo,
-            hi,
-        };
-        records.push((seg, Some(src)));
+    let syndromes = [
+        (SegKind::PartialParity, parts.partial_parity),
+        (SegKind::PartialQ, parts.partial_q),
+    ];
+    for (kind, src) in syndromes {
+        if let Some(src) = src {
+            let seg = LogSeg {
+                data_index: u16::MAX,
+                kind,
+                lo,
+                hi,
+            };
+            records.push((seg, Some(src)));
+        }
     }
     for &(data_index, from, to) in parts.written {
         let seg = LogSeg {
@@ -1340,7 +1380,7 @@ fn scanned(engine: &mut Engine) {
                     && e.lo < e.hi
                     && e.hi <= geo.chunk_sectors()
                     && e.segs.iter().all(|s| {
-                        (s.data_index < geo.data_disks() || s.kind == SegKind::PartialParity)
+                        (s.data_index < geo.data_disks() || s.kind.is_syndrome())
                             && (s.kind != SegKind::Written
                                 || (e.lo <= s.lo && s.lo < s.hi && s.hi <= e.hi))
                     })
@@ -1432,7 +1472,7 @@ fn replay_step(engine: &mut Engine) {
             persist(engine, Waiter::Recovery);
             return;
         }
-        if let Some((entry, scratch)) = replay(engine).current.take() {
+        if let Some((entry, scratch, plan)) = replay(engine).current.take() {
             let r = replay(engine);
             if std::mem::take(&mut r.unreadable) {
                 // The changed rows cannot be read: what parity says is all there is.
@@ -1441,7 +1481,7 @@ fn replay_step(engine: &mut Engine) {
                 continue;
             }
             r.replayed += 1;
-            if write_parity(engine, &entry, scratch) {
+            if write_parity(engine, &entry, scratch, plan) {
                 return;
             }
             continue;
@@ -1484,29 +1524,151 @@ fn gone_chunks(engine: &Engine, entry: &Found) -> Vec<u16> {
         .collect()
 }
 
-/// The one chunk gone since the write that the replay can work out, if there is one:
-/// the entry's partial parity gives the rows the write left alone, and where the write
-/// covered it there is nothing to know. More gone, or rows left alone and no partial
-/// parity: none.
-fn chunk_to_work_out(engine: &Engine, entry: &Found) -> Option<u16> {
-    match gone_chunks(engine, entry).as_slice() {
-        &[g] => {
-            let wholly_written = rows_outside(&[entry.written(g)], entry.lo, entry.hi).is_empty();
-            (entry.partial_parity().is_some() || wholly_written).then_some(g)
+/// How the replay works out the data chunks gone since an entry's write (none gone:
+/// nothing to work out).
+#[derive(Debug)]
+struct WorkOut {
+    gone: Vec<u16>,
+    /// Whether P and Q are gone now, or cannot be read.
+    parity_gone: [bool; 2],
+    /// The entry's partial Q counts (RAID-6 only).
+    with_q: bool,
+    /// Rows of a gone chunk the write covered, which only parity can give: the
+    /// replay reads the parity members' rows as well.
+    read_parity: bool,
+}
+
+impl WorkOut {
+    /// The pieces of lo..hi inside which no chunk's written rows start or end, each
+    /// with the gone chunks the write left alone there (worked out from the partial
+    /// syndromes) and those it covered (from parity).
+    fn pieces(&self, entry: &Found) -> Vec<(u32, u32, Vec<u16>, Vec<u16>)> {
+        let mut cuts: Vec<u32> = vec![entry.lo, entry.hi];
+        for s in entry.segs.iter().filter(|s| s.kind == SegKind::Written) {
+            cuts.extend(
+                [s.lo, s.hi]
+                    .into_iter()
+                    .filter(|&c| entry.lo < c && c < entry.hi),
+            );
         }
-        _ => None,
+        cuts.sort_unstable();
+        cuts.dedup();
+        cuts.windows(2)
+            .map(|w| {
+                let (from, to) = (w[0], w[1]);
+                let (covered, alone): (Vec<u16>, Vec<u16>) =
+                    self.gone.iter().partition(|&&g| entry.writes(g, from, to));
+                (from, to, alone, covered)
+            })
+            .collect()
     }
 }
 
-/// Whether the replay reads P's rows as well: a gone chunk is worked out and the write
-/// covered it in part, where its rows are then taken to be what P says (the write's
-/// rows there whole as before it or as after it, unless the cut tore the write).
-fn parity_for_gone_rows(engine: &Engine, entry: &Found) -> bool {
-    let p = engine.geo.stripe_map(entry.stripe).p();
-    chunk_to_work_out(engine, entry).is_some_and(|g| {
-        let (a, b) = entry.written(g);
-        a < b && holds_for_replay(engine, p, entry.stripe)
-    })
+/// Whether the replay can work out every chunk gone since the entry's write, and
+/// how. Rows the write left alone need a partial syndrome each (the partial parity,
+/// and the partial Q for a second chunk); rows it covered are what parity says, as a
+/// degraded read would have them, and need a parity member each (P, or Q) that is
+/// there now. More gone than that: none.
+fn work_out(engine: &Engine, entry: &Found) -> Option<WorkOut> {
+    let map = engine.geo.stripe_map(entry.stripe);
+    let parity_gone = [Some(map.p()), map.q()]
+        .map(|m| m.is_some_and(|m| !holds_for_replay(engine, m, entry.stripe)));
+    let with_q = map.q().is_some() && entry.partial_q().is_some();
+    let mut plan = WorkOut {
+        gone: gone_chunks(engine, entry),
+        parity_gone,
+        with_q,
+        read_parity: false,
+    };
+    let syndromes = usize::from(entry.partial_parity().is_some()) + usize::from(with_q);
+    let parity_left =
+        1 + usize::from(map.q().is_some()) - parity_gone.iter().filter(|&&g| g).count();
+    for (_, _, alone, covered) in plan.pieces(entry) {
+        if alone.len() > syndromes || covered.len() > parity_left {
+            return None;
+        }
+        plan.read_parity |= !covered.is_empty();
+    }
+    Some(plan)
+}
+
+/// Works out rows lo..hi of the gone data chunks of `plan` in `data` (one row range
+/// per data index, then P's and Q's rows where `plan.read_parity`), piece by piece:
+/// where the write left a chunk alone, from the entry's partial syndromes and the
+/// other chunks they count; where it covered it, from parity and every other chunk.
+/// Returns false if the syndromes do not give an answer (not expected: the plan
+/// counted them).
+fn work_out_rows(
+    map: &xraid_layout::StripeMap,
+    entry: &Found,
+    plan: &WorkOut,
+    data: &mut [u8],
+) -> bool {
+    let (lo, rows) = (entry.lo, entry.row_bytes());
+    let data_disks = usize::from(map.data_disks());
+    let slot = |i: u16| map.syndrome_slot(i);
+    for (from, to, alone, covered) in plan.pieces(entry) {
+        let start = sectors_to_bytes(u64::from(from - lo));
+        let r = start..start + sectors_to_bytes(u64::from(to - from));
+        let at = |i: usize| i * rows + r.start..i * rows + r.end;
+        if !alone.is_empty() {
+            // The stripe of the chunks the syndromes count, the others zero.
+            let counted = |i: u16| !entry.logs(i) && !entry.writes(i, from, to);
+            let mut blocks = vec![vec![0u8; r.len()]; data_disks + 1 + usize::from(plan.with_q)];
+            for i in (0..map.data_disks()).filter(|&i| counted(i) && !alone.contains(&i)) {
+                blocks[slot(i)].copy_from_slice(&data[at(usize::from(i))]);
+            }
+            let mut missing: Vec<usize> = alone.iter().map(|&i| slot(i)).collect();
+            match entry.partial_parity() {
+                Some(pp) => blocks[data_disks].copy_from_slice(&pp[r.clone()]),
+                None => missing.push(data_disks),
+            }
+            if plan.with_q {
+                let pq = entry.partial_q().expect("the plan saw it");
+                blocks[data_disks + 1].copy_from_slice(&pq[r.clone()]);
+            }
+            if !recover_into(&mut blocks, data_disks, plan.with_q, &missing) {
+                return false;
+            }
+            for &i in &alone {
+                data[at(usize::from(i))].copy_from_slice(&blocks[slot(i)]);
+            }
+        }
+        if !covered.is_empty() {
+            // The stripe as it is now, P and Q as the cut left them.
+            let has_q = map.q().is_some();
+            let mut blocks = vec![vec![0u8; r.len()]; data_disks + 1 + usize::from(has_q)];
+            for i in 0..map.data_disks() {
+                blocks[slot(i)].copy_from_slice(&data[at(usize::from(i))]);
+            }
+            let mut missing: Vec<usize> = covered.iter().map(|&i| slot(i)).collect();
+            for (k, gone) in plan
+                .parity_gone
+                .iter()
+                .enumerate()
+                .take(1 + usize::from(has_q))
+            {
+                if *gone {
+                    missing.push(data_disks + k);
+                } else {
+                    blocks[data_disks + k].copy_from_slice(&data[at(data_disks + k)]);
+                }
+            }
+            if !recover_into(&mut blocks, data_disks, has_q, &missing) {
+                return false;
+            }
+            for &i in &covered {
+                data[at(usize::from(i))].copy_from_slice(&blocks[slot(i)]);
+            }
+        }
+    }
+    true
+}
+
+/// Rebuilds `missing` blocks of a stripe (data slots, then P, then Q with `has_q`).
+fn recover_into(blocks: &mut [Vec<u8>], data_count: usize, has_q: bool, missing: &[usize]) -> bool {
+    let mut refs: Vec<&mut [u8]> = blocks.iter_mut().map(Vec::as_mut_slice).collect();
+    xraid_parity::recover(&mut refs, data_count, has_q, missing).is_ok()
 }
 
 /// Reads rows lo..hi of every active data member not in the entry into a scratch of
@@ -1514,10 +1676,11 @@ fn parity_for_gone_rows(engine: &Engine, entry: &Found) -> bool {
 fn read_segments(engine: &mut Engine, entry: Found) -> bool {
     let map = engine.geo.stripe_map(entry.stripe);
     let rows = sectors_to_bytes(u64::from(entry.hi - entry.lo));
-    // One row range per data index, and one more for P's rows where they are needed.
+    // One row range per data index, then P's and Q's rows where they are needed.
     let scratch = engine
         .bufs
-        .alloc(rows * (usize::from(map.data_disks()) + 1));
+        .alloc(rows * (usize::from(map.data_disks()) + 2));
+    let plan = work_out(engine, &entry).map(Box::new);
     let mut reads = Vec::new();
     for i in 0..map.data_disks() {
         let m = map.data_member(i);
@@ -1531,21 +1694,23 @@ fn read_segments(engine: &mut Engine, entry: Found) -> bool {
         };
         reads.push((m, engine.geo.member_sector(entry.stripe, entry.lo), buf));
     }
-    if parity_for_gone_rows(engine, &entry) {
-        let buf = BufSlice {
-            buf: scratch,
-            offset: usize::from(map.data_disks()) * rows,
-            len: rows,
-        };
-        reads.push((
-            map.p(),
-            engine.geo.member_sector(entry.stripe, entry.lo),
-            buf,
-        ));
+    if let Some(plan) = plan.as_ref().filter(|p| p.read_parity) {
+        let parity = [Some(map.p()), map.q()];
+        for (k, m) in parity.into_iter().enumerate() {
+            let Some(m) = m.filter(|_| !plan.parity_gone[k]) else {
+                continue;
+            };
+            let buf = BufSlice {
+                buf: scratch,
+                offset: (usize::from(map.data_disks()) + k) * rows,
+                len: rows,
+            };
+            reads.push((m, engine.geo.member_sector(entry.stripe, entry.lo), buf));
+        }
     }
     let r = replay(engine);
     r.pending = u32::try_from(reads.len()).expect("few members");
-    r.current = Some((entry, scratch));
+    r.current = Some((entry, scratch, plan));
     if reads.is_empty() {
         return false;
     }
@@ -1565,68 +1730,43 @@ fn read_segments(engine: &mut Engine, entry: Found) -> bool {
 /// Computes the parity of rows lo..hi from the data members as they are now and the
 /// rows the entry logged for the members that could not take the write, and writes it
 /// to the parity members that are present, and the logged rows to their members that
-/// are. A data chunk gone since the write (not logged, and not readable now) is worked
-/// out from the entry's partial parity where the write left it alone: its rows are the
-/// partial parity XOR the other chunks the write left alone. Where the write covered
-/// it, its rows are unknown (the write may or may not have reached it): they are taken
-/// to be what P says, as a degraded read would have them, and the parity written
-/// agrees (zeroes without P). Returns whether writes are in flight.
-fn write_parity(engine: &mut Engine, entry: &Found, scratch: BufId) -> bool {
+/// are. Data chunks gone since the write (not logged, and not readable now) are worked
+/// out as `plan` says ([`work_out`]): where the write left them alone, exactly, from
+/// the entry's partial syndromes; where it covered them their rows are unknown (the
+/// write may or may not have reached them), and they are taken to be what parity
+/// says, as a degraded read would have them, and the parity written agrees. Returns
+/// whether writes are in flight.
+fn write_parity(
+    engine: &mut Engine,
+    entry: &Found,
+    scratch: BufId,
+    plan: Option<Box<WorkOut>>,
+) -> bool {
     let map = engine.geo.stripe_map(entry.stripe);
-    let gone = chunk_to_work_out(engine, entry);
-    if gone.is_none() && !gone_chunks(engine, entry).is_empty() {
-        // More gone than the partial parity answers for, or no partial parity: the
-        // rows are unknown and parity cannot be recomputed; leave it as it is.
-        engine.bufs.free(scratch);
-        engine.stats.log_entries_skipped += 1;
-        return false;
-    }
-    let read_p = parity_for_gone_rows(engine, entry);
-    let (lo, hi) = (entry.lo, entry.hi);
-    let rows = entry.row_bytes();
-    let data_disks = map.data_disks();
+    let (lo, rows) = (entry.lo, entry.row_bytes());
     let at = |i: u16| usize::from(i) * rows;
     let in_rows = |from: u32, to: u32| {
         let start = sectors_to_bytes(u64::from(from - lo));
         start..start + sectors_to_bytes(u64::from(to - from))
     };
-    {
+    let worked_out = {
         let data = engine.bufs.get_mut(scratch);
         for (i, logged) in entry.logged() {
             data[at(i)..at(i) + rows].copy_from_slice(logged);
         }
-        if let Some(g) = gone {
-            // A gone chunk the write covered whole has no partial parity to start from
-            // (and needs none).
-            let mut gone_rows = entry
-                .partial_parity()
-                .map_or_else(|| vec![0; rows], <[u8]>::to_vec);
-            for i in (0..data_disks).filter(|&i| i != g && !entry.logs(i)) {
-                for (from, to) in rows_outside(&[entry.written(i)], lo, hi) {
-                    let r = in_rows(from, to);
-                    let other = &data[at(i) + r.start..at(i) + r.end];
-                    xraid_parity::xor_into(&mut gone_rows[r], other);
-                }
-            }
-            let (a, b) = entry.written(g);
-            if a < b {
-                let r = in_rows(a, b);
-                if read_p {
-                    let p = at(data_disks);
-                    gone_rows[r.clone()].copy_from_slice(&data[p + r.start..p + r.end]);
-                    for i in (0..data_disks).filter(|&i| i != g) {
-                        let other = &data[at(i) + r.start..at(i) + r.end];
-                        xraid_parity::xor_into(&mut gone_rows[r.clone()], other);
-                    }
-                } else {
-                    gone_rows[r].fill(0);
-                }
-            }
-            data[at(g)..at(g) + rows].copy_from_slice(&gone_rows);
-        }
-    }
-    engine.stats.log_partial_parity_replays += u64::from(gone.is_some());
-    replay(engine).worked_out += u64::from(gone.is_some());
+        plan.filter(|p| work_out_rows(&map, entry, p, data))
+            .map(|p| !p.gone.is_empty())
+    };
+    let Some(worked_out) = worked_out else {
+        // More gone than the entry and parity answer for: the rows are unknown and
+        // parity cannot be recomputed; leave it as it is.
+        engine.bufs.free(scratch);
+        engine.stats.log_entries_skipped += 1;
+        return false;
+    };
+    engine.stats.log_partial_parity_replays += u64::from(worked_out);
+    replay(engine).worked_out += u64::from(worked_out);
+    let data_disks = map.data_disks();
     let has_q = map.q().is_some();
     let parities = 1 + usize::from(has_q);
     // Logged rows of members present now go back to them as well: the write may not
@@ -1808,6 +1948,60 @@ mod tests {
         let mut torn = b.clone();
         torn[b.len() - 1] ^= 1;
         assert!(parse(&torn).is_none());
+    }
+
+    #[test]
+    fn an_entrys_partial_parity_and_partial_q_are_read_back_apart() {
+        let (lo, hi) = (0u32, 2u32);
+        let records = [
+            (SegKind::PartialParity, Some(0x11u8)),
+            (SegKind::PartialQ, Some(0x22)),
+            (SegKind::Written, None),
+        ];
+        let head = header_sectors(records.len());
+        let rows = sectors_to_bytes(u64::from(hi - lo));
+        let total = head + 2 * u64::from(hi - lo);
+        let mut b = vec![0u8; sectors_to_bytes(total)];
+        let header = Header {
+            magic: MAGIC,
+            stripe: 4,
+            lo,
+            hi,
+            records: records.len(),
+            head,
+            total,
+            tag: 1,
+        };
+        header.put(&mut b);
+        for (k, &(kind, fill)) in records.iter().enumerate() {
+            let data_index = if kind == SegKind::Written {
+                2
+            } else {
+                u16::MAX
+            };
+            let to = if kind == SegKind::Written { 1 } else { hi };
+            put_record(
+                &mut b,
+                k,
+                &LogSeg {
+                    data_index,
+                    kind,
+                    lo,
+                    hi: to,
+                },
+            );
+            if let Some(fill) = fill {
+                let from = sectors_to_bytes(head) + k * rows;
+                b[from..from + rows].fill(fill);
+            }
+        }
+        let sum = checksum(&b);
+        b[56..64].copy_from_slice(&sum.to_le_bytes());
+        let (found, _) = parse(&b).expect("a whole entry");
+        assert_eq!(found.partial_parity(), Some(&vec![0x11; rows][..]));
+        assert_eq!(found.partial_q(), Some(&vec![0x22; rows][..]));
+        assert_eq!(found.logged().count(), 0);
+        assert!(found.writes(2, 0, 1) && !found.writes(2, 0, 2) && !found.writes(1, 0, 1));
     }
 
     #[test]

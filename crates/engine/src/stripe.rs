@@ -812,9 +812,17 @@ fn build_log_entry(
         engine.geo.chunk_sectors(),
         engine.geo.level().parity_count(),
     );
+    // On a RAID-6 with both parity members in sync the partial parity comes with a
+    // partial Q, so that two members dying with the power can both be worked out.
+    let syndromes = if map.q().is_some() && parity_members(map).all(|m| engine.in_sync(m, stripe)) {
+        2
+    } else {
+        1
+    };
     // Carrying every chunk left alone leaves nothing for a partial parity to cover.
     let rest_needs_parity = left_alone.len() > earlier.len();
-    let with_earlier = missing.len() + earlier.len() + usize::from(rest_needs_parity);
+    let with_earlier =
+        missing.len() + earlier.len() + if rest_needs_parity { syndromes } else { 0 };
     let records = with_earlier + written.len();
     let (carried, log_after, partial) = if left_alone.is_empty() {
         (missing.clone(), 0, false)
@@ -827,8 +835,8 @@ fn build_log_entry(
         (carried, 0, rest_needs_parity)
     } else if crate::ppl::fits(
         engine,
-        missing.len() + 1,
-        missing.len() + 1 + written.len(),
+        missing.len() + syndromes,
+        missing.len() + syndromes + written.len(),
         lo,
         hi,
     ) {
@@ -841,21 +849,38 @@ fn build_log_entry(
     } else {
         (missing.clone(), 0, false)
     };
-    let partial_parity =
-        partial.then(|| partial_parity(engine, op, map, scratch, row_bytes, &carried));
-    let with_parity = carried.len() + usize::from(partial_parity.is_some());
-    if !crate::ppl::fits(engine, with_parity, with_parity + written.len(), lo, hi) {
-        if let Some(pp) = partial_parity {
-            engine.bufs.free(pp.buf);
+    let (partial_parity, partial_q) = if partial {
+        let (pp, pq) = partial_syndromes(
+            engine,
+            op,
+            map,
+            scratch,
+            row_bytes,
+            &carried,
+            syndromes == 2,
+        );
+        (Some(pp), pq)
+    } else {
+        (None, None)
+    };
+    let free_syndromes = |engine: &mut Engine| {
+        for s in [partial_parity, partial_q].into_iter().flatten() {
+            engine.bufs.free(s.buf);
         }
+    };
+    let with_parity =
+        carried.len() + usize::from(partial_parity.is_some()) + usize::from(partial_q.is_some());
+    if !crate::ppl::fits(engine, with_parity, with_parity + written.len(), lo, hi) {
+        free_syndromes(engine);
         return false;
     }
-    // On RAID-6 an entry that carries rows goes to both parity members' rings: the
-    // rows are all there is of a member that cannot take the write, and either parity
-    // member may die with the power.
+    // On RAID-6 an entry that carries rows or partial syndromes goes to both parity
+    // members' rings: the rows are all there is of a member that cannot take the
+    // write, either parity member may die with the power, and so may a data member
+    // with it, which the other parity member's ring then answers for.
     let mirror = map
         .q()
-        .filter(|&q| q != log_member && !carried.is_empty() && engine.in_sync(q, stripe));
+        .filter(|&q| q != log_member && with_parity > 0 && engine.in_sync(q, stripe));
     let o = engine.ops.get_mut(op);
     o.log_after = log_after;
     o.log_rings_todo = std::iter::once(log_member).chain(mirror).collect();
@@ -863,80 +888,95 @@ fn build_log_entry(
         rows: &carried,
         written: &written,
         partial_parity,
+        partial_q,
     };
     let (buf, sectors) = crate::ppl::build(engine, stripe, lo, hi, &parts);
-    if let Some(pp) = partial_parity {
-        engine.bufs.free(pp.buf);
-    }
+    free_syndromes(engine);
     engine.ops.get_mut(op).log = Some((0, log_member, buf, sectors));
     true
 }
 
 /// The partial parity of a write's rows lo..hi, in a buffer of its own: row by row, the
 /// XOR of the data chunks the write does not cover there and whose rows the entry
-/// does not carry (`carried`). After a power cut that takes one such chunk's member
-/// with it, that chunk's rows are this XOR with the others', whatever of the write
-/// landed (see `ppl`).
-fn partial_parity(
+/// does not carry (`carried`) — and with `with_q` (RAID-6) the same chunks' partial Q
+/// in another. After a power cut that takes one such chunk's member with it (two,
+/// with the partial Q), that chunk's rows are worked out from these and the others'
+/// rows, whatever of the write landed (see `ppl`).
+fn partial_syndromes(
     engine: &mut Engine,
     op: usize,
     map: &StripeMap,
     scratch: BufId,
     row_bytes: usize,
     carried: &[(u16, BufSlice)],
-) -> BufSlice {
+    with_q: bool,
+) -> (BufSlice, Option<BufSlice>) {
     let o = engine.ops.get(op);
     let (lo, hi, plan) = (o.lo, o.hi, o.plan);
     let segs = o.segs.clone();
     let client = engine.request_buf(client_req(o));
-    let pp = BufSlice {
+    let alloc = |engine: &mut Engine| BufSlice {
         buf: engine.bufs.alloc(row_bytes),
         offset: 0,
         len: row_bytes,
     };
+    let pp = alloc(engine);
+    let pq = with_q.then(|| alloc(engine));
+    let q_member = map.q().filter(|_| with_q);
     let rows_at = |buf: BufId, offset: usize, from: u32, to: u32| BufSlice {
         buf,
         offset: offset + sectors_to_bytes(u64::from(from - lo)),
         len: sectors_to_bytes(u64::from(to - from)),
     };
+    // Folds rows from..to of data chunk `i`, found at `src`, into both syndromes.
+    let fold = |engine: &mut Engine, i: u16, src: BufSlice, from: u32, to: u32| {
+        let dst = rows_at(pp.buf, 0, from, to);
+        let (dst, s) = engine.bufs.pair_mut(dst, src);
+        xraid_parity::xor_into(dst, s);
+        if let Some(pq) = pq {
+            let dst = rows_at(pq.buf, 0, from, to);
+            let coef = xraid_parity::gf_exp2(map.syndrome_slot(i));
+            let (dst, s) = engine.bufs.pair_mut(dst, src);
+            xraid_parity::mul_xor_into(dst, s, coef);
+        }
+    };
     if plan == Plan::ReadModifyWrite {
-        // Only the written rows and parity were read; the new parity is the XOR of
-        // every data chunk, so taking the new rows out of it leaves the rest.
+        // Only the written rows and parity were read; the new parity is the syndrome
+        // of every data chunk, so taking the new rows out of it leaves the rest.
         // (Nothing is carried: carried rows need the other plans.)
-        let p = BufSlice {
+        let parity_rows = |m: MemberIdx| BufSlice {
             buf: scratch,
-            offset: map.p().index() * row_bytes,
+            offset: m.index() * row_bytes,
             len: row_bytes,
         };
-        crate::ppl::copy(engine, pp, p);
+        crate::ppl::copy(engine, pp, parity_rows(map.p()));
+        if let (Some(pq), Some(q)) = (pq, q_member) {
+            crate::ppl::copy(engine, pq, parity_rows(q));
+        }
         for s in &segs {
-            let len = sectors_to_bytes(u64::from(s.end - s.start));
             let new = BufSlice {
                 buf: client,
                 offset: s.buf_off,
-                len,
+                len: sectors_to_bytes(u64::from(s.end - s.start)),
             };
-            let dst = rows_at(pp.buf, 0, s.start, s.end);
-            let (dst, src) = engine.bufs.pair_mut(dst, new);
-            xraid_parity::xor_into(dst, src);
+            fold(engine, s.data_index, new, s.start, s.end);
         }
-        return pp;
+        return (pp, pq);
     }
     // The scratch holds every data chunk's rows after the write.
-    engine.bufs.get_mut(pp.buf).fill(0);
+    for s in [Some(pp), pq].into_iter().flatten() {
+        engine.bufs.get_mut(s.buf).fill(0);
+    }
     for i in 0..map.data_disks() {
         if carried.iter().any(|&(k, _)| k == i) {
             continue;
         }
         let offset = map.data_member(i).index() * row_bytes;
         for (from, to) in crate::ppl::rows_outside(&[covered(&segs, i)], lo, hi) {
-            let dst = rows_at(pp.buf, 0, from, to);
-            let src = rows_at(scratch, offset, from, to);
-            let (dst, src) = engine.bufs.pair_mut(dst, src);
-            xraid_parity::xor_into(dst, src);
+            fold(engine, i, rows_at(scratch, offset, from, to), from, to);
         }
     }
-    pp
+    (pp, pq)
 }
 
 /// Sends the operation's log entry to its ring's next batch (see `ppl`): its parity

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static POWER_CUTS: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_MID_RECOVER: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_KILLING: AtomicU64 = AtomicU64::new(0);
+static POWER_CUTS_KILLING_TWO: AtomicU64 = AtomicU64::new(0);
 
 use xraid_engine::sim::{SimArray, SimMemberHealth, SimRng};
 use xraid_engine::{
@@ -121,6 +122,10 @@ struct Story {
     flipped: HashSet<usize>,
     /// Members that ever had a bit flipped: only their blocks may fail a checksum.
     ever_flipped: HashSet<usize>,
+    /// Draws whether a cut that takes a member on a whole RAID-6 takes a second one,
+    /// and which: a stream of its own, so that the stories told before cuts took two
+    /// go on as they did up to such a cut.
+    second_victim: SimRng,
     log: Vec<String>,
 }
 
@@ -601,36 +606,54 @@ impl Story {
         // Now and then a member dies with the power (the restart does not find it) —
         // md's PPL case: the log's partial parity brings back its rows the cut-off
         // writes left alone. Only within the redundancy (a RAID-6 may be missing one
-        // member already: its entries that carry rows are on both parity members'
-        // rings), with nothing unreadable and no recover in the way.
+        // member already: its entries are on both parity members' rings), with
+        // nothing unreadable and no recover in the way.
         let failed: Vec<usize> = (0..roles)
             .filter(|&m| self.array.engine.member_states()[m] == MemberState::Failed)
             .collect();
-        let dies = (self.log_on
+        // On a whole RAID-6, half of those cuts take two members: its partial Q and
+        // the entries on both parity members' rings answer for that.
+        let room = self.tolerance.saturating_sub(faulty.len());
+        let dies: Vec<usize> = if self.log_on
             && parity
-            && faulty.len() < self.tolerance
+            && room > 0
             && faulty == failed
             && !unreadable
             && !mid_recover
-            && !rebuilding)
-            .then(|| self.rng().below(3) == 0)
-            .filter(|&d| d)
-            .map(|_| {
-                let alive: Vec<usize> = (0..roles).filter(|m| !failed.contains(m)).collect();
-                alive[self.rng().below(alive.len() as u64) as usize]
-            });
+            && !rebuilding
+            && self.rng().below(3) == 0
+        {
+            let mut alive: Vec<usize> = (0..roles).filter(|m| !failed.contains(m)).collect();
+            let first = alive.remove(self.rng().below(alive.len() as u64) as usize);
+            let mut dies = vec![first];
+            if room >= 2 && self.second_victim.below(2) == 0 {
+                dies.push(alive[self.second_victim.below(alive.len() as u64) as usize]);
+            }
+            dies
+        } else {
+            Vec::new()
+        };
         POWER_CUTS.fetch_add(1, Ordering::Relaxed);
         if mid_recover {
             POWER_CUTS_MID_RECOVER.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(d) = dies {
+        if !dies.is_empty() {
             POWER_CUTS_KILLING.fetch_add(1, Ordering::Relaxed);
+        }
+        if dies.len() == 2 {
+            POWER_CUTS_KILLING_TWO.fetch_add(1, Ordering::Relaxed);
+        }
+        for &d in &dies {
             self.mark_unflushed_on(d);
         }
         self.log.push(format!(
             "power cut{}{} (faulty members {faulty:?}, engine states {:?}, recorded units {:?})",
             if mid_recover { " mid-recover" } else { "" },
-            dies.map_or(String::new(), |d| format!(" taking member {d} with it")),
+            if dies.is_empty() {
+                String::new()
+            } else {
+                format!(" taking members {dies:?} with it")
+            },
             self.array.engine.member_states(),
             (0..roles)
                 .map(|m| self.array.engine.recovery_recorded(MemberIdx(m as u16)))
@@ -652,7 +675,7 @@ impl Story {
         }
         let intent = self.intent;
         let restart = |array: &mut SimArray| {
-            if let Some(d) = dies {
+            for &d in &dies {
                 let member = MemberIdx(d as u16);
                 array.kill_member(member);
                 array.engine.fail_member(member);
@@ -984,6 +1007,7 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         resync_owed: false,
         anything_after_cut: vec![false; total / SECTOR],
         half_built: HashSet::new(),
+        second_victim: SimRng::new(seed ^ 0x7770),
         intent,
         integrity,
         flipped: HashSet::new(),
@@ -1084,10 +1108,11 @@ fn thousands_of_fault_stories_lose_nothing() {
         }
     }
     eprintln!(
-        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them)",
+        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two)",
         POWER_CUTS.load(Ordering::Relaxed),
         POWER_CUTS_MID_RECOVER.load(Ordering::Relaxed),
-        POWER_CUTS_KILLING.load(Ordering::Relaxed)
+        POWER_CUTS_KILLING.load(Ordering::Relaxed),
+        POWER_CUTS_KILLING_TWO.load(Ordering::Relaxed)
     );
 }
 
