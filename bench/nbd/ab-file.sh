@@ -10,7 +10,7 @@
 #
 # Environment (defaults in brackets):
 #   WORKLOADS  run.sh workloads [seqread1m seqwrite1m randread4k]
-#   EXPORTS    run.sh's XRAID_EXPORTS: file or raid5 [file]
+#   EXPORTS    run.sh's XRAID_EXPORTS: file, raid5 or raid6 [file]
 #   ROUNDS [5]  RUNTIME seconds per measurement [5]  SIZE [512M]  FS [shm disk]
 #   CSV        where the tagged rows go [bench/runs/<date>-<hostname>/nbd-file-ab.csv]
 #              (an older file of that name is kept under its modification time)

@@ -21,9 +21,10 @@
 #
 # Environment (defaults in brackets):
 #   SERVERS     servers to compare [xraid nbdkit qemu-nbd nbd-server]
-#   XRAID_EXPORTS  xraid exports to measure [file raid5]
+#   XRAID_EXPORTS  xraid exports to measure: file, raid5, raid6 (5 members, 64 KiB chunk,
+#                  the same data disks as the RAID-5) [file raid5]
 #   XRAID_SERVE_ARGS  more flags for xraid serve, e.g. "--consistency resync" []
-#   XRAID_CREATE_ARGS more flags for xraid create of the RAID-5, e.g. "--bitmap none" []
+#   XRAID_CREATE_ARGS more flags for xraid create of the RAID-5 and RAID-6, e.g. "--bitmap none" []
 #   WORKLOADS   [randread4k randwrite4k seqread1m seqwrite1m twolane]; also randread4k2j,
 #               randwrite4k2j, seqread1m2j, seqwrite1m2j (the same queue depth from two
 #               fio jobs, two connections: one job's own core is the limit otherwise),
@@ -71,7 +72,7 @@ for s in $SERVERS; do
     case $s in
         xraid)
             for e in $XRAID_EXPORTS; do
-                case $e in file|raid5) targets+=("xraid:$e") ;; *) die "unknown xraid export '$e' (file raid5)" ;; esac
+                case $e in file|raid5|raid6) targets+=("xraid:$e") ;; *) die "unknown xraid export '$e' (file raid5 raid6)" ;; esac
             done ;;
         nbdkit|qemu-nbd|nbd-server) targets+=("$s:file") ;;
         *) die "unknown server '$s' (xraid nbdkit qemu-nbd nbd-server)" ;;
@@ -204,6 +205,7 @@ EOF
             name=bench
             local paths=("$dir/plain.img")
             [ "$target" = raid5 ] && paths=("$dir"/raid/m{0,1,2,3}.img)
+            [ "$target" = raid6 ] && paths=("$dir"/raid6/m{0,1,2,3,4}.img)
             # shellcheck disable=SC2086 # XRAID_SERVE_ARGS is a list of flags
             "$xraid" serve --listen "127.0.0.1:$port" --name "$name" $XRAID_SERVE_ARGS "${paths[@]}" >"$srv_log" 2>&1 &
             srv_pid=$! ;;
@@ -242,7 +244,7 @@ one() {
     log "  $label: $iops IOPS, $mbs MB/s, p99 latency $p99 us, server cpu $cpu s = $cpu_io us/IO, fio cpu $client%${stream:+, stream $stream MB/s}"
     # The write-back of what this run dirtied must not land in the next measurement
     # (fsync of the bench files only: others may be writing to the same disk).
-    sync -- "$cur_dir"/plain.img "$cur_dir"/raid/m*.img 2>/dev/null || true
+    sync -- "$cur_dir"/plain.img "$cur_dir"/raid/m*.img "$cur_dir"/raid6/m*.img 2>/dev/null || true
 }
 workload() { # RUN FS SERVER TARGET WORKLOAD
     local a=("$1" "$2" "$3" "$4")
@@ -305,23 +307,27 @@ for f in $FS; do
             --filename="$d/plain.img" --end_fsync=1 --output=/dev/null ||
             die "could not write $d/plain.img"
     fi
-    if [[ " ${targets[*]} " == *" xraid:raid5 "* ]]; then
-        # 4 members whose data area (after xraid's 1 MiB data offset) holds at least SIZE/3.
+    for level in 5 6; do
+        [[ " ${targets[*]} " == *" xraid:raid$level "* ]] || continue
+        # 4 (RAID-5) or 5 (RAID-6) members whose data area (after xraid's 1 MiB data
+        # offset) holds at least SIZE/3 each.
         member_mib=$(( (size_mib + 2) / 3 + 2 ))
-        mkdir -p "$d/raid"
-        log "$f: creating a 4 x ${member_mib}M RAID-5 (64K chunk) in $d/raid"
+        raid_dir=$d/raid; members=("$raid_dir"/m{0,1,2,3}.img)
+        if [ "$level" = 6 ]; then raid_dir=$d/raid6; members=("$raid_dir"/m{0,1,2,3,4}.img); fi
+        mkdir -p "$raid_dir"
+        log "$f: creating a ${#members[@]} x ${member_mib}M RAID-$level (64K chunk) in $raid_dir"
         # shellcheck disable=SC2086 # XRAID_CREATE_ARGS is a list of flags
-        "$xraid" create --level 5 --chunk 64K --size "${member_mib}M" --name bench $XRAID_CREATE_ARGS \
-            "$d"/raid/m{0,1,2,3}.img >"$work/create-$f.log" 2>&1 ||
+        "$xraid" create --level "$level" --chunk 64K --size "${member_mib}M" --name bench $XRAID_CREATE_ARGS \
+            "${members[@]}" >"$work/create-$f.log" 2>&1 ||
             { cat "$work/create-$f.log" >&2; die "xraid create failed"; }
-        start_server xraid raid5 "$d"
-        log "$f: filling the RAID-5 through xraid serve"
+        start_server xraid "raid$level" "$d"
+        log "$f: filling the RAID-$level through xraid serve"
         fio --name=fill --ioengine=nbd --uri="$srv_uri" --rw=write --bs=1M --iodepth=8 \
             --output=/dev/null 2>"$work/fio.err" ||
-            { cat "$work/fio.err" "$srv_log" >&2; die "filling the RAID-5 failed"; }
+            { cat "$work/fio.err" "$srv_log" >&2; die "filling the RAID-$level failed"; }
         stop_server
-    fi
-    sync -- "$d"/plain.img "$d"/raid/m*.img 2>/dev/null || true
+    done
+    sync -- "$d"/plain.img "$d"/raid/m*.img "$d"/raid6/m*.img 2>/dev/null || true
 done
 
 # ---- runs ----------------------------------------------------------------------------
