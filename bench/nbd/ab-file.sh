@@ -10,7 +10,7 @@
 #
 # Environment (defaults in brackets):
 #   WORKLOADS  run.sh workloads [seqread1m seqwrite1m randread4k]
-#   EXPORTS    run.sh's XRAID_EXPORTS: file, raid5 or raid6 [file]
+#   EXPORTS    run.sh's XRAID_EXPORTS: file, raid5, raid6, or several [file]
 #   ROUNDS [5]  RUNTIME seconds per measurement [5]  SIZE [512M]  FS [shm disk]
 #   CSV        where the tagged rows go [bench/runs/<date>-<hostname>/nbd-file-ab.csv]
 #              (an older file of that name is kept under its modification time)
@@ -53,20 +53,20 @@ import collections, csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 cells = collections.defaultdict(list)
 for r in rows:
-    cells[(r["fs"], r["workload"], r["binary"])].append(r)
+    cells[(r["fs"], r["target"], r["workload"], r["binary"])].append(r)
 print(f"raw rows: {sys.argv[1]}\n")
-print("| fs | workload | before | after | after / before | server CPU per I/O before -> after (us) | fio CPU % before -> after |")
-print("|---|---|---|---|---|---|---|")
+print("| fs | export | workload | before | after | after / before | server CPU per I/O before -> after (us) | fio CPU % before -> after |")
+print("|---|---|---|---|---|---|---|---|")
 def med(rs, key):
     return statistics.median(float(r[key]) for r in rs)
-for fs, workload in sorted({(k[0], k[1]) for k in cells}):
-    b, a = cells[(fs, workload, "before")], cells[(fs, workload, "after")]
+for fs, target, workload in sorted({k[:3] for k in cells}):
+    b, a = cells[(fs, target, workload, "before")], cells[(fs, target, workload, "after")]
     if not b or not a:
         continue
     key = "iops" if "4k" in workload else "mb_s"
     unit = "IOPS" if key == "iops" else "MB/s"
     vb, va = med(b, key), med(a, key)
-    print(f"| {fs} | {workload} | {vb:,.0f} {unit} | {va:,.0f} {unit} | {va / vb:.2f} "
+    print(f"| {fs} | {target} | {workload} | {vb:,.0f} {unit} | {va:,.0f} {unit} | {va / vb:.2f} "
           f"| {med(b, 'cpu_us_per_io'):.1f} -> {med(a, 'cpu_us_per_io'):.1f} "
           f"| {med(b, 'client_cpu_pct'):.0f} -> {med(a, 'client_cpu_pct'):.0f} |")
 EOF

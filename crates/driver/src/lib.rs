@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use xraid_engine::{
-    Area, BufId, Engine, EngineError, Event, FailReason, IoFailed, IoId, IoKind, MemberIo,
-    MemberState, Nanos, Reply, Request, RequestId, RequestKind, SECTOR_BYTES,
+    Area, BufId, Engine, EngineConfig, EngineError, Event, FailReason, IoFailed, IoId, IoKind,
+    MemberIo, MemberState, Nanos, Reply, Request, RequestId, RequestKind, SECTOR_BYTES,
 };
 use xraid_layout::{Geometry, MemberIdx};
 use xraid_member::Member;
@@ -116,8 +116,15 @@ impl ArrayDriver {
         members.resize_with(2 * raid_disks, || None);
         let backend =
             Backend::new(backend, QUEUE_DEPTH).map_err(|e| DriverError::Backend(e.to_string()))?;
+        // Every member I/O path here takes durable writes: io_uring and the thread pool
+        // with RWF_DSYNC, other members as a write and a flush (`Member::write_durable_at`).
+        let mut engine = Engine::new(geo, states);
+        engine.set_config(EngineConfig {
+            fua_writes: true,
+            ..engine.config()
+        });
         let driver = ArrayDriver {
-            engine: Engine::new(geo, states),
+            engine,
             members,
             backend,
             completions: Vec::new(),
@@ -466,6 +473,7 @@ impl ArrayDriver {
         let kind = match io.kind {
             IoKind::Read => OpKind::Read,
             IoKind::Write => OpKind::Write,
+            IoKind::WriteFua => OpKind::WriteDsync,
             IoKind::Flush => OpKind::Fsync,
         };
         let op = IoOp {
@@ -512,6 +520,9 @@ impl ArrayDriver {
             IoKind::Write => slot
                 .member
                 .write_at(self.engine.buffers().slice(io.buf), offset),
+            IoKind::WriteFua => slot
+                .member
+                .write_durable_at(self.engine.buffers().slice(io.buf), offset),
             IoKind::Flush => slot.member.flush(),
         }
     }

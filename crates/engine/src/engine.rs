@@ -1184,8 +1184,8 @@ impl Engine {
         if let IoTarget::Direct { req, .. } | IoTarget::Flush { req, .. } = target {
             self.reqs.get_mut(req).pending += 1;
         }
-        if kind == IoKind::Write && area == Area::Data {
-            self.mirror_to_replacement(member, sector, buf, target);
+        if kind.is_write() && area == Area::Data {
+            self.mirror_to_replacement(member, kind, sector, buf, target);
         }
         let key = self.ios.insert(target);
         self.latency.issued(key, self.now, kind);
@@ -1199,7 +1199,9 @@ impl Engine {
         let (mut sector, mut buf) = (sector, buf);
         if area == Area::Data && self.integrity.is_some() {
             match kind {
-                IoKind::Write => crate::integrity::record_write(self, member, sector, buf),
+                IoKind::Write | IoKind::WriteFua => {
+                    crate::integrity::record_write(self, member, sector, buf);
+                }
                 IoKind::Read => {
                     (sector, buf) = crate::integrity::note_read(self, key, member, sector, buf);
                 }
@@ -1211,7 +1213,7 @@ impl Engine {
                 self.stats.member_reads += 1;
                 self.stats.read_bytes += buf.len as u64;
             }
-            IoKind::Write => {
+            IoKind::Write | IoKind::WriteFua => {
                 self.stats.member_writes += 1;
                 self.stats.write_bytes += buf.len as u64;
             }
@@ -1251,6 +1253,7 @@ impl Engine {
     fn mirror_to_replacement(
         &mut self,
         member: MemberIdx,
+        kind: IoKind,
         sector: u64,
         buf: BufSlice,
         target: IoTarget,
@@ -1277,7 +1280,7 @@ impl Engine {
             // nothing to mirror.
             _ => return,
         };
-        self.emit(pseudo, IoKind::Write, sector, buf, copy);
+        self.emit(pseudo, kind, sector, buf, copy);
     }
 
     /// Records an error on a request without ending it; it replies once its work drains.

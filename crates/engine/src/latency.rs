@@ -124,7 +124,7 @@ impl Latency {
         self.issued[key] = now;
         self.measured[key] = match kind {
             IoKind::Read => Some(Sort::Read),
-            IoKind::Write => Some(Sort::Write),
+            IoKind::Write | IoKind::WriteFua => Some(Sort::Write),
             IoKind::Flush => None,
         };
     }

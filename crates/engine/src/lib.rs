@@ -107,7 +107,17 @@ pub struct IoId(pub u64);
 pub enum IoKind {
     Read,
     Write,
+    /// A write that is durable when it completes (FUA): a write and a flush of it in
+    /// one I/O. Sent only where [`EngineConfig::fua_writes`] says the driver takes it.
+    WriteFua,
     Flush,
+}
+
+impl IoKind {
+    /// A write of either kind.
+    pub fn is_write(self) -> bool {
+        matches!(self, IoKind::Write | IoKind::WriteFua)
+    }
 }
 
 /// Which part of a member an I/O addresses.
@@ -326,6 +336,10 @@ pub struct EngineConfig {
     /// correction). Off for an array opened to read only: the rebuilt data is still
     /// returned, and the member keeps serving.
     pub repair_writes: bool,
+    /// Whether the driver takes writes that are durable when they complete
+    /// ([`IoKind::WriteFua`]); the stripe log's batches then go out as one such write
+    /// each instead of a write and a flush.
+    pub fua_writes: bool,
 }
 
 impl Default for EngineConfig {
@@ -339,6 +353,7 @@ impl Default for EngineConfig {
             log_tag: 0,
             stall_timeout: Nanos(30_000_000_000),
             repair_writes: true,
+            fua_writes: false,
         }
     }
 }

@@ -430,6 +430,7 @@ struct Batch {
     pending: u32,
     /// A write failed: the member is failed, and no flush follows.
     failed: bool,
+    /// The flush is out — or none follows: the writes were durable ones (FUA).
     flushing: bool,
 }
 
@@ -916,13 +917,16 @@ fn start_batch(engine: &mut Engine, member: MemberIdx) {
         }
         engine.stats.log_writes += runs.len() as u64;
         engine.stats.log_entries += entries.len() as u64;
+        // Where the driver takes durable writes, they make the batch durable as they
+        // complete, and no flush follows them.
+        let fua = engine.config.fua_writes;
         let log = engine.log.as_mut().expect("logging is on");
         log.batches[m] = Some(Batch {
             buf,
             ops: entries.iter().map(|e| e.0).collect(),
             pending: u32::try_from(runs.len()).expect("two runs at most"),
             failed: false,
-            flushing: false,
+            flushing: fua,
         });
         for (start, offset, sectors) in runs {
             let slice = BufSlice {
@@ -932,7 +936,7 @@ fn start_batch(engine: &mut Engine, member: MemberIdx) {
             };
             engine.emit_to(
                 member,
-                IoKind::Write,
+                if fua { IoKind::WriteFua } else { IoKind::Write },
                 Area::Log,
                 start,
                 slice,

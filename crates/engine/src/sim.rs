@@ -463,6 +463,23 @@ impl SimArray {
                     member.remap(&range);
                 }
             }
+            // Durable as it completes: a power cut that undoes an earlier write under
+            // it must leave this one's bytes where the two overlap.
+            IoKind::WriteFua => {
+                let new = bufs.slice(io.buf);
+                store[at..at + new.len()].copy_from_slice(new);
+                member.completed_writes += 1;
+                for u in member.unflushed.iter_mut().filter(|u| u.area == io.area) {
+                    let from = u.at.max(at);
+                    let to = (u.at + u.old.len()).min(at + new.len());
+                    if from < to {
+                        u.old[from - u.at..to - u.at].copy_from_slice(&new[from - at..to - at]);
+                    }
+                }
+                if data {
+                    member.remap(&range);
+                }
+            }
             // A flush makes durable what had completed when it was sent: a write
             // completing while it is out may still be lost.
             IoKind::Flush => {

@@ -965,6 +965,9 @@ fn run_seed(seed: u64) -> Result<(), (String, Vec<String>)> {
         log_tag: seed,
         stall_timeout: EngineConfig::default().stall_timeout,
         repair_writes: true,
+        // Durable (FUA) log writes, as the real driver has them, on one seed in two
+        // (a bit of the seed, not a draw: the stories go on as they did).
+        fua_writes: seed & 2 == 0,
     });
     // The write-intent bitmap on one seed in two (levels with redundancy), with chunks
     // from a few sectors (many bits, many rounds) to large, and quiet times from none

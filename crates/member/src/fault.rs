@@ -302,6 +302,36 @@ impl Member for FaultyMember {
         Ok(())
     }
 
+    /// Durable as it returns, and only this write: a power cut still undoes earlier
+    /// writes not flushed, but leaves this one's bytes where they overlap it.
+    fn write_durable_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_at(buf, offset)?;
+        self.inner.flush()?;
+        if self.plan.power_cut_after.is_none() {
+            return Ok(());
+        }
+        // What landed (flips and lost ranges applied), as a power cut must keep it.
+        let mut stored = vec![0u8; buf.len()];
+        self.inner.read_at(&mut stored, offset)?;
+        let end = offset + buf.len() as u64;
+        let mut unflushed = self.unflushed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = unflushed
+            .iter()
+            .rposition(|(o, old)| *o == offset && old.len() == buf.len())
+        {
+            unflushed.remove(at);
+        }
+        for (o, old) in unflushed.iter_mut() {
+            let (from, to) = ((*o).max(offset), (*o + old.len() as u64).min(end));
+            if from < to {
+                let (a, b) = ((from - *o) as usize, (to - *o) as usize);
+                let (c, d) = ((from - offset) as usize, (to - offset) as usize);
+                old[a..b].copy_from_slice(&stored[c..d]);
+            }
+        }
+        Ok(())
+    }
+
     fn direct_fd(&self) -> Option<DirectFd> {
         None
     }
@@ -466,6 +496,31 @@ mod tests {
             back[512..].iter().all(|&b| b == 0),
             "the unflushed one is gone"
         );
+    }
+
+    #[test]
+    fn a_durable_write_outlives_a_power_cut_that_undoes_the_write_under_it() {
+        let inner = std::sync::Arc::new(MemoryMember::new("m", 1 << 16));
+        let m = FaultyMember::new(
+            Box::new(SharedMember(inner.clone())),
+            FaultPlan {
+                power_cut_after: Some(3),
+                ..FaultPlan::default()
+            },
+        );
+        m.write_at(&[2u8; 1024], 0).expect("I/O 0, not flushed");
+        m.write_durable_at(&[5u8; 512], 512)
+            .expect("I/O 1, durable");
+        m.write_at(&[7u8; 512], 1024).expect("I/O 2, not flushed");
+        assert!(m.flush().is_err(), "I/O 3: the power is gone");
+        let mut back = [0u8; 1536];
+        inner.read_at(&mut back, 0).expect("the disk after the cut");
+        assert!(back[..512].iter().all(|&b| b == 0), "undone");
+        assert!(
+            back[512..1024].iter().all(|&b| b == 5),
+            "the durable write stays"
+        );
+        assert!(back[1024..].iter().all(|&b| b == 0), "undone");
     }
 
     #[test]

@@ -41,6 +41,13 @@ pub trait Member: std::fmt::Debug + Send + Sync {
     /// Makes completed writes durable (fdatasync).
     fn flush(&self) -> std::io::Result<()>;
 
+    /// Writes all of `buf` at `offset`, durable when this returns (a FUA write); other
+    /// writes need not be. By default a write and a flush.
+    fn write_durable_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.write_at(buf, offset)?;
+        self.flush()
+    }
+
     /// Kernel descriptors for the io_uring/threads driver, or `None` for members that
     /// are not kernel files (in-memory): the driver then calls
     /// [`Member::read_at`]/[`Member::write_at`]/[`Member::flush`] inline.

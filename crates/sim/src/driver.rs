@@ -522,7 +522,9 @@ impl SimArray {
             };
             let op = match io.kind {
                 IoKind::Read => DiskOp::Read,
-                IoKind::Write => DiskOp::Write,
+                // The simulated disks have no FUA, and their engine is told so
+                // (`EngineConfig::fua_writes` stays off): none comes here.
+                IoKind::Write | IoKind::WriteFua => DiskOp::Write,
                 IoKind::Flush => DiskOp::Flush,
             };
             let req = DiskRequest {

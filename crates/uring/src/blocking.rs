@@ -31,7 +31,17 @@ pub(crate) unsafe fn perform(op: &IoOp) -> io::Result<usize> {
             // keeps valid, writable and unshared (this function's contract).
             OpKind::Read => unsafe { libc::pread(op.fd, ptr.cast(), len, offset) },
             // SAFETY: as above; pwrite only reads the buffer.
-            _ => unsafe { libc::pwrite(op.fd, ptr.cast_const().cast(), len, offset) },
+            OpKind::Write => unsafe { libc::pwrite(op.fd, ptr.cast_const().cast(), len, offset) },
+            OpKind::WriteDsync => {
+                let iov = libc::iovec {
+                    iov_base: ptr.cast(),
+                    iov_len: len,
+                };
+                // SAFETY: as above; the one iovec describes that piece, and pwritev2
+                // only reads it.
+                unsafe { libc::pwritev2(op.fd, &iov, 1, offset, libc::RWF_DSYNC) }
+            }
+            OpKind::Fsync => unreachable!("fsync returned above"),
         })?;
         match advance(op, done, moved) {
             Progress::Done(result) => return result,

@@ -37,6 +37,11 @@ impl fmt::Display for BackendKind {
 pub enum OpKind {
     Read,
     Write,
+    /// A write that is durable when it completes (RWF_DSYNC: the kernel makes this
+    /// write's data durable, with a FUA write where the device has one, or a write and
+    /// a cache flush where it has not), so that one I/O does what a write and an
+    /// fsync do.
+    WriteDsync,
     /// fdatasync of the whole file; `offset`, `ptr` and `len` are ignored.
     Fsync,
 }

@@ -331,6 +331,10 @@ fn sqe_for(slot: &Slot, idx: usize) -> squeue::Entry {
         OpKind::Write => opcode::Write::new(fd, ptr.cast_const(), len)
             .offset(offset)
             .build(),
+        OpKind::WriteDsync => opcode::Write::new(fd, ptr.cast_const(), len)
+            .offset(offset)
+            .rw_flags(libc::RWF_DSYNC)
+            .build(),
         OpKind::Fsync => opcode::Fsync::new(fd)
             .flags(types::FsyncFlags::DATASYNC)
             .build(),

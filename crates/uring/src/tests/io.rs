@@ -93,6 +93,28 @@ fn many_writes_then_reads_in_flight_at_once() {
     }
 }
 
+/// A durable write (RWF_DSYNC) is taken by both backends and lands like a write; what
+/// it adds, durability at completion, only a power cut would show.
+#[test]
+fn a_durable_write_lands_as_a_write_does() {
+    for mut backend in backends(16) {
+        let kind = backend.kind();
+        let file = tempfile::tempfile().expect("tempfile");
+        let mut data = pattern(3 * PAGE, 7);
+        // SAFETY: `data` and `file` outlive `run`, which waits for every op.
+        let results = unsafe {
+            run(
+                &mut backend,
+                vec![op(1, &file, OpKind::WriteDsync, 1024, &mut data)],
+            )
+        };
+        assert_eq!(results[&1].as_ref().ok(), Some(&(3 * PAGE)), "{kind}");
+        let mut check = vec![0u8; 3 * PAGE];
+        file.read_exact_at(&mut check, 1024).expect("pread");
+        assert!(check == data, "{kind}: the file holds the data");
+    }
+}
+
 #[test]
 fn a_read_past_the_end_is_unexpected_eof() {
     for mut backend in backends(16) {
