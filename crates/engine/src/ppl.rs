@@ -43,7 +43,8 @@
 //! rounds do): entries that become ready while a member's batch is being written and
 //! flushed — or during the same engine call — wait and form its next batch, which
 //! takes its seqs and ring room then and goes to the ring back to back in one write
-//! (two if the ring wraps), followed by one flush. Only when that flush completes do
+//! (two if the ring wraps), followed by one flush — or as durable (FUA) writes and no
+//! flush, where the driver takes them ([`crate::EngineConfig::fua_writes`]). Only when that flush completes do
 //! the batch's stripe writes go to the members; so under load many stripe writes share
 //! one log write and flush instead of paying one each.
 //!

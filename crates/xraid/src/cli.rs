@@ -324,8 +324,9 @@ pub struct ServeArgs {
     pub rebuild_max: Option<u64>,
     /// How RAID-4/5/6 parity stays right across a crash mid-write: "log" (default: a
     /// stripe log with md's partial parity closes the write hole, also for a member
-    /// that dies with the power, at one extra write and flush per batch of stripe
-    /// writes) or "resync" (md without PPL: resync after an unclean stop only).
+    /// that dies with the power — two on a RAID-6, whose entries also carry a partial
+    /// Q and go to both parity members — at one extra durable write per batch of
+    /// stripe writes) or "resync" (md without PPL: resync after an unclean stop only).
     #[arg(long, value_name = "log|resync")]
     pub consistency: Option<String>,
     /// The array (member paths or a folder holding them), or one plain file, which is
