@@ -414,9 +414,10 @@ pub struct Stats {
     /// Stripe-log entries the replay applied with a data member gone since the write,
     /// its rows worked out from the entry's partial parity.
     pub log_partial_parity_replays: u64,
-    /// RAID-6 entries that carry rows and went to one parity member's ring only (the
-    /// other's had no room while the first held theirs).
-    pub log_second_rings_dropped: u64,
+    /// RAID-6 entries that found no room on their second parity member's ring while
+    /// the first held theirs: they gave that back and went to both again after a
+    /// checkpoint.
+    pub log_second_ring_retries: u64,
     /// Stripe-log ring writes of batches of entries (one per batch unless the ring
     /// wrapped), each followed by one flush of its member.
     pub log_writes: u64,

@@ -1162,6 +1162,8 @@ pub(crate) fn persist(engine: &mut Engine, waiter: Waiter) {
         marker_done(engine);
         return;
     }
+    // A durable write needs no flush after it.
+    let fua = engine.config.fua_writes;
     for m in members {
         let slice = BufSlice {
             buf,
@@ -1170,19 +1172,20 @@ pub(crate) fn persist(engine: &mut Engine, waiter: Waiter) {
         };
         engine.emit_to(
             m,
-            IoKind::Write,
+            if fua { IoKind::WriteFua } else { IoKind::Write },
             Area::Log,
             slot * MARKER_SECTORS,
             slice,
             IoTarget::LogMarker {
                 member: m,
-                flushed: false,
+                flushed: fua,
             },
         );
     }
 }
 
-/// A marker write (`flushed` false) or the flush after it completed.
+/// A marker write (`flushed` false) or the flush after it — or a durable marker write
+/// (`flushed` true) — completed.
 pub(crate) fn on_marker_io(
     engine: &mut Engine,
     member: MemberIdx,

@@ -97,9 +97,11 @@ pub(crate) struct StripeOp {
     /// The log entry goes out only once every seq up to this one is durable: its
     /// partial parity counts on rows earlier writes left on members (0: no wait).
     log_after: u64,
-    /// Rings the entry has yet to be given room on: its parity member's, and on RAID-6
-    /// for an entry that carries rows the other parity member's too, so that the rows
-    /// outlive either one dying with the power.
+    /// The rings the entry goes to: its parity member's, and on RAID-6 for an entry
+    /// that carries rows or partial syndromes the other parity member's too, so that
+    /// they outlive either one dying with the power.
+    log_rings: Vec<MemberIdx>,
+    /// Rings of `log_rings` the entry has yet to be given room on.
     log_rings_todo: Vec<MemberIdx>,
     /// The entry's batches under way (queued, or being written and flushed).
     log_batches_out: u8,
@@ -311,6 +313,7 @@ fn new_op(
         direct_copy: false,
         durable_soon: false,
         log_after: 0,
+        log_rings: Vec::new(),
         log_rings_todo: Vec::new(),
         log_batches_out: 0,
         log_seqs: Vec::new(),
@@ -812,13 +815,14 @@ fn build_log_entry(
         engine.geo.chunk_sectors(),
         engine.geo.level().parity_count(),
     );
-    // On a RAID-6 with both parity members in sync the partial parity comes with a
-    // partial Q, so that two members dying with the power can both be worked out.
-    let syndromes = if map.q().is_some() && parity_members(map).all(|m| engine.in_sync(m, stripe)) {
-        2
-    } else {
-        1
-    };
+    // On a whole RAID-6 (both parity members in sync, every data member taking the
+    // write) the partial parity comes with a partial Q, so that two members dying with
+    // the power can both be worked out.
+    let whole = parity_members(map).all(|m| engine.in_sync(m, stripe))
+        && (0..map.data_disks())
+            .map(|i| map.data_member(i))
+            .all(|m| op_live(engine, o, m) || o.bad.contains(&m));
+    let syndromes = if map.q().is_some() && whole { 2 } else { 1 };
     // Carrying every chunk left alone leaves nothing for a partial parity to cover.
     let rest_needs_parity = left_alone.len() > earlier.len();
     let with_earlier =
@@ -883,7 +887,8 @@ fn build_log_entry(
         .filter(|&q| q != log_member && with_parity > 0 && engine.in_sync(q, stripe));
     let o = engine.ops.get_mut(op);
     o.log_after = log_after;
-    o.log_rings_todo = std::iter::once(log_member).chain(mirror).collect();
+    o.log_rings = std::iter::once(log_member).chain(mirror).collect();
+    o.log_rings_todo = o.log_rings.clone();
     let parts = crate::ppl::EntryParts {
         rows: &carried,
         written: &written,
@@ -1052,22 +1057,28 @@ pub(crate) fn log_reserved(engine: &mut Engine, op: usize, seq: u64) {
 }
 
 /// The operation's entry found no room on `ring` (or must wait for earlier writes to
-/// be durable: `None`): it waits for a checkpoint. Not once it holds a seq on its
-/// first ring: a seq whose write has not finished holds back what a checkpoint makes
-/// durable, and two writes each holding one ring's room while waiting for the other's
-/// would wait for each other forever. Such an entry goes without its second ring (one
-/// ring, as an entry that carries no rows).
+/// be durable: `None`): it waits for a checkpoint. A seq it holds on its other ring
+/// is given back first — finished, as a write that changed nothing in place (none of
+/// its in-place writes has gone out) — and the entry goes to both rings again after
+/// the checkpoint: a seq whose write has not finished holds back what a checkpoint
+/// makes durable, and two writes each holding one ring's room while waiting for the
+/// other's would wait for each other forever. (The entry left on that ring is replayed
+/// only if power fails before the checkpoint, as a write none of which landed.)
 pub(crate) fn log_wait(engine: &mut Engine, op: usize, ring: Option<MemberIdx>) {
     let o = engine.ops.get_mut(op);
     if let Some(ring) = ring {
-        if !o.log_seqs.is_empty() {
-            engine.stats.log_second_rings_dropped += 1;
-            log_done(engine, op);
-            return;
-        }
         o.log_rings_todo.insert(0, ring);
         o.log_batches_out -= 1;
+        if !o.log_seqs.is_empty() {
+            o.log_rings_todo = o.log_rings.clone();
+            let held = std::mem::take(&mut o.log_seqs);
+            engine.stats.log_second_ring_retries += 1;
+            for seq in held {
+                crate::ppl::finished(engine, seq);
+            }
+        }
     }
+    let o = engine.ops.get_mut(op);
     o.phase = Phase::LogWait;
     if !o.log_waiting {
         o.log_waiting = true;

@@ -1164,6 +1164,10 @@ fn the_seeds_that_found_gaps_pass() {
         13_077_580_693_460_667_493,
         // Two writes of one checksum-table page in flight, the older landing last.
         2_274_648_606_167_995_363,
+        // A RAID-6 entry whose second ring had no room went to its first ring only,
+        // and that ring's member died with the power (found once markers went out as
+        // durable writes; the entry now gives its seq back and goes to both later).
+        2_742_247_101_040_949_516,
         // The mirror's timing, before the log's checkpoints flushed replacements.
         5_604_059_148_568_132_654,
     ];
