@@ -436,14 +436,17 @@ fn same(seed: u64, what: &str, got: &[u8], want: &[u8], from: usize, to: usize) 
     ok
 }
 
-/// Writes `writes` (array sector, sectors) of new data to a logged RAID-5 without a
-/// flush, cuts the power (each member keeps or loses its unflushed writes at random)
-/// and takes member 1 with it: the restart finds it gone. Returns the old data, the
-/// new, and what the array reads after the replay; the stats tell how the replay went.
-fn cut_with_member_1_dying(seed: u64, writes: &[(u64, u64)]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-    let (mut array, old) = logged_raid5(seed);
-    let geo = *array.engine.geometry();
-    let mut new = old.clone();
+/// Writes `writes` (array sector, sectors) of random data to `array`, which holds
+/// `old`, without a flush; cuts the power (each member keeps or loses its unflushed
+/// writes at random) and takes the members `dead` with it. Returns the new data and
+/// what the array reads after the replay.
+fn write_and_cut(
+    array: &mut SimArray,
+    old: &[u8],
+    writes: &[(u64, u64)],
+    dead: &[MemberIdx],
+) -> (Vec<u8>, Vec<u8>) {
+    let mut new = old.to_vec();
     for &(at, sectors) in writes {
         let mut bytes = vec![0u8; sectors as usize * SECTOR];
         array.rng().fill(&mut bytes);
@@ -451,10 +454,23 @@ fn cut_with_member_1_dying(seed: u64, writes: &[(u64, u64)]) -> (Vec<u8>, Vec<u8
         new[at as usize * SECTOR..(at + sectors) as usize * SECTOR].copy_from_slice(&bytes);
     }
     array.power_cut_with(|a| {
-        a.kill_member(MemberIdx(1));
-        a.engine.fail_member(MemberIdx(1));
+        for &m in dead {
+            a.kill_member(m);
+            a.engine.fail_member(m);
+        }
     });
-    let got = array.read(0, geo.array_sectors()).expect("degraded read");
+    let sectors = array.engine.geometry().array_sectors();
+    let got = array.read(0, sectors).expect("read with members gone");
+    (new, got)
+}
+
+/// Writes `writes` (array sector, sectors) of new data to a logged RAID-5 without a
+/// flush, cuts the power (each member keeps or loses its unflushed writes at random)
+/// and takes member 1 with it: the restart finds it gone. Returns the old data, the
+/// new, and what the array reads after the replay; the stats tell how the replay went.
+fn cut_with_member_1_dying(seed: u64, writes: &[(u64, u64)]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let (mut array, old) = logged_raid5(seed);
+    let (new, got) = write_and_cut(&mut array, &old, writes, &[MemberIdx(1)]);
     let stats = array.engine.stats();
     assert_eq!(
         stats.log_entries_skipped, 0,
@@ -630,24 +646,8 @@ fn cut_raid6_with_two_dying(
     dying: impl Fn(&xraid_layout::StripeMap) -> [MemberIdx; 2],
 ) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     let (mut array, old) = logged_array(Level::Raid6, 6, seed);
-    let geo = *array.engine.geometry();
-    let dead = dying(&geo.stripe_map(0));
-    let mut new = old.clone();
-    for &(at, sectors) in writes {
-        let mut bytes = vec![0u8; sectors as usize * SECTOR];
-        array.rng().fill(&mut bytes);
-        array.write(at, &bytes).expect("write");
-        new[at as usize * SECTOR..(at + sectors) as usize * SECTOR].copy_from_slice(&bytes);
-    }
-    array.power_cut_with(|a| {
-        for m in dead {
-            a.kill_member(m);
-            a.engine.fail_member(m);
-        }
-    });
-    let got = array
-        .read(0, geo.array_sectors())
-        .expect("read with two members gone");
+    let dead = dying(&array.engine.geometry().stripe_map(0));
+    let (new, got) = write_and_cut(&mut array, &old, writes, &dead);
     assert_eq!(
         array.engine.stats().log_entries_skipped,
         0,
