@@ -29,7 +29,9 @@
 #               randwrite4k2j, seqread1m2j, seqwrite1m2j (the same queue depth from two
 #               fio jobs, two connections: one job's own core is the limit otherwise),
 #               seqwrite4k (4 KiB sequential writes at QD32: a RAID-5's small writes
-#               in a row, which its stripe log meets stripe after stripe)
+#               in a row, which its stripe log meets stripe after stripe), syncwrite4k
+#               (4 KiB random writes at QD1, each followed by a flush: a database's
+#               commits, where a flush's latency is the client's)
 #   TWOLANE_SERVERS  servers the two-lane test runs against [xraid]
 #   FS          [shm disk]; SHM_DIR [/dev/shm], DISK_DIR [/var/tmp]
 #   SIZE        bytes of the export that fio uses, K/M/G suffixes (binary) [1G]
@@ -80,8 +82,8 @@ for s in $SERVERS; do
 done
 [ ${#targets[@]} -gt 0 ] || die "SERVERS is empty"
 for w in $WORKLOADS; do
-    case $w in randread4k|randread4k2j|randwrite4k|randwrite4k2j|seqread1m|seqread1m2j|seqwrite1m|seqwrite1m2j|seqwrite4k|twolane) ;; *)
-        die "unknown workload '$w' (randread4k randread4k2j randwrite4k randwrite4k2j seqread1m seqread1m2j seqwrite1m seqwrite1m2j seqwrite4k twolane)" ;; esac
+    case $w in randread4k|randread4k2j|randwrite4k|randwrite4k2j|seqread1m|seqread1m2j|seqwrite1m|seqwrite1m2j|seqwrite4k|syncwrite4k|twolane) ;; *)
+        die "unknown workload '$w' (randread4k randread4k2j randwrite4k randwrite4k2j seqread1m seqread1m2j seqwrite1m seqwrite1m2j seqwrite4k syncwrite4k twolane)" ;; esac
 done
 for f in $FS; do
     case $f in shm|disk) ;; *) die "unknown FS '$f' (shm disk)" ;; esac
@@ -265,6 +267,7 @@ workload() { # RUN FS SERVER TARGET WORKLOAD
                           --group_reporting ;;
         seqwrite1m)  one "${a[@]}" "$5" --name="$5" --rw=write --bs=1M --iodepth=8 ;;
         seqwrite4k)  one "${a[@]}" "$5" --name="$5" --rw=write --bs=4k --iodepth=32 ;;
+        syncwrite4k) one "${a[@]}" "$5" --name="$5" --rw=randwrite --bs=4k --iodepth=1 --fsync=1 ;;
         seqwrite1m2j) one "${a[@]}" "$5" --name="$5" --rw=write --bs=1M --iodepth=4 \
                           --numjobs=2 --offset_increment=$((size_bytes / 2)) --size=$((size_bytes / 2)) \
                           --group_reporting ;;

@@ -22,6 +22,7 @@ MAIN = [
     ("seqwrite1m", "1M seq write QD8", "mb_s", "MB/s"),
     ("seqwrite1m2j", "1M seq write, 2 jobs x QD4", "mb_s", "MB/s"),
     ("seqwrite4k", "4K seq write QD32", "iops", "IOPS"),
+    ("syncwrite4k", "4K rand write QD1 + flush each", "iops", "IOPS"),
 ]
 # workload -> (factor over nbdkit or None, factor over the best peer)
 TARGETS = {
@@ -35,6 +36,8 @@ TARGETS = {
     "seqwrite1m2j": (None, 1.2),
     # No target: how a RAID-5's stripe log fares with small writes in a row.
     "seqwrite4k": (None, None),
+    # No target: a flush's latency after each small write (a database's commits).
+    "syncwrite4k": (None, None),
 }
 TWOLANE_MAX = 3.0
 
