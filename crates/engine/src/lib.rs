@@ -411,15 +411,15 @@ pub struct Stats {
     /// Stripe-log entries the replay could not apply (a member gone or unreadable):
     /// their stripes may still need a resync.
     pub log_entries_skipped: u64,
-    /// Stripe-log entries the replay applied with a data member gone since the write,
-    /// its rows worked out from the entry's partial parity.
+    /// Stripe-log entries the replay applied with data members gone since the write,
+    /// their rows worked out from the entry's partial parity (and partial Q).
     pub log_partial_parity_replays: u64,
     /// RAID-6 entries that found no room on their second parity member's ring while
     /// the first held theirs: they gave that back and went to both again after a
     /// checkpoint.
     pub log_second_ring_retries: u64,
     /// Stripe-log ring writes of batches of entries (one per batch unless the ring
-    /// wrapped), each followed by one flush of its member.
+    /// wrapped), each durable (FUA) or followed by one flush of its member.
     pub log_writes: u64,
     /// Stripe-log entries those writes carried.
     pub log_entries: u64,

@@ -576,6 +576,7 @@ impl Worker {
             "stripe_log": self.array.stripe_log_sectors().is_some(),
             "integrity": engine.integrity_on(),
             "checksum_mismatches": engine.stats().checksum_mismatches,
+            "io": io_counters(&engine.stats()),
         })
     }
 
@@ -1285,6 +1286,33 @@ fn engine_errno(e: &EngineError) -> u32 {
     }
 }
 
+/// The engine's counters since the server opened the array, as `xraid status --json`
+/// shows them: how stripe writes were done, and what the stripe log did.
+fn io_counters(s: &xraid_engine::Stats) -> serde_json::Value {
+    serde_json::json!({
+        "member_reads": s.member_reads,
+        "member_writes": s.member_writes,
+        "member_flushes": s.member_flushes,
+        "read_bytes": s.read_bytes,
+        "write_bytes": s.write_bytes,
+        "stripe_writes": {
+            "read_modify_write": s.rmw,
+            "reconstruct_write": s.rcw,
+            "full_stripe": s.full_stripe,
+        },
+        "reconstructed": s.reconstruct,
+        "io_errors": s.io_errors,
+        "read_errors_corrected": s.read_errors_corrected,
+        "sync_units": s.sync_units,
+        "stripe_log": {
+            "ring_writes": s.log_writes,
+            "entries": s.log_entries,
+            "second_ring_retries": s.log_second_ring_retries,
+            "replayed_with_members_worked_out": s.log_partial_parity_replays,
+            "replay_skipped": s.log_entries_skipped,
+        },
+    })
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,6 +96,41 @@ fn status_scrub_and_fail_reach_the_running_server() {
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
 }
 
+/// The live status counts how the server did its stripe writes and what its stripe
+/// log wrote: a small write is a read-modify-write with a log entry, a write over
+/// whole stripes reads nothing.
+#[test]
+fn the_live_status_counts_stripe_writes_and_log_entries() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "8M");
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let before = live_status(&disks)["io"].clone();
+    assert_eq!(before["stripe_log"]["entries"], 0, "{before}");
+    let mut client = Client::open(server.tcp_addr(), "xraid", false);
+    // 4 KiB into a stripe, then three whole stripes (3 x 64K data chunks each).
+    const STRIPE: u64 = 3 * 64 * 1024;
+    assert_eq!(client.write(4096, &random_bytes(4096, 5)), 0);
+    assert_eq!(
+        client.write(STRIPE * 3, &random_bytes(STRIPE as usize * 3, 6)),
+        0
+    );
+    assert_eq!(client.flush(), 0);
+    client.disconnect();
+    let io = live_status(&disks)["io"].clone();
+    let count = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let small = count(&io["stripe_writes"]["read_modify_write"])
+        + count(&io["stripe_writes"]["reconstruct_write"]);
+    assert!(small >= 1, "{io}");
+    assert!(count(&io["stripe_writes"]["full_stripe"]) >= 3, "{io}");
+    assert!(count(&io["stripe_log"]["entries"]) >= 4, "{io}");
+    assert!(count(&io["stripe_log"]["ring_writes"]) >= 1, "{io}");
+    assert!(
+        count(&io["member_writes"]) > count(&before["member_writes"]),
+        "{io}"
+    );
+    server.stop();
+}
+
 #[test]
 fn a_stale_control_socket_is_no_server() {
     let dir = tempdir();
