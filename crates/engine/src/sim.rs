@@ -308,6 +308,11 @@ impl SimArray {
         self.submit(RequestKind::Flush, 0, 0, None)
     }
 
+    /// Starts a checkpoint: a flush that also writes the checksum tables.
+    pub fn start_checkpoint(&mut self) -> RequestId {
+        self.submit(RequestKind::Checkpoint, 0, 0, None)
+    }
+
     fn submit(
         &mut self,
         kind: RequestKind,
