@@ -124,8 +124,11 @@ impl Latency {
         self.issued[key] = now;
         self.measured[key] = match kind {
             IoKind::Read => Some(Sort::Read),
-            IoKind::Write | IoKind::WriteFua => Some(Sort::Write),
-            IoKind::Flush => None,
+            IoKind::Write => Some(Sort::Write),
+            // A durable write takes a flush's time too, and only parity members take
+            // them (the stripe log's): measured with the others, they would make a
+            // RAID-4's parity member look slow.
+            IoKind::WriteFua | IoKind::Flush => None,
         };
     }
 

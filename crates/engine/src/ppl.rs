@@ -44,9 +44,9 @@
 //! flushed — or during the same engine call — wait and form its next batch, which
 //! takes its seqs and ring room then and goes to the ring back to back in one write
 //! (two if the ring wraps), followed by one flush — or as durable (FUA) writes and no
-//! flush, where the driver takes them ([`crate::EngineConfig::fua_writes`]). Only when that flush completes do
-//! the batch's stripe writes go to the members; so under load many stripe writes share
-//! one log write and flush instead of paying one each.
+//! flush, where the driver takes them ([`crate::EngineConfig::fua_writes`]). Only when
+//! the batch is durable do its stripe writes go to the members; so under load many
+//! stripe writes share one log write and flush instead of paying one each.
 //!
 //! Entries are known durable once a flush that began after their write finished has
 //! completed; the rings then say so with a *marker* (two slots at the start of each
