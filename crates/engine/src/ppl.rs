@@ -1544,32 +1544,44 @@ struct WorkOut {
     /// Rows of a gone chunk the write covered, which only parity can give: the
     /// replay reads the parity members' rows as well.
     read_parity: bool,
+    pieces: Vec<Piece>,
 }
 
-impl WorkOut {
-    /// The pieces of lo..hi inside which no chunk's written rows start or end, each
-    /// with the gone chunks the write left alone there (worked out from the partial
-    /// syndromes) and those it covered (from parity).
-    fn pieces(&self, entry: &Found) -> Vec<(u32, u32, Vec<u16>, Vec<u16>)> {
-        let mut cuts: Vec<u32> = vec![entry.lo, entry.hi];
-        for s in entry.segs.iter().filter(|s| s.kind == SegKind::Written) {
-            cuts.extend(
-                [s.lo, s.hi]
-                    .into_iter()
-                    .filter(|&c| entry.lo < c && c < entry.hi),
-            );
-        }
-        cuts.sort_unstable();
-        cuts.dedup();
-        cuts.windows(2)
-            .map(|w| {
-                let (from, to) = (w[0], w[1]);
-                let (covered, alone): (Vec<u16>, Vec<u16>) =
-                    self.gone.iter().partition(|&&g| entry.writes(g, from, to));
-                (from, to, alone, covered)
-            })
-            .collect()
+/// Rows from..to of an entry inside which no chunk's written rows start or end, with
+/// the gone chunks the write left alone there (worked out from the partial syndromes)
+/// and those it covered (from parity).
+#[derive(Debug)]
+struct Piece {
+    from: u32,
+    to: u32,
+    alone: Vec<u16>,
+    covered: Vec<u16>,
+}
+
+/// The entry's rows cut into [`Piece`]s for the chunks in `gone`.
+fn pieces(entry: &Found, gone: &[u16]) -> Vec<Piece> {
+    let mut cuts: Vec<u32> = vec![entry.lo, entry.hi];
+    for s in entry.segs.iter().filter(|s| s.kind == SegKind::Written) {
+        cuts.extend(
+            [s.lo, s.hi]
+                .into_iter()
+                .filter(|&c| entry.lo < c && c < entry.hi),
+        );
     }
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.windows(2)
+        .map(|w| {
+            let (from, to) = (w[0], w[1]);
+            let (covered, alone) = gone.iter().partition(|&&g| entry.writes(g, from, to));
+            Piece {
+                from,
+                to,
+                alone,
+                covered,
+            }
+        })
+        .collect()
 }
 
 /// Whether the replay can work out every chunk gone since the entry's write, and
@@ -1582,22 +1594,24 @@ fn work_out(engine: &Engine, entry: &Found) -> Option<WorkOut> {
     let parity_gone = [Some(map.p()), map.q()]
         .map(|m| m.is_some_and(|m| !holds_for_replay(engine, m, entry.stripe)));
     let with_q = map.q().is_some() && entry.partial_q().is_some();
-    let mut plan = WorkOut {
-        gone: gone_chunks(engine, entry),
-        parity_gone,
-        with_q,
-        read_parity: false,
-    };
+    let gone = gone_chunks(engine, entry);
+    let pieces = pieces(entry, &gone);
     let syndromes = usize::from(entry.partial_parity().is_some()) + usize::from(with_q);
     let parity_left =
         1 + usize::from(map.q().is_some()) - parity_gone.iter().filter(|&&g| g).count();
-    for (_, _, alone, covered) in plan.pieces(entry) {
-        if alone.len() > syndromes || covered.len() > parity_left {
-            return None;
-        }
-        plan.read_parity |= !covered.is_empty();
+    if pieces
+        .iter()
+        .any(|p| p.alone.len() > syndromes || p.covered.len() > parity_left)
+    {
+        return None;
     }
-    Some(plan)
+    Some(WorkOut {
+        read_parity: pieces.iter().any(|p| !p.covered.is_empty()),
+        gone,
+        parity_gone,
+        with_q,
+        pieces,
+    })
 }
 
 /// Works out rows lo..hi of the gone data chunks of `plan` in `data` (one row range
@@ -1615,7 +1629,13 @@ fn work_out_rows(
     let (lo, rows) = (entry.lo, entry.row_bytes());
     let data_disks = usize::from(map.data_disks());
     let slot = |i: u16| map.syndrome_slot(i);
-    for (from, to, alone, covered) in plan.pieces(entry) {
+    for &Piece {
+        from,
+        to,
+        ref alone,
+        ref covered,
+    } in &plan.pieces
+    {
         let start = sectors_to_bytes(u64::from(from - lo));
         let r = start..start + sectors_to_bytes(u64::from(to - from));
         let at = |i: usize| i * rows + r.start..i * rows + r.end;
@@ -1638,7 +1658,7 @@ fn work_out_rows(
             if !recover_into(&mut blocks, data_disks, plan.with_q, &missing) {
                 return false;
             }
-            for &i in &alone {
+            for &i in alone {
                 data[at(usize::from(i))].copy_from_slice(&blocks[slot(i)]);
             }
         }
@@ -1665,7 +1685,7 @@ fn work_out_rows(
             if !recover_into(&mut blocks, data_disks, has_q, &missing) {
                 return false;
             }
-            for &i in &covered {
+            for &i in covered {
                 data[at(usize::from(i))].copy_from_slice(&blocks[slot(i)]);
             }
         }
