@@ -599,6 +599,15 @@ fn issue_step(engine: &mut Engine) {
         .map(|(i, &b)| (b * sectors_per_block, i * bb))
         .collect();
     let (buf, writing) = (round.buf, round.writing);
+    // A set round's bits must be durable before the writes they cover go: as durable
+    // writes where the driver takes them (no flush follows), else a write and a
+    // flush. A clear round's write needs no flush (a lost clear costs a resync of
+    // the chunk, nothing more).
+    let kind = if engine.config.fua_writes && !round.clearing() {
+        IoKind::WriteFua
+    } else {
+        IoKind::Write
+    };
     let per_member = if writing { writes.len() } else { 1 };
     round.pending = u32::try_from(members.len() * per_member).expect("few I/Os");
     let per = u32::try_from(per_member).expect("few I/Os");
@@ -620,7 +629,7 @@ fn issue_step(engine: &mut Engine) {
                 };
                 engine.emit_to(
                     m,
-                    IoKind::Write,
+                    kind,
                     Area::Bitmap,
                     sector,
                     slice,
@@ -722,8 +731,10 @@ pub(crate) fn member_gone(engine: &mut Engine, member: MemberIdx) {
 fn step_done(engine: &mut Engine) {
     let wi = engine.intent.as_mut().expect("intent is on");
     let round = wi.round.as_mut().expect("a round runs");
-    // Set rounds write then flush; clear rounds flush then write.
-    let more = round.clearing() != round.writing;
+    // Set rounds write then flush (or only write, durably); clear rounds flush then
+    // write.
+    let fua_set = engine.config.fua_writes && !round.clearing();
+    let more = round.clearing() != round.writing && !fua_set;
     if more && round.clearing() && !may_clear_now(engine) {
         // A member failed during the flush (its data may not be durable) or the array
         // changed: the bits stay set, on disk and here.
