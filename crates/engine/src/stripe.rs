@@ -878,13 +878,15 @@ fn build_log_entry(
         free_syndromes(engine);
         return false;
     }
-    // On RAID-6 an entry that carries rows or partial syndromes goes to both parity
-    // members' rings: the rows are all there is of a member that cannot take the
-    // write, either parity member may die with the power, and so may a data member
-    // with it, which the other parity member's ring then answers for.
+    // On RAID-6 every entry goes to both parity members' rings: carried rows are all
+    // there is of a member that cannot take the write, either parity member may die
+    // with the power, and so may a data member with it, which the other parity
+    // member's ring then answers for — and the replay must see every later write of
+    // a stripe (a full-stripe write's entry carries nothing, yet an earlier entry's
+    // partial parity no longer holds once it landed; seed 1484341991224288798).
     let mirror = map
         .q()
-        .filter(|&q| q != log_member && with_parity > 0 && engine.in_sync(q, stripe));
+        .filter(|&q| q != log_member && engine.in_sync(q, stripe));
     let o = engine.ops.get_mut(op);
     o.log_after = log_after;
     o.log_rings = std::iter::once(log_member).chain(mirror).collect();

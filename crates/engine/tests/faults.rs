@@ -1168,6 +1168,11 @@ fn the_seeds_that_found_gaps_pass() {
         // and that ring's member died with the power (found once markers went out as
         // durable writes; the entry now gives its seq back and goes to both later).
         2_742_247_101_040_949_516,
+        // A whole RAID-6's full-stripe write (an entry with nothing to carry) logged on
+        // P's ring only; P and a data member died with the power, and the replay of
+        // the stripe's earlier entry wrote Q from a partial parity the later write had
+        // made stale.
+        1_484_341_991_224_288_798,
         // The mirror's timing, before the log's checkpoints flushed replacements.
         5_604_059_148_568_132_654,
     ];
