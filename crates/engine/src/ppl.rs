@@ -15,9 +15,9 @@
 //! recorded checkpoint) — as they are after it: new data where written, rebuilt data
 //! elsewhere. Where the write leaves chunks alone that the entry does not carry, it
 //! also carries their *partial parity* (md's PPL): row by row, the XOR of those chunks
-//! — and on a whole RAID-6 their *partial Q* too, their Q syndrome. A RAID-6 entry
-//! that carries anything goes to both parity members' rings (Q's follows once P's has
-//! given it room), since either may die with the power.
+//! — and on a whole RAID-6 their *partial Q* too, their Q syndrome. Every RAID-6 entry
+//! goes to both parity members' rings (Q's follows once P's has given it room), since
+//! either may die with the power.
 //!
 //! When the engine starts, the entries not known durable are replayed in order: parity
 //! of the rows is recomputed from the data members as they are now and the logged

@@ -97,9 +97,8 @@ pub(crate) struct StripeOp {
     /// The log entry goes out only once every seq up to this one is durable: its
     /// partial parity counts on rows earlier writes left on members (0: no wait).
     log_after: u64,
-    /// The rings the entry goes to: its parity member's, and on RAID-6 for an entry
-    /// that carries rows or partial syndromes the other parity member's too, so that
-    /// they outlive either one dying with the power.
+    /// The rings the entry goes to: its parity member's, and on RAID-6 the other
+    /// parity member's too, so that it outlives either one dying with the power.
     log_rings: Vec<MemberIdx>,
     /// Rings of `log_rings` the entry has yet to be given room on.
     log_rings_todo: Vec<MemberIdx>,
