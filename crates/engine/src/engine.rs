@@ -1239,6 +1239,17 @@ impl Engine {
         self.out_io.push_back(io);
     }
 
+    /// The kind of a write that must be durable before what follows it goes out: a
+    /// durable (FUA) write where the driver takes them, else a write that a flush
+    /// must follow.
+    pub(crate) fn durable_write_kind(&self) -> IoKind {
+        if self.config.fua_writes {
+            IoKind::WriteFua
+        } else {
+            IoKind::Write
+        }
+    }
+
     /// Sends a member I/O planned earlier and held back (a flush that waited for
     /// checksum pages).
     pub(crate) fn push_io(&mut self, io: MemberIo) {

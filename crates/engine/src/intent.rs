@@ -588,6 +588,7 @@ fn start_round(engine: &mut Engine, blocks: Vec<u64>, cleared: Vec<u64>) {
 /// when none is left to take it).
 fn issue_step(engine: &mut Engine) {
     let members = engine.present_members();
+    let durable = engine.durable_write_kind();
     let wi = engine.intent.as_mut().expect("intent is on");
     let round = wi.round.as_mut().expect("a round runs");
     let bb = wi.block_bytes;
@@ -603,10 +604,10 @@ fn issue_step(engine: &mut Engine) {
     // writes where the driver takes them (no flush follows), else a write and a
     // flush. A clear round's write needs no flush (a lost clear costs a resync of
     // the chunk, nothing more).
-    let kind = if engine.config.fua_writes && !round.clearing() {
-        IoKind::WriteFua
-    } else {
+    let kind = if round.clearing() {
         IoKind::Write
+    } else {
+        durable
     };
     let per_member = if writing { writes.len() } else { 1 };
     round.pending = u32::try_from(members.len() * per_member).expect("few I/Os");

@@ -937,7 +937,7 @@ fn start_batch(engine: &mut Engine, member: MemberIdx) {
             };
             engine.emit_to(
                 member,
-                if fua { IoKind::WriteFua } else { IoKind::Write },
+                engine.durable_write_kind(),
                 Area::Log,
                 start,
                 slice,
@@ -1172,7 +1172,7 @@ pub(crate) fn persist(engine: &mut Engine, waiter: Waiter) {
         };
         engine.emit_to(
             m,
-            if fua { IoKind::WriteFua } else { IoKind::Write },
+            engine.durable_write_kind(),
             Area::Log,
             slot * MARKER_SECTORS,
             slice,

@@ -452,33 +452,30 @@ impl SimArray {
                     member.reads += 1;
                 }
             }
-            IoKind::Write => {
-                let old = store[at..at + io.buf.len].to_vec();
-                store[at..at + io.buf.len].copy_from_slice(bufs.slice(io.buf));
-                member.completed_writes += 1;
-                let seq = member.completed_writes;
-                member.unflushed.push(Unflushed {
-                    area: io.area,
-                    at,
-                    old,
-                    seq,
-                    healed: bad,
-                });
-                if data {
-                    member.remap(&range);
-                }
-            }
-            // Durable as it completes: a power cut that undoes an earlier write under
-            // it must leave this one's bytes where the two overlap.
-            IoKind::WriteFua => {
+            IoKind::Write | IoKind::WriteFua => {
                 let new = bufs.slice(io.buf);
+                // What a power cut restores, for a write it may undo.
+                let undo = (io.kind == IoKind::Write).then(|| store[at..at + new.len()].to_vec());
                 store[at..at + new.len()].copy_from_slice(new);
                 member.completed_writes += 1;
-                for u in member.unflushed.iter_mut().filter(|u| u.area == io.area) {
-                    let from = u.at.max(at);
-                    let to = (u.at + u.old.len()).min(at + new.len());
-                    if from < to {
-                        u.old[from - u.at..to - u.at].copy_from_slice(&new[from - at..to - at]);
+                if let Some(old) = undo {
+                    let seq = member.completed_writes;
+                    member.unflushed.push(Unflushed {
+                        area: io.area,
+                        at,
+                        old,
+                        seq,
+                        healed: bad,
+                    });
+                } else {
+                    // Durable as it completes: a power cut that undoes an earlier
+                    // write under it must leave this one's bytes where they overlap.
+                    for u in member.unflushed.iter_mut().filter(|u| u.area == io.area) {
+                        let from = u.at.max(at);
+                        let to = (u.at + u.old.len()).min(at + new.len());
+                        if from < to {
+                            u.old[from - u.at..to - u.at].copy_from_slice(&new[from - at..to - at]);
+                        }
                     }
                 }
                 if data {
