@@ -481,7 +481,8 @@ pub(crate) fn note_read(
 /// I/O `key` completed with `result`. A data read whose blocks disagree with their
 /// checksums becomes a read error (the engine repairs it from redundancy); unknown
 /// entries are learned. `role` is the role (or replacement) it was read for; `stale`
-/// when it came from a device since replaced (nothing is checked).
+/// when it came from a device since replaced (nothing can be checked: it fails as
+/// gone).
 pub(crate) fn check_read(
     engine: &mut Engine,
     key: usize,
@@ -522,8 +523,15 @@ fn check_data(
     let PendingRead {
         slot, sector, buf, ..
     } = read;
-    if stale || result.is_err() {
+    if result.is_err() {
         return result;
+    }
+    if stale {
+        // The device left its role while the read was out (failed, perhaps by a
+        // mismatch in another read of it): its blocks go unchecked, since the slot's
+        // table may be a newcomer's by now, and unchecked data may hold the flipped bit
+        // that failed it. The operation plans again without it.
+        return Err(IoFailed::Gone);
     }
     let integrity = engine.integrity_mut();
     let Some(table) = integrity.tables.get(slot.index()).and_then(Clone::clone) else {

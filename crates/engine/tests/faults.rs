@@ -1173,6 +1173,9 @@ fn the_seeds_that_found_gaps_pass() {
         // the stripe's earlier entry wrote Q from a partial parity the later write had
         // made stale.
         1_484_341_991_224_288_798,
+        // A degraded read used a block from a member failed meanwhile (a checksum
+        // mismatch in another read of it, its replacement taking the role over).
+        4_543_560_435_652_374_088,
         // The mirror's timing, before the log's checkpoints flushed replacements.
         5_604_059_148_568_132_654,
     ];
@@ -1357,6 +1360,42 @@ fn a_resync_without_p_puts_q_right() {
     array.kill_member(map.data_member(0));
     let got = array.read(0, 32).expect("read from Q");
     assert!(got == data[..32 * SECTOR], "Q was put right");
+}
+
+/// A read still out to a member when another read's checksum mismatch fails it (its
+/// replacement taking the role over) comes back from a device that no longer holds
+/// the role: its blocks cannot be checked, and it must not be used. Fault story
+/// 4543560435652374088 found it: before 2026-11-25 a degraded read rebuilt a missing
+/// chunk from the very block whose flipped bit had failed the member.
+#[test]
+fn a_read_from_a_member_failed_meanwhile_is_not_trusted() {
+    let geo = Geometry::new(Level::Raid6, Layout::default_for(Level::Raid6), 5, 16, 256)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 5);
+    array.engine.set_config(EngineConfig {
+        max_read_errors: 0,
+        ..EngineConfig::default()
+    });
+    array.enable_integrity();
+    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
+    array.rng().fill(&mut data);
+    array.write(0, &data).expect("fill");
+    // In issue order: the direct read of `flipped` fails its checksum (and the member)
+    // before the degraded read of `gone`'s chunk has its own read of `flipped` back.
+    array.shuffle = false;
+    let map = geo.stripe_map(0);
+    let (flipped, gone) = (map.data_member(0), map.data_member(1));
+    array.kill_member(gone);
+    array.engine.fail_member(gone);
+    array.start_replacement(flipped).expect("replace");
+    array.flip_bit(flipped, 100, 3);
+    let got = array.read(0, 32).expect("read around two missing chunks");
+    assert!(got == data[..32 * SECTOR], "wrong data came back");
+    assert_eq!(
+        array.engine.member_states()[flipped.index()],
+        MemberState::Rebuilding,
+        "the replacement took the role over"
+    );
 }
 
 /// The write hole, shown and closed: a RAID-5 with a data member missing takes a write
