@@ -412,9 +412,12 @@ pub(crate) fn record_write(engine: &mut Engine, slot: MemberIdx, sector: u64, bu
 }
 
 /// A data read in flight, to check when it completes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct PendingRead {
     slot: MemberIdx,
+    /// The table of the device the read went to: if that device leaves the slot
+    /// before the read is back, the slot's table may be a newcomer's by then.
+    table: Arc<ChecksumTable>,
     /// Where the read starts and what it reads into.
     sector: u64,
     buf: BufSlice,
@@ -437,13 +440,9 @@ pub(crate) fn note_read(
     let Some(integrity) = engine.integrity.as_ref() else {
         return (sector, buf);
     };
-    if integrity
-        .tables
-        .get(slot.index())
-        .is_none_or(Option::is_none)
-    {
+    let Some(table) = integrity.tables.get(slot.index()).and_then(Clone::clone) else {
         return (sector, buf);
-    }
+    };
     let end = sector + buf.len as u64 / 512;
     let wide_start = sector / BLOCK_SECTORS * BLOCK_SECTORS;
     // Not past the data area, which may end inside a block (that block is never
@@ -471,6 +470,7 @@ pub(crate) fn note_read(
     }
     integrity.reads[key] = Some(PendingRead {
         slot,
+        table,
         sector: read_sector,
         buf: read_buf,
         wanted,
@@ -481,8 +481,9 @@ pub(crate) fn note_read(
 /// I/O `key` completed with `result`. A data read whose blocks disagree with their
 /// checksums becomes a read error (the engine repairs it from redundancy); unknown
 /// entries are learned. `role` is the role (or replacement) it was read for; `stale`
-/// when it came from a device since replaced (nothing can be checked: it fails as
-/// gone).
+/// when it came from a device that has left the role since (checked all the same, as
+/// its data may still serve, but nothing is learned or counted, and a mismatch fails
+/// it as gone).
 pub(crate) fn check_read(
     engine: &mut Engine,
     key: usize,
@@ -496,7 +497,7 @@ pub(crate) fn check_read(
     let Some(read) = integrity.reads.get_mut(key).and_then(Option::take) else {
         return result;
     };
-    let result = check_data(engine, read, role, stale, result);
+    let result = check_data(engine, &read, role, stale, result);
     if let Some((wanted, at)) = read.wanted {
         // A widened read: the part asked for goes where the engine wants it.
         let (dst, src) = engine.bufs.pair_mut(
@@ -515,28 +516,19 @@ pub(crate) fn check_read(
 
 fn check_data(
     engine: &mut Engine,
-    read: PendingRead,
+    read: &PendingRead,
     role: Option<MemberIdx>,
     stale: bool,
     result: Result<(), IoFailed>,
 ) -> Result<(), IoFailed> {
     let PendingRead {
-        slot, sector, buf, ..
-    } = read;
-    if result.is_err() {
-        return result;
-    }
-    if stale {
-        // The device left its role while the read was out (failed, perhaps by a
-        // mismatch in another read of it): its blocks go unchecked, since the slot's
-        // table may be a newcomer's by now, and unchecked data may hold the flipped bit
-        // that failed it. The operation plans again without it.
-        return Err(IoFailed::Gone);
-    }
-    let integrity = engine.integrity_mut();
-    let Some(table) = integrity.tables.get(slot.index()).and_then(Clone::clone) else {
-        return result;
-    };
+        slot,
+        ref table,
+        sector,
+        buf,
+        ..
+    } = *read;
+    result?;
     let data = engine.bufs.slice(buf);
     let mut bad: Option<(u64, u64)> = None;
     let mut learned = Vec::new();
@@ -544,7 +536,7 @@ fn check_data(
         let want = table.get(block);
         let got = block_entry(bytes);
         if want == UNKNOWN {
-            if got != UNKNOWN {
+            if got != UNKNOWN && !stale {
                 table.set(block, got);
                 learned.push(block / ENTRIES_PER_PAGE);
             }
@@ -562,6 +554,12 @@ fn check_data(
     let Some((first, end)) = bad else {
         return result;
     };
+    if stale {
+        // The device left its role while the read was out: perhaps failed by this
+        // very mismatch, found in another read of it. Not the role's fault now; the
+        // operation plans again without it.
+        return Err(IoFailed::Gone);
+    }
     let Some(role) = role else {
         return result;
     };

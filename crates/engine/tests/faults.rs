@@ -1174,8 +1174,11 @@ fn the_seeds_that_found_gaps_pass() {
         // made stale.
         1_484_341_991_224_288_798,
         // A degraded read used a block from a member failed meanwhile (a checksum
-        // mismatch in another read of it, its replacement taking the role over).
+        // mismatch in another read of it, its replacement taking the role over); and
+        // a read from a member whose replacement was done meanwhile, which must still
+        // serve (it is checked against the table of the device it went to).
         4_543_560_435_652_374_088,
+        16_429_521_914_674_922_756,
         // The mirror's timing, before the log's checkpoints flushed replacements.
         5_604_059_148_568_132_654,
     ];
