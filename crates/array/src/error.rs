@@ -83,7 +83,7 @@ pub enum ArrayError {
     NotInArray { path: PathBuf, name: String },
     #[error("{path} is already a hot spare of array '{name}'")]
     AlreadySpare { path: PathBuf, name: String },
-    #[error("{path} failed while the array is served, and the server still holds it (a spare or replacement took its place, or I/O to it is still in the kernel): add another disk, try again shortly, or add it back after the server stops")]
+    #[error("{path} left the array while it is served, and I/O the server sent it is still in the kernel: try again shortly (a device that stalls keeps it so: add another disk)")]
     HeldByServer { path: PathBuf },
     #[error("array '{name}' is RAID-0: it has no redundancy to fall back on while a member is replaced (copy the array to a new one instead)")]
     ReplaceRaid0 { name: String },

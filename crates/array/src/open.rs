@@ -76,9 +76,6 @@ pub struct Array {
     /// Per role, the replacement being built for its member (md's want_replacement):
     /// its path and superblock, whose recovery offset is the checkpoint of the copy.
     replacements: Vec<Option<(PathBuf, Superblock)>>,
-    /// Devices the array let go of while open (a member replaced, a replacement that
-    /// failed): the driver holds them until it goes, so they cannot come back before.
-    released: Vec<PathBuf>,
     /// Integrity mode: members keep a checksum per block (see `integrity`).
     integrity: bool,
 }
@@ -334,7 +331,6 @@ impl Array {
             resync_followed: false,
             bitmap,
             replacements,
-            released: Vec::new(),
             integrity,
         };
         if array.was_dirty() {
@@ -1351,9 +1347,9 @@ impl Array {
         Ok(events)
     }
 
-    /// Records a device the array no longer uses but the driver still holds.
+    /// Records a device the array no longer uses (the driver closes it once the kernel
+    /// is done with the I/O it was sent).
     fn let_go(&mut self, path: PathBuf, role: Option<u16>, superblock: Superblock) {
-        self.released.push(canonical_path(&path));
         self.left_out.push(LeftOut {
             path,
             role,
@@ -1362,10 +1358,11 @@ impl Array {
         });
     }
 
-    /// Devices let go of while the array is open (replaced members, failed
-    /// replacements), which the driver holds until it goes.
-    pub fn released_paths(&self) -> &[PathBuf] {
-        &self.released
+    /// Whether the device at `path` is open in the array's driver: a present member
+    /// (failed ones too, until let go of), a replacement being built, or one that left
+    /// its role while I/O to it is still in the kernel (closed when that completes).
+    pub fn holds(&self, path: &std::path::Path) -> bool {
+        self.driver.holds(path)
     }
 
     /// Per role, the replacement being built: its path and how far the copy is, in
@@ -1454,7 +1451,7 @@ impl Array {
                 name,
             });
         }
-        if self.released.contains(&wanted) {
+        if self.driver.holds(new) {
             return Err(ArrayError::HeldByServer {
                 path: new.to_path_buf(),
             });
@@ -1670,10 +1667,6 @@ fn slot_for(
         bitmap_offset_bytes: bitmap.then(|| crate::bitmap::offset_bytes(sb)).flatten(),
         checksums_offset_bytes,
     })
-}
-
-fn canonical_path(path: &std::path::Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 impl Array {

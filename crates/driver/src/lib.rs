@@ -59,6 +59,15 @@ pub struct MemberSlot {
     pub checksums_offset_bytes: Option<u64>,
 }
 
+/// A device that left its driver slot, open until the kernel is done with it.
+#[derive(Debug)]
+struct Retired {
+    device: MemberSlot,
+    slot: MemberIdx,
+    gen: u16,
+    in_kernel: u32,
+}
+
 /// A member the engine failed, with the last I/O error it returned, for the front end
 /// to report.
 #[derive(Debug)]
@@ -88,9 +97,16 @@ pub struct ArrayDriver {
     /// Each member's last I/O error, for the report when the engine fails it.
     last_error: Vec<Option<io::Error>>,
     events: Vec<Event>,
-    /// Members replaced in their role (a spare stepped in): kept open until the driver
-    /// goes, since I/O sent to them before they failed may still be in the kernel.
-    retired: Vec<MemberSlot>,
+    /// Per driver slot, which device it holds: bumped each time a device leaves the
+    /// slot, and carried in every I/O's token, so that a completion finds the device
+    /// it went to.
+    slot_gen: Vec<u16>,
+    /// Per driver slot, I/Os in the kernel for the device it holds now.
+    in_kernel: Vec<u32>,
+    /// Devices that left their slot (a member replaced, a spare stepping in, a
+    /// replacement dropped) with I/O still in the kernel: closed, and their locks let
+    /// go, when the last one completes.
+    retired: Vec<Retired>,
     epoch: Instant,
     next_request: u64,
     /// Reads other threads do straight from active members (see `bypass`).
@@ -133,6 +149,8 @@ impl ArrayDriver {
             failures: Vec::new(),
             last_error: (0..2 * geo.raid_disks()).map(|_| None).collect(),
             events: Vec::new(),
+            slot_gen: vec![0; 2 * raid_disks],
+            in_kernel: vec![0; 2 * raid_disks],
             retired: Vec::new(),
             epoch: Instant::now(),
             next_request: 0,
@@ -172,7 +190,7 @@ impl ArrayDriver {
 
     /// Puts `slot` in `role` (a spare stepping in for a failed member). The engine must
     /// already count the role as failed or rebuilding, so that nothing new is sent to
-    /// the old member; it stays open until the driver goes.
+    /// the old member; it is closed once the kernel is done with what it was sent.
     pub fn replace_member(&mut self, role: MemberIdx, slot: MemberSlot) {
         let at = self.engine.device_slot(role);
         self.put(at, slot);
@@ -197,7 +215,7 @@ impl ArrayDriver {
             Ok(()) => {
                 self.last_error[at.index()] = None;
                 if let Some(old) = previous {
-                    self.retired.push(old);
+                    self.retire_device(at, old);
                 }
                 Ok(())
             }
@@ -210,13 +228,70 @@ impl ArrayDriver {
         }
     }
 
-    /// Puts `slot` into driver slot `at`; what was there stays open until the driver
-    /// goes, since I/O sent to it before may still be in the kernel.
+    /// Puts `slot` into driver slot `at`; what was there is retired.
     fn put(&mut self, at: MemberIdx, slot: MemberSlot) {
+        self.retire(at);
         self.last_error[at.index()] = None;
-        if let Some(old) = self.members[at.index()].replace(slot) {
-            self.retired.push(old);
+        self.members[at.index()] = Some(slot);
+    }
+
+    /// Takes the device out of driver slot `at`, if it holds one: closed at once when
+    /// the kernel has none of its I/O, or when the last of it completes.
+    fn retire(&mut self, at: MemberIdx) {
+        if let Some(device) = self.members[at.index()].take() {
+            self.retire_device(at, device);
         }
+    }
+
+    /// `device` has left driver slot `at`: the I/O counted for the slot was its.
+    fn retire_device(&mut self, at: MemberIdx, device: MemberSlot) {
+        let i = at.index();
+        let in_kernel = std::mem::take(&mut self.in_kernel[i]);
+        let gen = self.slot_gen[i];
+        self.slot_gen[i] = gen.wrapping_add(1);
+        if in_kernel > 0 {
+            self.retired.push(Retired {
+                device,
+                slot: at,
+                gen,
+                in_kernel,
+            });
+        }
+    }
+
+    /// One I/O the kernel had for the device `gen` of driver slot `slot` is done.
+    fn out_of_kernel(&mut self, slot: MemberIdx, gen: u16) {
+        let i = slot.index();
+        if self.slot_gen[i] == gen {
+            self.in_kernel[i] = self.in_kernel[i].saturating_sub(1);
+            return;
+        }
+        if let Some(at) = self
+            .retired
+            .iter()
+            .position(|r| r.slot == slot && r.gen == gen)
+        {
+            let retired = &mut self.retired[at];
+            retired.in_kernel -= 1;
+            if retired.in_kernel == 0 {
+                // The last reference the driver holds: the device closes here (unless
+                // a reader on another thread still has it for a moment).
+                self.retired.swap_remove(at);
+            }
+        }
+    }
+
+    /// Whether the driver still has the device at `path` open: in a role, being built
+    /// as a replacement, or retired with I/O in the kernel.
+    pub fn holds(&self, path: &std::path::Path) -> bool {
+        let canonical =
+            |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let wanted = canonical(path);
+        self.members
+            .iter()
+            .flatten()
+            .chain(self.retired.iter().map(|r| &r.device))
+            .any(|slot| canonical(std::path::Path::new(slot.member.name())) == wanted)
     }
 
     /// Closes the device of `role`, which the engine failed, once nothing sent to it is
@@ -229,7 +304,7 @@ impl ArrayDriver {
             return false;
         }
         let slot = self.engine.device_slot(role);
-        self.members[slot.index()] = None;
+        self.retire(slot);
         self.last_error[slot.index()] = None;
         // The bypass held it too.
         self.publish_bypass();
@@ -287,10 +362,25 @@ impl ArrayDriver {
                         f.name = name;
                         f.error = error;
                     }
+                    self.retire_left(role, old_slot);
+                }
+                Event::ReplacementDone { role, old_slot } => self.retire_left(role, old_slot),
+                Event::ReplacementFailed { role, .. } => {
+                    let slot = self.engine.replacement_slot(role);
+                    self.retire_left(role, slot);
                 }
                 _ => {}
             }
             self.events.push(event);
+        }
+    }
+
+    /// The device in driver slot `slot` has left `role` (replaced, failed as a
+    /// replacement, or failed with its replacement taking over): retired, unless a new
+    /// replacement of the role fills the slot by now (that retired the old one).
+    fn retire_left(&mut self, role: MemberIdx, slot: MemberIdx) {
+        if !self.engine.is_replacing(role) && self.engine.device_slot(role) != slot {
+            self.retire(slot);
         }
     }
 
@@ -345,7 +435,8 @@ impl ArrayDriver {
             .map_err(|e| DriverError::Backend(e.to_string()))?;
         let done = std::mem::take(&mut self.completions);
         for c in &done {
-            let (id, member) = decode_token(c.token);
+            let (id, member, gen) = decode_token(c.token);
+            self.out_of_kernel(member, gen);
             let result = match &c.result {
                 Ok(_) => Ok(()),
                 Err(error) => {
@@ -428,9 +519,13 @@ impl ArrayDriver {
     /// Sends one member I/O to the kernel, or performs it inline for members that have
     /// no descriptor (in-memory members).
     fn dispatch(&mut self, io: MemberIo) {
-        let slot = self.members[io.member.index()]
-            .as_ref()
-            .expect("the engine sends I/O only to present members");
+        let Some(slot) = self.members[io.member.index()].as_ref() else {
+            // Queued for a device before it left its role, and retired since: it fails
+            // as gone, which counts against no one (the role's I/Os are another
+            // generation now).
+            self.inline_done.push_back((io.id, Err(IoFailed::Gone)));
+            return;
+        };
         let base = match io.area {
             Area::Data => Some(slot.data_offset_bytes),
             Area::Log => slot.log_offset_bytes,
@@ -477,7 +572,7 @@ impl ArrayDriver {
             IoKind::Flush => OpKind::Fsync,
         };
         let op = IoOp {
-            token: encode_token(io.id, io.member),
+            token: encode_token(io.id, io.member, self.slot_gen[io.member.index()]),
             fd,
             kind,
             offset,
@@ -489,11 +584,14 @@ impl ArrayDriver {
         // handed back (the engine frees scratch and the caller frees request buffers only
         // after the reply); the member's descriptors live as long as `self.members`.
         let submitted = unsafe { self.backend.submit(op) };
-        if let Err((error, op)) = submitted {
-            let error = io::Error::other(error.to_string());
-            self.note_failure(io.member, &error);
-            self.inline_done
-                .push_back((decode_token(op.token).0, Err(IoFailed::Medium)));
+        match submitted {
+            Ok(()) => self.in_kernel[io.member.index()] += 1,
+            Err((error, op)) => {
+                let error = io::Error::other(error.to_string());
+                self.note_failure(io.member, &error);
+                self.inline_done
+                    .push_back((decode_token(op.token).0, Err(IoFailed::Medium)));
+            }
         }
     }
 
@@ -573,13 +671,19 @@ impl ArrayDriver {
 
 /// Packs the engine's I/O id and the member into the backend's 64-bit token, so that a
 /// failed completion names its member without a lookup table.
-fn encode_token(id: IoId, member: MemberIdx) -> u64 {
-    debug_assert!(id.0 < 1 << 48, "I/O ids are slab indexes, far below 2^48");
-    (id.0 << 16) | u64::from(member.0)
+/// An I/O's token for the backend: its id, the driver slot and the generation of the
+/// device in that slot.
+fn encode_token(id: IoId, slot: MemberIdx, gen: u16) -> u64 {
+    debug_assert!(id.0 < 1 << 32, "I/O ids are slab indexes, far below 2^32");
+    (id.0 << 32) | (u64::from(gen) << 16) | u64::from(slot.0)
 }
 
-fn decode_token(token: u64) -> (IoId, MemberIdx) {
-    (IoId(token >> 16), MemberIdx((token & 0xffff) as u16))
+fn decode_token(token: u64) -> (IoId, MemberIdx, u16) {
+    (
+        IoId(token >> 32),
+        MemberIdx((token & 0xffff) as u16),
+        ((token >> 16) & 0xffff) as u16,
+    )
 }
 
 fn sector_range(offset: u64, length: u64) -> Result<(u64, u64), DriverError> {

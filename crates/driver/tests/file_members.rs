@@ -285,3 +285,53 @@ fn the_bypass_follows_a_replacement_that_takes_over_a_role() {
     assert!(d.read_bypass().read(&mut buf, 0));
     assert!(buf == data[..4096], "read from the replacement");
 }
+
+/// Descriptors this process has open on `path`.
+fn open_fds(path: &Path) -> usize {
+    let wanted = std::fs::canonicalize(path).expect("path");
+    std::fs::read_dir("/proc/self/fd")
+        .expect("fd list")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| *target == wanted)
+        .count()
+}
+
+#[test]
+fn a_member_that_left_its_role_is_closed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut d = array(dir.path(), Level::Raid5, 4, &[]);
+    d.write_at(&pattern(192 << 10, 5), 0).expect("write");
+    let (old, new) = (dir.path().join("m1"), dir.path().join("m9"));
+    let replacement = MemberSlot {
+        member: member(dir.path(), 9).into(),
+        data_offset_bytes: DATA_OFFSET,
+        log_offset_bytes: None,
+        bitmap_offset_bytes: None,
+        checksums_offset_bytes: None,
+    };
+    d.start_replacement(MemberIdx(1), replacement)
+        .expect("replacement");
+    d.engine_mut()
+        .start_sync(SyncKind::Recover, 0)
+        .expect("copy");
+    while d.engine().sync_progress().is_some() || d.io_in_flight() {
+        d.pump(true).expect("pump");
+        d.tick();
+    }
+    assert!(
+        d.holds(&old) && open_fds(&old) > 0,
+        "open until the events are seen"
+    );
+    let events = d.take_events();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, xraid_engine::Event::ReplacementDone { .. })),
+        "{events:?}"
+    );
+    // The bypass held it too, until told the role's device changed.
+    d.publish_bypass();
+    assert!(!d.holds(&old), "the driver let go of the old member");
+    assert_eq!(open_fds(&old), 0, "the old member's file is closed");
+    assert!(d.holds(&new) && open_fds(&new) > 0);
+}

@@ -286,7 +286,6 @@ pub(crate) fn spawn(
         checkpointed_at: std::time::Instant::now(),
         last_sync: None,
         ticked_at: std::time::Instant::now(),
-        failed_paths: Vec::new(),
         unrecorded: false,
     };
     let thread = std::thread::Builder::new()
@@ -344,9 +343,6 @@ struct Worker {
     /// How the last sync ended, for the control socket's status.
     last_sync: Option<serde_json::Value>,
     ticked_at: std::time::Instant,
-    /// Members that failed while served (canonical paths). The driver keeps them open
-    /// (and flocked) until the array closes, so a live add of one is refused clearly.
-    failed_paths: Vec<std::path::PathBuf>,
     /// A member failure the superblocks do not say yet (their writes failed): until
     /// they do, no write is acknowledged, since after a crash the failed member would
     /// come back as current and lose what those writes changed.
@@ -631,14 +627,11 @@ impl Worker {
         if self.read_only {
             return crate::control::error_reply("the export is read-only");
         }
-        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         // A member that failed while served and still sits in its role is closed and
         // may come back (add_member_live does it); one a spare or a replacement took
-        // the place of is held until the server stops.
+        // the place of is closed once the kernel is done with the I/O it was sent.
         let in_its_role = self.array.role_of_path(path).is_some();
-        if (self.failed_paths.contains(&real) && !in_its_role)
-            || self.array.released_paths().contains(&real)
-        {
+        if !in_its_role && self.array.holds(path) {
             // Its flock is still ours: opening it again would wait, then say "in use".
             let held = xraid_array::ArrayError::HeldByServer {
                 path: path.to_path_buf(),
@@ -647,7 +640,6 @@ impl Worker {
         }
         match self.array.add_member_live(path, size, spare, force) {
             Ok(added) => {
-                self.failed_paths.retain(|p| *p != real);
                 match added.role {
                     Some(role) => log::info(&format!(
                         "array '{}': {} added into role {role}; recover running in the background",
@@ -681,8 +673,7 @@ impl Worker {
                 "the export is read-only: members cannot be replaced",
             );
         }
-        let real = std::fs::canonicalize(new).unwrap_or_else(|_| new.to_path_buf());
-        if self.failed_paths.contains(&real) || self.array.released_paths().contains(&real) {
+        if self.array.role_of_path(new).is_none() && self.array.holds(new) {
             let held = xraid_array::ArrayError::HeldByServer {
                 path: new.to_path_buf(),
             };
@@ -968,11 +959,6 @@ impl Worker {
         let failures = self.array.driver().take_failures();
         let any_failed = !failures.is_empty();
         for failure in failures {
-            // Before a spare takes the role: the path is still the failed member's.
-            if let Some(path) = self.array.role_path(failure.member.index()) {
-                let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-                self.failed_paths.push(real);
-            }
             let why = match (&failure.error, failure.reason) {
                 (_, FailReason::ReadErrors(n)) => format!("{n} read errors"),
                 (_, FailReason::Stalled) => {
@@ -999,7 +985,7 @@ impl Worker {
         for event in events {
             match event {
                 Event::ReplacementDone { role, .. } => log::info(&format!(
-                    "array '{}': replacement done: {} holds role {} now; the member it replaced is marked faulty (xraid remove takes it out after the server stops)",
+                    "array '{}': replacement done: {} holds role {} now; the member it replaced is marked faulty and closed (xraid remove takes it out)",
                     self.name,
                     self.array
                         .role_path(role.index())

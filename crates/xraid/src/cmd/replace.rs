@@ -121,6 +121,6 @@ fn live(socket: &Path, args: &ReplaceArgs) -> Result<()> {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     bar.finish_and_clear();
-    println!("{new}: holds role {role} now; {old} is marked faulty: take it out with xraid remove after the server stops");
+    println!("{new}: holds role {role} now; {old} is marked faulty: xraid remove takes it out (xraid add --spare makes it a hot spare)");
     Ok(())
 }

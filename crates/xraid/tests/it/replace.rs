@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use crate::members::{md_agrees, status};
 use crate::require_tool;
 use crate::server::{raid5, Server};
-use crate::util::{fails, ok, p, random_bytes, sha256_file, sha256_of_read, tempdir};
+use crate::util::{
+    fails, ok, ok_once_let_go, p, random_bytes, sha256_file, sha256_of_read, tempdir,
+};
 
 fn fill(dir: &Path, disks: &Path, bytes: usize, seed: u64) -> std::path::PathBuf {
     let image = dir.join("image.raw");
@@ -343,6 +345,11 @@ fn a_live_replace_under_fio_writes_finishes_and_the_array_scrubs_clean() {
     let s = status(&disks);
     assert!(ends_with(&s["members"][2]["path"], "n2"), "{s}");
     assert_eq!(s["health"], "clean", "{s}");
+    // The replaced member is closed (its lock let go): back as a hot spare, served.
+    let out = ok_once_let_go(&["add", "--spare", p(&disks), p(&disks.join("d2"))]);
+    assert!(out.contains("added as a hot spare"), "{out}");
+    let s = status(&disks);
+    assert!(ends_with(&s["spares"][0], "d2"), "{s}");
     server.stop();
     let check: serde_json::Value =
         serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("json");

@@ -19,6 +19,25 @@ pub fn ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs xraid with `args` (an `add` of a device that left a served array), again
+/// while the server says I/O it sent the device is still in the kernel (it closes
+/// the device when that completes); panics with any other failure.
+pub fn ok_once_let_go(args: &[&str]) -> String {
+    for _ in 0..100 {
+        let out = xraid().args(args).output().expect("xraid runs");
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("still in the kernel"),
+            "xraid {args:?} failed: {stderr}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("xraid {args:?}: the server never let go of the device");
+}
+
 /// Runs xraid with `args`, expects failure, and returns its (one-line) error.
 pub fn fails(args: &[&str]) -> String {
     let out: Output = xraid().args(args).output().expect("xraid runs");
