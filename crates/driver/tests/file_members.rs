@@ -248,21 +248,17 @@ fn the_bypass_leaves_missing_failed_and_rebuilding_members_to_the_engine() {
     assert!(!bypass.read(&mut buf, 0), "rebuilding");
 }
 
-#[test]
-fn the_bypass_follows_a_replacement_that_takes_over_a_role() {
-    let dir = tempfile::tempdir().expect("dir");
-    let mut d = array(dir.path(), Level::Raid5, 4, &[]);
-    let data = pattern(192 << 10, 3);
-    d.write_at(&data, 0).expect("write");
-    // A fifth file replaces member 0 (which holds data chunk 0 of stripe 0).
+/// Replaces the member of `role` with a new file `m{file}` and runs the copy to its end.
+fn replace(d: &mut ArrayDriver, dir: &Path, role: u16, file: usize) {
     let new = MemberSlot {
-        member: member(dir.path(), 9).into(),
+        member: member(dir, file).into(),
         data_offset_bytes: DATA_OFFSET,
         log_offset_bytes: None,
         bitmap_offset_bytes: None,
         checksums_offset_bytes: None,
     };
-    d.start_replacement(MemberIdx(0), new).expect("replacement");
+    d.start_replacement(MemberIdx(role), new)
+        .expect("replacement");
     d.engine_mut()
         .start_sync(SyncKind::Recover, 0)
         .expect("copy");
@@ -270,6 +266,16 @@ fn the_bypass_follows_a_replacement_that_takes_over_a_role() {
         d.pump(true).expect("pump");
         d.tick();
     }
+}
+
+#[test]
+fn the_bypass_follows_a_replacement_that_takes_over_a_role() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut d = array(dir.path(), Level::Raid5, 4, &[]);
+    let data = pattern(192 << 10, 3);
+    d.write_at(&data, 0).expect("write");
+    // A fifth file replaces member 0 (which holds data chunk 0 of stripe 0).
+    replace(&mut d, dir.path(), 0, 9);
     assert!(
         !d.engine().is_replacing(MemberIdx(0)),
         "the replacement took over"
@@ -302,22 +308,7 @@ fn a_member_that_left_its_role_is_closed() {
     let mut d = array(dir.path(), Level::Raid5, 4, &[]);
     d.write_at(&pattern(192 << 10, 5), 0).expect("write");
     let (old, new) = (dir.path().join("m1"), dir.path().join("m9"));
-    let replacement = MemberSlot {
-        member: member(dir.path(), 9).into(),
-        data_offset_bytes: DATA_OFFSET,
-        log_offset_bytes: None,
-        bitmap_offset_bytes: None,
-        checksums_offset_bytes: None,
-    };
-    d.start_replacement(MemberIdx(1), replacement)
-        .expect("replacement");
-    d.engine_mut()
-        .start_sync(SyncKind::Recover, 0)
-        .expect("copy");
-    while d.engine().sync_progress().is_some() || d.io_in_flight() {
-        d.pump(true).expect("pump");
-        d.tick();
-    }
+    replace(&mut d, dir.path(), 1, 9);
     assert!(
         d.holds(&old) && open_fds(&old) > 0,
         "open until the events are seen"
