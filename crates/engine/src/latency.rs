@@ -13,8 +13,13 @@ use crate::{IoKind, MemberIdx, Nanos};
 const SHIFT: u32 = 4;
 /// Samples before a member's mean counts.
 const MIN_SAMPLES: u64 = 32;
-/// A member is slow when its mean stands this many times above its peers' median...
+/// A member becomes slow when its mean stands this many times above its peers'
+/// median...
 const RATIO: u64 = 4;
+/// ...and stays slow until it falls to this many times (or below the floor): a member
+/// whose mean hovers near the bound, on a disk that others share, say, does not flip
+/// back and forth with every burst.
+const CLEAR_RATIO: u64 = 2;
 /// ...and above this, so that jitter among fast members flags nothing.
 const FLOOR: Nanos = Nanos(1_000_000);
 
@@ -53,16 +58,16 @@ impl Means {
         self.samples[m] >= MIN_SAMPLES
     }
 
-    /// Whether member `m` stands far above its peers here.
-    fn slow(&self, m: usize) -> bool {
+    /// Whether member `m` stands more than `ratio` times above its peers here.
+    fn slow(&self, m: usize, ratio: u64) -> bool {
         if !self.counts(m) || self.mean[m] < FLOOR.0 {
             return false;
         }
-        // Slow when the peers' median (the upper one, `sorted[len / 2]`) times RATIO
+        // Slow when the peers' median (the upper one, `sorted[len / 2]`) times `ratio`
         // is below this member's mean, i.e. when more than half the peers have a mean
-        // of at most (mean - 1) / RATIO. Counting instead of sorting keeps this, which
+        // of at most (mean - 1) / ratio. Counting instead of sorting keeps this, which
         // runs on every completion, free of allocation.
-        let most = (self.mean[m] - 1) / RATIO;
+        let most = (self.mean[m] - 1) / ratio;
         let (mut peers, mut below) = (0usize, 0usize);
         for p in 0..self.mean.len() {
             if p != m && self.counts(p) {
@@ -147,7 +152,8 @@ impl Latency {
             .saturating_sub(self.issued.get(key).map_or(now.0, |t| t.0));
         self.by_sort[sort as usize].add(m, sample);
         self.all.add(m, sample);
-        let slow = self.by_sort.iter().any(|means| means.slow(m));
+        let ratio = if self.slow[m] { CLEAR_RATIO } else { RATIO };
+        let slow = self.by_sort.iter().any(|means| means.slow(m, ratio));
         (slow != self.slow[m]).then(|| {
             self.slow[m] = slow;
             slow
@@ -167,10 +173,11 @@ impl Latency {
     /// means, of reads or writes — the sort that stands out, else all its I/O.
     pub(crate) fn against_peers(&self, member: MemberIdx) -> (Option<Nanos>, Option<Nanos>) {
         let m = member.index();
+        let ratio = if self.slow[m] { CLEAR_RATIO } else { RATIO };
         let means = self
             .by_sort
             .iter()
-            .find(|means| means.slow(m))
+            .find(|means| means.slow(m, ratio))
             .unwrap_or(&self.all);
         (means.mean(m), means.peers(m))
     }
@@ -254,6 +261,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_slow_member_stays_slow_until_it_is_well_back_among_its_peers() {
+        let mut l = Latency::new(4);
+        let peers = |took: Nanos| -> Vec<(usize, IoKind, Nanos)> {
+            let mut ios = vec![(0, IoKind::Read, took)];
+            ios.extend((1..4).map(|m| (m, IoKind::Read, ms(1))));
+            ios
+        };
+        run(&mut l, 2 * MIN_SAMPLES, &peers(ms(5)));
+        assert!(l.is_slow(MemberIdx(0)), "5x its peers");
+        // 3x its peers: below the bound that made it slow, still above the one that
+        // clears it.
+        run(&mut l, 4 * MIN_SAMPLES, &peers(ms(3)));
+        assert!(l.is_slow(MemberIdx(0)), "3x its peers: no flip back");
+        run(&mut l, 4 * MIN_SAMPLES, &peers(Nanos(1_500_000)));
+        assert!(!l.is_slow(MemberIdx(0)), "1.5x its peers: back among them");
+        // And from there, 3x does not make it slow again.
+        run(&mut l, 4 * MIN_SAMPLES, &peers(ms(3)));
+        assert!(!l.is_slow(MemberIdx(0)), "3x its peers: not slow yet");
+    }
+
     proptest! {
         /// The count in `Means::slow` is the median rule: slow when the mean stands
         /// above RATIO times the sorted peers' upper median.
@@ -277,7 +305,7 @@ mod tests {
                     && means[m] >= FLOOR.0
                     && !peers.is_empty()
                     && means[m] > peers[peers.len() / 2].saturating_mul(RATIO);
-                prop_assert_eq!(l.slow(m), expect);
+                prop_assert_eq!(l.slow(m, RATIO), expect);
             }
         }
     }

@@ -1083,9 +1083,10 @@ impl Worker {
                         ));
                     } else {
                         log::info(&format!(
-                            "array '{}': member {name} is no longer slow ({:.1} ms per I/O)",
+                            "array '{}': member {name} is no longer slow: {:.1} ms per I/O against {:.1} ms for its peers",
                             self.name,
-                            mean.0 as f64 / 1e6
+                            mean.0 as f64 / 1e6,
+                            peers.0 as f64 / 1e6
                         ));
                     }
                 }
