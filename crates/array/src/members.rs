@@ -51,11 +51,6 @@ pub fn add_member(
             });
         }
     }
-    let role = if spare {
-        None
-    } else {
-        assembled.missing_roles().first().copied()
-    };
     let freshest = &assembled.superblock;
     let integrity = crate::integrity::array_keeps_checksums(&assembled)?;
     let need = crate::integrity::newcomer_need_bytes(
@@ -64,6 +59,19 @@ pub fn add_member(
         integrity,
     );
     let (member, existing) = open_newcomer(new, size, need, &freshest.set_uuid, force)?;
+    // A member of this array back for a role that is still missing takes that role;
+    // any other newcomer the lowest missing one.
+    let missing = assembled.missing_roles();
+    let own_role = existing
+        .as_ref()
+        .filter(|old| old.set_uuid == freshest.set_uuid)
+        .and_then(|old| old.dev_roles.get(old.dev_number as usize).copied())
+        .filter(|role| missing.contains(role));
+    let role = if spare {
+        None
+    } else {
+        own_role.or_else(|| missing.first().copied())
+    };
     let mut sb = freshest.clone();
     sb.device_uuid = random_uuid();
     sb.data_size =

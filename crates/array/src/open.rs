@@ -65,11 +65,11 @@ pub struct Array {
     /// The members found being recovered all returned after a short absence and
     /// catch up on the bitmap's dirty chunks only (md's RECOVERY_BITMAP).
     recover_from_bitmap: bool,
-    /// A member added back live that may catch up from the bitmap: its path, the role
-    /// it held, and in integrity mode the checksum table its own area held (read
-    /// before its superblock was rewritten) — consumed by the next
-    /// [`Array::use_spares`].
-    catch_up: Option<CatchUp>,
+    /// A member added back live for the failed role it left: its path, the role, and
+    /// whether it may catch up from the bitmap, with in integrity mode the checksum
+    /// table its own area held (read before its superblock was rewritten) — consumed
+    /// by the next [`Array::use_spares`].
+    homecoming: Option<Homecoming>,
     /// The resync that follows a recover on an array opened dirty has been started
     /// (once: one that cannot finish is not begun again and again).
     resync_followed: bool,
@@ -327,7 +327,7 @@ impl Array {
             spares,
             recover_pending: false,
             recover_from_bitmap: bitmap.is_some() && !whole_recovery,
-            catch_up: None,
+            homecoming: None,
             resync_followed: false,
             bitmap,
             replacements,
@@ -402,15 +402,27 @@ impl Array {
         if self.mode != OpenMode::ReadWrite || self.spares.is_empty() {
             return Ok(Vec::new());
         }
-        let failed: Vec<usize> = (0..self.superblocks.len())
+        let mut failed: Vec<usize> = (0..self.superblocks.len())
             .filter(|&r| self.driver.engine().member_states()[r] == MemberState::Failed)
             .collect();
+        let mut homecoming = self.homecoming.take();
+        // A member back for the role it left goes there, not into the lowest failed
+        // role: first in line, with that role first.
+        if let Some(home) = &homecoming {
+            let spare = self.spares.iter().position(|(p, _)| *p == home.path);
+            let role = failed.iter().position(|&r| r == home.role);
+            if let (Some(spare), Some(role)) = (spare, role) {
+                let member = self.spares.remove(spare);
+                self.spares.insert(0, member);
+                failed.remove(role);
+                failed.insert(0, home.role);
+            }
+        }
         let rebuilding_before = self
             .driver
             .engine()
             .member_states()
             .contains(&MemberState::Rebuilding);
-        let mut catch_up = self.catch_up.take();
         let mut used = Vec::new();
         let mut unusable: Option<ArrayError> = None;
         for role in failed {
@@ -430,9 +442,9 @@ impl Array {
             let mut sb = self.freshest.clone();
             // A returning member in its own role catches up from the bitmap, when it
             // is the only one to rebuild; anything else is rebuilt whole.
-            let catching_up = catch_up
+            let catching_up = homecoming
                 .as_ref()
-                .is_some_and(|c| c.path == path && c.role == role);
+                .is_some_and(|h| h.catch_up && h.path == path && h.role == role);
             if catching_up {
                 sb.feature_map |= MD_FEATURE_RECOVERY_BITMAP;
             } else {
@@ -462,7 +474,7 @@ impl Array {
             // A member back in its own role to catch up from the bitmap keeps the
             // checksums its own area held for what it was not written meanwhile.
             let own_table = match (self.recover_from_bitmap, checksums_offset_bytes) {
-                (true, Some(_)) => catch_up.as_mut().and_then(|c| c.table.take()),
+                (true, Some(_)) => homecoming.as_mut().and_then(|h| h.table.take()),
                 _ => None,
             };
             self.driver.replace_member(
@@ -1109,7 +1121,7 @@ impl Array {
         sb.events = self.freshest.events + 1;
         sb.utime = now_secs();
         // A member of this array coming back may keep its checksums (see
-        // `CatchUp`): read while its area's header still matches its superblock.
+        // `Homecoming`): read while its area's header still matches its superblock.
         let own_table = match ours {
             Some(old) if self.integrity => {
                 crate::integrity::load(&member, old, geo.member_sectors(), new).ok()
@@ -1122,30 +1134,31 @@ impl Array {
         self.left_out.retain(|l| canonical(&l.path) != wanted);
         let path = new.to_path_buf();
         if !spare && states.contains(&MemberState::Failed) {
-            // A member of this array back in the role it left (the lowest failed one,
-            // which it takes), no earlier than the bitmap's last clearing, catches up
-            // on the dirty chunks only (md's re-add).
-            let lowest = states.iter().position(|s| *s == MemberState::Failed);
-            let back_home = ours.filter(|old| {
+            // A member of this array back for the role it left, while that role is
+            // failed, takes it (any other newcomer the lowest failed role); no earlier
+            // than the bitmap's last clearing, it catches up on the dirty chunks only
+            // (md's re-add).
+            let home = ours.and_then(|old| {
+                let role = usize::from(*old.dev_roles.get(old.dev_number as usize)?);
+                (states.get(role) == Some(&MemberState::Failed)).then_some((old, role))
+            });
+            if let Some((old, role)) = home {
                 // Not one left mid-rebuild: it holds only part of its role (md then
                 // recovers it whole too).
-                old.feature_map & MD_FEATURE_RECOVERY_OFFSET == 0
+                let catch_up = old.feature_map & MD_FEATURE_RECOVERY_OFFSET == 0
                     && old.data_offset == self.freshest.data_offset
-                    && old
-                        .dev_roles
-                        .get(old.dev_number as usize)
-                        .is_some_and(|r| Some(usize::from(*r)) == lowest)
-            });
-            if let (Some(old), Some(bitmap), Some(role)) = (back_home, &self.bitmap, lowest) {
-                if bitmap.bsb.events_cleared <= old.events {
-                    self.catch_up = Some(CatchUp {
-                        path: path.clone(),
-                        role,
-                        table: own_table,
-                    });
-                }
+                    && self
+                        .bitmap
+                        .as_ref()
+                        .is_some_and(|b| b.bsb.events_cleared <= old.events);
+                self.homecoming = Some(Homecoming {
+                    path: path.clone(),
+                    role,
+                    catch_up,
+                    table: own_table.filter(|_| catch_up),
+                });
             }
-            // First in line, so that it takes the lowest failed role.
+            // First in line, so that it takes the lowest failed role (or its own).
             self.spares.insert(0, (path.clone(), sb));
             let used = self.use_spares()?;
             if let Some((_, role)) = used.iter().find(|(p, _)| *p == path) {
@@ -1634,11 +1647,14 @@ fn open_replacements(
     Ok(replacements)
 }
 
-/// A member back in the role it left, to catch up from the bitmap.
+/// A member added back for the failed role it left.
 #[derive(Debug)]
-struct CatchUp {
+struct Homecoming {
     path: PathBuf,
     role: usize,
+    /// It may catch up from the bitmap (it left whole, no earlier than the bitmap's
+    /// last clearing), keeping `table`, its own checksums.
+    catch_up: bool,
     table: Option<crate::integrity::LoadedTable>,
 }
 

@@ -337,6 +337,7 @@ impl Engine {
         // What the old device still answers no longer counts for the role.
         self.member_gen[role] += 1;
         self.read_errors[role] = 0;
+        crate::integrity::device_changed(self, role);
         self.stall_excused[role] = false;
         self.members[role] = MemberState::Rebuilding;
         self.rebuilt_floor[role] = 0;
@@ -373,6 +374,7 @@ impl Engine {
         self.took_over[role] = true;
         self.member_gen[role] += 1;
         self.read_errors[role] = 0;
+        crate::integrity::device_changed(self, role);
         self.stall_excused[role] = false;
         crate::intent::member_gone(self, member_idx(role));
         crate::intent::rewrite_all(self);
@@ -1028,6 +1030,7 @@ impl Engine {
         crate::intent::member_gone(self, member);
         self.stall_excused[member.index()] = false;
         self.read_errors[member.index()] = 0;
+        crate::integrity::device_changed(self, member.index());
         if self.geo.level() == Level::Raid0 {
             return Err(crate::SyncError::NoRedundancy("rebuild"));
         }

@@ -362,6 +362,18 @@ impl Engine {
     }
 }
 
+/// A new device took `role`: the blocks its predecessor failed are not counted
+/// against it.
+pub(crate) fn device_changed(engine: &mut Engine, role: usize) {
+    if let Some(count) = engine
+        .integrity
+        .as_mut()
+        .and_then(|i| i.mismatches.get_mut(role))
+    {
+        *count = 0;
+    }
+}
+
 /// A data write to `slot` is being emitted: its whole blocks' checksums go in the
 /// table, a block written in part becomes unknown.
 pub(crate) fn record_write(engine: &mut Engine, slot: MemberIdx, sector: u64, buf: BufSlice) {

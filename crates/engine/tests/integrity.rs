@@ -66,6 +66,19 @@ fn a_flipped_bit_is_caught_returned_right_and_rewritten() {
         );
         assert_eq!(array.engine.stats().checksum_mismatches, 1);
         assert_eq!(array.engine.checksum_mismatches(MemberIdx(1)), 1);
+        // A new disk in the role does not carry the old one's count.
+        array.kill_member(MemberIdx(1));
+        array.return_member(MemberIdx(1), true).expect("a new disk");
+        assert_eq!(
+            array.engine.checksum_mismatches(MemberIdx(1)),
+            0,
+            "{level:?}"
+        );
+        assert_eq!(
+            array.engine.stats().checksum_mismatches,
+            1,
+            "the array's count stays"
+        );
     }
 }
 

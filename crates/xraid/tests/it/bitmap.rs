@@ -201,6 +201,34 @@ fn a_member_back_after_a_short_absence_catches_up_on_what_changed_only() {
     assert_reads(&disks, &expected);
 }
 
+/// Offline, as served: with two roles missing, a member back for role 3 takes role 3
+/// and catches up there, not the lowest missing role.
+#[test]
+fn a_member_back_while_two_roles_are_missing_takes_its_own() {
+    let dir = tempdir();
+    let disks = crate::server::create_array(dir.path(), "6", 5, "8M", &["--bitmap-chunk", "256K"]);
+    let data = random_bytes(12 << 20, 13);
+    let image = dir.path().join("data");
+    std::fs::write(&image, &data).expect("data");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+    let away = dir.path().join("away");
+    std::fs::create_dir(&away).expect("folder");
+    for d in ["d1", "d3"] {
+        std::fs::rename(disks.join(d), away.join(d)).expect("move out");
+    }
+    let change = random_bytes(64 << 10, 14);
+    let patch = dir.path().join("patch");
+    std::fs::write(&patch, &change).expect("patch");
+    ok(&["write", "--offset", "5M", "-i", p(&patch), p(&disks)]);
+    std::fs::rename(away.join("d3"), disks.join("d3")).expect("d3 back");
+    let added = ok(&["add", p(&disks), p(&disks.join("d3"))]);
+    assert!(added.contains("added as role 3"), "{added}");
+    assert!(added.contains("caught up on "), "{added}");
+    let mut expected = data;
+    expected[5 << 20..(5 << 20) + change.len()].copy_from_slice(&change);
+    assert_reads(&disks, &expected);
+}
+
 #[test]
 fn bad_bitmap_requests_are_refused_before_anything_is_written() {
     let dir = tempdir();

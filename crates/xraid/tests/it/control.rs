@@ -425,6 +425,57 @@ fn a_second_name_of_a_serving_member_is_not_removed_live() {
     server.stop();
 }
 
+/// With two roles failed, the member that left role 3 comes back into role 3 (and
+/// catches up from the bitmap there), not into the lowest failed role. Before
+/// 2026-11-25 it went into role 1 and was rebuilt whole, while status still showed
+/// the same file as role 3's failed member.
+#[test]
+fn a_member_back_while_two_roles_are_failed_takes_its_own() {
+    let dir = tempdir();
+    let disks = crate::server::create_array(dir.path(), "6", 5, "8M", &["--bitmap-chunk", "256K"]);
+    let size = json(&ok(&["status", "--json", p(&disks)]))["array_size_bytes"]
+        .as_u64()
+        .expect("array size");
+    let mut expected = random_bytes(usize::try_from(size).expect("size"), 81);
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, &expected).expect("image");
+    ok(&["write", p(&disks), "-i", p(&image)]);
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let (d1, d3) = (disks.join("d1"), disks.join("d3"));
+    ok(&["fail", p(&disks), p(&d1)]);
+    ok(&["fail", p(&disks), p(&d3)]);
+    let mut client = Client::open(server.tcp_addr(), "xraid", false);
+    let fresh = random_bytes(1 << 20, 82);
+    assert_eq!(client.write(2 << 20, &fresh), 0);
+    assert_eq!(client.flush(), 0);
+    expected[2 << 20..3 << 20].copy_from_slice(&fresh);
+    let out = ok(&["add", p(&disks), p(&d3)]);
+    assert!(out.contains("added as role 3 by the server"), "{out}");
+    let log = server.wait_for_log(0, &["recover done"]);
+    assert!(
+        log.contains("skipped"),
+        "caught up from the bitmap only: {log}"
+    );
+    let s = live_status(&disks);
+    assert_eq!(s["health"], "degraded", "{s}");
+    assert_eq!(s["members"][3]["state"], "active", "{s}");
+    assert!(
+        s["members"][3]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("d3")),
+        "{s}"
+    );
+    assert_eq!(s["members"][1]["state"], "faulty", "{s}");
+    let piece = 1usize << 20;
+    for at in (0..expected.len()).step_by(piece) {
+        let len = piece.min(expected.len() - at);
+        let got = client.read(at as u64, len as u32).expect("read");
+        assert!(got == expected[at..at + len], "wrong data at {at}");
+    }
+    client.disconnect();
+    server.stop();
+}
+
 #[test]
 fn a_member_that_failed_while_served_comes_back_live_and_catches_up() {
     let dir = tempdir();
