@@ -103,6 +103,14 @@ impl Assembled {
             .collect()
     }
 
+    /// The devices left out that the array does not open at all: not a replacement
+    /// being built, which is opened beside its member.
+    pub fn unused(&self) -> impl Iterator<Item = &LeftOut> {
+        self.left_out
+            .iter()
+            .filter(|l| l.reason != LeftOutReason::Replacement)
+    }
+
     pub fn missing_roles(&self) -> Vec<u16> {
         (0..self.roles.len())
             .filter(|&r| self.roles[r].is_none())

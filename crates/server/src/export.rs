@@ -145,7 +145,7 @@ pub(crate) fn open(config: &ExportConfig, backend: BackendChoice) -> Result<Open
             spare.role.unwrap_or_default()
         ));
     }
-    for l in &assembled.left_out {
+    for l in assembled.unused() {
         crate::log::info(&format!(
             "export '{name}': {} left out: {}",
             l.path.display(),

@@ -79,12 +79,7 @@ fn warn_about(assembled: &Assembled) {
             );
         }
     }
-    // A replacement being built is not left out: it is opened beside its member.
-    for l in assembled
-        .left_out
-        .iter()
-        .filter(|l| l.reason != xraid_array::LeftOutReason::Replacement)
-    {
+    for l in assembled.unused() {
         eprintln!(
             "xraid: warning: {} left out: {}",
             l.path.display(),

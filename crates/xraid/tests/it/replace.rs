@@ -411,6 +411,11 @@ fn a_replacement_cut_off_by_a_kill_resumes_from_its_checkpoint() {
     // The next open to write goes on from there, and finishes.
     let server = Server::unix(dir.path(), &[p(&disks)]);
     server.wait_for_log(0, &["replacement done"]);
+    let log = server.stderr();
+    assert!(
+        !log.contains("left out"),
+        "the replacement is opened beside its member, not left out: {log}"
+    );
     server.stop();
     let s = status(&disks);
     assert!(ends_with(&s["members"][0]["path"], "n0"), "{s}");
