@@ -1237,6 +1237,8 @@ impl Array {
         };
         if let Some(r) = role {
             self.superblocks[r] = None;
+            // Out for good: the server need not keep it open for a re-add.
+            self.driver.let_go_of_failed(role_idx(r));
         }
         if let Some(i) = spare {
             self.spares.remove(i);

@@ -296,11 +296,12 @@ impl ArrayDriver {
 
     /// Closes the device of `role`, which the engine failed, once nothing sent to it is
     /// still in the kernel — so that the same disk can come back (an `xraid add` of
-    /// it) without waiting for the driver to go. Returns whether the role holds no
-    /// device now; false while I/O to it is in flight, or when the role is not failed.
+    /// it) or go (`xraid remove`) without waiting for the driver to go. Returns
+    /// whether it is closed now: false while I/O sent to it is still in the kernel
+    /// (it closes when that completes), or when the role is not failed.
     pub fn let_go_of_failed(&mut self, role: MemberIdx) -> bool {
         let failed = self.engine.member_states().get(role.index()) == Some(&MemberState::Failed);
-        if !failed || self.engine.is_replacing(role) || self.engine.io_in_flight_for(role) {
+        if !failed || self.engine.is_replacing(role) {
             return false;
         }
         let slot = self.engine.device_slot(role);
@@ -308,7 +309,7 @@ impl ArrayDriver {
         self.last_error[slot.index()] = None;
         // The bypass held it too.
         self.publish_bypass();
-        true
+        !self.retired.iter().any(|r| r.slot == slot)
     }
 
     /// A handle other threads use to end a blocking [`ArrayDriver::pump`] early (a new

@@ -499,14 +499,6 @@ impl Engine {
         self.out_event.push_back(event);
     }
 
-    /// Whether any member I/O the engine sent to `member` (a role, or a replacement's
-    /// pseudo-member) has yet to complete.
-    pub fn io_in_flight_for(&self, member: MemberIdx) -> bool {
-        self.ios
-            .iter()
-            .any(|(_, target)| target_member(target) == Some(member))
-    }
-
     /// Whether nothing is in flight: no request, operation, member I/O or sync.
     pub fn is_idle(&self) -> bool {
         self.reqs.len() == 0
