@@ -27,7 +27,7 @@ pub(crate) const RAID1_UNIT_SECTORS: u64 = 1024;
 /// Why a sync cannot start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SyncError {
-    #[error("a {0} is already running; cancel it first")]
+    #[error("a {0} is already running")]
     Busy(&'static str),
     #[error("RAID-0 has no redundancy to {0}")]
     NoRedundancy(&'static str),

@@ -719,7 +719,10 @@ impl Worker {
             return crate::control::error_reply("the export is read-only");
         }
         if let Err(e) = self.array.driver().engine().can_start_sync(kind) {
-            return crate::control::error_reply(&format!("cannot start a {}: {e}", kind.name()));
+            return crate::control::error_reply(&format!(
+                "cannot start a {}: {e}; try again once it has ended (xraid status shows its progress)",
+                kind.name()
+            ));
         }
         if let Err(e) = self.array.begin_writes() {
             return crate::control::error_reply(&e.to_string());

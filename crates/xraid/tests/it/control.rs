@@ -301,6 +301,12 @@ fn a_member_added_live_into_a_failed_role_is_rebuilt_while_clients_are_served() 
         "recovering",
         "the clients were served while the rebuild ran"
     );
+    // A scrub waits for the rebuild: refused, with what to do.
+    let err = fails(&["scrub", "check", p(&disks)]);
+    assert!(
+        err.contains("a recover is already running; try again once it has ended"),
+        "{err}"
+    );
     client.disconnect();
 
     let s = wait_for_health(&disks, "clean");
