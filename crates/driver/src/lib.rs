@@ -583,7 +583,9 @@ impl ArrayDriver {
         // SAFETY: the buffer behind `ptr` belongs to the engine's buffer table and stays
         // allocated, unmoved and untouched by the engine until this I/O's completion is
         // handed back (the engine frees scratch and the caller frees request buffers only
-        // after the reply); the member's descriptors live as long as `self.members`.
+        // after the reply); the member's descriptors stay open until this I/O completes:
+        // counted in `in_kernel`, a device that leaves its slot is retired, not closed,
+        // until its count drops to zero (see `retire_device`).
         let submitted = unsafe { self.backend.submit(op) };
         match submitted {
             Ok(()) => self.in_kernel[io.member.index()] += 1,
