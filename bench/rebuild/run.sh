@@ -4,7 +4,7 @@
 # and time `xraid add` rebuilding a blank replacement; in the same run, time reading one
 # member file straight (dd, 1 MiB blocks, from the page cache = memory). Runs alternate,
 # RUNS times; raw CSV in bench/runs/<date>-<hostname>/rebuild.csv; prints medians.
-#   RUNS=5 SIZE=1G LEVELS="5 6 1 10" bench/rebuild/run.sh
+#   RUNS=5 SIZE=1G LEVELS="5 6 1 10" [XRAID=path/to/xraid] bench/rebuild/run.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -14,8 +14,13 @@ LEVELS=${LEVELS:-"5 6 1 10"}
 MEMBERS=${MEMBERS:-4}
 
 cd "$root"
-cargo build --release -q -p xraid
-xraid="$root/target/release/xraid"
+# XRAID: a binary to measure instead of this tree's release build (an A/B).
+if [ -n "${XRAID:-}" ]; then
+    xraid=$XRAID
+else
+    cargo build --release -q -p xraid
+    xraid="$root/target/release/xraid"
+fi
 out="$root/bench/runs/$(date +%Y-%m-%d)-$(hostname)"
 mkdir -p "$out"
 csv="$out/rebuild.csv"
