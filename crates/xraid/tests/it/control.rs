@@ -438,14 +438,7 @@ fn a_second_name_of_a_serving_member_is_not_removed_live() {
 #[test]
 fn a_member_back_while_two_roles_are_failed_takes_its_own() {
     let dir = tempdir();
-    let disks = crate::server::create_array(dir.path(), "6", 5, "8M", &["--bitmap-chunk", "256K"]);
-    let size = json(&ok(&["status", "--json", p(&disks)]))["array_size_bytes"]
-        .as_u64()
-        .expect("array size");
-    let mut expected = random_bytes(usize::try_from(size).expect("size"), 81);
-    let image = dir.path().join("image.raw");
-    std::fs::write(&image, &expected).expect("image");
-    ok(&["write", p(&disks), "-i", p(&image)]);
+    let (disks, mut expected) = filled_with_small_bitmap_chunks(dir.path(), "6", 5, 81);
     let server = Server::tcp(dir.path(), &[p(&disks)]);
     let (d1, d3) = (disks.join("d1"), disks.join("d3"));
     ok(&["fail", p(&disks), p(&d1)]);
@@ -472,28 +465,45 @@ fn a_member_back_while_two_roles_are_failed_takes_its_own() {
         "{s}"
     );
     assert_eq!(s["members"][1]["state"], "faulty", "{s}");
+    reads_back(&mut client, &expected);
+    client.disconnect();
+    server.stop();
+}
+
+/// An array of `members` 8 MiB members at `level` whose bitmap chunks are small
+/// enough that a catch-up skips most of a member, filled with `seed`'s bytes; returns
+/// its folder and what it holds.
+fn filled_with_small_bitmap_chunks(
+    dir: &Path,
+    level: &str,
+    members: usize,
+    seed: u64,
+) -> (std::path::PathBuf, Vec<u8>) {
+    let disks = crate::server::create_array(dir, level, members, "8M", &["--bitmap-chunk", "256K"]);
+    let size = json(&ok(&["status", "--json", p(&disks)]))["array_size_bytes"]
+        .as_u64()
+        .expect("array size");
+    let expected = random_bytes(usize::try_from(size).expect("size"), seed);
+    let image = dir.join("image.raw");
+    std::fs::write(&image, &expected).expect("image");
+    ok(&["write", p(&disks), "-i", p(&image)]);
+    (disks, expected)
+}
+
+/// Reads the whole export through `client`, 1 MiB at a time, against `expected`.
+fn reads_back(client: &mut Client, expected: &[u8]) {
     let piece = 1usize << 20;
     for at in (0..expected.len()).step_by(piece) {
         let len = piece.min(expected.len() - at);
         let got = client.read(at as u64, len as u32).expect("read");
         assert!(got == expected[at..at + len], "wrong data at {at}");
     }
-    client.disconnect();
-    server.stop();
 }
 
 #[test]
 fn a_member_that_failed_while_served_comes_back_live_and_catches_up() {
     let dir = tempdir();
-    // Bitmap chunks small enough that a catch-up skips most of the member.
-    let disks = crate::server::create_array(dir.path(), "5", 4, "8M", &["--bitmap-chunk", "256K"]);
-    let size = json(&ok(&["status", "--json", p(&disks)]))["array_size_bytes"]
-        .as_u64()
-        .expect("array size");
-    let mut expected = random_bytes(usize::try_from(size).expect("size"), 71);
-    let image = dir.path().join("image.raw");
-    std::fs::write(&image, &expected).expect("image");
-    ok(&["write", p(&disks), "-i", p(&image)]);
+    let (disks, mut expected) = filled_with_small_bitmap_chunks(dir.path(), "5", 4, 71);
     let server = Server::tcp(dir.path(), &[p(&disks)]);
     // Written while it is out: only this much is for it to catch up on.
     write_while_d1_is_out_then_add_it_back(&server, &disks, &mut expected, 72);
@@ -505,12 +515,7 @@ fn a_member_that_failed_while_served_comes_back_live_and_catches_up() {
         "caught up from the bitmap only: {log}"
     );
     let mut client = Client::open(server.tcp_addr(), "xraid", false);
-    let piece = 1usize << 20;
-    for at in (0..expected.len()).step_by(piece) {
-        let len = piece.min(expected.len() - at);
-        let got = client.read(at as u64, len as u32).expect("read");
-        assert!(got == expected[at..at + len], "wrong data at {at}");
-    }
+    reads_back(&mut client, &expected);
     client.disconnect();
     server.stop();
     let check = json(&ok(&["scrub", "check", "--json", p(&disks)]));
