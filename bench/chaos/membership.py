@@ -8,9 +8,9 @@ socket; then wait for the array to settle, verify every block fio wrote, and scr
 Environment: XRAID (the binary; default target/release/xraid), LEVELS (default
 "5 6 10 1"; each seed takes the next level in turn), INTEGRITY=1 (arrays in
 integrity mode), RATE (fio's write rate per job, default 6m), DIR (work folder,
-default a new one under /tmp). Needs fio with its nbd engine. Exits non-zero at the
-first seed whose verify or scrub fails, printing its folder (the server's log is
-serve.log there). One line per seed on stdout.
+default a new one under /tmp), VERBOSE=1 (print each refusal). Needs fio with its
+nbd engine. Exits non-zero at the first seed whose verify or scrub fails, printing
+its folder (the server's log is serve.log there). One line per seed on stdout.
 """
 import json
 import os
@@ -109,6 +109,8 @@ def run_seed(seed, level, root):
         if done:
             ops += 1
             refused += done[1].returncode != 0
+            if done[1].returncode != 0 and os.environ.get("VERBOSE") == "1":
+                print(f"  refused {done[0]}: {done[1].stderr.strip()}", flush=True)
     # Settled: no sync running (a recover, the resync after it, or a scrub).
     for _ in range(240):
         st = status()
