@@ -492,6 +492,8 @@ impl Worker {
                 .checked_div(p.total_units)
                 .unwrap_or(100)
         };
+        // Bytes of each member's data area a sync has covered, and in all.
+        let unit_bytes = progress.map_or(0, |p| p.unit_sectors * SECTOR_BYTES);
         let members: Vec<serde_json::Value> = states
             .iter()
             .enumerate()
@@ -499,16 +501,17 @@ impl Worker {
                 let member = MemberIdx(u16::try_from(role).unwrap_or(u16::MAX));
                 // How far it is rebuilt: the running walk, or further where it kept
                 // what a walk did for it before starting over for a newcomer.
-                let rebuilt = match (state, progress) {
+                let rebuilt_below = match (state, progress) {
                     (MemberState::Rebuilding, Some(p)) if p.kind == SyncKind::Recover => {
-                        Some(percent(&xraid_engine::SyncProgress {
-                            done_below: engine.rebuilt_below(member),
-                            ..p
-                        }))
+                        Some(engine.rebuilt_below(member))
                     }
                     (MemberState::Rebuilding, _) => Some(0),
                     _ => None,
                 };
+                let rebuilt = rebuilt_below.map(|done_below| match progress {
+                    Some(p) => percent(&xraid_engine::SyncProgress { done_below, ..p }),
+                    None => 0,
+                });
                 // A replacement being built for this role (md's want_replacement).
                 let replacement = replacing
                     .get(role)
@@ -528,6 +531,7 @@ impl Worker {
                         MemberState::Rebuilding => "rebuilding",
                     },
                     "rebuilt_percent": rebuilt,
+                    "rebuilt_bytes": rebuilt_below.map(|units| units * unit_bytes),
                     "replacement": replacement,
                     "path": self.array.role_path(role).map(|p| p.display().to_string()),
                     "latency_ms": engine.member_latency(member).map(|n| n.0 as f64 / 1e6),
@@ -566,6 +570,8 @@ impl Worker {
             "sync": progress.map(|p| serde_json::json!({
                 "kind": p.kind.name(),
                 "done_percent": percent(&p),
+                "done_bytes": p.done_below * unit_bytes,
+                "total_bytes": p.total_units * unit_bytes,
                 "mismatched_units": p.mismatches,
             })),
             "last_sync": self.last_sync,

@@ -12,7 +12,7 @@ use xraid_engine::SyncKind;
 use xraid_layout::SECTOR_BYTES;
 
 use crate::cli::AddArgs;
-use crate::progress::bytes_bar;
+use crate::progress::{bytes_bar, follow_sync};
 
 pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
     let paths = vec![args.array.clone()];
@@ -100,7 +100,7 @@ fn live(socket: &Path, args: &AddArgs) -> Result<()> {
     if args.no_rebuild {
         return Ok(());
     }
-    let bar = bytes_bar(100, "rebuild");
+    let bar = bytes_bar(0, "rebuild");
     let status = loop {
         let status = ask(socket, &serde_json::json!({ "op": "status" }))?;
         let member = usize::try_from(role)
@@ -112,7 +112,7 @@ fn live(socket: &Path, args: &AddArgs) -> Result<()> {
         }
         match member["state"].as_str() {
             Some("active") => break status,
-            Some("rebuilding") => bar.set_position(member["rebuilt_percent"].as_u64().unwrap_or(0)),
+            Some("rebuilding") => follow_sync(&bar, &status, member["rebuilt_bytes"].as_u64()),
             _ => {
                 bar.finish_and_clear();
                 bail!("{shown} failed while being rebuilt: see the server's log");

@@ -12,7 +12,7 @@ use xraid_engine::SyncKind;
 use xraid_layout::SECTOR_BYTES;
 
 use crate::cli::ReplaceArgs;
-use crate::progress::bytes_bar;
+use crate::progress::{bytes_bar, follow_sync};
 
 pub fn run(args: ReplaceArgs, backend: BackendChoice) -> Result<()> {
     let paths = vec![args.array.clone()];
@@ -90,7 +90,7 @@ fn live(socket: &Path, args: &ReplaceArgs) -> Result<()> {
     if args.no_rebuild {
         return Ok(());
     }
-    let bar = bytes_bar(100, "replace");
+    let bar = bytes_bar(0, "replace");
     let r = usize::try_from(role).unwrap_or(usize::MAX);
     loop {
         let status = ask(socket, &serde_json::json!({ "op": "status" }))?;
@@ -101,7 +101,7 @@ fn live(socket: &Path, args: &ReplaceArgs) -> Result<()> {
             match member["state"].as_str() {
                 Some("active") => break,
                 Some("rebuilding") => {
-                    bar.set_position(member["rebuilt_percent"].as_u64().unwrap_or(0));
+                    follow_sync(&bar, &status, member["rebuilt_bytes"].as_u64());
                 }
                 _ => {
                     bar.finish_and_clear();
@@ -109,11 +109,8 @@ fn live(socket: &Path, args: &ReplaceArgs) -> Result<()> {
                 }
             }
         } else if member["replacement"]["path"].as_str() == Some(new.as_str()) {
-            bar.set_position(
-                member["replacement"]["copied_percent"]
-                    .as_u64()
-                    .unwrap_or(0),
-            );
+            // The copy is the running recover's walk.
+            follow_sync(&bar, &status, status["sync"]["done_bytes"].as_u64());
         } else {
             bar.finish_and_clear();
             bail!("{new} is no longer replacing {old}: it failed, see xraid status and the server's log");

@@ -9,7 +9,7 @@ use xraid_engine::SyncKind;
 use xraid_layout::SECTOR_BYTES;
 
 use crate::cli::{ScrubAction, ScrubArgs};
-use crate::progress::bytes_bar;
+use crate::progress::{bytes_bar, follow_sync};
 
 #[derive(Debug, Serialize)]
 struct Report {
@@ -97,12 +97,12 @@ fn live(socket: &std::path::Path, kind: SyncKind, json: bool) -> Result<()> {
         socket,
         &serde_json::json!({ "op": "scrub", "action": kind.name() }),
     )?;
-    let bar = bytes_bar(100, kind.name());
+    let bar = bytes_bar(0, kind.name());
     let status = loop {
         let status = ask(socket, &serde_json::json!({ "op": "status" }))?;
         match status["sync"].as_object() {
             Some(sync) if sync["kind"] == kind.name() => {
-                bar.set_position(sync["done_percent"].as_u64().unwrap_or(0))
+                follow_sync(&bar, &status, sync["done_bytes"].as_u64());
             }
             Some(sync) => {
                 // Another sync took over (a spare's recover cancels a scrub).

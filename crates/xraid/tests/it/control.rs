@@ -271,6 +271,18 @@ fn a_member_added_live_into_a_failed_role_is_rebuilt_while_clients_are_served() 
     let s = live_status(&disks);
     assert_eq!(s["health"], "recovering", "{s}");
     assert_eq!(s["members"][2]["state"], "rebuilding", "{s}");
+    // Progress in bytes of a member's data area, for the CLI's bar (rate and ETA).
+    let (done, total) = (
+        s["sync"]["done_bytes"].as_u64().expect("done bytes"),
+        s["sync"]["total_bytes"].as_u64().expect("total bytes"),
+    );
+    assert!(done <= total && total >= 7 << 20, "{s}");
+    assert!(
+        s["members"][2]["rebuilt_bytes"]
+            .as_u64()
+            .is_some_and(|b| b <= total),
+        "{s}"
+    );
     assert!(
         s["members"][2]["path"]
             .as_str()
