@@ -446,6 +446,9 @@ pub fn assemble_with_spares(
     for (role, (path, spare_sb)) in missing.into_iter().zip(spares) {
         let member = FileMember::open(&path, options)?;
         let mut sb = current.superblock.clone();
+        // The freshest superblock may be a member's catching up from the bitmap (or a
+        // replacement's): a spare holds nothing, and is rebuilt whole.
+        sb.feature_map &= !(MD_FEATURE_RECOVERY_BITMAP | MD_FEATURE_REPLACEMENT);
         sb.device_uuid = spare_sb.device_uuid;
         sb.dev_number = spare_sb.dev_number;
         sb.data_offset = spare_sb.data_offset;

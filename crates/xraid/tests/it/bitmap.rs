@@ -229,6 +229,50 @@ fn a_member_back_while_two_roles_are_missing_takes_its_own() {
     assert_reads(&disks, &expected);
 }
 
+/// A member back for its role catches up from the bitmap while a hot spare steps into
+/// another missing role in the same open: the spare is rebuilt whole. Before
+/// 2026-11-25 the spare's superblock was copied from the freshest one — the returning
+/// member's, which says "catch up from the bitmap" — and the recover visited only the
+/// dirty chunks, leaving the spare's role unwritten (found by an offline churn run).
+#[test]
+fn a_spare_stepping_in_beside_a_member_catching_up_is_rebuilt_whole() {
+    let dir = tempdir();
+    let disks = crate::server::create_array(dir.path(), "6", 5, "8M", &["--bitmap-chunk", "256K"]);
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("json");
+    let size = status["array_size_bytes"].as_u64().expect("array size");
+    let mut data = random_bytes(usize::try_from(size).expect("size"), 15);
+    let image = dir.path().join("data");
+    std::fs::write(&image, &data).expect("data");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+    // d4 misses a write; then d0 fails and a spare is added, with nothing opened to
+    // write in between.
+    let away = dir.path().join("away");
+    std::fs::create_dir(&away).expect("folder");
+    std::fs::rename(disks.join("d4"), away.join("d4")).expect("move out");
+    let change = random_bytes(64 << 10, 16);
+    let patch = dir.path().join("patch");
+    std::fs::write(&patch, &change).expect("patch");
+    ok(&["write", "--offset", "1M", "-i", p(&patch), p(&disks)]);
+    data[1 << 20..(1 << 20) + change.len()].copy_from_slice(&change);
+    ok(&["fail", p(&disks), p(&disks.join("d0"))]);
+    ok(&[
+        "add",
+        "--spare",
+        "--size",
+        "8M",
+        p(&disks),
+        p(&disks.join("s0")),
+    ]);
+    std::fs::rename(away.join("d4"), disks.join("d4")).expect("d4 back");
+    let added = ok(&["add", p(&disks), p(&disks.join("d4"))]);
+    assert!(added.contains("added as role 4"), "{added}");
+    // Without d4 and d1, the array reads through the spare's role 0: it must be whole.
+    std::fs::rename(disks.join("d4"), away.join("d4")).expect("d4 out again");
+    std::fs::rename(disks.join("d1"), away.join("d1")).expect("d1 out");
+    assert_reads(&disks, &data);
+}
+
 #[test]
 fn bad_bitmap_requests_are_refused_before_anything_is_written() {
     let dir = tempdir();
