@@ -3,7 +3,10 @@
 
 use std::path::PathBuf;
 
-use xraid_format::{Superblock, MD_FEATURE_REPLACEMENT, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE};
+use xraid_format::{
+    Superblock, MD_FEATURE_RECOVERY_OFFSET, MD_FEATURE_REPLACEMENT, ROLE_FAULTY, ROLE_JOURNAL,
+    ROLE_SPARE,
+};
 use xraid_layout::{Geometry, Layout, Level, MemberIdx, SECTOR_BYTES};
 use xraid_member::{DirectMode, FileMember, Member, OpenOptions};
 
@@ -364,12 +367,28 @@ fn check_enough(a: &Assembled) -> Result<(), ArrayError> {
         .map(|r| format!("role {r}"))
         .collect::<Vec<_>>()
         .join(", ");
+    // Present but part way through a rebuild: they count only where rebuilt.
+    let partial: Vec<String> = a
+        .roles
+        .iter()
+        .enumerate()
+        .filter_map(|(role, m)| {
+            let sb = &m.as_ref()?.superblock;
+            let percent = sb.recovery_offset * 100 / a.geometry.member_sectors().max(1);
+            (sb.feature_map & MD_FEATURE_RECOVERY_OFFSET != 0)
+                .then(|| format!("role {role} only {percent}% rebuilt"))
+        })
+        .collect();
+    let mut why = format!("missing {missing}");
+    if !partial.is_empty() {
+        why = format!("{why}; {}", partial.join(", "));
+    }
     Err(ArrayError::TooManyMissing {
         name: a.name(),
         present,
         raid_disks: a.geometry.raid_disks(),
         level: a.geometry.level(),
-        missing: format!("missing {missing}"),
+        missing: why,
     })
 }
 

@@ -119,6 +119,15 @@ fn without_rebuild_md_sees_a_recovering_member_and_serve_rebuilds_it() {
     assert_eq!(md["Feature Map"], "0x3");
     // Reads are right while the member is not rebuilt: it is treated as missing.
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+    // So a second member away is one too many, and the refusal says why.
+    let away = dir.path().join("d3.away");
+    std::fs::rename(disks.join("d3"), &away).expect("d3 away");
+    let err = fails(&["status", p(&disks)]);
+    assert!(
+        err.contains("3 of 4 members present") && err.contains("role 2 only 0% rebuilt"),
+        "{err}"
+    );
+    std::fs::rename(&away, disks.join("d3")).expect("d3 back");
 
     let server = Server::unix(dir.path(), &[p(&disks)]);
     server.wait_for_log(0, &["recover done"]);
