@@ -18,9 +18,9 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
+
+from seeds import run_seeds
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 XRAID = os.environ.get("XRAID", os.path.join(REPO, "target", "release", "xraid"))
@@ -133,17 +133,5 @@ def run_seed(seed, level, root):
     return ok, line
 
 
-def main():
-    seeds = [int(s) for s in sys.argv[1:]] or list(range(1, 9))
-    root = os.environ.get("DIR") or tempfile.mkdtemp(prefix="xraid-chaos-")
-    for i, seed in enumerate(seeds):
-        ok, line = run_seed(seed, LEVELS[i % len(LEVELS)], root)
-        print(line, flush=True)
-        if not ok:
-            print(f"FAILED: see {root}/seed{seed}", flush=True)
-            sys.exit(1)
-    shutil.rmtree(root, ignore_errors=True)
-
-
 if __name__ == "__main__":
-    main()
+    run_seeds(run_seed, LEVELS, "xraid-chaos-")

@@ -18,8 +18,8 @@ import os
 import random
 import shutil
 import subprocess
-import sys
-import tempfile
+
+from seeds import run_seeds
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 XRAID = os.environ.get("XRAID", os.path.join(REPO, "target", "release", "xraid"))
@@ -115,17 +115,5 @@ def run_seed(seed, level, root):
     return True, f"seed {seed} raid{level}: {STEPS} steps, {unreadable} unreadable moments"
 
 
-def main():
-    seeds = [int(s) for s in sys.argv[1:]] or list(range(1, 9))
-    root = os.environ.get("DIR") or tempfile.mkdtemp(prefix="xraid-offline-")
-    for i, seed in enumerate(seeds):
-        ok, line = run_seed(seed, LEVELS[i % len(LEVELS)], root)
-        print(line, flush=True)
-        if not ok:
-            print(f"FAILED: see {root}/seed{seed}", flush=True)
-            sys.exit(1)
-    shutil.rmtree(root, ignore_errors=True)
-
-
 if __name__ == "__main__":
-    main()
+    run_seeds(run_seed, LEVELS, "xraid-offline-")
