@@ -65,7 +65,7 @@ pub fn add_member(
     let own_role = existing
         .as_ref()
         .filter(|old| old.set_uuid == freshest.set_uuid)
-        .and_then(|old| old.dev_roles.get(old.dev_number as usize).copied())
+        .and_then(Superblock::role)
         .filter(|role| missing.contains(role));
     let role = if spare {
         None
@@ -83,7 +83,7 @@ pub fn add_member(
         // Not one left mid-rebuild: it holds only part of its role.
         let same_role = old.set_uuid == freshest.set_uuid
             && old.feature_map & MD_FEATURE_RECOVERY_OFFSET == 0
-            && old.dev_roles.get(old.dev_number as usize) == Some(&role)
+            && old.role() == Some(role)
             && old.data_offset == freshest.data_offset;
         let holder = assembled
             .roles

@@ -1139,7 +1139,7 @@ impl Array {
             // than the bitmap's last clearing, it catches up on the dirty chunks only
             // (md's re-add).
             let home = ours.and_then(|old| {
-                let role = usize::from(*old.dev_roles.get(old.dev_number as usize)?);
+                let role = usize::from(old.role()?);
                 (states.get(role) == Some(&MemberState::Failed)).then_some((old, role))
             });
             if let Some((old, role)) = home {
