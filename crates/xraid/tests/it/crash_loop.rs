@@ -16,6 +16,13 @@
 //! blank one in its place, whose recover the kills then cut off round after round: each
 //! restart resumes it from the checkpoint the superblocks hold (or rebuilds again), the
 //! array being read whole through it every round.
+//!
+//! The churning variants change the membership while served, one change at a time, in
+//! every way a server takes: a member failed and a blank one added in its role, a member
+//! replaced by a blank one (md's want_replacement), a member failed and added back (it
+//! catches up on what the bitmap marks), a hot spare added and a member failed so that
+//! it steps in; members that left are removed once the server lets them go. The kills
+//! cut each of these off, round after round.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
@@ -64,6 +71,16 @@ fn rebuilding_raid6_survives_a_crash_loop() {
     crash_loop(6, 5, 0, Variant::Rebuilding);
 }
 
+#[test]
+fn churning_raid5_survives_a_crash_loop() {
+    crash_loop(5, 4, 0, Variant::Churning);
+}
+
+#[test]
+fn churning_raid6_survives_a_crash_loop() {
+    crash_loop(6, 5, 0, Variant::Churning);
+}
+
 /// What a crash loop does besides writing and killing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
@@ -72,6 +89,9 @@ enum Variant {
     Checksums,
     /// Members replaced by blank ones while served, their recovers cut off by kills.
     Rebuilding,
+    /// Every kind of membership change while served (fail and add, replace, fail and
+    /// add back, spares, remove), each cut off by kills.
+    Churning,
 }
 
 /// Integrity mode (per-block checksums): the same, and no block may ever be taken for
@@ -585,6 +605,119 @@ fn rolled_back(before: &[u8], log: &RoundLog, got: &[u8]) -> usize {
 }
 
 // ---------------------------------------------------------------------------------
+// Membership churn.
+
+/// The served array's status, through the server's control socket.
+fn live_status(disks: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status JSON")
+}
+
+/// Whether a recover or a replacement is under way (or a role waits for one).
+fn membership_busy(status: &serde_json::Value) -> bool {
+    !matches!(status["health"].as_str(), Some("clean" | "resyncing"))
+}
+
+/// What the churning rounds did, for the summary line.
+#[derive(Debug, Default)]
+struct ChurnCounts {
+    blank: usize,
+    replaced: usize,
+    back: usize,
+    spare: usize,
+    removed: usize,
+    /// Kills while a change was under way (a recover or a replacement copying).
+    killed_busy: usize,
+}
+
+/// One membership change on the served array, when nothing else is under way (one round
+/// in two): members that left are removed first, once the server has let them go.
+/// Every change starts in the background and returns at once, for the kill to cut off.
+fn churn(
+    disks: &Path,
+    tag: &str,
+    round: usize,
+    rng: &mut Rng,
+    counts: &mut ChurnCounts,
+    leaving: &mut Vec<PathBuf>,
+) {
+    leaving.retain(|old| {
+        let out = crate::util::xraid()
+            .args(["remove", p(disks), p(old)])
+            .output()
+            .expect("xraid runs");
+        if out.status.success() {
+            std::fs::remove_file(old).expect("pull the removed disk");
+            counts.removed += 1;
+        }
+        !out.status.success()
+    });
+    let status = live_status(disks);
+    if membership_busy(&status) || rng.below(2) == 0 {
+        return;
+    }
+    let roles = status["raid_disks"].as_u64().expect("raid_disks");
+    let role = rng.below(roles) as usize;
+    let old = status["members"][role]["path"]
+        .as_str()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{tag}: no member in role {role}: {status}"));
+    let new = disks.join(format!("n{round}"));
+    let in_role = |out: &str| {
+        assert!(
+            out.contains(&format!("role {role}")),
+            "{tag}, round {round}: {out}"
+        );
+    };
+    match rng.below(4) {
+        0 => {
+            // Failed, its disk pulled, and a blank one in its place.
+            ok(&["fail", p(disks), p(&old)]);
+            std::fs::remove_file(&old).expect("pull the failed disk");
+            in_role(&ok(&["add", "--no-rebuild", "--size", "8M", p(disks), p(&new)]));
+            counts.blank += 1;
+        }
+        1 => {
+            ok(&["replace", "--no-rebuild", "--size", "8M", p(disks), p(&old), p(&new)]);
+            leaving.push(old);
+            counts.replaced += 1;
+        }
+        2 => {
+            // Failed and back: it catches up in its own role.
+            ok(&["fail", p(disks), p(&old)]);
+            in_role(&crate::util::ok_once_let_go(&[
+                "add",
+                "--no-rebuild",
+                p(disks),
+                p(&old),
+            ]));
+            counts.back += 1;
+        }
+        _ => {
+            ok(&["add", "--spare", "--size", "8M", p(disks), p(&new)]);
+            ok(&["fail", p(disks), p(&old)]);
+            leaving.push(old);
+            counts.spare += 1;
+        }
+    }
+}
+
+/// Waits (up to 60 s) until no recover or replacement is under way.
+fn wait_membership_idle(disks: &Path, tag: &str) {
+    let start = Instant::now();
+    loop {
+        let status = live_status(disks);
+        if !membership_busy(&status) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{tag}: the membership change did not finish: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// ---------------------------------------------------------------------------------
 // The loop.
 
 /// An array of `members` 8 MiB members at `level`, chunk 64K, in `dir`/disks.
@@ -644,6 +777,7 @@ fn socket_of(server: &Server) -> PathBuf {
 fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
     let integrity = variant == Variant::Checksums;
     let rebuilding = variant == Variant::Rebuilding;
+    let churning = variant == Variant::Churning;
     let seed = env_u64("XRAID_CRASH_SEED").unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -662,6 +796,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
         Variant::Plain => "",
         Variant::Checksums => ", checksums",
         Variant::Rebuilding => ", rebuilding",
+        Variant::Churning => ", churning",
     };
     let tag = format!("RAID-{level}{degraded}{what}, XRAID_CRASH_SEED={seed:#x}");
     eprintln!("crash loop: {tag}, {rounds} rounds");
@@ -673,7 +808,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
     }
     // A recover slow enough under the clients' writes to be cut off by the kills
     // (1 MB/s), yet quick to finish when a round waits for it (4 MB/s idle: 2 s).
-    let serve_args: Vec<&str> = if rebuilding {
+    let serve_args: Vec<&str> = if rebuilding || churning {
         vec!["--rebuild-min", "1", "--rebuild-max", "4", p(&disks)]
     } else {
         vec![p(&disks)]
@@ -682,6 +817,9 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
     let mut recovering;
     let (mut replaced, mut killed_in_recover, mut recovers_finished) = (0usize, 0usize, 0usize);
     let mut rng = Rng::derive(seed, u64::from(level), 0, 0x100b);
+    let mut churned = ChurnCounts::default();
+    // Members on their way out (replaced, or failed for a spare), until removed.
+    let mut leaving: Vec<PathBuf> = Vec::new();
 
     let mut before: Vec<u8> = Vec::new();
     let mut last: Option<RoundLog> = None;
@@ -792,6 +930,16 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
             recovering = true;
             replaced += 1;
         }
+        if churning {
+            // One round in three lets a change under way finish (clients idle: at full
+            // pace), so that changes follow one another.
+            if rng.below(3) == 0 {
+                wait_membership_idle(&disks, &tag);
+            }
+            churn(&disks, &tag, round, &mut rng, &mut churned, &mut leaving);
+        }
+        // Whether the kill below cuts a membership change off.
+        let busy = churning && membership_busy(&live_status(&disks));
 
         let array_blocks = before.len() as u64 / BLOCK;
         let hot_blocks = (512 + rng.below(512)).min(array_blocks);
@@ -831,6 +979,9 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
         if text.contains("resync running") && !text.contains("resync done") {
             killed_in_resync += 1;
         }
+        if busy {
+            churned.killed_busy += 1;
+        }
         if recovering {
             if recovers_done(&text) > done_before {
                 recovers_finished += 1;
@@ -851,7 +1002,9 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
 
     // The last restart finishes the recover and resyncs what the kills left; then a
     // clean stop.
-    if recovering {
+    if churning {
+        wait_membership_idle(&disks, &tag);
+    } else if recovering {
         let start = Instant::now();
         while !server.stderr().contains("recover done") {
             assert!(
@@ -870,6 +1023,10 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
     }
     server.stop();
     assert_eq!(state(&disks), "clean", "{tag}: stopped cleanly");
+    for old in leaving.drain(..) {
+        ok(&["remove", p(&disks), p(&old)]);
+        churned.removed += 1;
+    }
     let check: serde_json::Value =
         serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("scrub JSON");
     assert_eq!(check["completed"], true, "{tag}: {check}");
@@ -891,7 +1048,18 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
          {killed_in_resync} kills during a resync; resyncs found {resync_mismatches} \
          mismatched units{}",
         started.elapsed().as_secs_f64(),
-        if rebuilding {
+        if churning {
+            format!(
+                "; changes: {} failed for a blank one, {} replaced, {} failed and back, {} \
+                 failed for a spare; {} removed; {} kills during a change",
+                churned.blank,
+                churned.replaced,
+                churned.back,
+                churned.spare,
+                churned.removed,
+                churned.killed_busy
+            )
+        } else if rebuilding {
             format!(
                 "; {replaced} members replaced by blank ones, {killed_in_recover} kills \
                  during a recover, {recovers_finished} recovers finished"
