@@ -661,17 +661,20 @@ impl Array {
     }
 
     /// An array that was not stopped cleanly may have parity (or mirror copies) that
-    /// disagree with its data where writes were cut off: opened to write and whole, it
-    /// resyncs in the background from where an earlier resync stopped, as md does.
-    /// Degraded, there is nothing to resync against (md's write hole): it is left dirty.
+    /// disagree with its data where writes were cut off: opened to write, it resyncs in
+    /// the background from where an earlier resync stopped, as md does. A degraded
+    /// mirror resyncs the copies it has (md's raid1 and raid10 do too), so that reads
+    /// need not keep to one copy until the missing member is back. Degraded parity
+    /// has nothing to resync against (md's write hole): it is left dirty, and the
+    /// resync follows the recover that makes it whole ([`Array::maintain`]).
     fn start_resync_if_needed(&mut self) -> Result<(), ArrayError> {
         let Some(from) = self.resync_from else {
             return Ok(());
         };
         let engine = self.driver.engine();
-        let whole = engine.is_whole();
+        let parity_short = !engine.is_whole() && engine.geometry().level().has_parity();
         if self.mode != OpenMode::ReadWrite
-            || !whole
+            || parity_short
             || engine.can_start_sync(SyncKind::Resync).is_err()
         {
             return Ok(());

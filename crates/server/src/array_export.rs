@@ -265,7 +265,7 @@ pub(crate) fn spawn(
         ));
     } else if array.resync_pending() {
         log::error(&format!(
-            "array '{name}' was not stopped cleanly and is degraded: parity cannot be checked against the missing member (md's write hole); restore redundancy and scrub"
+            "array '{name}' was not stopped cleanly and is degraded: parity cannot be checked against the missing member (md's write hole); the resync follows once a member takes its place and is rebuilt"
         ));
     }
     let worker = Worker {
