@@ -107,6 +107,13 @@ fn churning_raid6_survives_a_crash_loop() {
     crash_loop(6, 5, 0, Variant::Churning);
 }
 
+/// Newcomers to a checksummed array start with unknown checksums and learn them as
+/// they are rebuilt; a member back keeps its own; a replaced one takes its table away.
+#[test]
+fn churning_raid6_with_checksums_survives_a_crash_loop() {
+    crash_loop(6, 5, 0, Variant::ChurningChecksums);
+}
+
 /// What a crash loop does besides writing and killing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
@@ -118,6 +125,8 @@ enum Variant {
     /// Every kind of membership change while served (fail and add, replace, fail and
     /// add back, spares, remove), each cut off by kills.
     Churning,
+    /// The same, in integrity mode.
+    ChurningChecksums,
 }
 
 /// Integrity mode (per-block checksums): the same, and no block may ever be taken for
@@ -816,9 +825,9 @@ fn socket_of(server: &Server) -> PathBuf {
 }
 
 fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
-    let integrity = variant == Variant::Checksums;
+    let integrity = matches!(variant, Variant::Checksums | Variant::ChurningChecksums);
     let rebuilding = variant == Variant::Rebuilding;
-    let churning = variant == Variant::Churning;
+    let churning = matches!(variant, Variant::Churning | Variant::ChurningChecksums);
     let seed = env_u64("XRAID_CRASH_SEED").unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -838,6 +847,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
         Variant::Checksums => ", checksums",
         Variant::Rebuilding => ", rebuilding",
         Variant::Churning => ", churning",
+        Variant::ChurningChecksums => ", churning, checksums",
     };
     let tag = format!("RAID-{level}{degraded}{what}, XRAID_CRASH_SEED={seed:#x}");
     eprintln!("crash loop: {tag}, {rounds} rounds");
