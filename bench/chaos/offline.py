@@ -8,7 +8,10 @@ whole array read back and compared after every step.
 
 Environment: XRAID (the binary; default target/release/xraid), LEVELS (default
 "5 6 1 10 4"; each seed takes the next level in turn), STEPS (per seed, default 60),
-DIR (work folder, default a new one under /tmp). Moving members away may go past the
+INTEGRITY=1 (arrays with per-block checksums), DIR (work folder, default a new one
+under /tmp). A check scrub that finds parity or copies disagreeing, or (in integrity
+mode) a block failing its checksum, fails the run too: every step ends with a clean
+close, and no bit is ever flipped. Moving members away may go past the
 redundancy: a read that then fails (the array cannot start) is counted, all members
 come back, and the run goes on. Exits non-zero at the first wrong read, printing the
 last steps and the seed's folder.
@@ -26,6 +29,7 @@ XRAID = os.environ.get("XRAID", os.path.join(REPO, "target", "release", "xraid")
 LEVELS = os.environ.get("LEVELS", "5 6 1 10 4").split()
 STEPS = int(os.environ.get("STEPS", "60"))
 MEMBERS = {"5": 4, "6": 5, "1": 3, "10": 4, "4": 4}
+INTEGRITY = os.environ.get("INTEGRITY") == "1"
 
 
 def xraid(*args):
@@ -41,6 +45,7 @@ def run_seed(seed, level, root):
     os.makedirs(os.path.join(work, "away"))
     os.chdir(work)
     rc, out = xraid("create", "-l", level, "-c", "64K", "--size", "8M",
+                    *(["--integrity"] if INTEGRITY else []),
                     *[f"disks/d{i}" for i in range(MEMBERS[level])])
     if rc != 0:
         return False, f"create failed: {out}"
@@ -99,7 +104,13 @@ def run_seed(seed, level, root):
             if done[0] == 0:
                 expected[at:at + len(data)] = data
         elif op == "scrub":
-            done = xraid("scrub", "check", "disks")
+            r = subprocess.run([XRAID, "scrub", "check", "--json", "disks"],
+                               capture_output=True)
+            done = r.returncode, (r.stdout + r.stderr).decode(errors="replace").strip()
+            report = json.loads(r.stdout) if r.returncode == 0 else {}
+            if report.get("mismatched_units") or report.get("checksum_mismatches"):
+                return False, (f"seed {seed} raid{level}: the scrub after step {step} "
+                               f"found {done[1][:300]}\n" + "\n".join(log[-15:]))
         log.append(f"{step} {op}: " + (f"rc {done[0]} {done[1][:200]}" if done else "-"))
         rc, out = xraid("read", "-o", "out", "disks")
         if rc != 0:
