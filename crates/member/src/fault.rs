@@ -9,7 +9,7 @@ use std::io;
 use std::ops::Range;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::{DirectFd, Member};
@@ -39,6 +39,9 @@ pub struct FaultPlan {
     /// At this I/O the power fails: writes since the last flush are undone, and the
     /// device is gone from then on.
     pub power_cut_after: Option<u64>,
+    /// On the machine's power rail ([`crate::cut_machine_power`]): one cut undoes the
+    /// unflushed writes of every member on it at the same instant.
+    pub on_machine_power: bool,
 }
 
 /// How long a stalled I/O hangs unless told: longer than the engine's stall timeout.
@@ -93,9 +96,10 @@ impl FromStr for MemberFault {
                     plan.power_cut_after =
                         Some(value.parse().map_err(|_| bad("a count of I/Os"))?)
                 }
+                "power-cut-on-signal" => plan.on_machine_power = true,
                 _ => {
                     return Err(format!(
-                        "fault '{spec}': unknown '{key}' (use role=N with fail-now, fail-after=N, errors=START..END, write-errors=START..END, errors-after=N, latency=Nms, stall-after=N, stall=Ns, flips=START..END, lose=START..END, power-cut-after=N)"
+                        "fault '{spec}': unknown '{key}' (use role=N with fail-now, fail-after=N, errors=START..END, write-errors=START..END, errors-after=N, latency=Nms, stall-after=N, stall=Ns, flips=START..END, lose=START..END, power-cut-after=N, power-cut-on-signal)"
                     ))
                 }
             }
@@ -105,6 +109,50 @@ impl FromStr for MemberFault {
             plan.stall_for = DEFAULT_STALL;
         }
         Ok(MemberFault { role, plan })
+    }
+}
+
+/// The plan in `--fault`'s words (`fail-after=5000,latency=20ms`), for log lines.
+impl std::fmt::Display for FaultPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        let ranges = |key: &str, ranges: &[Range<u64>]| {
+            ranges
+                .iter()
+                .map(|r| format!("{key}={}..{}", r.start, r.end))
+                .collect::<Vec<_>>()
+        };
+        match self.fail_after {
+            Some(0) => parts.push("fail-now".to_owned()),
+            Some(n) => parts.push(format!("fail-after={n}")),
+            None => {}
+        }
+        parts.extend(ranges("errors", &self.error_ranges));
+        parts.extend(ranges("write-errors", &self.write_error_ranges));
+        if let Some(n) = self.errors_after {
+            parts.push(format!("errors-after={n}"));
+        }
+        if let Some(l) = self.latency {
+            parts.push(format!("latency={}ms", l.as_millis()));
+        }
+        if let Some(n) = self.stall_after {
+            parts.push(format!(
+                "stall-after={n},stall={}ms",
+                self.stall_for.as_millis()
+            ));
+        }
+        parts.extend(ranges("flips", &self.flip_ranges));
+        parts.extend(ranges("lose", &self.lost_ranges));
+        if let Some(n) = self.power_cut_after {
+            parts.push(format!("power-cut-after={n}"));
+        }
+        if self.on_machine_power {
+            parts.push("power-cut-on-signal".to_owned());
+        }
+        if parts.is_empty() {
+            parts.push("nothing".to_owned());
+        }
+        f.write_str(&parts.join(","))
     }
 }
 
@@ -154,26 +202,53 @@ fn parse_bytes(text: &str) -> Option<u64> {
 /// descriptor is handed out), so every I/O passes through the plan.
 #[derive(Debug)]
 pub struct FaultyMember {
-    inner: Box<dyn Member>,
+    /// The member and what its volatile cache would lose, shared with the machine's
+    /// power rail when the member is on it.
+    pub(crate) cache: Arc<Cache>,
     plan: FaultPlan,
     ios: AtomicU64,
-    /// Writes since the last flush, with the bytes they replaced (kept only when a
-    /// power cut is planned), newest last.
-    unflushed: Mutex<Vec<(u64, Vec<u8>)>>,
-    powered_off: AtomicBool,
     /// Writes that landed with a flipped bit, and writes dropped.
     flipped: AtomicU64,
     lost: AtomicU64,
 }
 
+/// A member with what a power cut would take from it.
+#[derive(Debug)]
+pub(crate) struct Cache {
+    pub(crate) inner: Box<dyn Member>,
+    /// Writes since the last flush, with the bytes they replaced (kept only when a
+    /// power cut is planned), newest last.
+    unflushed: Mutex<Vec<(u64, Vec<u8>)>>,
+    powered_off: AtomicBool,
+}
+
+impl Cache {
+    /// Undoes every write since the last flush, newest first: what a drive's volatile
+    /// cache loses when the power fails.
+    pub(crate) fn cut_power(&self) {
+        self.powered_off.store(true, Ordering::Relaxed);
+        let mut journal = self.unflushed.lock().unwrap_or_else(|e| e.into_inner());
+        for (offset, old) in journal.drain(..).rev() {
+            // The device is gone either way; what could not be undone stays written.
+            let _ = self.inner.write_at(&old, offset);
+        }
+    }
+}
+
 impl FaultyMember {
     pub fn new(inner: Box<dyn Member>, plan: FaultPlan) -> FaultyMember {
-        FaultyMember {
+        let cache = Arc::new(Cache {
             inner,
-            plan,
-            ios: AtomicU64::new(0),
             unflushed: Mutex::new(Vec::new()),
             powered_off: AtomicBool::new(false),
+        });
+        if plan.on_machine_power {
+            crate::power::attach(&cache);
+        }
+        FaultyMember {
+            cache,
+            plan,
+            ios: AtomicU64::new(0),
             flipped: AtomicU64::new(0),
             lost: AtomicU64::new(0),
         }
@@ -189,15 +264,15 @@ impl FaultyMember {
         self.lost.load(Ordering::Relaxed)
     }
 
-    /// Undoes every write since the last flush, newest first: what a drive's volatile
-    /// cache loses when the power fails.
-    fn cut_power(&self) {
-        self.powered_off.store(true, Ordering::Relaxed);
-        let mut journal = self.unflushed.lock().unwrap_or_else(|e| e.into_inner());
-        for (offset, old) in journal.drain(..).rev() {
-            // The device is gone either way; what could not be undone stays written.
-            let _ = self.inner.write_at(&old, offset);
-        }
+    /// Whether a power cut may undo writes: the journal of unflushed writes is kept.
+    fn journaled(&self) -> bool {
+        self.plan.power_cut_after.is_some() || self.plan.on_machine_power
+    }
+
+    /// Held across each I/O of a member on the machine's power rail, so that a cut
+    /// finds none half done.
+    fn powered(&self) -> Option<crate::power::Powered> {
+        self.plan.on_machine_power.then(crate::power::powered)
     }
 
     /// Applies the plan to one I/O touching `range` (none for a flush); `write` for a
@@ -211,11 +286,11 @@ impl FaultyMember {
             std::thread::sleep(self.plan.stall_for);
         }
         if self.plan.power_cut_after.is_some_and(|at| n >= at)
-            && !self.powered_off.load(Ordering::Relaxed)
+            && !self.cache.powered_off.load(Ordering::Relaxed)
         {
-            self.cut_power();
+            self.cache.cut_power();
         }
-        if self.powered_off.load(Ordering::Relaxed) {
+        if self.cache.powered_off.load(Ordering::Relaxed) {
             return Err(io::Error::from_raw_os_error(libc::ENODEV));
         }
         if self.plan.fail_after.is_some_and(|after| n >= after) {
@@ -235,27 +310,16 @@ impl FaultyMember {
     }
 }
 
-impl Member for FaultyMember {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.check(Some(offset..offset + buf.len() as u64), false)?;
-        self.inner.read_at(buf, offset)
-    }
-
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+impl FaultyMember {
+    fn write_unpowered(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let inner = &self.cache.inner;
         let range = offset..offset + buf.len() as u64;
         self.check(Some(range.clone()), true)?;
-        if self.plan.power_cut_after.is_some() {
+        if self.journaled() {
             let mut old = vec![0u8; buf.len()];
-            self.inner.read_at(&mut old, offset)?;
-            self.unflushed
+            inner.read_at(&mut old, offset)?;
+            self.cache
+                .unflushed
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push((offset, old));
@@ -275,7 +339,7 @@ impl Member for FaultyMember {
             .filter_map(|l| overlap(&range, l))
             .collect();
         if lost.is_empty() {
-            return self.inner.write_at(&data, offset);
+            return inner.write_at(&data, offset);
         }
         self.lost.fetch_add(1, Ordering::Relaxed);
         // Store only what lies outside the lost ranges.
@@ -285,17 +349,40 @@ impl Member for FaultyMember {
         for cut in cuts.iter().chain(std::iter::once(&(range.end..range.end))) {
             if cut.start > at {
                 let (a, b) = ((at - offset) as usize, (cut.start - offset) as usize);
-                self.inner.write_at(&data[a..b], at)?;
+                inner.write_at(&data[a..b], at)?;
             }
             at = at.max(cut.end);
         }
         Ok(())
     }
+}
+
+impl Member for FaultyMember {
+    fn name(&self) -> &str {
+        self.cache.inner.name()
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.cache.inner.size_bytes()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let _power = self.powered();
+        self.check(Some(offset..offset + buf.len() as u64), false)?;
+        self.cache.inner.read_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let _power = self.powered();
+        self.write_unpowered(buf, offset)
+    }
 
     fn flush(&self) -> io::Result<()> {
+        let _power = self.powered();
         self.check(None, false)?;
-        self.inner.flush()?;
-        self.unflushed
+        self.cache.inner.flush()?;
+        self.cache
+            .unflushed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
@@ -305,16 +392,22 @@ impl Member for FaultyMember {
     /// Durable as it returns, and only this write: a power cut still undoes earlier
     /// writes not flushed, but leaves this one's bytes where they overlap it.
     fn write_durable_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.write_at(buf, offset)?;
-        self.inner.flush()?;
-        if self.plan.power_cut_after.is_none() {
+        let _power = self.powered();
+        let inner = &self.cache.inner;
+        self.write_unpowered(buf, offset)?;
+        inner.flush()?;
+        if !self.journaled() {
             return Ok(());
         }
         // What landed (flips and lost ranges applied), as a power cut must keep it.
         let mut stored = vec![0u8; buf.len()];
-        self.inner.read_at(&mut stored, offset)?;
+        inner.read_at(&mut stored, offset)?;
         let end = offset + buf.len() as u64;
-        let mut unflushed = self.unflushed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut unflushed = self
+            .cache
+            .unflushed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(at) = unflushed
             .iter()
             .rposition(|(o, old)| *o == offset && old.len() == buf.len())
@@ -339,7 +432,7 @@ impl Member for FaultyMember {
     // Zeroing keeps the trait's default, zeros written through `write_at`, so every
     // injected fault applies to it as to any write.
     fn data_ranges(&self, offset: u64, length: u64) -> Vec<Range<u64>> {
-        self.inner.data_ranges(offset, length)
+        self.cache.inner.data_ranges(offset, length)
     }
 }
 
@@ -411,6 +504,16 @@ mod tests {
 
     fn member(plan: FaultPlan) -> FaultyMember {
         FaultyMember::new(Box::new(MemoryMember::new("m", 1 << 16)), plan)
+    }
+
+    #[test]
+    fn a_plan_prints_as_the_spec_that_makes_it() {
+        let spec = "role=3,fail-after=7,errors=4096..8192,write-errors=0..512,errors-after=2,latency=5ms,stall-after=9,stall=2000ms,flips=0..4096,lose=8192..12288,power-cut-after=11,power-cut-on-signal";
+        let f: MemberFault = spec.parse().expect("valid");
+        assert_eq!(format!("role=3,{}", f.plan), spec);
+        let again: MemberFault = format!("role=3,{}", f.plan).parse().expect("valid");
+        assert_eq!(again, f);
+        assert_eq!(FaultPlan::default().to_string(), "nothing");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod file;
 mod lock;
 mod memory;
 mod options;
+mod power;
 mod sparse;
 
 pub use error::MemberError;
@@ -21,6 +22,7 @@ pub use fault::{FaultPlan, FaultyMember, MemberFault};
 pub use file::FileMember;
 pub use memory::MemoryMember;
 pub use options::{DirectFd, DirectMode, OpenOptions};
+pub use power::{cut_machine_power, PowerOff};
 pub use sparse::{data_ranges, zero_without_writing};
 
 /// A member device. Positional I/O at byte offsets; thread-safe reads/writes (&self).

@@ -182,7 +182,7 @@ pub(crate) fn open(config: &ExportConfig, backend: BackendChoice) -> Result<Open
     }
     for f in &config.faults {
         crate::log::info(&format!(
-            "export '{name}': injecting faults into role {}: {:?}",
+            "export '{name}': injecting faults into role {}: {}",
             f.role, f.plan
         ));
     }
