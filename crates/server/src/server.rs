@@ -300,13 +300,15 @@ fn remove_stale_socket(path: &std::path::Path) {
     }
 }
 
-/// SIGINT and SIGTERM, blocked in every thread so that one thread can wait for them.
+/// SIGINT and SIGTERM (and SIGUSR1 when it cuts the power), blocked in every thread so
+/// that one thread can wait for them.
 #[derive(Debug, Clone, Copy)]
 pub struct StopSignals(libc::sigset_t);
 
-/// Blocks SIGINT and SIGTERM in the calling thread. Call it before any other thread
-/// starts (threads inherit the mask), then hand the result to [`stop_on_signals`].
-pub fn block_stop_signals() -> std::io::Result<StopSignals> {
+/// Blocks SIGINT and SIGTERM in the calling thread, and SIGUSR1 with `power_cut`
+/// (members faulted with `power-cut-on-signal`). Call it before any other thread starts
+/// (threads inherit the mask), then hand the result to [`stop_on_signals`].
+pub fn block_stop_signals(power_cut: bool) -> std::io::Result<StopSignals> {
     // SAFETY: sigset_t is plain data, initialised by sigemptyset before use; the
     // pointers passed are to locals that outlive the calls.
     unsafe {
@@ -314,6 +316,9 @@ pub fn block_stop_signals() -> std::io::Result<StopSignals> {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        if power_cut {
+            libc::sigaddset(&mut set, libc::SIGUSR1);
+        }
         let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         if rc != 0 {
             return Err(std::io::Error::from_raw_os_error(rc));
@@ -322,20 +327,35 @@ pub fn block_stop_signals() -> std::io::Result<StopSignals> {
     }
 }
 
-/// Starts a thread that stops `handle` when SIGINT or SIGTERM arrives.
+/// Exit status of a server whose power was cut (as a shell reports a SIGKILL).
+pub const POWER_CUT_EXIT: i32 = 137;
+
+/// Starts a thread that stops `handle` when SIGINT or SIGTERM arrives. SIGUSR1, when
+/// blocked for it, cuts the power of every member on the machine's power rail (their
+/// unflushed writes undone at one instant) and ends the process there and then.
 pub fn stop_on_signals(signals: StopSignals, handle: ShutdownHandle) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("xraid-signals".to_owned())
         .spawn(move || loop {
             let mut sig: libc::c_int = 0;
             // SAFETY: the set is initialised and `sig` is a live local.
-            if unsafe { libc::sigwait(&signals.0, &mut sig) } == 0 {
-                log::info(&format!(
-                    "signal {sig}: finishing requests in flight, then stopping"
-                ));
-                handle.stop();
-                return;
+            if unsafe { libc::sigwait(&signals.0, &mut sig) } != 0 {
+                continue;
             }
+            if sig == libc::SIGUSR1 {
+                // Held until the end: no member I/O after the cut.
+                let off = xraid_member::cut_machine_power();
+                log::error(&format!(
+                    "signal {sig}: power cut (--fault power-cut-on-signal): {} members lost the writes they had not flushed; stopping dead",
+                    off.members
+                ));
+                std::process::exit(POWER_CUT_EXIT);
+            }
+            log::info(&format!(
+                "signal {sig}: finishing requests in flight, then stopping"
+            ));
+            handle.stop();
+            return;
         })?;
     Ok(())
 }

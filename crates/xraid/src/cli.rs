@@ -309,9 +309,12 @@ pub struct ServeArgs {
     /// `fail-now`, `fail-after=IOS`, `errors=START..END` (member bytes, K/M/G),
     /// `write-errors=START..END` (writes there fail), `errors-after=IOS` (the error
     /// ranges begin to fail only after that many I/Os), `latency=MSms`, `stall-after=IOS` [`stall=Ns`], `flips=START..END` (silent bit
-    /// flips), `lose=START..END` (writes dropped silently) or `power-cut-after=IOS`
-    /// (unflushed writes undone, then gone), e.g. `--fault role=1,fail-after=5000`.
-    /// Repeatable.
+    /// flips), `lose=START..END` (writes dropped silently), `power-cut-after=IOS`
+    /// (unflushed writes undone, then gone) or `power-cut-on-signal` (SIGUSR1 cuts the
+    /// power of every member with it at one instant, undoing what each had not
+    /// flushed, and the server dies there: a crash test that `kill -9` cannot be, as
+    /// the kernel keeps what a killed process wrote), e.g.
+    /// `--fault role=1,fail-after=5000`. Repeatable.
     #[arg(long)]
     pub fault: Vec<MemberFault>,
     /// Pace of a background rebuild or resync while clients are busy, in MB/s per

@@ -59,7 +59,12 @@ pub(crate) fn listen_of(
 /// Starts the server, says how to reach it, and runs until a stop signal.
 pub(crate) fn serve(config: &ServeConfig, backend: BackendChoice) -> Result<()> {
     // Before any thread starts, so that every thread inherits the blocked mask.
-    let signals = block_stop_signals()?;
+    let power_cut = config
+        .exports
+        .iter()
+        .flat_map(|e| &e.faults)
+        .any(|f| f.plan.on_machine_power);
+    let signals = block_stop_signals(power_cut)?;
     let server = Server::start(config, backend)?;
     stop_on_signals(signals, server.shutdown_handle())?;
     let address = server.address().to_owned();
