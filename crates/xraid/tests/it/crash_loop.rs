@@ -61,22 +61,22 @@ const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[test]
 fn raid5_survives_a_crash_loop() {
-    crash_loop(5, 4, 0, Variant::Plain);
+    crash_loop(5, 4, 0, PLAIN);
 }
 
 #[test]
 fn raid6_survives_a_crash_loop() {
-    crash_loop(6, 5, 0, Variant::Plain);
+    crash_loop(6, 5, 0, PLAIN);
 }
 
 #[test]
 fn rebuilding_raid5_survives_a_crash_loop() {
-    crash_loop(5, 4, 0, Variant::Rebuilding);
+    crash_loop(5, 4, 0, REBUILDING);
 }
 
 #[test]
 fn rebuilding_raid6_survives_a_crash_loop() {
-    crash_loop(6, 5, 0, Variant::Rebuilding);
+    crash_loop(6, 5, 0, REBUILDING);
 }
 
 /// Mirrors: a kill between the writes of a unit's copies leaves them different; reads
@@ -84,49 +84,119 @@ fn rebuilding_raid6_survives_a_crash_loop() {
 /// round's check holds it to what was read) until the resync makes them agree.
 #[test]
 fn raid1_survives_a_crash_loop() {
-    crash_loop(1, 3, 0, Variant::Plain);
+    crash_loop(1, 3, 0, PLAIN);
 }
 
 #[test]
 fn raid10_survives_a_crash_loop() {
-    crash_loop(10, 4, 0, Variant::Plain);
+    crash_loop(10, 4, 0, PLAIN);
 }
 
 #[test]
 fn degraded_raid10_survives_a_crash_loop() {
-    crash_loop(10, 4, 1, Variant::Plain);
+    crash_loop(10, 4, 1, PLAIN);
+}
+
+/// Power cuts: every member is on the machine's power rail, and instead of a SIGKILL
+/// (after which the kernel still holds everything the server wrote) the power fails:
+/// each member loses the writes it had not flushed, at one instant, and the server
+/// dies. What a FLUSH or FUA acknowledged must be there; nothing else need be.
+#[test]
+fn raid5_survives_power_cuts() {
+    crash_loop(5, 4, 0, POWER_CUT);
+}
+
+#[test]
+fn raid6_survives_power_cuts() {
+    crash_loop(6, 5, 0, POWER_CUT);
+}
+
+#[test]
+fn degraded_raid5_survives_power_cuts() {
+    crash_loop(5, 4, 1, POWER_CUT);
+}
+
+#[test]
+fn raid10_survives_power_cuts() {
+    crash_loop(10, 4, 0, POWER_CUT);
+}
+
+#[test]
+fn raid5_with_checksums_survives_power_cuts() {
+    crash_loop(5, 4, 0, POWER_CUT.and(CHECKSUMS));
 }
 
 #[test]
 fn churning_raid5_survives_a_crash_loop() {
-    crash_loop(5, 4, 0, Variant::Churning);
+    crash_loop(5, 4, 0, CHURNING);
 }
 
 #[test]
 fn churning_raid6_survives_a_crash_loop() {
-    crash_loop(6, 5, 0, Variant::Churning);
+    crash_loop(6, 5, 0, CHURNING);
+}
+
+/// Membership changes cut off by power cuts: members that joined meanwhile are on the
+/// power rail from the next start.
+#[test]
+fn churning_raid6_survives_power_cuts() {
+    crash_loop(6, 5, 0, CHURNING.and(POWER_CUT));
 }
 
 /// Newcomers to a checksummed array start with unknown checksums and learn them as
 /// they are rebuilt; a member back keeps its own; a replaced one takes its table away.
 #[test]
 fn churning_raid6_with_checksums_survives_a_crash_loop() {
-    crash_loop(6, 5, 0, Variant::ChurningChecksums);
+    crash_loop(6, 5, 0, CHURNING.and(CHECKSUMS));
 }
 
 /// What a crash loop does besides writing and killing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Variant {
-    Plain,
+struct Variant {
     /// Integrity mode (per-block checksums).
-    Checksums,
+    checksums: bool,
     /// Members replaced by blank ones while served, their recovers cut off by kills.
-    Rebuilding,
+    rebuilding: bool,
     /// Every kind of membership change while served (fail and add, replace, fail and
     /// add back, spares, remove), each cut off by kills.
-    Churning,
-    /// The same, in integrity mode.
-    ChurningChecksums,
+    churning: bool,
+    /// Power cuts instead of kills: every member loses what it had not flushed, at once.
+    power_cut: bool,
+}
+
+const PLAIN: Variant = Variant {
+    checksums: false,
+    rebuilding: false,
+    churning: false,
+    power_cut: false,
+};
+const CHECKSUMS: Variant = Variant {
+    checksums: true,
+    ..PLAIN
+};
+const REBUILDING: Variant = Variant {
+    rebuilding: true,
+    ..PLAIN
+};
+const CHURNING: Variant = Variant {
+    churning: true,
+    ..PLAIN
+};
+const POWER_CUT: Variant = Variant {
+    power_cut: true,
+    ..PLAIN
+};
+
+impl Variant {
+    /// Both variants at once.
+    const fn and(self, other: Variant) -> Variant {
+        Variant {
+            checksums: self.checksums || other.checksums,
+            rebuilding: self.rebuilding || other.rebuilding,
+            churning: self.churning || other.churning,
+            power_cut: self.power_cut || other.power_cut,
+        }
+    }
 }
 
 /// Integrity mode (per-block checksums): the same, and no block may ever be taken for
@@ -134,12 +204,12 @@ enum Variant {
 /// believed.
 #[test]
 fn raid5_with_checksums_survives_a_crash_loop() {
-    crash_loop(5, 4, 0, Variant::Checksums);
+    crash_loop(5, 4, 0, CHECKSUMS);
 }
 
 #[test]
 fn degraded_raid6_with_checksums_survives_a_crash_loop() {
-    crash_loop(6, 5, 1, Variant::Checksums);
+    crash_loop(6, 5, 1, CHECKSUMS);
 }
 
 /// Degraded, a cut-off stripe write would leave the missing member's data — which no
@@ -147,12 +217,12 @@ fn degraded_raid6_with_checksums_survives_a_crash_loop() {
 /// it. Every round reads the whole array, the missing member's data included.
 #[test]
 fn degraded_raid5_survives_a_crash_loop() {
-    crash_loop(5, 4, 1, Variant::Plain);
+    crash_loop(5, 4, 1, PLAIN);
 }
 
 #[test]
 fn degraded_raid6_survives_a_crash_loop() {
-    crash_loop(6, 5, 1, Variant::Plain);
+    crash_loop(6, 5, 1, PLAIN);
 }
 
 /// SplitMix64: tiny, seedable, good enough to pick offsets and fill sectors.
@@ -796,9 +866,11 @@ fn resync_mismatches_in(log: &str) -> Option<u64> {
 
 /// Sync units (stripes, mirrored chunks) a kill may have left with parity or copies
 /// that disagree with their data: those a write not yet acknowledged touched (an
-/// acknowledged write has all its member writes done).
-fn torn_units(log: &RoundLog, unit: u64, into: &mut HashSet<u64>) {
-    for w in log.writes.iter().filter(|w| w.acked.is_none()) {
+/// acknowledged write has all its member writes done) — after a power cut, also those
+/// of writes acknowledged but not durable (each member loses what it had not flushed).
+fn torn_units(log: &RoundLog, unit: u64, power_cut: bool, into: &mut HashSet<u64>) {
+    let torn = |w: &&WriteRec| w.acked.is_none() || (power_cut && !log.durable(w));
+    for w in log.writes.iter().filter(torn) {
         into.extend(w.offset / unit..=(w.offset + w.len - 1) / unit);
     }
 }
@@ -825,30 +897,32 @@ fn socket_of(server: &Server) -> PathBuf {
 }
 
 fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
-    let integrity = matches!(variant, Variant::Checksums | Variant::ChurningChecksums);
-    let rebuilding = variant == Variant::Rebuilding;
-    let churning = matches!(variant, Variant::Churning | Variant::ChurningChecksums);
+    let Variant {
+        checksums: integrity,
+        rebuilding,
+        churning,
+        power_cut,
+    } = variant;
     let seed = env_u64("XRAID_CRASH_SEED").unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         Rng(t ^ u64::from(std::process::id())).next()
     });
-    // The checksummed and rebuilding variants run half as many rounds by default.
-    let default_rounds = if variant == Variant::Plain {
-        ROUNDS
-    } else {
-        ROUNDS / 2
-    };
+    // All but the plain variants run half as many rounds by default.
+    let default_rounds = if variant == PLAIN { ROUNDS } else { ROUNDS / 2 };
     let rounds = env_u64("XRAID_CRASH_ROUNDS").map_or(default_rounds, |n| n as usize);
     let degraded = if missing > 0 { ", degraded" } else { "" };
-    let what = match variant {
-        Variant::Plain => "",
-        Variant::Checksums => ", checksums",
-        Variant::Rebuilding => ", rebuilding",
-        Variant::Churning => ", churning",
-        Variant::ChurningChecksums => ", churning, checksums",
-    };
+    let what: String = [
+        (rebuilding, ", rebuilding"),
+        (churning, ", churning"),
+        (integrity, ", checksums"),
+        (power_cut, ", power cuts"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, name)| *name)
+    .collect();
     let tag = format!("RAID-{level}{degraded}{what}, XRAID_CRASH_SEED={seed:#x}");
     eprintln!("crash loop: {tag}, {rounds} rounds");
     let started = Instant::now();
@@ -859,11 +933,21 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
     }
     // A recover slow enough under the clients' writes to be cut off by the kills
     // (1 MB/s), yet quick to finish when a round waits for it (4 MB/s idle: 2 s).
-    let serve_args: Vec<&str> = if rebuilding || churning {
-        vec!["--rebuild-min", "1", "--rebuild-max", "4", p(&disks)]
+    let mut serve_args: Vec<&str> = if rebuilding || churning {
+        vec!["--rebuild-min", "1", "--rebuild-max", "4"]
     } else {
-        vec![p(&disks)]
+        Vec::new()
     };
+    // Every member on the machine's power rail: SIGUSR1 is the power cut.
+    let faults: Vec<String> = (0..members)
+        .map(|role| format!("role={role},power-cut-on-signal"))
+        .collect();
+    if power_cut {
+        for fault in &faults {
+            serve_args.extend(["--fault", fault.as_str()]);
+        }
+    }
+    serve_args.push(p(&disks));
     // A blank member is being recovered (since its add, until a log says it is done).
     let mut recovering;
     let (mut replaced, mut killed_in_recover, mut recovers_finished) = (0usize, 0usize, 0usize);
@@ -1019,7 +1103,12 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
             std::thread::sleep(delay);
             // The log as the kill finds it.
             let text = server.stderr();
-            server.kill();
+            if power_cut {
+                let status = server.cut_power();
+                assert_eq!(status.code(), Some(137), "{tag}: died of its power cut");
+            } else {
+                server.kill();
+            }
             stop.store(true, Ordering::Relaxed);
             text
         });
@@ -1046,7 +1135,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
         }
         last_text = text.clone();
         let log = log.into_inner().expect("log");
-        torn_units(&log, unit_bytes(level), &mut suspect);
+        torn_units(&log, unit_bytes(level), power_cut, &mut suspect);
         last = Some(log);
         round += 1;
     }

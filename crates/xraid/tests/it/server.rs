@@ -181,6 +181,29 @@ impl Server {
         }
     }
 
+    /// SIGUSR1 to a server whose members are all faulted with `power-cut-on-signal`:
+    /// what they had not flushed is undone at once and the server dies. Returns its
+    /// exit status (137) once it has.
+    pub fn cut_power(mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("a running server");
+        let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+        // SAFETY: kill takes no pointers; the pid is our own child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGUSR1) };
+        let start = Instant::now();
+        while start.elapsed() < PATIENCE {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "the server outlived its power cut by 10 s: {}",
+            self.stderr()
+        );
+    }
+
     /// SIGTERM, then up to 10 s for the process to exit (SIGKILL after that, and
     /// `None`).
     fn terminate(&mut self) -> Option<ExitStatus> {
