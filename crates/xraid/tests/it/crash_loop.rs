@@ -1,5 +1,5 @@
 //! A crash loop (issue 4): `xraid serve` is killed with SIGKILL, round after round,
-//! while NBD clients write to a RAID-5 or RAID-6 at random (several writes in flight per
+//! while NBD clients write to a RAID-5, 6, 1 or 10 at random (several writes in flight per
 //! connection, some with FUA, FLUSH now and then). After each kill the array is served
 //! again and read whole: every 512-byte sector must hold its last durable content or
 //! something written to it since, never anything else. After the last round the server
@@ -9,13 +9,18 @@
 //! mismatch names the write it found. The randomness is seeded and the seed is printed;
 //! `XRAID_CRASH_SEED=<seed>` replays the same writes and delays (the interleaving of the
 //! threads and the moment of the kill are up to the machine), and
-//! `XRAID_CRASH_ROUNDS=<n>` runs n rounds per level instead of 50 (25 for the arrays
-//! with checksums and those rebuilding).
+//! `XRAID_CRASH_ROUNDS=<n>` runs n rounds per level instead of 50 (25 for every
+//! variant but the plain one).
 //!
 //! The rebuilding variants also take a member out now and then while served and put a
 //! blank one in its place, whose recover the kills then cut off round after round: each
 //! restart resumes it from the checkpoint the superblocks hold (or rebuilds again), the
 //! array being read whole through it every round.
+//!
+//! The power-cut variants cut the power instead of killing: every member, on the
+//! machine's power rail (`--fault role=N,power-cut-on-signal`), loses the writes it had
+//! not flushed at one instant and the server dies — which a SIGKILL, after which the
+//! kernel still holds all the server wrote, cannot show.
 //!
 //! The churning variants change the membership while served, one change at a time, in
 //! every way a server takes: a member failed and a blank one added in its role, a member
