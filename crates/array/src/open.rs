@@ -503,6 +503,14 @@ impl Array {
                 }
                 None => self.set_newcomer_table(slot, checksums_offset_bytes.is_some()),
             }
+            // The failed member the spare takes the place of is out of the array now
+            // (status lists it as left out, for `xraid remove`) — unless it is the
+            // spare itself, back in the role it left.
+            if let Some((old_path, old_sb)) = self.superblocks[role].take() {
+                if crate::members::canonical(&old_path) != crate::members::canonical(&path) {
+                    self.let_go(old_path, Some(role16), old_sb);
+                }
+            }
             self.superblocks[role] = Some((path.clone(), sb));
             self.recovering[role] = Some(0);
             self.driver

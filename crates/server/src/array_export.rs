@@ -567,6 +567,19 @@ impl Worker {
             "health": health,
             "members": members,
             "spares": self.array.spare_paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            // Devices of the array it does not use (stale, faulty, replaced): for
+            // `xraid remove` or `xraid add`.
+            "left_out": self
+                .array
+                .left_out
+                .iter()
+                .filter(|l| l.reason != xraid_array::LeftOutReason::Spare)
+                .map(|l| serde_json::json!({
+                    "path": l.path.display().to_string(),
+                    "role": l.role,
+                    "reason": l.reason.to_string(),
+                }))
+                .collect::<Vec<_>>(),
             "sync": progress.map(|p| serde_json::json!({
                 "kind": p.kind.name(),
                 "done_percent": percent(&p),

@@ -211,7 +211,12 @@ fn print_text(s: &Status) {
     if let Some(chunk) = s.chunk_bytes {
         println!("    Chunk Size : {}K", chunk / 1024);
     }
-    println!("         State : {}, {}", s.state, s.health);
+    // md's way: "clean", "active", "clean, degraded", "active, degraded, recovering".
+    if s.health == "clean" {
+        println!("         State : {}", s.state);
+    } else {
+        println!("         State : {}, {}", s.state, s.health);
+    }
     println!("        Events : {}", s.events);
     if s.integrity {
         println!("     Integrity : on (CRC-32C per 4 KiB block, checked on every read)");
@@ -241,7 +246,7 @@ fn print_text(s: &Status) {
         }
     }
     for l in &s.left_out {
-        println!("    left out: {} ({})", l.path, l.reason);
+        println!("    left out: {}: {}", l.path, l.reason);
     }
 }
 
@@ -294,9 +299,13 @@ fn print_live(s: &serde_json::Value) {
         let latency = m["latency_ms"]
             .as_f64()
             .map_or_else(|| "-".to_owned(), |l| format!("{l:.2} ms"));
+        // A JSON value prints without padding: the role as a number.
+        let role = m["role"]
+            .as_u64()
+            .map_or_else(|| "?".to_owned(), |r| r.to_string());
         println!(
             "    {:>4}  {:<26}  {:>7}  {}",
-            m["role"],
+            role,
             state,
             latency,
             m["path"].as_str().unwrap_or("-")
@@ -304,7 +313,7 @@ fn print_live(s: &serde_json::Value) {
         if let (Some(r), Some(p)) = (replacement, copied) {
             println!(
                 "    {:>4}  {:<26}  {:>7}  {}",
-                m["role"],
+                role,
                 format!("replacement {p}%"),
                 "-",
                 r["path"].as_str().unwrap_or("-")
@@ -313,5 +322,12 @@ fn print_live(s: &serde_json::Value) {
     }
     for spare in s["spares"].as_array().into_iter().flatten() {
         println!("    spare: {}", spare.as_str().unwrap_or("?"));
+    }
+    for l in s["left_out"].as_array().into_iter().flatten() {
+        println!(
+            "    left out: {}: {}",
+            l["path"].as_str().unwrap_or("?"),
+            l["reason"].as_str().unwrap_or("?")
+        );
     }
 }

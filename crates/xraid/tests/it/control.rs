@@ -356,13 +356,24 @@ fn failed_members_and_spares_are_removed_live() {
     // A failed member whose role a spare took.
     let d1 = disks.join("d1");
     ok(&["fail", p(&disks), p(&d1)]);
-    wait_for_health(&disks, "clean");
+    let s = wait_for_health(&disks, "clean");
+    // Status lists it as left out, for `xraid remove`.
+    let left: Vec<&str> = s["left_out"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["path"].as_str())
+        .collect();
+    assert!(left.iter().any(|l| l.ends_with("d1")), "{s}");
+    assert!(ok(&["status", p(&disks)]).contains("d1: faulty"));
     let out = ok(&["remove", p(&disks), p(&d1)]);
     assert!(
         out.contains("removed from the array by the server"),
         "{out}"
     );
     assert!(superblock_erased(&d1));
+    let s = live_status(&disks);
+    assert_eq!(s["left_out"].as_array().map(Vec::len), Some(0), "{s}");
     // A spare took its place: the server closed it (before 2026-11-25 it held it until
     // it stopped), so it comes back while served, as a hot spare of the whole array.
     let out = ok_once_let_go(&["add", p(&disks), p(&d1)]);
