@@ -938,7 +938,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
     }
     // A recover slow enough under the clients' writes to be cut off by the kills
     // (1 MB/s), yet quick to finish when a round waits for it (4 MB/s idle: 2 s).
-    let mut serve_args: Vec<&str> = if rebuilding || churning {
+    let mut serve_args: Vec<&str> = if rebuilding || churning || power_cut {
         vec!["--rebuild-min", "1", "--rebuild-max", "4"]
     } else {
         Vec::new()
