@@ -78,13 +78,57 @@ pub(crate) fn serve(config: &ServeConfig, backend: BackendChoice) -> Result<()> 
             Listen::Tcp(_) => format!("{scheme}://{address}/{name}"),
             Listen::Unix(path) => format!("{scheme}+unix:///{name}?socket={}", path.display()),
         };
-        println!("serving '{name}' ({}, {description}) at {uri}", human(size));
-        println!("  qemu-img info {uri}");
-        println!("  nbdcopy {uri} copy.img");
-        println!("  nbdfuse mnt/disk {uri}");
+        // Quoted for the shell: a Unix socket's URI holds a '?'.
+        let arg = shell_word(&uri);
+        say(&format!(
+            "serving '{name}' ({}, {description}) at {uri}",
+            human(size)
+        ));
+        say(&format!("  qemu-img info {arg}"));
+        say(&format!("  nbdcopy {arg} copy.img"));
+        say(&format!("  nbdfuse mnt/disk {arg}"));
     }
-    println!("listening on {address}; stop with Ctrl-C or SIGTERM");
+    say(&format!(
+        "listening on {address}; stop with Ctrl-C or SIGTERM"
+    ));
     server.run()?;
-    println!("stopped; arrays flushed and marked clean");
+    say("stopped; arrays flushed and marked clean");
     Ok(())
+}
+
+/// One line on standard output; a closed output (`xraid serve | head`) must not stop
+/// the server, so a failed write is dropped.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
+/// `text` as one shell word: quoted when it holds anything a shell would act on.
+fn shell_word(text: &str) -> String {
+    let plain = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/:._-+=@%,".contains(c));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn uris_are_quoted_for_the_shell_where_they_need_it() {
+        assert_eq!(
+            shell_word("nbd://127.0.0.1:10809/xraid"),
+            "nbd://127.0.0.1:10809/xraid"
+        );
+        assert_eq!(
+            shell_word("nbd+unix:///xraid?socket=/tmp/s.sock"),
+            "'nbd+unix:///xraid?socket=/tmp/s.sock'"
+        );
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
 }

@@ -5,7 +5,7 @@
 use crate::nbd_clients::run;
 use crate::require_tool;
 use crate::server::{create_array, raid5, Server};
-use crate::util::{p, random_bytes, sha256_file, sha256_of_read, tempdir};
+use crate::util::{ok, p, random_bytes, sha256_file, sha256_of_read, tempdir};
 
 const ARRAY_BYTES: usize = 45 << 20;
 
@@ -558,4 +558,64 @@ fn a_member_that_loses_power_under_a_client_is_rebuilt_when_added_back() {
     std::fs::write(&image, &expected).expect("expected image");
     std::fs::remove_file(disks.join("d0")).expect("lose d0");
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
+}
+
+/// A server whose output nobody reads any more (`xraid serve ... | head`: the pipe
+/// closes) goes on serving and still stops cleanly on SIGTERM. Before, the first log
+/// line after the close panicked — in the signal thread, so SIGTERM was lost and only
+/// `kill -9` stopped the server.
+#[test]
+fn a_server_whose_log_pipe_closed_still_serves_and_stops_cleanly() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let dir = tempdir();
+    let disks = crate::server::raid5(dir.path(), "8M");
+    let socket = dir.path().join("s.sock");
+    let mut child = crate::util::xraid()
+        .args(["serve", "--socket", p(&socket), p(&disks)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("xraid serve starts");
+    // Read until it listens, then close both pipes.
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    while !line.starts_with("listening on ") {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).expect("read") > 0,
+            "no listening line"
+        );
+    }
+    drop(out);
+    drop(child.stderr.take());
+    // Logged (to the closed pipe): a member failed through the control socket.
+    ok(&["fail", p(&disks), p(&disks.join("d1"))]);
+    let uri = format!("nbd+unix:///xraid?socket={}", p(&socket));
+    if crate::util::has_tool("qemu-io") {
+        let io = std::process::Command::new("qemu-io")
+            .args(["-f", "raw", &uri, "-c", "write -P 9 0 64k"])
+            .output()
+            .expect("qemu-io runs");
+        assert!(io.status.success(), "still served");
+    }
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+    // SAFETY: kill takes no pointers; the pid is our own child, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("SIGTERM did not stop a server whose log pipe had closed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
+    assert_eq!(s["state"], "clean", "{s}");
 }
