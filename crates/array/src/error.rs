@@ -83,6 +83,10 @@ pub enum ArrayError {
     NotInArray { path: PathBuf, name: String },
     #[error("{path} is already a hot spare of array '{name}'")]
     AlreadySpare { path: PathBuf, name: String },
+    #[error("hot spare {path} no longer holds this array's spare superblock (written by something else since): passed over, not overwritten")]
+    SpareChanged { path: PathBuf },
+    #[error("hot spare {path} is gone (deleted or replaced while it waited)")]
+    SpareGone { path: PathBuf },
     #[error("{path} left the array while it is served, and I/O the server sent it is still in the kernel: try again shortly (a device that stalls keeps it so: add another disk)")]
     HeldByServer { path: PathBuf },
     #[error("array '{name}' is RAID-0: it has no redundancy to fall back on while a member is replaced (copy the array to a new one instead)")]

@@ -58,6 +58,10 @@ pub struct Array {
     recovering: Vec<Option<u64>>,
     /// Hot spares found at open and not used yet.
     spares: Vec<(PathBuf, Superblock)>,
+    /// The spares' devices, held open (and locked) while they wait, as md holds its
+    /// spares: no other process can take one over meanwhile. A spare that could not
+    /// be opened is not here; it is opened (or passed over) when it steps in.
+    held_spares: Vec<(PathBuf, FileMember)>,
     /// A recover waits for another sync (cancelled to make way) to end.
     recover_pending: bool,
     /// The internal write-intent bitmap, when the array has one and is open to write.
@@ -325,6 +329,7 @@ impl Array {
             resync_from,
             recovering,
             spares,
+            held_spares: Vec::new(),
             recover_pending: false,
             recover_from_bitmap: bitmap.is_some() && !whole_recovery,
             homecoming: None,
@@ -345,7 +350,50 @@ impl Array {
         if !array.start_recovery_if_needed()? {
             array.start_resync_if_needed()?;
         }
+        if array.mode == OpenMode::ReadWrite {
+            let paths = array.spare_paths();
+            for path in paths {
+                array.hold_spare(&path, None);
+            }
+        }
         Ok(array)
+    }
+
+    /// Keeps spare `path`'s device open and locked while it waits (`open`: already
+    /// opened, by whoever wrote its superblock). One that cannot be opened now is
+    /// opened, or passed over, when it steps in.
+    fn hold_spare(&mut self, path: &std::path::Path, open: Option<FileMember>) {
+        let member = match open {
+            Some(member) => member,
+            None => match FileMember::open(path, &member_options(true)) {
+                Ok(member) => member,
+                Err(_) => return,
+            },
+        };
+        self.held_spares.push((path.to_path_buf(), member));
+    }
+
+    /// The device of spare `path`, stepping in: the one held open since it became a
+    /// spare, or opened now.
+    fn take_spare_device(&mut self, path: &std::path::Path) -> Result<FileMember, ArrayError> {
+        let held = self
+            .held_spares
+            .iter()
+            .position(|(p, _)| p == path)
+            .map(|i| self.held_spares.remove(i).1);
+        match held {
+            Some(member) if member.still_at_path() => Ok(member),
+            // Gone (or another file now) while held: as if the disk had vanished.
+            Some(_) => Err(ArrayError::SpareGone {
+                path: path.to_path_buf(),
+            }),
+            None => Ok(FileMember::open(path, &member_options(true))?),
+        }
+    }
+
+    /// Closes spare `path`'s device (removed from the array).
+    fn release_spare(&mut self, path: &std::path::Path) {
+        self.held_spares.retain(|(p, _)| p != path);
     }
 
     /// Members recorded as being recovered are rebuilt in the background, from the
@@ -430,15 +478,29 @@ impl Array {
                 break;
             }
             let (path, spare) = self.spares.remove(0);
-            let member = match FileMember::open(&path, &member_options(true)) {
+            let member = match self.take_spare_device(&path) {
                 Ok(member) => member,
                 Err(e) => {
                     // A spare that cannot be opened (gone, unreadable) is passed over
                     // for the next; the failed role still gets a spare if one works.
-                    unusable.get_or_insert(e.into());
+                    unusable.get_or_insert(e);
                     continue;
                 }
             };
+            // Still this array's spare? (Not held open, something else may have
+            // written it since.) Anything else is passed over, not overwritten.
+            match crate::scan::read_superblock(&member, &path) {
+                Ok(Some(now))
+                    if now.set_uuid == spare.set_uuid && now.device_uuid == spare.device_uuid => {}
+                Ok(_) => {
+                    unusable.get_or_insert(ArrayError::SpareChanged { path: path.clone() });
+                    continue;
+                }
+                Err(e) => {
+                    unusable.get_or_insert(e);
+                    continue;
+                }
+            }
             let mut sb = self.freshest.clone();
             // A returning member in its own role catches up from the bitmap, when it
             // is the only one to rebuild; anything else is rebuilt whole.
@@ -467,7 +529,8 @@ impl Array {
                 .map(|(start, _)| start * SECTOR_BYTES);
             if self.stripe_log_sectors().is_some() && log_offset_bytes.is_none() {
                 // A spare without room for the log cannot serve this array's writes.
-                self.spares.push((path, spare));
+                self.spares.push((path.clone(), spare));
+                self.hold_spare(&path, Some(member));
                 continue;
             }
             let checksums_offset_bytes = self.newcomer_checksums(&member, &sb);
@@ -1140,8 +1203,8 @@ impl Array {
             _ => None,
         };
         self.write_newcomer(&member, &sb, new)?;
-        // Spares are opened when they step in.
-        drop(member);
+        // Held open and locked while it waits as a spare (or steps in at once).
+        self.hold_spare(new, Some(member));
         self.left_out.retain(|l| canonical(&l.path) != wanted);
         let path = new.to_path_buf();
         if !spare && states.contains(&MemberState::Failed) {
@@ -1252,7 +1315,8 @@ impl Array {
             self.driver.let_go_of_failed(role_idx(r));
         }
         if let Some(i) = spare {
-            self.spares.remove(i);
+            let (spare_path, _) = self.spares.remove(i);
+            self.release_spare(&spare_path);
         }
         self.left_out.retain(|l| canonical(&l.path) != wanted);
         let taken_by_present = self
@@ -1505,7 +1569,22 @@ impl Array {
             geo.member_sectors(),
             self.integrity,
         );
-        let (member, existing) = open_newcomer(new, size, need, &self.freshest.set_uuid, force)?;
+        // A spare's device is held open and locked: let go of it to open it as the
+        // replacement (and hold it again if that fails).
+        let spare_path = spare.map(|i| self.spares[i].0.clone());
+        if let Some(p) = &spare_path {
+            self.release_spare(p);
+        }
+        let opened = open_newcomer(new, size, need, &self.freshest.set_uuid, force);
+        let (member, existing) = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                if let Some(p) = &spare_path {
+                    self.hold_spare(p, None);
+                }
+                return Err(e);
+            }
+        };
         if let Some(sb) = existing
             .as_ref()
             .filter(|sb| sb.set_uuid == self.freshest.set_uuid)

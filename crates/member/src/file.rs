@@ -128,6 +128,17 @@ impl FileMember {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Whether its path still names the file it has open (the same device and inode):
+    /// not so once the file was deleted or replaced, or the disk went away, while it
+    /// was held open.
+    pub fn still_at_path(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (self.buffered.metadata(), std::fs::metadata(&self.path)) {
+            (Ok(held), Ok(named)) => held.dev() == named.dev() && held.ino() == named.ino(),
+            _ => false,
+        }
+    }
 }
 
 /// What the member uses given the mode asked for and what O_DIRECT turned out to be:

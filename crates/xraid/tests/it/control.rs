@@ -544,3 +544,61 @@ fn a_member_that_failed_while_served_comes_back_live_and_catches_up() {
     let check = json(&ok(&["scrub", "check", "--json", p(&disks)]));
     assert_eq!(check["mismatched_units"], 0, "{check}");
 }
+
+/// A served array holds its hot spares open and locked, as md does, so that nothing
+/// else takes one over while it waits (before, `create --force` could make a spare a
+/// member of another array, and the server then rebuilt over it when a member
+/// failed); removing the spare lets it go.
+#[test]
+fn hot_spares_are_held_while_served() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "8M");
+    ok(&[
+        "add",
+        "--spare",
+        "--size",
+        "8M",
+        p(&disks),
+        p(&disks.join("s0")),
+    ]);
+    let _server = Server::unix(dir.path(), &[p(&disks)]);
+    let s1 = disks.join("s1");
+    ok(&["add", "--spare", "--size", "8M", p(&disks), p(&s1)]);
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).expect("folder");
+    for spare in ["s0", "s1"] {
+        let err = fails(&[
+            "create",
+            "-l",
+            "1",
+            "--force",
+            "--size",
+            "8M",
+            p(&other.join("e0")),
+            p(&disks.join(spare)),
+        ]);
+        assert!(err.contains("in use by another process"), "{spare}: {err}");
+    }
+    ok(&["remove", p(&disks), p(&s1)]);
+    let moved = other.join("s1");
+    std::fs::rename(&s1, &moved).expect("move the removed spare away");
+    ok(&[
+        "create",
+        "-l",
+        "1",
+        "--force",
+        "--size",
+        "8M",
+        p(&other.join("e1")),
+        p(&moved),
+    ]);
+    // The spare found at start still steps in when a member fails.
+    ok(&["fail", p(&disks), p(&disks.join("d2"))]);
+    let s = wait_for_health(&disks, "clean");
+    assert!(
+        s["members"][2]["path"]
+            .as_str()
+            .is_some_and(|path| path.ends_with("s0")),
+        "{s}"
+    );
+}
