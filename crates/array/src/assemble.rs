@@ -24,8 +24,14 @@ pub struct FoundMember {
 /// Why a member with this array's UUID was left out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeftOutReason {
-    /// Its event counter is behind the freshest member's: it missed writes.
-    Stale { events: u64, freshest: u64 },
+    /// Its event counter is behind the freshest member's: it missed writes. `faulty`:
+    /// the freshest role table also records it faulty (failed with `xraid fail`, by
+    /// the server, or written without while it was away: md records all of these so).
+    Stale {
+        events: u64,
+        freshest: u64,
+        faulty: bool,
+    },
     /// The freshest superblock records it as faulty.
     Faulty,
     /// A hot spare: holds no data yet.
@@ -40,8 +46,16 @@ pub enum LeftOutReason {
 impl std::fmt::Display for LeftOutReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LeftOutReason::Stale { events, freshest } => {
-                write!(f, "stale (events {events}, array at {freshest})")
+            LeftOutReason::Stale {
+                events,
+                freshest,
+                faulty,
+            } => {
+                write!(f, "stale (events {events}, array at {freshest})")?;
+                if *faulty {
+                    f.write_str(", marked faulty")?;
+                }
+                Ok(())
             }
             LeftOutReason::Faulty => f.write_str("faulty"),
             LeftOutReason::Spare => f.write_str("spare"),
@@ -191,6 +205,7 @@ pub fn assemble(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, A
             Some(LeftOutReason::Stale {
                 events: m.superblock.events,
                 freshest: freshest.events,
+                faulty: recorded == Some(ROLE_FAULTY),
             })
         } else if recorded == Some(ROLE_FAULTY) || role == Some(ROLE_FAULTY) {
             Some(LeftOutReason::Faulty)

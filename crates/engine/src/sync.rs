@@ -31,6 +31,8 @@ pub enum SyncError {
     Busy(&'static str),
     #[error("RAID-0 has no redundancy to {0}")]
     NoRedundancy(&'static str),
+    #[error("the array has no redundancy left to {0} against (a member is missing): add one first (xraid add), and its rebuild will read everything")]
+    NoRedundancyLeft(&'static str),
     #[error("nothing to recover: no member is being rebuilt or replaced")]
     NoTarget,
     #[error("role {0} has no active member to replace")]
@@ -220,7 +222,24 @@ impl Engine {
         if kind == SyncKind::Recover && !rebuilding && !self.any_replacing() {
             return Err(SyncError::NoTarget);
         }
+        if matches!(kind, SyncKind::Check | SyncKind::Repair) && !self.redundancy_left() {
+            return Err(SyncError::NoRedundancyLeft(kind.name()));
+        }
         Ok(())
+    }
+
+    /// Whether some unit still has redundancy: some active member could fail without
+    /// data being lost (RAID-5 missing one member has none; RAID-10 missing one still
+    /// has the other pairs).
+    fn redundancy_left(&self) -> bool {
+        let states = self.member_states().to_vec();
+        (0..states.len()).any(|m| {
+            states[m] == MemberState::Active && {
+                let mut without = states.clone();
+                without[m] = MemberState::Failed;
+                Engine::lost_with(self.geo, without).is_none()
+            }
+        })
     }
 
     /// Stops issuing sync units; the sync ends (with [`crate::Event::SyncFinished`],

@@ -114,3 +114,27 @@ fn raid0_has_nothing_to_scrub() {
         "not even the superblocks: {status}"
     );
 }
+
+/// A scrub needs something to check against: refused on a RAID-5 missing a member
+/// (before, it "found 0 mismatched units" of a check it could not make), run on a
+/// RAID-10 missing one (the other pair still has both copies).
+#[test]
+fn a_scrub_without_redundancy_left_is_refused_and_says_why() {
+    let dir = tempdir();
+    let r5 = crate::server::create_array(dir.path(), "5", 3, "8M", &[]);
+    ok(&["fail", p(&r5), p(&r5.join("d1"))]);
+    let err = fails(&["scrub", "check", p(&r5)]);
+    assert!(err.contains("no redundancy left to check against"), "{err}");
+    let err = fails(&["scrub", "repair", p(&r5)]);
+    assert!(
+        err.contains("no redundancy left to repair against"),
+        "{err}"
+    );
+
+    let dir = tempdir();
+    let r10 = crate::server::create_array(dir.path(), "10", 4, "8M", &[]);
+    ok(&["fail", p(&r10), p(&r10.join("d1"))]);
+    let check = scrub("check", p(&r10));
+    assert_eq!(check["completed"], true, "{check}");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+}
