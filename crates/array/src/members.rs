@@ -51,6 +51,9 @@ pub fn add_member(
             });
         }
     }
+    if assembled.geometry.level() == xraid_layout::Level::Raid0 {
+        return Err(ArrayError::SpareRaid0 { name });
+    }
     let freshest = &assembled.superblock;
     let integrity = crate::integrity::array_keeps_checksums(&assembled)?;
     let need = crate::integrity::newcomer_need_bytes(

@@ -1108,6 +1108,9 @@ impl Array {
         if self.mode != OpenMode::ReadWrite {
             return Err(ArrayError::ReadOnly { name });
         }
+        if self.driver.engine().geometry().level() == xraid_layout::Level::Raid0 {
+            return Err(ArrayError::SpareRaid0 { name });
+        }
         let wanted = canonical(new);
         let states = self.driver.engine().member_states().to_vec();
         // A member that failed while served, coming back: its device is closed first

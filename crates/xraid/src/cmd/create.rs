@@ -17,6 +17,9 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         .map(|name| Layout::parse(level, name))
         .transpose()?;
     let mut members = args.members;
+    if level == Level::Raid0 && args.spares > 0 {
+        bail!("--spares: raid0 has no redundancy, so a hot spare could never step in");
+    }
     if args.spares >= members.len() {
         bail!(
             "--spares {} leaves no member for the array: name the array's members first, then the spares",

@@ -269,3 +269,35 @@ fn a_closed_pipe_ends_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A RAID-0 can never use a hot spare: refused at create and at add, with no file made.
+#[test]
+fn spares_for_raid0_are_refused() {
+    let dir = tempdir();
+    let m: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("z{i}"))).collect();
+    let err = fails(&[
+        "create",
+        "-l",
+        "0",
+        "--size",
+        "4M",
+        "--spares",
+        "1",
+        p(&m[0]),
+        p(&m[1]),
+        p(&m[2]),
+    ]);
+    assert!(err.contains("no redundancy"), "{err}");
+    assert!(m.iter().all(|m| !m.exists()), "nothing is created");
+    ok(&["create", "-l", "0", "--size", "4M", p(&m[0]), p(&m[1])]);
+    let before = hashes(&m[..2]);
+    for spare in [&["--spare"][..], &[][..]] {
+        let mut args = vec!["add", "--size", "4M"];
+        args.extend_from_slice(spare);
+        args.extend([p(dir.path()), p(&m[2])]);
+        let err = fails(&args);
+        assert!(err.contains("RAID-0"), "{err}");
+        assert!(!m[2].exists(), "no file made");
+    }
+    assert_eq!(hashes(&m[..2]), before, "the array is as it was");
+}
