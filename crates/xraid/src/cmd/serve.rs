@@ -58,6 +58,17 @@ pub(crate) fn listen_of(
 
 /// Starts the server, says how to reach it, and runs until a stop signal.
 pub(crate) fn serve(config: &ServeConfig, backend: BackendChoice) -> Result<()> {
+    // Member paths as the server shows them (status, logs) mean the same from any
+    // folder a client runs in: absolute, as members added while served are.
+    let mut config = config.clone();
+    for export in &mut config.exports {
+        for path in &mut export.paths {
+            if let Ok(absolute) = std::path::absolute(&*path) {
+                *path = absolute;
+            }
+        }
+    }
+    let config = &config;
     // Before any thread starts, so that every thread inherits the blocked mask.
     let power_cut = config
         .exports

@@ -273,7 +273,8 @@ fn print_live(s: &serde_json::Value) {
         );
     }
     println!();
-    println!("    Role  State                       Latency  Path");
+    // Room for latencies up to 9999.99 ms.
+    println!("    Role  State                          Latency  Path");
     for m in s["members"].as_array().into_iter().flatten() {
         let replacement = m["replacement"].as_object();
         let copied = replacement.map(|r| r["copied_percent"].as_u64().unwrap_or(0));
@@ -304,7 +305,7 @@ fn print_live(s: &serde_json::Value) {
             .as_u64()
             .map_or_else(|| "?".to_owned(), |r| r.to_string());
         println!(
-            "    {:>4}  {:<26}  {:>7}  {}",
+            "    {:>4}  {:<26}  {:>10}  {}",
             role,
             state,
             latency,
@@ -312,7 +313,7 @@ fn print_live(s: &serde_json::Value) {
         );
         if let (Some(r), Some(p)) = (replacement, copied) {
             println!(
-                "    {:>4}  {:<26}  {:>7}  {}",
+                "    {:>4}  {:<26}  {:>10}  {}",
                 role,
                 format!("replacement {p}%"),
                 "-",
