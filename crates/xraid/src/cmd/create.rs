@@ -65,19 +65,32 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
     })?;
     bar.finish_and_clear();
     let geo = created.geometry;
+    // RAID-1 has neither a layout nor a chunk.
+    let shape = if geo.level() == Level::Raid1 {
+        String::new()
+    } else {
+        format!(
+            ", layout {}, chunk {}",
+            geo.layout(),
+            human(u64::from(geo.chunk_sectors()) * 512)
+        )
+    };
     println!(
-        "created {} array '{}' ({}) on {} members: {} ({} bytes), layout {}, chunk {}",
+        "created {} array '{}' ({}) on {} members: {} ({} bytes){shape}",
         geo.level(),
         created.name,
         created.uuid,
         geo.raid_disks(),
         human(geo.array_sectors() * 512),
         geo.array_sectors() * 512,
-        geo.layout(),
-        human(u64::from(geo.chunk_sectors()) * 512),
     );
     if created.synced {
-        println!("parity initialised from the members' existing contents");
+        let what = if geo.level().has_parity() {
+            "parity initialised"
+        } else {
+            "mirror copies made the same"
+        };
+        println!("{what} from the members' existing contents");
     }
     if args.integrity {
         println!("integrity mode: every 4 KiB block is checked against its CRC-32C on read");
