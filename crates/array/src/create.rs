@@ -178,17 +178,30 @@ pub fn create(
     let mut members: Vec<Box<dyn Member>> = Vec::with_capacity(n);
     // Per member, whether it is a new sparse file (all zeros, as its checksums say).
     let mut blank = Vec::with_capacity(n);
-    for (path, member) in opts.members.iter().zip(existing) {
-        blank.push(member.is_none());
-        let member = match member {
-            Some(member) => member,
-            None => {
-                let size = opts.size_bytes.expect("checked above");
-                FileMember::create_sparse(path, size)?;
-                FileMember::open(path, &member_options(true))?
-            }
-        };
-        members.push(Box::new(member));
+    // Files this create makes: taken away again if a later one cannot be made, so
+    // that a failed create leaves nothing behind for a retry to pick up.
+    let mut made: Vec<&Path> = Vec::new();
+    let opened = (|| -> Result<(), ArrayError> {
+        for (path, member) in opts.members.iter().zip(existing) {
+            blank.push(member.is_none());
+            let member = match member {
+                Some(member) => member,
+                None => {
+                    let size = opts.size_bytes.expect("checked above");
+                    FileMember::create_sparse(path, size)?;
+                    made.push(path);
+                    FileMember::open(path, &member_options(true))?
+                }
+            };
+            members.push(Box::new(member));
+        }
+        Ok(())
+    })();
+    if let Err(e) = opened {
+        for path in made {
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(e);
     }
     let slots = members
         .into_iter()

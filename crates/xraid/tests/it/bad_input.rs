@@ -301,3 +301,15 @@ fn spares_for_raid0_are_refused() {
     }
     assert_eq!(hashes(&m[..2]), before, "the array is as it was");
 }
+
+/// A create that cannot make one of its files takes away those it made: a retry (say
+/// with another size) must not pick up leftovers of the first try.
+#[test]
+fn a_failed_create_leaves_no_files_behind() {
+    let dir = tempdir();
+    let (a, b) = (dir.path().join("a.img"), dir.path().join("b.img"));
+    let c = dir.path().join("no-such-folder").join("c.img");
+    let err = fails(&["create", "-l", "5", "--size", "4M", p(&a), p(&b), p(&c)]);
+    assert!(err.contains("cannot create"), "{err}");
+    assert!(!a.exists() && !b.exists(), "the files it made are gone");
+}
