@@ -85,6 +85,10 @@ pub struct Assembled {
     pub left_out: Vec<LeftOut>,
     /// Files in a named folder that hold no md superblock (ignored).
     pub ignored: Vec<PathBuf>,
+    /// Files whose md superblock is there but damaged (a bad checksum, impossible
+    /// fields), with what is wrong: left out, as mdadm leaves out a device whose
+    /// superblock it cannot trust, so that the array still starts from the others.
+    pub damaged: Vec<(PathBuf, xraid_format::FormatError)>,
 }
 
 impl Assembled {
@@ -146,23 +150,31 @@ pub fn assemble(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, A
     let candidates = expand(paths)?;
     let mut found: Vec<FoundMember> = Vec::new();
     let mut ignored = Vec::new();
+    let mut damaged = Vec::new();
     for candidate in candidates {
         let member = FileMember::open(&candidate.path, options)?;
-        match read_superblock(&member, &candidate.path)? {
-            Some(superblock) => found.push(FoundMember {
+        match read_superblock(&member, &candidate.path) {
+            Ok(Some(superblock)) => found.push(FoundMember {
                 path: candidate.path,
                 member,
                 superblock,
             }),
-            None if candidate.explicit => {
+            Ok(None) if candidate.explicit => {
                 return Err(ArrayError::NotMember {
                     path: candidate.path,
                 })
             }
-            None => ignored.push(candidate.path),
+            Ok(None) => ignored.push(candidate.path),
+            Err(ArrayError::Superblock { path, source }) => damaged.push((path, source)),
+            Err(e) => return Err(e),
         }
     }
     let Some(first) = found.first() else {
+        // Nothing but damaged superblocks: say what is wrong with the first.
+        if !damaged.is_empty() {
+            let (path, source) = damaged.swap_remove(0);
+            return Err(ArrayError::Superblock { path, source });
+        }
         let path = paths.first().cloned().unwrap_or_default();
         return Err(ArrayError::EmptyFolder { path });
     };
@@ -284,6 +296,7 @@ pub fn assemble(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, A
         roles,
         left_out,
         ignored,
+        damaged,
     };
     check_enough(&assembled)?;
     Ok(assembled)

@@ -152,6 +152,12 @@ pub(crate) fn open(config: &ExportConfig, backend: BackendChoice) -> Result<Open
             l.reason
         ));
     }
+    for (path, damage) in &assembled.damaged {
+        crate::log::error(&format!(
+            "export '{name}': {} left out: its md superblock is damaged ({damage})",
+            path.display()
+        ));
+    }
     if assembled.is_degraded() {
         crate::log::info(&format!(
             "export '{name}': array '{}' is degraded",

@@ -79,11 +79,21 @@ fn warn_about(assembled: &Assembled) {
             );
         }
     }
-    for l in assembled.unused() {
+    // Hot spares waiting are as they should be: no warning.
+    for l in assembled
+        .unused()
+        .filter(|l| l.reason != xraid_array::LeftOutReason::Spare)
+    {
         eprintln!(
             "xraid: warning: {} left out: {}",
             l.path.display(),
             l.reason
+        );
+    }
+    for (path, damage) in &assembled.damaged {
+        eprintln!(
+            "xraid: warning: {} left out: its md superblock is damaged ({damage})",
+            path.display()
         );
     }
     if assembled.is_degraded() {

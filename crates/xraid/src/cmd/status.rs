@@ -137,6 +137,12 @@ fn describe(a: &Assembled) -> Result<Status> {
             reason: l.reason.to_string(),
             events: l.superblock.events,
         })
+        .chain(a.damaged.iter().map(|(path, damage)| LeftOutStatus {
+            path: path.display().to_string(),
+            role: None,
+            reason: format!("damaged md superblock ({damage})"),
+            events: 0,
+        }))
         .collect();
     let has_chunk = geo.level() != Level::Raid1;
     Ok(Status {

@@ -313,3 +313,54 @@ fn a_failed_create_leaves_no_files_behind() {
     assert!(err.contains("cannot create"), "{err}");
     assert!(!a.exists() && !b.exists(), "the files it made are gone");
 }
+
+/// A member whose md superblock is damaged (a bad checksum) is left out with a
+/// warning, as mdadm leaves it out, and the array starts degraded from the others —
+/// before, the whole folder was refused. Nothing is written to it.
+#[test]
+fn a_member_with_a_damaged_superblock_is_left_out_not_the_array() {
+    let dir = tempdir();
+    let members = raid5(dir.path());
+    let image = ok_bytes_of(&["read", p(dir.path())]);
+    let mut bytes = std::fs::read(&members[1]).expect("member");
+    bytes[4096 + 104] ^= 0xff;
+    std::fs::write(&members[1], &bytes).expect("damage the superblock");
+    let out = crate::util::xraid()
+        .args(["read", p(dir.path())])
+        .output()
+        .expect("xraid runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout == image, "the array reads the same, degraded");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("m1.img left out: its md superblock is damaged"),
+        "{stderr}"
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(dir.path())])).expect("JSON");
+    assert_eq!(s["degraded"], true, "{s}");
+    assert!(
+        s["left_out"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("damaged md superblock")),
+        "{s}"
+    );
+    assert_eq!(
+        std::fs::read(&members[1]).expect("member"),
+        bytes,
+        "untouched"
+    );
+}
+
+fn ok_bytes_of(args: &[&str]) -> Vec<u8> {
+    let out = crate::util::xraid()
+        .args(args)
+        .output()
+        .expect("xraid runs");
+    assert!(out.status.success());
+    out.stdout
+}
