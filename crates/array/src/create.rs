@@ -86,6 +86,12 @@ pub fn create(
         });
     }
     let raid_disks = u16::try_from(n).expect("checked against max_members");
+    // md keeps 32 bytes of name; a longer one would be cut short without a word.
+    if opts.name.len() > 32 {
+        return Err(ArrayError::NameTooLong {
+            name: opts.name.clone(),
+        });
+    }
     let layout = opts.layout.unwrap_or_else(|| Layout::default_for(level));
     let chunk_sectors = chunk_sectors(level, opts.chunk_bytes)?;
     // Validate level, layout and chunk before touching any file.

@@ -93,6 +93,8 @@ pub enum ArrayError {
     ReplaceRaid0 { name: String },
     #[error("array '{name}' is RAID-0: it has no redundancy, so a hot spare could never step in and no role can be rebuilt")]
     SpareRaid0 { name: String },
+    #[error("array name '{name}' is longer than the 32 bytes md's superblock keeps")]
+    NameTooLong { name: String },
     #[error("{path} is being rebuilt: wait for its rebuild to end before replacing it")]
     ReplaceRebuilding { path: PathBuf },
     #[error("role {role} of array '{name}' is already being replaced (by {by}): wait for it to end, or fail the replacement")]

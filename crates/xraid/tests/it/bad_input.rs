@@ -364,3 +364,36 @@ fn ok_bytes_of(args: &[&str]) -> Vec<u8> {
     assert!(out.status.success());
     out.stdout
 }
+
+/// md keeps 32 bytes of array name: a longer one is refused, not cut short silently.
+#[test]
+fn an_array_name_longer_than_md_keeps_is_refused() {
+    let dir = tempdir();
+    let (a, b) = (dir.path().join("a.img"), dir.path().join("b.img"));
+    let long = "n".repeat(33);
+    let err = fails(&[
+        "create",
+        "-l",
+        "1",
+        "-N",
+        &long,
+        "--size",
+        "4M",
+        p(&a),
+        p(&b),
+    ]);
+    assert!(err.contains("longer than the 32 bytes"), "{err}");
+    assert!(!a.exists() && !b.exists());
+    let fits = "n".repeat(32);
+    ok(&[
+        "create",
+        "-l",
+        "1",
+        "-N",
+        &fits,
+        "--size",
+        "4M",
+        p(&a),
+        p(&b),
+    ]);
+}
