@@ -49,7 +49,13 @@ pub fn write(args: WriteArgs, backend: BackendChoice) -> Result<()> {
         None => Box::new(std::io::stdin().lock()),
     };
     let input_len = match &args.input {
-        Some(path) => Some(std::fs::metadata(path)?.len()),
+        Some(path) => {
+            let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+            if meta.is_dir() {
+                bail!("{}: is a directory, not a file to write", path.display());
+            }
+            Some(meta.len())
+        }
         None => None,
     };
     let mut array = open_array(&args.array, OpenMode::ReadWrite, backend)?;

@@ -397,3 +397,13 @@ fn an_array_name_longer_than_md_keeps_is_refused() {
         p(&b),
     ]);
 }
+
+#[test]
+fn writing_a_directory_into_the_array_is_refused_with_its_name() {
+    let dir = tempdir();
+    let members = raid5(dir.path());
+    let before = hashes(&members);
+    let err = fails(&["write", p(dir.path()), "-i", p(dir.path())]);
+    assert!(err.contains("is a directory, not a file to write"), "{err}");
+    assert_eq!(hashes(&members), before, "nothing written");
+}
