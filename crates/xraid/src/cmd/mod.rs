@@ -61,7 +61,7 @@ pub(crate) fn open_array(
     let (assembled, promoted) = assemble_with_spares(paths, &options)?;
     for spare in &promoted {
         eprintln!(
-            "xraid: spare {} takes role {} and is rebuilt",
+            "xraid: spare {} takes role {}: it is rebuilt while the array is open to write, going on from where it stopped each time (`xraid serve` runs it in the background; `xraid status` shows how far it is)",
             spare.path.display(),
             spare.role.unwrap_or_default()
         );
