@@ -43,6 +43,14 @@ pub fn run(args: ExamineArgs) -> Result<()> {
         if let Some(line) = integrity_line(&member, &sb) {
             println!("{line}");
         }
+        // mdadm's arithmetic above wraps for a device shorter than its superblock
+        // says (its "Unused Space ... after" turns huge); say plainly what is wrong.
+        let data_end = sb.data_offset.saturating_add(sb.data_size);
+        if device_sectors < data_end {
+            eprintln!(
+                "xraid: warning: {name} is shorter than its superblock says ({device_sectors} sectors; its data area ends at sector {data_end}): truncated, or the wrong device"
+            );
+        }
     }
     Ok(())
 }

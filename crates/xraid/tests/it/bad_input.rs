@@ -407,3 +407,27 @@ fn writing_a_directory_into_the_array_is_refused_with_its_name() {
     assert!(err.contains("is a directory, not a file to write"), "{err}");
     assert_eq!(hashes(&members), before, "nothing written");
 }
+
+/// `examine` keeps mdadm's output (whose arithmetic wraps for a short device) and
+/// says plainly that the device is shorter than its superblock.
+#[test]
+fn examine_says_when_a_member_is_shorter_than_its_superblock() {
+    let dir = tempdir();
+    let members = raid5(dir.path());
+    let short = dir.path().join("short.img");
+    std::fs::copy(&members[0], &short).expect("copy");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&short)
+        .expect("open");
+    f.set_len(2 << 20).expect("truncate");
+    let out = crate::util::xraid()
+        .args(["examine", p(&short)])
+        .output()
+        .expect("xraid runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is shorter than its superblock says"),
+        "{stderr}"
+    );
+}
