@@ -75,7 +75,7 @@ pub enum ArrayError {
     AlreadyActive { path: PathBuf, name: String },
     #[error("{path} is not an active member of array '{name}': name one of its members (see xraid status)")]
     NotActive { path: PathBuf, name: String },
-    #[error("failing {path} is refused: {detail}")]
+    #[error("failing {path} is refused: the array would not survive it ({detail})")]
     WouldLoseData { path: PathBuf, detail: String },
     #[error("{path} is an active member: fail it first (xraid fail), then remove it")]
     StillActive { path: PathBuf },

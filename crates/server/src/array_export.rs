@@ -618,7 +618,7 @@ impl Worker {
         states[role] = MemberState::Failed;
         if let Some(lost) = xraid_engine::Engine::lost_with(*engine.geometry(), states) {
             return crate::control::error_reply(&format!(
-                "failing {} is refused: {lost}",
+                "failing {} is refused: the array would not survive it ({lost})",
                 path.display()
             ));
         }
