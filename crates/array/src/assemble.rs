@@ -147,6 +147,14 @@ impl Assembled {
 /// Finds the members among `paths` (files, block devices or folders), opens them with
 /// `options` and assembles the array they form.
 pub fn assemble(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, ArrayError> {
+    let assembled = assemble_anyway(paths, options)?;
+    check_enough(&assembled)?;
+    Ok(assembled)
+}
+
+/// As [`assemble`], but an array that misses more members than its level survives is
+/// returned too (for `xraid status` to show what is there), with why it cannot start.
+pub fn assemble_anyway(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, ArrayError> {
     let candidates = expand(paths)?;
     let mut found: Vec<FoundMember> = Vec::new();
     let mut ignored = Vec::new();
@@ -298,8 +306,13 @@ pub fn assemble(paths: &[PathBuf], options: &OpenOptions) -> Result<Assembled, A
         ignored,
         damaged,
     };
-    check_enough(&assembled)?;
     Ok(assembled)
+}
+
+/// Why the array cannot start, if it cannot: more members missing (or only part
+/// rebuilt) than its level survives.
+pub fn cannot_start(a: &Assembled) -> Option<ArrayError> {
+    check_enough(a).err()
 }
 
 /// An array as messages name it: `'name' (uuid)`.

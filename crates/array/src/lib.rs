@@ -16,7 +16,9 @@ mod open;
 mod scan;
 mod sync;
 
-pub use assemble::{assemble, Assembled, FoundMember, LeftOut, LeftOutReason};
+pub use assemble::{
+    assemble, assemble_anyway, cannot_start, Assembled, FoundMember, LeftOut, LeftOutReason,
+};
 pub use create::{create, CreateOptions, Created, DATA_OFFSET_SECTORS};
 pub use error::ArrayError;
 pub use integrity::array_keeps_checksums as keeps_checksums;

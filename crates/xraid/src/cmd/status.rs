@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use serde::Serialize;
-use xraid_array::{assemble, Assembled, LeftOutReason};
+use xraid_array::{assemble_anyway, cannot_start, Assembled, LeftOutReason};
 use xraid_format::Superblock;
 use xraid_layout::{Layout, Level, SECTOR_BYTES};
 use xraid_member::{DirectMode, OpenOptions};
@@ -26,6 +26,9 @@ struct Status {
     /// being rebuilt), "resync" (not stopped cleanly: parity is checked when it is next
     /// opened to write).
     health: &'static str,
+    /// Why the array cannot start ("failed"): the members it misses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed_because: Option<String>,
     degraded: bool,
     events: u64,
     /// Integrity mode: members keep a checksum per 4 KiB block.
@@ -81,7 +84,8 @@ pub fn run(args: StatusArgs) -> Result<()> {
         direct: DirectMode::Off,
         lock: false,
     };
-    let assembled = assemble(&args.array, &options)?;
+    // An array that cannot start is shown all the same: what is there, and why.
+    let assembled = assemble_anyway(&args.array, &options)?;
     let status = describe(&assembled)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
@@ -155,7 +159,10 @@ fn describe(a: &Assembled) -> Result<Status> {
         array_size_bytes: geo.array_sectors() * SECTOR_BYTES,
         member_data_bytes: geo.member_sectors() * SECTOR_BYTES,
         state: if sb.is_clean() { "clean" } else { "active" },
-        health: if a.roles.iter().any(|m| rebuilt_percent(m, &geo).is_some()) {
+        failed_because: cannot_start(a).map(|e| e.to_string()),
+        health: if cannot_start(a).is_some() {
+            "failed"
+        } else if a.roles.iter().any(|m| rebuilt_percent(m, &geo).is_some()) {
             "recovering"
         } else if a.is_degraded() {
             "degraded"
@@ -222,6 +229,9 @@ fn print_text(s: &Status) {
         println!("         State : {}", s.state);
     } else {
         println!("         State : {}, {}", s.state, s.health);
+    }
+    if let Some(why) = &s.failed_because {
+        println!("        Failed : {why}");
     }
     println!("        Events : {}", s.events);
     if s.integrity {

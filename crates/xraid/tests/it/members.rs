@@ -122,11 +122,21 @@ fn without_rebuild_md_sees_a_recovering_member_and_serve_rebuilds_it() {
     // So a second member away is one too many, and the refusal says why.
     let away = dir.path().join("d3.away");
     std::fs::rename(disks.join("d3"), &away).expect("d3 away");
-    let err = fails(&["status", p(&disks)]);
+    let err = fails(&["read", "-o", "/dev/null", p(&disks)]);
     assert!(
         err.contains("3 of 4 members present") && err.contains("role 2 only 0% rebuilt"),
         "{err}"
     );
+    // Status still shows what is there, as failed, and why.
+    let s = status(&disks);
+    assert_eq!(s["health"], "failed", "{s}");
+    assert!(
+        s["failed_because"]
+            .as_str()
+            .is_some_and(|w| w.contains("role 2 only 0% rebuilt")),
+        "{s}"
+    );
+    assert!(ok(&["status", p(&disks)]).contains("Failed : cannot start"));
     std::fs::rename(&away, disks.join("d3")).expect("d3 back");
 
     let server = Server::unix(dir.path(), &[p(&disks)]);
