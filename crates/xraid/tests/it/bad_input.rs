@@ -330,7 +330,7 @@ fn a_failed_create_leaves_no_files_behind() {
 fn a_member_with_a_damaged_superblock_is_left_out_not_the_array() {
     let dir = tempdir();
     let members = raid5(dir.path());
-    let image = ok_bytes_of(&["read", p(dir.path())]);
+    let image = crate::util::ok_bytes(&["read", p(dir.path())]);
     let mut bytes = std::fs::read(&members[1]).expect("member");
     bytes[4096 + 104] ^= 0xff;
     std::fs::write(&members[1], &bytes).expect("damage the superblock");
@@ -363,15 +363,6 @@ fn a_member_with_a_damaged_superblock_is_left_out_not_the_array() {
         bytes,
         "untouched"
     );
-}
-
-fn ok_bytes_of(args: &[&str]) -> Vec<u8> {
-    let out = crate::util::xraid()
-        .args(args)
-        .output()
-        .expect("xraid runs");
-    assert!(out.status.success());
-    out.stdout
 }
 
 /// md keeps 32 bytes of array name: a longer one is refused, not cut short silently.

@@ -23,23 +23,8 @@ fn assert_reads(disks: &Path, expected: &[u8]) {
 /// The array in `disks` reads back as `expected` at byte `offset`.
 fn assert_reads_at(disks: &Path, offset: u64, expected: &[u8]) {
     let (offset, length) = (offset.to_string(), expected.len().to_string());
-    let out = ok_bytes(&["read", p(disks), "--offset", &offset, "--length", &length]);
+    let out = crate::util::ok_bytes(&["read", p(disks), "--offset", &offset, "--length", &length]);
     assert_eq!(out[..], expected[..]);
-}
-
-/// Runs xraid with `args` and returns its standard output as bytes; panics with its
-/// stderr if it fails.
-fn ok_bytes(args: &[&str]) -> Vec<u8> {
-    let out = crate::util::xraid()
-        .args(args)
-        .output()
-        .expect("xraid runs");
-    assert!(
-        out.status.success(),
-        "xraid {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
 }
 
 /// Rewrites the sync size in every member's bitmap superblock (8 KiB into the member,

@@ -566,32 +566,27 @@ fn hot_spares_are_held_while_served() {
     ok(&["add", "--spare", "--size", "8M", p(&disks), p(&s1)]);
     let other = dir.path().join("other");
     std::fs::create_dir(&other).expect("folder");
+    // A RAID-1 of another array, made over `member` by force.
+    let take_over = |partner: &str, member: &Path| {
+        crate::util::xraid()
+            .args(["create", "-l", "1", "--force", "--size", "8M"])
+            .args([p(&other.join(partner)), p(member)])
+            .output()
+            .expect("xraid runs")
+    };
     for spare in ["s0", "s1"] {
-        let err = fails(&[
-            "create",
-            "-l",
-            "1",
-            "--force",
-            "--size",
-            "8M",
-            p(&other.join("e0")),
-            p(&disks.join(spare)),
-        ]);
+        let out = take_over("e0", &disks.join(spare));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{spare} was taken over");
         assert!(err.contains("in use by another process"), "{spare}: {err}");
     }
     ok(&["remove", p(&disks), p(&s1)]);
     let moved = other.join("s1");
     std::fs::rename(&s1, &moved).expect("move the removed spare away");
-    ok(&[
-        "create",
-        "-l",
-        "1",
-        "--force",
-        "--size",
-        "8M",
-        p(&other.join("e1")),
-        p(&moved),
-    ]);
+    assert!(
+        take_over("e1", &moved).status.success(),
+        "let go once removed"
+    );
     // The spare found at start still steps in when a member fails.
     ok(&["fail", p(&disks), p(&disks.join("d2"))]);
     let s = wait_for_health(&disks, "clean");

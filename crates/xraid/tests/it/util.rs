@@ -19,6 +19,18 @@ pub fn ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs xraid with `args` and returns its standard output as bytes; panics with its
+/// stderr if it fails.
+pub fn ok_bytes(args: &[&str]) -> Vec<u8> {
+    let out = xraid().args(args).output().expect("xraid runs");
+    assert!(
+        out.status.success(),
+        "xraid {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// Runs xraid with `args` (an `add` of a device that left a served array), again
 /// while the server says I/O it sent the device is still in the kernel (it closes
 /// the device when that completes); panics with any other failure.
