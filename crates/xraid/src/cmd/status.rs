@@ -98,6 +98,7 @@ pub fn run(args: StatusArgs) -> Result<()> {
 fn describe(a: &Assembled) -> Result<Status> {
     let geo = a.geometry;
     let sb = &a.superblock;
+    let failed_because = cannot_start(a).map(|e| e.to_string());
     let members = a
         .roles
         .iter()
@@ -159,8 +160,7 @@ fn describe(a: &Assembled) -> Result<Status> {
         array_size_bytes: geo.array_sectors() * SECTOR_BYTES,
         member_data_bytes: geo.member_sectors() * SECTOR_BYTES,
         state: if sb.is_clean() { "clean" } else { "active" },
-        failed_because: cannot_start(a).map(|e| e.to_string()),
-        health: if cannot_start(a).is_some() {
+        health: if failed_because.is_some() {
             "failed"
         } else if a.roles.iter().any(|m| rebuilt_percent(m, &geo).is_some()) {
             "recovering"
@@ -173,6 +173,7 @@ fn describe(a: &Assembled) -> Result<Status> {
         } else {
             "clean"
         },
+        failed_because,
         degraded: a.is_degraded() || a.roles.iter().any(|m| rebuilt_percent(m, &geo).is_some()),
         events: sb.events,
         integrity: xraid_array::keeps_checksums(a)?,
