@@ -75,6 +75,18 @@ pub fn add_member(
     } else {
         own_role.or_else(|| missing.first().copied())
     };
+    // A spare of this array added as a spare again would change nothing (the server
+    // says the same).
+    let already_spare = assembled
+        .left_out
+        .iter()
+        .any(|l| l.reason == LeftOutReason::Spare && canonical(&l.path) == canonical(new));
+    if role.is_none() && already_spare {
+        return Err(ArrayError::AlreadySpare {
+            path: new.to_path_buf(),
+            name,
+        });
+    }
     let mut sb = freshest.clone();
     sb.device_uuid = random_uuid();
     sb.data_size =

@@ -431,3 +431,24 @@ fn examine_says_when_a_member_is_shorter_than_its_superblock() {
         "{stderr}"
     );
 }
+
+/// Adding a hot spare as a spare again is refused, offline as served (it used to say
+/// "added as a hot spare" a second time and rewrite its superblock).
+#[test]
+fn a_spare_added_again_is_refused() {
+    let dir = tempdir();
+    let members = raid5(dir.path());
+    let spare = dir.path().join("s0.img");
+    ok(&["add", "--spare", "--size", "4M", p(dir.path()), p(&spare)]);
+    let mut all = members.clone();
+    all.push(spare.clone());
+    let before = hashes(&all);
+    for args in [
+        &["add", "--spare", p(dir.path()), p(&spare)][..],
+        &["add", p(dir.path()), p(&spare)][..],
+    ] {
+        let err = fails(args);
+        assert!(err.contains("is already a hot spare"), "{err}");
+    }
+    assert_eq!(hashes(&all), before, "nothing written");
+}
