@@ -67,11 +67,13 @@ def run_seed(seed, level, root):
         try:
             members = json.loads(status.stdout).get("members", [])
             left_out = json.loads(status.stdout).get("left_out", [])
+            spares = json.loads(status.stdout).get("spares", [])
         except json.JSONDecodeError:
-            members, left_out = [], []
+            members, left_out, spares = [], [], []
         active = [m["path"] for m in members if m.get("state") == "active" and m.get("path")]
         faulty = [m["path"] for m in members if m.get("state") == "faulty" and m.get("path")]
         faulty += [l["path"] for l in left_out if isinstance(l, dict) and l.get("path")]
+        faulty += [s for s in spares if isinstance(s, str)]
         op = rng.choice(["fail", "add", "spare", "replace", "remove", "away", "back",
                          "write", "scrub"])
         done = None

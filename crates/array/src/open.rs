@@ -791,6 +791,16 @@ impl Array {
         self.freshest.name()
     }
 
+    /// The array's UUID, as mdadm prints it.
+    pub fn uuid(&self) -> String {
+        Superblock::uuid_string(&self.freshest.set_uuid)
+    }
+
+    /// The event count of the superblocks last written.
+    pub fn events(&self) -> u64 {
+        self.freshest.events
+    }
+
     /// Marks the array active before the first write: a new event count on every present
     /// member, missing members recorded as faulty. Called once; later calls do nothing.
     pub fn begin_writes(&mut self) -> Result<(), ArrayError> {

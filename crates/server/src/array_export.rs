@@ -561,7 +561,14 @@ impl Worker {
             "ok": true,
             "served": true,
             "name": self.name,
+            "uuid": self.array.uuid(),
             "level": geo.level().to_string(),
+            // RAID-0 and RAID-1 have no layout; RAID-1 no chunk (as offline status).
+            "layout": (!matches!(geo.level(), xraid_engine::Level::Raid0 | xraid_engine::Level::Raid1))
+                .then(|| geo.layout().to_string()),
+            "chunk_bytes": (geo.level() != xraid_engine::Level::Raid1)
+                .then(|| u64::from(geo.chunk_sectors()) * SECTOR_BYTES),
+            "events": self.array.events(),
             "raid_disks": geo.raid_disks(),
             "array_size_bytes": geo.array_sectors() * SECTOR_BYTES,
             "health": health,

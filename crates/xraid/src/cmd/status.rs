@@ -34,6 +34,8 @@ struct Status {
     /// Integrity mode: members keep a checksum per 4 KiB block.
     integrity: bool,
     members: Vec<MemberStatus>,
+    /// Hot spares waiting to step in.
+    spares: Vec<String>,
     left_out: Vec<LeftOutStatus>,
 }
 
@@ -132,10 +134,17 @@ fn describe(a: &Assembled) -> Result<Status> {
         .left_out
         .iter()
         .any(|l| l.reason == LeftOutReason::Replacement);
+    // Hot spares waiting are listed apart, as the server lists them.
+    let spares = a
+        .left_out
+        .iter()
+        .filter(|l| l.reason == LeftOutReason::Spare)
+        .map(|l| l.path.display().to_string())
+        .collect();
     let left_out = a
         .left_out
         .iter()
-        .filter(|l| l.reason != LeftOutReason::Replacement)
+        .filter(|l| !matches!(l.reason, LeftOutReason::Replacement | LeftOutReason::Spare))
         .map(|l| LeftOutStatus {
             path: l.path.display().to_string(),
             role: l.role,
@@ -178,6 +187,7 @@ fn describe(a: &Assembled) -> Result<Status> {
         events: sb.events,
         integrity: xraid_array::keeps_checksums(a)?,
         members,
+        spares,
         left_out,
     })
 }
@@ -261,6 +271,9 @@ fn print_text(s: &Status) {
                 r.path
             );
         }
+    }
+    for spare in &s.spares {
+        println!("    spare: {spare}");
     }
     for l in &s.left_out {
         println!("    left out: {}: {}", l.path, l.reason);

@@ -237,8 +237,8 @@ fn a_member_added_live_to_a_whole_array_becomes_a_hot_spare() {
     let s = json(&ok(&["status", "--json", p(&disks)]));
     assert_eq!(s["state"], "clean", "{s}");
     assert_eq!(s["degraded"], false, "{s}");
-    assert_eq!(s["left_out"].as_array().map(Vec::len), Some(1), "{s}");
-    assert_eq!(s["left_out"][0]["reason"], "spare", "{s}");
+    assert_eq!(s["left_out"].as_array().map(Vec::len), Some(0), "{s}");
+    assert_eq!(s["spares"].as_array().map(Vec::len), Some(1), "{s}");
 }
 
 #[test]

@@ -344,13 +344,16 @@ fn a_hot_spare_takes_the_place_of_a_lost_member() {
     let image = filled(dir.path(), &disks, 36);
     let s = status(&disks);
     assert_eq!(s["degraded"], false, "{s}");
-    assert_eq!(s["left_out"][0]["reason"], "spare", "{s}");
+    assert!(
+        s["spares"][0].as_str().is_some_and(|p| p.ends_with("s0")),
+        "{s}"
+    );
     assert_eq!(md_agrees(&disks.join("s0"))["Device Role"], "spare");
 
     std::fs::remove_file(disks.join("d1")).expect("lose d1");
     // Read-only use leaves the spare alone.
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
-    assert_eq!(status(&disks)["left_out"][0]["reason"], "spare");
+    assert_eq!(status(&disks)["spares"].as_array().map(Vec::len), Some(1));
     // Opened to write, the spare takes the missing role and is rebuilt.
     let server = Server::unix(dir.path(), &[p(&disks)]);
     server.wait_for_log(0, &["recover done"]);
@@ -400,7 +403,7 @@ fn a_member_added_to_a_whole_array_is_a_spare() {
     let out = ok(&["add", "--size", "16M", p(&disks), p(&disks.join("s0"))]);
     assert!(out.contains("hot spare"), "{out}");
     let s = status(&disks);
-    assert_eq!(s["left_out"][0]["reason"], "spare", "{s}");
+    assert_eq!(s["spares"].as_array().map(Vec::len), Some(1), "{s}");
     assert_eq!(s["degraded"], false, "{s}");
 }
 
@@ -439,11 +442,15 @@ fn fail_then_remove_a_member_and_a_spare_steps_in() {
         .expect("mdadm runs");
     assert!(!out.status.success(), "no md superblock is left on d2");
     let s = status(&disks);
-    assert!(
-        s["left_out"]
-            .as_array()
-            .is_some_and(|l| l.iter().all(|m| m["reason"] == "spare")),
-        "only the spare is left out: {s}"
+    assert_eq!(
+        s["left_out"].as_array().map(Vec::len),
+        Some(0),
+        "nothing is left out: {s}"
+    );
+    assert_eq!(
+        s["spares"].as_array().map(Vec::len),
+        Some(1),
+        "the spare: {s}"
     );
     let err = fails(&["remove", p(&disks), p(&dir.path().join("image.raw"))]);
     assert!(
