@@ -27,6 +27,14 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         );
     }
     let spares = members.split_off(members.len() - args.spares);
+    if args.spares > 0 && members.len() < usize::from(level.min_members()) {
+        bail!(
+            "--spares {} leaves {} member(s) for the array, and {level} needs at least {}: name more members",
+            args.spares,
+            members.len(),
+            level.min_members()
+        );
+    }
     let redundant = level != Level::Raid0;
     let bitmap = match args.bitmap.as_deref() {
         None => redundant,

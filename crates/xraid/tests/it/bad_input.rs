@@ -452,3 +452,18 @@ fn a_spare_added_again_is_refused() {
     }
     assert_eq!(hashes(&all), before, "nothing written");
 }
+
+/// `--spares` that leave too few members for the level say so in those words.
+#[test]
+fn spares_that_leave_too_few_members_are_refused_in_their_words() {
+    let dir = tempdir();
+    let m: Vec<PathBuf> = (0..4).map(|i| dir.path().join(format!("m{i}"))).collect();
+    let mut args = vec!["create", "-l", "5", "--size", "4M", "--spares", "3"];
+    args.extend(m.iter().map(|m| p(m)));
+    let err = fails(&args);
+    assert!(
+        err.contains("--spares 3 leaves 1 member(s) for the array, and raid5 needs at least 3"),
+        "{err}"
+    );
+    assert!(m.iter().all(|m| !m.exists()), "nothing is created");
+}
