@@ -132,6 +132,14 @@ impl Assembled {
             .filter(|l| l.reason != LeftOutReason::Replacement)
     }
 
+    /// Whether `path` names one of the array's hot spares (any spelling of it).
+    pub(crate) fn has_spare(&self, path: &std::path::Path) -> bool {
+        let wanted = crate::members::canonical(path);
+        self.left_out.iter().any(|l| {
+            l.reason == LeftOutReason::Spare && crate::members::canonical(&l.path) == wanted
+        })
+    }
+
     pub fn missing_roles(&self) -> Vec<u16> {
         (0..self.roles.len())
             .filter(|&r| self.roles[r].is_none())

@@ -54,6 +54,15 @@ pub fn add_member(
     if assembled.geometry.level() == xraid_layout::Level::Raid0 {
         return Err(ArrayError::SpareRaid0 { name });
     }
+    let missing = assembled.missing_roles();
+    // A spare of this array added as a spare again (no role to take) would change
+    // nothing (the server says the same).
+    if (spare || missing.is_empty()) && assembled.has_spare(new) {
+        return Err(ArrayError::AlreadySpare {
+            path: new.to_path_buf(),
+            name,
+        });
+    }
     let freshest = &assembled.superblock;
     let integrity = crate::integrity::array_keeps_checksums(&assembled)?;
     let need = crate::integrity::newcomer_need_bytes(
@@ -64,7 +73,6 @@ pub fn add_member(
     let (member, existing) = open_newcomer(new, size, need, &freshest.set_uuid, force)?;
     // A member of this array back for a role that is still missing takes that role;
     // any other newcomer the lowest missing one.
-    let missing = assembled.missing_roles();
     let own_role = existing
         .as_ref()
         .filter(|old| old.set_uuid == freshest.set_uuid)
@@ -75,18 +83,6 @@ pub fn add_member(
     } else {
         own_role.or_else(|| missing.first().copied())
     };
-    // A spare of this array added as a spare again would change nothing (the server
-    // says the same).
-    let already_spare = assembled
-        .left_out
-        .iter()
-        .any(|l| l.reason == LeftOutReason::Spare && canonical(&l.path) == canonical(new));
-    if role.is_none() && already_spare {
-        return Err(ArrayError::AlreadySpare {
-            path: new.to_path_buf(),
-            name,
-        });
-    }
     let mut sb = freshest.clone();
     sb.device_uuid = random_uuid();
     sb.data_size =
@@ -168,11 +164,7 @@ pub fn replace_member(
         .as_ref()
         .filter(|e| e.set_uuid == freshest.set_uuid)
     {
-        let spare = assembled
-            .left_out
-            .iter()
-            .any(|l| l.reason == LeftOutReason::Spare && canonical(&l.path) == canonical(new));
-        if spare {
+        if assembled.has_spare(new) {
             // A hot spare keeps its identity and its entry of the role table.
             sb.device_uuid = old_sb.device_uuid;
             sb.dev_number = old_sb.dev_number;
