@@ -1,11 +1,16 @@
-//! `xraid read` and `xraid write`: the array's bytes to and from files or pipes.
+//! `xraid read` and `xraid write`: the array's bytes to and from files or pipes, and
+//! what the engine found and repaired on the way (the server logs the same as it
+//! happens).
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use xraid_array::OpenMode;
+use xraid_array::{Array, OpenMode};
 use xraid_driver::BackendChoice;
+use xraid_engine::{Event, FailReason};
 use xraid_layout::SECTOR_BYTES;
 
 use super::open_array;
@@ -26,25 +31,267 @@ pub fn read(args: ReadArgs, backend: BackendChoice) -> Result<()> {
     if !length.is_multiple_of(SECTOR_BYTES) {
         bail!("--length {length} is not a multiple of 512 bytes");
     }
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(BufWriter::new(
-            File::create(path).with_context(|| format!("{}", path.display()))?,
-        )),
+    let output = args.output.as_deref().map(Output::create).transpose()?;
+    let mut out: Box<dyn Write> = match &output {
+        Some(output) => Box::new(BufWriter::new(output.file.try_clone()?)),
         None => Box::new(std::io::stdout().lock()),
     };
     let bar = bytes_bar(length, "reading");
-    array
+    let result = array
         .driver()
         .read_stream(args.offset, length, &mut out, &mut |done| {
             bar.set_position(done)
-        })?;
+        });
     bar.finish_and_clear();
+    drop(out);
+    report_repairs(&mut array, &args.array, true, result.is_ok());
+    if let Err(error) = result {
+        // A read that stopped part way leaves nothing behind under the output's name.
+        let left = match output {
+            Some(output) => output.discard(),
+            None => "standard output got the bytes before them".to_owned(),
+        };
+        if let xraid_driver::DriverError::Engine(xraid_engine::EngineError::Unreadable {
+            sector,
+            end,
+        }) = error
+        {
+            bail!(
+                "array bytes {}..{} cannot be read: a member returned read errors or blocks that fail their checksums there, and no redundancy is left to rebuild them ({left})",
+                sector * SECTOR_BYTES,
+                end * SECTOR_BYTES,
+            );
+        }
+        return Err(error).context(format!(
+            "reading bytes {}..{} of the array ({left})",
+            args.offset,
+            args.offset + length
+        ));
+    }
+    if let Some(output) = output {
+        output.keep()?;
+    }
     array.close()?;
     Ok(())
 }
 
+/// The file `xraid read -o PATH` writes. A regular file (or a new one) is written under
+/// a temporary name beside it and renamed over PATH only once the whole read succeeded:
+/// a read that fails part way neither leaves a truncated file nor spoils the file that
+/// was there. Anything else (a device, a pipe) is written in place.
+struct Output {
+    file: File,
+    path: PathBuf,
+    temporary: Option<PathBuf>,
+    existed: bool,
+}
+
+impl Output {
+    fn create(path: &Path) -> Result<Output> {
+        // Through a symbolic link, the file it names is the one to replace.
+        let resolved;
+        let path = match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                resolved = match std::fs::canonicalize(path) {
+                    Ok(target) => target,
+                    // A link to a file yet to be made.
+                    Err(_) => {
+                        let target = std::fs::read_link(path)
+                            .with_context(|| format!("{}", path.display()))?;
+                        path.parent().unwrap_or(Path::new("")).join(target)
+                    }
+                };
+                resolved.as_path()
+            }
+            _ => path,
+        };
+        let (regular, existed) = match std::fs::metadata(path) {
+            Ok(meta) => (meta.is_file(), true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (true, false),
+            Err(e) => return Err(e).context(format!("{}", path.display())),
+        };
+        if !regular {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .with_context(|| format!("{}", path.display()))?;
+            return Ok(Output {
+                file,
+                path: path.to_owned(),
+                temporary: None,
+                existed,
+            });
+        }
+        let name = path
+            .file_name()
+            .with_context(|| format!("{}: not a file name", path.display()))?;
+        let mut temporary_name = std::ffi::OsString::from(".");
+        temporary_name.push(name);
+        temporary_name.push(format!(".xraid-read-{}", std::process::id()));
+        let temporary = path.with_file_name(temporary_name);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+            .with_context(|| format!("{}", temporary.display()))?;
+        Ok(Output {
+            file,
+            path: path.to_owned(),
+            temporary: Some(temporary),
+            existed,
+        })
+    }
+
+    /// The read succeeded: its bytes are on disk under the output's name.
+    fn keep(self) -> Result<()> {
+        if let Some(temporary) = &self.temporary {
+            // On disk before it takes the name, so a crash cannot leave a short file
+            // there.
+            self.file
+                .sync_all()
+                .with_context(|| format!("{}", self.path.display()))?;
+            std::fs::rename(temporary, &self.path)
+                .with_context(|| format!("{}", self.path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// The read failed: the temporary file goes (what PATH held before stays). Says
+    /// what the output holds now.
+    fn discard(self) -> String {
+        match &self.temporary {
+            Some(temporary) => {
+                let _ = std::fs::remove_file(temporary);
+                if self.existed {
+                    format!("{} is left as it was", self.path.display())
+                } else {
+                    format!("{} was not made", self.path.display())
+                }
+            }
+            None => format!("{} holds the bytes before them", self.path.display()),
+        }
+    }
+}
+
+/// What one member did wrong during a read or write, gathered from the engine's events.
+#[derive(Debug, Default)]
+struct Trouble {
+    /// Member reads whose blocks failed their checksums, and the member bytes from the
+    /// first to the last such block.
+    checksum_reads: u64,
+    checksum_bytes: Option<(u64, u64)>,
+    /// Read errors rebuilt from redundancy and rewritten.
+    corrected: u64,
+}
+
+/// Prints, one warning line per member, what the engine found on the way: blocks that
+/// failed their checksums, read errors, members it failed. `succeeded`: the read or
+/// write as a whole got through (so what was found was rebuilt from redundancy).
+fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, succeeded: bool) {
+    let failures = array.driver().take_failures();
+    let events = array.take_events().unwrap_or_default();
+    let mut trouble: BTreeMap<u16, Trouble> = BTreeMap::new();
+    for event in events {
+        match event {
+            Event::ChecksumMismatch {
+                member,
+                sector,
+                sectors,
+            } => {
+                let t = trouble.entry(member.0).or_default();
+                t.checksum_reads += 1;
+                let (lo, hi) = (sector * SECTOR_BYTES, (sector + sectors) * SECTOR_BYTES);
+                t.checksum_bytes = Some(match t.checksum_bytes {
+                    Some((a, b)) => (a.min(lo), b.max(hi)),
+                    None => (lo, hi),
+                });
+            }
+            Event::ReadErrorCorrected { member, .. } => {
+                trouble.entry(member.0).or_default().corrected += 1;
+            }
+            _ => {}
+        }
+    }
+    let engine = array.driver_ref().engine();
+    let members = engine.member_states().len();
+    let mut plain_errors = BTreeMap::new();
+    for role in 0..members {
+        let member = xraid_engine::MemberIdx(role as u16);
+        let checksum_reads = trouble.get(&member.0).map_or(0, |t| t.checksum_reads);
+        let errors = u64::from(engine.read_errors(member)).saturating_sub(checksum_reads);
+        if errors > 0 {
+            plain_errors.insert(member.0, errors);
+        }
+    }
+    let redundant = engine.geometry().level() != xraid_layout::Level::Raid0;
+    let array_words = array_arg
+        .iter()
+        .map(|p| super::shell_word(&p.display().to_string()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let name = |role: u16| {
+        array
+            .role_path(usize::from(role))
+            .map_or_else(|| format!("role {role}"), |p| p.display().to_string())
+    };
+    let roles: std::collections::BTreeSet<u16> =
+        trouble.keys().chain(plain_errors.keys()).copied().collect();
+    for role in roles {
+        let t = trouble.remove(&role).unwrap_or_default();
+        let errors = plain_errors.get(&role).copied().unwrap_or(0);
+        let mut found = Vec::new();
+        if t.checksum_reads > 0 {
+            let at = t
+                .checksum_bytes
+                .map(|(lo, hi)| format!(" (member data bytes {lo}..{hi})"))
+                .unwrap_or_default();
+            found.push(format!(
+                "{} read{} returned blocks that fail their checksums{at}: silent corruption",
+                t.checksum_reads,
+                if t.checksum_reads == 1 { "" } else { "s" }
+            ));
+        }
+        if errors > 0 {
+            found.push(format!(
+                "{errors} read{} failed",
+                if errors == 1 { "" } else { "s" }
+            ));
+        }
+        let outcome = if !redundant {
+            "the array has no redundancy to rebuild them from".to_owned()
+        } else if !succeeded {
+            "what redundancy was left could not rebuild all of it".to_owned()
+        } else if read_only {
+            format!("the data was rebuilt from redundancy for this read, but the member still holds the bad blocks (the array was opened to read only): `xraid scrub repair {array_words}` rewrites them")
+        } else if t.corrected > 0 {
+            "rebuilt from redundancy and rewritten".to_owned()
+        } else {
+            "rebuilt from redundancy".to_owned()
+        };
+        eprintln!(
+            "xraid: warning: {}: {}; {outcome}",
+            name(role),
+            found.join(", ")
+        );
+    }
+    for failure in failures {
+        let why = match failure.reason {
+            FailReason::ReadErrors(n) => format!("{n} read errors"),
+            FailReason::Stalled => "an I/O did not complete within the stall timeout".into(),
+            _ => failure
+                .error
+                .as_ref()
+                .map_or_else(|| "failed by request".into(), ToString::to_string),
+        };
+        eprintln!(
+            "xraid: warning: member {} failed ({why}): it is left out and the array runs degraded",
+            failure.name
+        );
+    }
+}
+
 pub fn write(args: WriteArgs, backend: BackendChoice) -> Result<()> {
-    let mut input: Box<dyn Read> = match &args.input {
+    let input: Box<dyn Read> = match &args.input {
         Some(path) => Box::new(File::open(path).with_context(|| format!("{}", path.display()))?),
         None => Box::new(std::io::stdin().lock()),
     };
@@ -72,16 +319,61 @@ pub fn write(args: WriteArgs, backend: BackendChoice) -> Result<()> {
     }
     array.begin_writes()?;
     let bar = bytes_bar(input_len.unwrap_or(0), "writing");
+    let mut input = UpToTheEnd {
+        input,
+        room: size - args.offset,
+        more: false,
+    };
     let result = array
         .driver()
         .write_stream(args.offset, &mut input, &mut |done| bar.set_position(done));
     bar.finish_and_clear();
+    report_repairs(&mut array, &args.array, false, result.is_ok());
     // Mark the array clean even when the input failed part-way: what was written is
     // flushed and consistent.
     let closed = array.close();
-    result?;
+    let written = result?;
     closed?;
+    if input.more {
+        bail!(
+            "the input does not fit: {written} bytes were written from --offset {} up to the array's end at {size} bytes, and the rest of the input was not",
+            args.offset
+        );
+    }
     Ok(())
+}
+
+/// The input of `xraid write`, ending where the array does: a pipe's length is known
+/// only once it has been read, so the bytes up to the array's end are written and
+/// `more` says whether the input went on beyond them.
+struct UpToTheEnd {
+    input: Box<dyn Read>,
+    room: u64,
+    more: bool,
+}
+
+impl Read for UpToTheEnd {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.room == 0 {
+            if !self.more && !buf.is_empty() {
+                let mut probe = [0u8; 1];
+                self.more = loop {
+                    match self.input.read(&mut probe) {
+                        Ok(n) => break n > 0,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                };
+            }
+            return Ok(0);
+        }
+        let len = buf
+            .len()
+            .min(usize::try_from(self.room).unwrap_or(usize::MAX));
+        let got = self.input.read(&mut buf[..len])?;
+        self.room -= got as u64;
+        Ok(got)
+    }
 }
 
 fn check_offset(offset: u64, size: u64) -> Result<()> {

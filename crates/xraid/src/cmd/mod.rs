@@ -109,3 +109,15 @@ fn warn_about(assembled: &Assembled) {
         );
     }
 }
+
+/// `text` as one shell word: quoted when it holds anything a shell would act on.
+pub(crate) fn shell_word(text: &str) -> String {
+    let plain = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/:._-+=@%,".contains(c));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}

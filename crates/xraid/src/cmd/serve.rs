@@ -7,6 +7,7 @@ use xraid_server::{
     TlsFiles, TlsMode,
 };
 
+use super::shell_word;
 use crate::cli::ServeArgs;
 use crate::size::human;
 
@@ -114,21 +115,9 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
-/// `text` as one shell word: quoted when it holds anything a shell would act on.
-fn shell_word(text: &str) -> String {
-    let plain = text
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/:._-+=@%,".contains(c));
-    if plain {
-        text.to_owned()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::shell_word;
+    use crate::cmd::shell_word;
 
     #[test]
     fn uris_are_quoted_for_the_shell_where_they_need_it() {

@@ -236,6 +236,44 @@ fn offsets_past_the_end_or_unaligned() {
 }
 
 #[test]
+fn a_piped_input_longer_than_the_array_fills_it_to_the_end_and_says_so_in_bytes() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = tempdir();
+    raid5(dir.path());
+    let size: usize = ok(&["read", p(dir.path())]).len();
+    let data = crate::util::random_bytes(size + 3 * 512 + 7, 61);
+    let mut child = crate::util::xraid()
+        .args(["write", "--offset", "512", p(dir.path())])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    // The writer may stop reading once the array is full: a broken pipe is fine.
+    let _ = stdin.write_all(&data);
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} bytes were written from --offset 512 up to the array's end at {size} bytes",
+            size - 512
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("sector"), "bytes, not sectors: {err}");
+    // What fitted is there, and the array was left clean.
+    let back = crate::util::ok_bytes(&["read", "--offset", "512", p(dir.path())]);
+    assert!(
+        back[..] == data[..size - 512],
+        "the array holds the input up to its end"
+    );
+    assert!(ok(&["status", p(dir.path())]).contains("clean"));
+}
+
+#[test]
 fn an_os_error_is_named_once() {
     let dir = tempdir();
     let missing = dir.path().join("no-such-folder").join("d0");

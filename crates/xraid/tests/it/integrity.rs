@@ -170,9 +170,91 @@ fn raid0_reports_a_flipped_block_as_unreadable_instead_of_returning_it() {
     fill(&disks, &image);
     flip(&disks.join("d2"), 4096 + 10, 0);
     let err = fails(&["read", p(&disks), "--length", "8M"]);
-    assert!(err.contains("unreadable"), "{err}");
-    // The rest of the array still reads.
-    ok(&["read", p(&disks), "--offset", "4M", "--length", "4M"]);
+    assert!(err.contains("cannot be read"), "{err}");
+    // The member and the block are named, not just the request's range.
+    assert!(
+        err.contains(
+            "d2: 1 read returned blocks that fail their checksums (member data bytes 4096..8192)"
+        ) && err.contains("no redundancy to rebuild them"),
+        "{err}"
+    );
+    // A failed `read -o` leaves no half-written file: a file that was there keeps its
+    // bytes, and a new one is not made.
+    let kept = dir.path().join("kept.raw");
+    std::fs::write(&kept, b"what was here before").expect("kept");
+    let err = fails(&["read", p(&disks), "-o", p(&kept)]);
+    assert!(err.contains("is left as it was"), "{err}");
+    assert_eq!(std::fs::read(&kept).expect("kept"), b"what was here before");
+    let new = dir.path().join("new.raw");
+    let err = fails(&["read", p(&disks), "-o", p(&new)]);
+    assert!(err.contains("was not made"), "{err}");
+    assert!(!new.exists());
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("xraid-read"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    // The rest of the array still reads, into a file too.
+    ok(&[
+        "read",
+        p(&disks),
+        "--offset",
+        "4M",
+        "--length",
+        "4M",
+        "-o",
+        p(&new),
+    ]);
+    assert_eq!(
+        std::fs::read(&new).expect("new")[..],
+        std::fs::read(&image).expect("image")[4 << 20..]
+    );
+}
+
+#[test]
+fn an_offline_read_says_what_it_rebuilt_and_that_the_member_still_holds_it() {
+    let dir = tempdir();
+    let disks = integrity_array(dir.path(), "5", "8M", true);
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(12 << 20, 57)).expect("image");
+    fill(&disks, &image);
+    // Chunk 1 of d1 holds data (left-symmetric, 4 members: d1 holds P of stripe 2 only).
+    flip(&disks.join("d1"), 65536 + 8192 + 3, 4);
+    let out = crate::util::xraid()
+        .args(["read", p(&disks), "--length", "12M"])
+        .output()
+        .expect("read");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        out.stdout == std::fs::read(&image).expect("image"),
+        "the flipped block is rebuilt for the read"
+    );
+    assert!(
+        err.contains("d1: 1 read returned blocks that fail their checksums (member data bytes 73728..77824): silent corruption")
+            && err.contains("opened to read only")
+            && err.contains("xraid scrub repair"),
+        "{err}"
+    );
+    // Read-only means read-only: the bad block is still there, and found again.
+    let again = crate::util::xraid()
+        .args(["read", p(&disks), "--length", "12M"])
+        .output()
+        .expect("read");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("fail their checksums"));
+    let report = scrub(&disks, "repair");
+    assert_eq!(report["checksum_mismatches"], 1, "{report}");
+    let clean = crate::util::xraid()
+        .args(["read", p(&disks), "--length", "12M"])
+        .output()
+        .expect("read");
+    assert!(clean.status.success());
+    assert!(
+        clean.stderr.is_empty(),
+        "nothing to say after the repair: {}",
+        String::from_utf8_lossy(&clean.stderr)
+    );
 }
 
 #[test]
