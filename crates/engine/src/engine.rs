@@ -337,6 +337,7 @@ impl Engine {
         // What the old device still answers no longer counts for the role.
         self.member_gen[role] += 1;
         self.read_errors[role] = 0;
+        self.fresh_figures(role);
         crate::integrity::device_changed(self, role);
         self.stall_excused[role] = false;
         self.members[role] = MemberState::Rebuilding;
@@ -374,6 +375,7 @@ impl Engine {
         self.took_over[role] = true;
         self.member_gen[role] += 1;
         self.read_errors[role] = 0;
+        self.fresh_figures(role);
         crate::integrity::device_changed(self, role);
         self.stall_excused[role] = false;
         crate::intent::member_gone(self, member_idx(role));
@@ -492,6 +494,20 @@ impl Engine {
         if *count > self.config.max_read_errors {
             let count = *count;
             self.fail(member, FailReason::ReadErrors(count));
+        }
+    }
+
+    /// Starts the service-time figures of `role` afresh (see `Latency::forget`); a
+    /// member that was slow is reported no longer so.
+    pub(crate) fn fresh_figures(&mut self, role: usize) {
+        let member = member_idx(role);
+        if self.latency.forget(member) {
+            self.push_event(Event::SlowMember {
+                member,
+                slow: false,
+                mean: Nanos(0),
+                peers: Nanos(0),
+            });
         }
     }
 
@@ -1022,6 +1038,7 @@ impl Engine {
         crate::intent::member_gone(self, member);
         self.stall_excused[member.index()] = false;
         self.read_errors[member.index()] = 0;
+        self.fresh_figures(member.index());
         crate::integrity::device_changed(self, member.index());
         if self.geo.level() == Level::Raid0 {
             return Err(crate::SyncError::NoRedundancy("rebuild"));

@@ -160,6 +160,22 @@ impl Latency {
         })
     }
 
+    /// Starts `member`'s figures afresh: a new device took its role, or its rebuild
+    /// ended (a rebuild's large writes, with its peers only reading, say nothing of
+    /// how the member serves clients). Returns whether it was slow.
+    pub(crate) fn forget(&mut self, member: MemberIdx) -> bool {
+        let m = member.index();
+        for means in self
+            .by_sort
+            .iter_mut()
+            .chain(std::iter::once(&mut self.all))
+        {
+            means.mean[m] = 0;
+            means.samples[m] = 0;
+        }
+        std::mem::take(&mut self.slow[m])
+    }
+
     pub(crate) fn is_slow(&self, member: MemberIdx) -> bool {
         self.slow[member.index()]
     }
@@ -259,6 +275,30 @@ mod tests {
                 (Some(ms(5)), Some(Nanos(200_000)))
             );
         }
+    }
+
+    #[test]
+    fn a_forgotten_member_starts_afresh() {
+        let mut l = Latency::new(3);
+        run(
+            &mut l,
+            64,
+            &[
+                (0, IoKind::Write, ms(1)),
+                (1, IoKind::Write, ms(1)),
+                (2, IoKind::Write, ms(20)),
+            ],
+        );
+        assert!(l.is_slow(MemberIdx(2)));
+        assert!(l.forget(MemberIdx(2)), "it was slow");
+        assert!(!l.is_slow(MemberIdx(2)));
+        assert_eq!(
+            l.mean(MemberIdx(2)),
+            None,
+            "no figures until it has enough samples"
+        );
+        assert!(!l.forget(MemberIdx(2)));
+        assert_eq!(l.mean(MemberIdx(0)), Some(ms(1)), "its peers keep theirs");
     }
 
     #[test]

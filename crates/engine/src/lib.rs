@@ -257,7 +257,8 @@ pub enum Event {
         sectors: u64,
     },
     /// A member's service time stands far above its peers' (or came back down):
-    /// RAID-1/10 reads avoid it while it is slow.
+    /// RAID-1/10 reads avoid it while it is slow. `slow: false` with `mean` 0: its
+    /// figures start afresh (a new device took its role, or its rebuild ended).
     SlowMember {
         member: MemberIdx,
         slow: bool,

@@ -532,6 +532,7 @@ fn finish(engine: &mut Engine) {
         for m in 0..roles {
             if engine.member_states()[m] == MemberState::Rebuilding {
                 engine.set_member_state(crate::engine::member_idx(m), MemberState::Active);
+                engine.fresh_figures(m);
             }
         }
         for m in 0..roles {

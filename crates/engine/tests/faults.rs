@@ -1475,6 +1475,54 @@ fn a_slow_mirror_member_is_found_and_reads_avoid_it() {
 }
 
 #[test]
+fn a_rebuilt_member_is_not_counted_slow_for_its_rebuild_writes() {
+    let geo = Geometry::new(
+        Level::Raid1,
+        Layout::default_for(Level::Raid1),
+        3,
+        0,
+        64 << 11,
+    )
+    .expect("geometry");
+    let mut array = SimArray::new(geo, 12);
+    // Small client writes give every member a write figure.
+    let block = vec![5u8; 8 * SECTOR];
+    for round in 0..100u64 {
+        array.write((round * 8) % 2000, &block).expect("write");
+    }
+    // A new device in role 2 whose rebuild writes (64 of them: 32 are needed to judge)
+    // take 20 ms each (a sparse file filling, say), where client writes took 0.1 ms.
+    array.kill_member(MemberIdx(2));
+    array.engine.fail_member(MemberIdx(2));
+    array.return_member(MemberIdx(2), true).expect("replace");
+    array.role_device_mut(MemberIdx(2)).extra_latency = xraid_engine::Nanos(20_000_000);
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    array.run_sync();
+    assert_eq!(array.engine.member_states()[2], MemberState::Active);
+    array.role_device_mut(MemberIdx(2)).extra_latency = xraid_engine::Nanos(0);
+    // Judged on its rebuild, it would stand far above its peers' client writes.
+    assert!(!array.engine.is_slow(MemberIdx(2)), "not slow once rebuilt");
+    let events = array.take_events();
+    let last_slow = events.iter().rev().find_map(|e| match e {
+        Event::SlowMember { member, slow, .. } if *member == MemberIdx(2) => Some(*slow),
+        _ => None,
+    });
+    assert_ne!(last_slow, Some(true), "{events:?}");
+    // And it serves reads as its peers do.
+    let before = array.role_device(MemberIdx(2)).reads;
+    for round in 0..60u64 {
+        array.read((round * 8) % 2000, 8).expect("read");
+    }
+    assert!(
+        array.role_device(MemberIdx(2)).reads > before,
+        "reads reach it"
+    );
+}
+
+#[test]
 fn a_stalled_member_is_failed_and_new_reads_go_around_it() {
     let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 2, 0, 2048)
         .expect("geometry");

@@ -1110,6 +1110,11 @@ impl Worker {
                             peers.0 as f64 / 1e6,
                             if mirrored { "; reads avoid it" } else { "" }
                         ));
+                    } else if mean.0 == 0 {
+                        log::info(&format!(
+                            "array '{}': member {name} is no longer counted slow: its service times are measured afresh (a new device in its role, or its rebuild ended)",
+                            self.name
+                        ));
                     } else {
                         log::info(&format!(
                             "array '{}': member {name} is no longer slow: {:.1} ms per I/O against {:.1} ms for its peers",
