@@ -5,6 +5,9 @@
 # member file straight (dd, 1 MiB blocks, from the page cache = memory). Runs alternate,
 # RUNS times; raw CSV in bench/runs/<date>-<hostname>/rebuild.csv; prints medians.
 #   RUNS=5 SIZE=1G LEVELS="5 6 1 10" [XRAID=path/to/xraid] bench/rebuild/run.sh
+# TARGETS="sparse fallocated" also rebuilds onto a replacement whose blocks exist
+# before the rebuild writes them (fallocate), as a disk's do; a new tmpfs file's
+# blocks are allocated and zeroed as they are first written [sparse].
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -42,10 +45,15 @@ for run in $(seq 1 "$RUNS"); do
         # The read rate of one member: its data area, straight from memory.
         t0=$(now); dd if="$d/d0" of=/dev/null bs=1M status=none; t1=$(now)
         read_s=$(echo "$t1 - $t0" | bc -l)
-        rm "$d/d1"
-        t0=$(now); "$xraid" add --size "$SIZE" "$d" "$d/d1" >/dev/null; t1=$(now)
-        rebuild_s=$(echo "$t1 - $t0" | bc -l)
-        for row in "read_one_member,$read_s" "rebuild,$rebuild_s"; do
+        rows=("read_one_member,$read_s")
+        for target in ${TARGETS:-sparse}; do
+            [ -e "$d/d1" ] && { "$xraid" fail "$d" "$d/d1" >/dev/null 2>&1 || true; rm "$d/d1"; }
+            [ "$target" = fallocated ] && fallocate -l "$bytes" "$d/d1"
+            t0=$(now); "$xraid" add --size "$SIZE" "$d" "$d/d1" >/dev/null; t1=$(now)
+            what=rebuild; [ "$target" = sparse ] || what=rebuild_$target
+            rows+=("$what,$(echo "$t1 - $t0" | bc -l)")
+        done
+        for row in "${rows[@]}"; do
             what=${row%,*}; s=${row#*,}
             mbps=$(echo "$bytes / $s / 1000000" | bc -l)
             printf '%s,%s,%s,%.4f,%s,%.1f\n' "$run" "$level" "$what" "$s" "$bytes" "$mbps" >> "$csv"
@@ -53,11 +61,16 @@ for run in $(seq 1 "$RUNS"); do
     done
 done
 
-echo "| level | read one member MB/s | rebuild MB/s | rebuild / read |"
-echo "|---|---|---|---|"
+echo "| level | replacement | read one member MB/s | rebuild MB/s | rebuild / read |"
+echo "|---|---|---|---|---|"
 for level in $LEVELS; do
     med() { grep ",$level,$1," "$csv" | cut -d, -f6 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-    r=$(med read_one_member); b=$(med rebuild)
-    printf '| raid%s | %s | %s | %.2fx |\n' "$level" "$r" "$b" "$(echo "$b / $r" | bc -l)"
+    r=$(med read_one_member)
+    for target in ${TARGETS:-sparse}; do
+        what=rebuild; [ "$target" = sparse ] || what=rebuild_$target
+        b=$(med "$what")
+        printf '| raid%s | %s | %s | %s | %.2fx |\n' "$level" "$target" "$r" "$b" \
+            "$(echo "$b / $r" | bc -l)"
+    done
 done
 echo "raw: $csv"
