@@ -41,8 +41,47 @@ pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<MemberPath>, ArrayError> {
             });
         }
     }
+    let out = drop_folder_aliases(out);
     refuse_duplicates(&out)?;
     Ok(out)
+}
+
+/// The device and inode that tell one file from another (a block device by its device
+/// number); none where it cannot be looked at.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(if meta.file_type().is_block_device() {
+        (meta.rdev(), 0)
+    } else {
+        (meta.dev(), meta.ino())
+    })
+}
+
+/// One candidate per file: a folder holding a file under two names (a symbolic or hard
+/// link beside it), or a file the user also named, gives it once — under the name the
+/// user gave, else under a name that is not a symbolic link, else the first. Only names
+/// the user gave twice are refused (`refuse_duplicates`).
+fn drop_folder_aliases(paths: Vec<MemberPath>) -> Vec<MemberPath> {
+    let ids: Vec<Option<(u64, u64)>> = paths.iter().map(|p| identity(&p.path)).collect();
+    let is_link = |p: &MemberPath| {
+        std::fs::symlink_metadata(&p.path).is_ok_and(|m| m.file_type().is_symlink())
+    };
+    // Preference: named by the user, then not a link, then first.
+    let rank = |i: usize| (!paths[i].explicit, is_link(&paths[i]), i);
+    let keep: Vec<bool> = (0..paths.len())
+        .map(|i| {
+            paths[i].explicit
+                || ids[i].is_none()
+                || (0..paths.len())
+                    .filter(|&j| j != i && ids[j] == ids[i])
+                    .all(|j| rank(i) < rank(j))
+        })
+        .collect();
+    paths
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(p, keep)| keep.then_some(p))
+        .collect()
 }
 
 fn folder_members(dir: &Path) -> Result<Vec<MemberPath>, ArrayError> {
@@ -70,13 +109,8 @@ fn folder_members(dir: &Path) -> Result<Vec<MemberPath>, ArrayError> {
 pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> {
     let mut seen: Vec<((u64, u64), &Path)> = Vec::new();
     for p in paths {
-        let Ok(meta) = std::fs::metadata(&p.path) else {
+        let Some(key) = identity(&p.path) else {
             continue;
-        };
-        let key = if meta.file_type().is_block_device() {
-            (meta.rdev(), 0)
-        } else {
-            (meta.dev(), meta.ino())
         };
         if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
             return Err(ArrayError::Duplicate {
@@ -112,5 +146,47 @@ pub(crate) fn io_error(path: &Path, source: std::io::Error) -> ArrayError {
     ArrayError::Io {
         path: path.to_path_buf(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(found: &[MemberPath]) -> Vec<String> {
+        found
+            .iter()
+            .map(|m| {
+                m.path
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_folder_gives_each_file_once_whatever_links_sit_beside_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        for name in ["d0", "d1"] {
+            std::fs::write(d.join(name), b"member").expect("member");
+        }
+        // "a-link" sorts before its target, "d1-hard" after.
+        std::os::unix::fs::symlink(d.join("d1"), d.join("a-link")).expect("symlink");
+        std::fs::hard_link(d.join("d0"), d.join("d0-hard")).expect("hard link");
+        let found = expand(&[d.to_path_buf()]).expect("expand");
+        assert_eq!(names(&found), ["d0", "d1"]);
+        // A file the user named wins over the folder's names of it.
+        let found = expand(&[d.to_path_buf(), d.join("a-link")]).expect("expand");
+        assert_eq!(names(&found), ["d0", "a-link"]);
+        assert!(found[1].explicit);
+        // The same file named twice by the user is still refused.
+        let twice = expand(&[d.join("d1"), d.join("a-link")]);
+        assert!(
+            matches!(twice, Err(ArrayError::Duplicate { .. })),
+            "{twice:?}"
+        );
     }
 }

@@ -78,7 +78,8 @@ pub fn read(args: ReadArgs, backend: BackendChoice) -> Result<()> {
 /// The file `xraid read -o PATH` writes. A regular file (or a new one) is written under
 /// a temporary name beside it and renamed over PATH only once the whole read succeeded:
 /// a read that fails part way neither leaves a truncated file nor spoils the file that
-/// was there. Anything else (a device, a pipe) is written in place.
+/// was there. Anything else (a device, a pipe), and a file in a folder that takes no new
+/// file, is written in place.
 struct Output {
     file: File,
     path: PathBuf,
@@ -105,41 +106,56 @@ impl Output {
             }
             _ => path,
         };
-        let (regular, existed) = match std::fs::metadata(path) {
-            Ok(meta) => (meta.is_file(), true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (true, false),
+        let existing = match std::fs::metadata(path) {
+            Ok(meta) => Some(meta),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e).context(format!("{}", path.display())),
         };
-        if !regular {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .with_context(|| format!("{}", path.display()))?;
-            return Ok(Output {
-                file,
-                path: path.to_owned(),
-                temporary: None,
-                existed,
-            });
+        let existed = existing.is_some();
+        if existing.as_ref().is_none_or(std::fs::Metadata::is_file) {
+            if let Some(temporary) = Self::temporary_beside(path, existing.as_ref()) {
+                return Ok(Output {
+                    file: temporary.1,
+                    path: path.to_owned(),
+                    temporary: Some(temporary.0),
+                    existed,
+                });
+            }
         }
-        let name = path
-            .file_name()
-            .with_context(|| format!("{}: not a file name", path.display()))?;
-        let mut temporary_name = std::ffi::OsString::from(".");
-        temporary_name.push(name);
-        temporary_name.push(format!(".xraid-read-{}", std::process::id()));
-        let temporary = path.with_file_name(temporary_name);
+        // A device or a pipe, or a folder where no new file can be made: in place.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .with_context(|| format!("{}", path.display()))?;
+        Ok(Output {
+            file,
+            path: path.to_owned(),
+            temporary: None,
+            existed,
+        })
+    }
+
+    /// A new file beside `path` to write instead, with the permissions of the file
+    /// already there; none where the folder takes no new file.
+    fn temporary_beside(
+        path: &Path,
+        existing: Option<&std::fs::Metadata>,
+    ) -> Option<(PathBuf, File)> {
+        let mut name = std::ffi::OsString::from(".");
+        name.push(path.file_name()?);
+        name.push(format!(".xraid-read-{}", std::process::id()));
+        let temporary = path.with_file_name(name);
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&temporary)
-            .with_context(|| format!("{}", temporary.display()))?;
-        Ok(Output {
-            file,
-            path: path.to_owned(),
-            temporary: Some(temporary),
-            existed,
-        })
+            .ok()?;
+        if let Some(meta) = existing {
+            let _ = file.set_permissions(meta.permissions());
+        }
+        Some((temporary, file))
     }
 
     /// The read succeeded: its bytes are on disk under the output's name.
