@@ -484,17 +484,30 @@ impl Engine {
         self.fail(member, reason);
     }
 
-    /// Counts a read error of `member`; past the limit, fails it.
+    /// Counts a read error of `member`; past the limit, fails it — where the array
+    /// survives without it. A member the array cannot do without (any RAID-0 member,
+    /// the last copy of a degraded array's data) keeps serving what it can read, and
+    /// only the ranges it cannot read are lost (reported unreadable): failing it would
+    /// lose the whole array instead. md fails no RAID-0 member for read errors either,
+    /// and keeps a mirror's last device (its `fail_last_dev` off).
     pub(crate) fn note_read_error(&mut self, member: MemberIdx) {
         if self.stale_member == Some(member) {
             return;
         }
         let count = &mut self.read_errors[member.index()];
         *count += 1;
-        if *count > self.config.max_read_errors {
-            let count = *count;
-            self.fail(member, FailReason::ReadErrors(count));
+        if *count <= self.config.max_read_errors {
+            return;
         }
+        let count = *count;
+        if self.pseudo_role(member).is_none() {
+            let mut states = self.members.clone();
+            states[member.index()] = MemberState::Failed;
+            if Engine::lost_with(self.geo, states).is_some() {
+                return;
+            }
+        }
+        self.fail(member, FailReason::ReadErrors(count));
     }
 
     /// Starts the service-time figures of `role` afresh (see `Latency::forget`); a

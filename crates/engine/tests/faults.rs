@@ -1567,6 +1567,56 @@ fn a_stalled_member_is_failed_and_new_reads_go_around_it() {
 }
 
 #[test]
+fn read_errors_fail_no_member_the_array_cannot_do_without() {
+    // RAID-0: every member holds the only copy of its data.
+    let geo = Geometry::new(Level::Raid0, Layout::default_for(Level::Raid0), 2, 8, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 14);
+    array.shuffle = false;
+    let data: Vec<u8> = (0..geo.array_sectors() as usize * SECTOR)
+        .map(|i| (i / SECTOR) as u8)
+        .collect();
+    array.write(0, &data).expect("fill");
+    // Member sectors 0..4 of member 1 hold array sectors 8..12.
+    array.add_bad_range(MemberIdx(1), 0..4);
+    let limit = EngineConfig::default().max_read_errors;
+    for _ in 0..limit + 5 {
+        assert!(
+            matches!(array.read(8, 4), Err(EngineError::Unreadable { .. })),
+            "the bad range is reported lost"
+        );
+    }
+    assert_eq!(
+        array.engine.member_states(),
+        &[MemberState::Active, MemberState::Active],
+        "past the error limit, the member still serves"
+    );
+    assert_eq!(
+        array.read(16, 8).expect("the rest of member 1 reads"),
+        data[16 * SECTOR..24 * SECTOR]
+    );
+
+    // A degraded RAID-5: its members hold the last copy of everything.
+    let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 3, 8, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 15);
+    array.shuffle = false;
+    let data = vec![3u8; geo.array_sectors() as usize * SECTOR];
+    array.write(0, &data).expect("fill");
+    array.kill_member(MemberIdx(2));
+    array.engine.fail_member(MemberIdx(2));
+    array.add_bad_range(MemberIdx(0), 0..4);
+    for _ in 0..limit + 5 {
+        assert!(array.read(0, 4).is_err(), "member 0's bad sectors are lost");
+    }
+    assert_eq!(array.engine.member_states()[0], MemberState::Active);
+    assert_eq!(
+        array.read(32, 8).expect("the rest reads"),
+        data[32 * SECTOR..40 * SECTOR]
+    );
+}
+
+#[test]
 fn a_stalled_raid0_member_is_waited_for_not_failed() {
     let geo = Geometry::new(Level::Raid0, Layout::default_for(Level::Raid0), 2, 8, 2048)
         .expect("geometry");

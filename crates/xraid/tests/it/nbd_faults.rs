@@ -73,6 +73,58 @@ fn a_member_failing_every_read_is_rebuilt_around() {
 }
 
 #[test]
+fn read_errors_on_a_raid0_member_lose_their_range_not_the_array() {
+    let Some(mut nbdsh) = crate::nbd_clients::nbdsh() else {
+        eprintln!("skipped: nbdsh cannot load its Python module");
+        return;
+    };
+    let dir = tempdir();
+    let disks = create_array(dir.path(), "0", 2, "16M", &[]);
+    let image = dir.path().join("image.raw");
+    let bytes = random_bytes(4 << 20, 23);
+    std::fs::write(&image, &bytes).expect("image");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+    // Member 1's first 4 KiB of data (md's data offset is 1 MiB here) hold array bytes
+    // 64K..68K; reads there fail, far more often than the member's error limit (20).
+    let server = Server::unix(
+        dir.path(),
+        &["--fault", "role=1,errors=1M..1028K", p(&disks)],
+    );
+    let uri = server.uri("xraid");
+    let good = dir.path().join("good.raw");
+    let script = format!(
+        "h.connect_uri('{uri}')\n\
+         failed = 0\n\
+         for _ in range(40):\n    \
+             try:\n        h.pread(4096, 65536)\n    \
+             except nbd.Error:\n        failed += 1\n\
+         print('failed', failed)\n\
+         open('{}', 'wb').write(h.pread(1 << 20, 2 << 20))\n",
+        p(&good)
+    );
+    let out = nbdsh.args(["-c", &script]).output().expect("nbdsh runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("failed 40"),
+        "every read of the bad range fails: {stdout}"
+    );
+    assert!(
+        std::fs::read(&good).expect("good") == bytes[2 << 20..3 << 20],
+        "the rest of member 1 still serves, right"
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
+    assert_eq!(status["members"][1]["state"], "active", "{status}");
+    let log = server.stop().stderr;
+    assert!(!log.contains("failed ("), "no member is failed: {log}");
+}
+
+#[test]
 fn an_unknown_consistency_is_refused_in_one_line() {
     let dir = tempdir();
     let disks = raid5(dir.path(), "8M");
