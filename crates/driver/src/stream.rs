@@ -3,8 +3,9 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
+use std::ops::Range;
 
-use xraid_engine::{BufId, RequestId, RequestKind, SECTOR_BYTES};
+use xraid_engine::{BufId, EngineError, RequestId, RequestKind, SECTOR_BYTES};
 
 use crate::{sector_range, ArrayDriver, DriverError};
 
@@ -13,6 +14,9 @@ use crate::{sector_range, ArrayDriver, DriverError};
 pub const DEFAULT_STREAM_REQUEST_BYTES: usize = 1 << 20;
 /// Requests a stream keeps in flight: enough to keep every member of a wide array busy.
 pub const DEFAULT_STREAM_DEPTH: usize = 8;
+/// Pieces a request the array could not read is read again in, to find what of it can
+/// be (a piece that fails is then tried sector by sector).
+const SALVAGE_PIECE_BYTES: usize = 4096;
 
 /// Told how many bytes a stream has moved so far, after each request.
 pub trait StreamProgress {
@@ -29,6 +33,7 @@ impl<F: FnMut(u64)> StreamProgress for F {
 struct InFlight {
     id: RequestId,
     buf: BufId,
+    offset: u64,
     len: usize,
 }
 
@@ -40,6 +45,34 @@ impl ArrayDriver {
         length: u64,
         out: &mut dyn Write,
         progress: &mut dyn StreamProgress,
+    ) -> Result<(), DriverError> {
+        self.read_stream_with(offset, length, out, progress, None)
+    }
+
+    /// [`ArrayDriver::read_stream`] that goes on past what the array cannot read
+    /// ([`EngineError::Unreadable`]: a member's read errors, or blocks failing their
+    /// checksums, where no redundancy is left): such a request is read again in small
+    /// pieces, down to single sectors, the sectors that still fail are written out as
+    /// zeros, and their byte ranges are added to `unreadable` (adjacent ones merged).
+    /// Any other failure stops it, as it stops `read_stream`.
+    pub fn read_stream_past_unreadable(
+        &mut self,
+        offset: u64,
+        length: u64,
+        out: &mut dyn Write,
+        progress: &mut dyn StreamProgress,
+        unreadable: &mut Vec<Range<u64>>,
+    ) -> Result<(), DriverError> {
+        self.read_stream_with(offset, length, out, progress, Some(unreadable))
+    }
+
+    fn read_stream_with(
+        &mut self,
+        offset: u64,
+        length: u64,
+        out: &mut dyn Write,
+        progress: &mut dyn StreamProgress,
+        mut unreadable: Option<&mut Vec<Range<u64>>>,
     ) -> Result<(), DriverError> {
         sector_range(offset, length)?;
         let mut queue: VecDeque<InFlight> = VecDeque::new();
@@ -60,13 +93,19 @@ impl ArrayDriver {
                 queue.push_back(InFlight {
                     id,
                     buf,
+                    offset: next,
                     len: len as usize,
                 });
                 next += len;
             }
             let front = queue.front().expect("something is in flight");
-            let result = self.wait_for(front.id);
+            let mut result = self.wait_for(front.id);
             let front = queue.pop_front().expect("front exists");
+            if let (Err(DriverError::Engine(EngineError::Unreadable { .. })), Some(lost)) =
+                (&result, unreadable.as_deref_mut())
+            {
+                result = self.salvage(front.offset, front.buf, front.len, lost);
+            }
             match result {
                 Ok(()) => {
                     let bytes = self.engine.buffers().get(front.buf);
@@ -85,6 +124,45 @@ impl ArrayDriver {
             return Err(error);
         }
         out.flush().map_err(DriverError::Stream)
+    }
+
+    /// Reads what can be read of the `len` bytes at `offset` into `buf`, piece by piece
+    /// and, where a piece fails, sector by sector; zeroes and records the sectors that
+    /// cannot be read.
+    fn salvage(
+        &mut self,
+        offset: u64,
+        buf: BufId,
+        len: usize,
+        unreadable: &mut Vec<Range<u64>>,
+    ) -> Result<(), DriverError> {
+        let sector = SECTOR_BYTES as usize;
+        let mut piece = vec![0u8; SALVAGE_PIECE_BYTES];
+        for at in (0..len).step_by(SALVAGE_PIECE_BYTES) {
+            let n = (len - at).min(SALVAGE_PIECE_BYTES);
+            match self.read_at(&mut piece[..n], offset + at as u64) {
+                Ok(()) => {}
+                Err(DriverError::Engine(EngineError::Unreadable { .. })) => {
+                    for s in (0..n).step_by(sector) {
+                        let start = offset + (at + s) as u64;
+                        match self.read_at(&mut piece[s..s + sector], start) {
+                            Ok(()) => {}
+                            Err(DriverError::Engine(EngineError::Unreadable { .. })) => {
+                                piece[s..s + sector].fill(0);
+                                match unreadable.last_mut() {
+                                    Some(last) if last.end == start => last.end += SECTOR_BYTES,
+                                    _ => unreadable.push(start..start + SECTOR_BYTES),
+                                }
+                            }
+                            Err(error) => return Err(error),
+                        }
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+            self.engine.buffers_mut().get_mut(buf)[at..at + n].copy_from_slice(&piece[..n]);
+        }
+        Ok(())
     }
 
     /// Writes everything `input` yields into the array from byte `offset` (a multiple of
@@ -147,7 +225,12 @@ impl ArrayDriver {
                     len as u64 / SECTOR_BYTES,
                     Some(buf),
                 );
-                queue.push_back(InFlight { id, buf, len });
+                queue.push_back(InFlight {
+                    id,
+                    buf,
+                    offset: next,
+                    len,
+                });
                 next += len as u64;
             }
             if let Some(front) = queue.pop_front() {

@@ -256,6 +256,12 @@ pub struct ReadArgs {
     /// Write to this file instead of standard output.
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
+    /// Go on past ranges the array cannot read (read errors or bad blocks where no
+    /// redundancy is left), writing zeros in their place to the sector, and list them
+    /// at the end (the exit status still says the read was not whole). For getting
+    /// what can be got off a damaged array.
+    #[arg(long)]
+    pub keep_going: bool,
     /// The array: member paths, or a folder that holds them.
     #[arg(required = true)]
     pub array: Vec<PathBuf>,

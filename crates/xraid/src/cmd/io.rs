@@ -37,14 +37,29 @@ pub fn read(args: ReadArgs, backend: BackendChoice) -> Result<()> {
         None => Box::new(std::io::stdout().lock()),
     };
     let bar = bytes_bar(length, "reading");
-    let result = array
-        .driver()
-        .read_stream(args.offset, length, &mut out, &mut |done| {
-            bar.set_position(done)
-        });
+    let mut unreadable = Vec::new();
+    let mut progress = |done| bar.set_position(done);
+    let result = if args.keep_going {
+        array.driver().read_stream_past_unreadable(
+            args.offset,
+            length,
+            &mut out,
+            &mut progress,
+            &mut unreadable,
+        )
+    } else {
+        array
+            .driver()
+            .read_stream(args.offset, length, &mut out, &mut progress)
+    };
     bar.finish_and_clear();
     drop(out);
-    report_repairs(&mut array, &args.array, true, result.is_ok());
+    report_repairs(
+        &mut array,
+        &args.array,
+        true,
+        result.is_ok() && unreadable.is_empty(),
+    );
     if let Err(error) = result {
         // A read that stopped part way leaves nothing behind under the output's name.
         let left = match output {
@@ -68,12 +83,36 @@ pub fn read(args: ReadArgs, backend: BackendChoice) -> Result<()> {
             args.offset + length
         ));
     }
-    if let Some(output) = output {
-        output.keep()?;
-    }
+    let kept_in = match output {
+        Some(output) => {
+            let path = output.path.display().to_string();
+            output.keep()?;
+            path
+        }
+        None => "standard output".to_owned(),
+    };
     array.close()?;
+    if !unreadable.is_empty() {
+        let lost: u64 = unreadable.iter().map(|r| r.end - r.start).sum();
+        let shown: Vec<String> = unreadable
+            .iter()
+            .take(MAX_RANGES_SHOWN)
+            .map(|r| format!("{}..{}", r.start, r.end))
+            .collect();
+        let more = unreadable.len().saturating_sub(MAX_RANGES_SHOWN);
+        bail!(
+            "{lost} bytes in {} range{} of the array could not be read and are zeros in {kept_in}; the rest was read: array bytes {}{}",
+            unreadable.len(),
+            if unreadable.len() == 1 { "" } else { "s" },
+            shown.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        );
+    }
     Ok(())
 }
+
+/// Unreadable ranges `read --keep-going` lists by name; the rest are counted.
+const MAX_RANGES_SHOWN: usize = 20;
 
 /// The file `xraid read -o PATH` writes. A regular file (or a new one) is written under
 /// a temporary name beside it and renamed over PATH only once the whole read succeeded:
@@ -192,9 +231,10 @@ impl Output {
 /// What one member did wrong during a read or write, gathered from the engine's events.
 #[derive(Debug, Default)]
 struct Trouble {
-    /// Member reads whose blocks failed their checksums, and the member bytes from the
-    /// first to the last such block.
+    /// Member reads whose blocks failed their checksums, the blocks (by member data
+    /// byte), and the member bytes from the first to the last of them.
     checksum_reads: u64,
+    checksum_blocks: std::collections::BTreeSet<u64>,
     checksum_bytes: Option<(u64, u64)>,
     /// Read errors rebuilt from redundancy and rewritten.
     corrected: u64,
@@ -217,6 +257,8 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
                 let t = trouble.entry(member.0).or_default();
                 t.checksum_reads += 1;
                 let (lo, hi) = (sector * SECTOR_BYTES, (sector + sectors) * SECTOR_BYTES);
+                t.checksum_blocks
+                    .extend((lo..hi).step_by(xraid_format::BLOCK_BYTES));
                 t.checksum_bytes = Some(match t.checksum_bytes {
                     Some((a, b)) => (a.min(lo), b.max(hi)),
                     None => (lo, hi),
@@ -261,10 +303,12 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
                 .checksum_bytes
                 .map(|(lo, hi)| format!(" (member data bytes {lo}..{hi})"))
                 .unwrap_or_default();
+            let blocks = t.checksum_blocks.len();
             found.push(format!(
-                "{} read{} returned blocks that fail their checksums{at}: silent corruption",
-                t.checksum_reads,
-                if t.checksum_reads == 1 { "" } else { "s" }
+                "{blocks} block{} fail{} {} checksum{at}: silent corruption",
+                if blocks == 1 { "" } else { "s" },
+                if blocks == 1 { "s" } else { "" },
+                if blocks == 1 { "its" } else { "their" },
             ));
         }
         if errors > 0 {
@@ -274,7 +318,7 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
             ));
         }
         let outcome = if !redundant {
-            "the array has no redundancy to rebuild them from".to_owned()
+            "the array has no redundancy to rebuild from".to_owned()
         } else if !succeeded {
             "what redundancy was left could not rebuild all of it".to_owned()
         } else if read_only {

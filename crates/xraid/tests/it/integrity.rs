@@ -173,9 +173,8 @@ fn raid0_reports_a_flipped_block_as_unreadable_instead_of_returning_it() {
     assert!(err.contains("cannot be read"), "{err}");
     // The member and the block are named, not just the request's range.
     assert!(
-        err.contains(
-            "d2: 1 read returned blocks that fail their checksums (member data bytes 4096..8192)"
-        ) && err.contains("no redundancy to rebuild them"),
+        err.contains("d2: 1 block fails its checksum (member data bytes 4096..8192)")
+            && err.contains("no redundancy to rebuild from"),
         "{err}"
     );
     // A failed `read -o` leaves no half-written file: a file that was there keeps its
@@ -213,6 +212,51 @@ fn raid0_reports_a_flipped_block_as_unreadable_instead_of_returning_it() {
 }
 
 #[test]
+fn a_read_that_keeps_going_gets_all_but_the_bad_blocks_and_names_them() {
+    let dir = tempdir();
+    let disks = integrity_array(dir.path(), "0", "8M", true);
+    let image = dir.path().join("image.raw");
+    let mut expected = random_bytes(8 << 20, 58);
+    std::fs::write(&image, &expected).expect("image");
+    fill(&disks, &image);
+    // RAID-0 of four, 64K chunks: d2's first chunk is array chunk 2, d0's second one
+    // array chunk 4. One block in each goes bad.
+    flip(&disks.join("d2"), 4096 + 10, 0);
+    flip(&disks.join("d0"), 65536 + 100, 6);
+    let out = dir.path().join("out.raw");
+    let err = fails(&[
+        "read",
+        "--keep-going",
+        "--length",
+        "8M",
+        "-o",
+        p(&out),
+        p(&disks),
+    ]);
+    assert!(
+        err.contains("8192 bytes in 2 ranges of the array could not be read and are zeros in")
+            && err.contains("array bytes 135168..139264, 262144..266240"),
+        "{err}"
+    );
+    assert!(err.contains("d0: 1 block fails its checksum"), "{err}");
+    assert!(err.contains("d2: 1 block fails its checksum"), "{err}");
+    expected[135168..139264].fill(0);
+    expected[262144..266240].fill(0);
+    assert!(
+        std::fs::read(&out).expect("the output is kept") == expected[..8 << 20],
+        "everything else is read"
+    );
+    // Nothing was failed along the way: a plain read still stops at the first bad block
+    // (not at a failed member), and the good ranges read as before.
+    let err = fails(&["read", p(&disks), "--length", "8M"]);
+    assert!(
+        err.contains("array bytes 131072..196608 cannot be read"),
+        "{err}"
+    );
+    ok(&["read", p(&disks), "--offset", "1M", "--length", "7M"]);
+}
+
+#[test]
 fn an_offline_read_says_what_it_rebuilt_and_that_the_member_still_holds_it() {
     let dir = tempdir();
     let disks = integrity_array(dir.path(), "5", "8M", true);
@@ -232,8 +276,9 @@ fn an_offline_read_says_what_it_rebuilt_and_that_the_member_still_holds_it() {
         "the flipped block is rebuilt for the read"
     );
     assert!(
-        err.contains("d1: 1 read returned blocks that fail their checksums (member data bytes 73728..77824): silent corruption")
-            && err.contains("opened to read only")
+        err.contains(
+            "d1: 1 block fails its checksum (member data bytes 73728..77824): silent corruption"
+        ) && err.contains("opened to read only")
             && err.contains("xraid scrub repair"),
         "{err}"
     );
@@ -242,7 +287,7 @@ fn an_offline_read_says_what_it_rebuilt_and_that_the_member_still_holds_it() {
         .args(["read", p(&disks), "--length", "12M"])
         .output()
         .expect("read");
-    assert!(String::from_utf8_lossy(&again.stderr).contains("fail their checksums"));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("fails its checksum"));
     let report = scrub(&disks, "repair");
     assert_eq!(report["checksum_mismatches"], 1, "{report}");
     let clean = crate::util::xraid()
