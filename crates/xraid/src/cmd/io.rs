@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use xraid_array::{Array, OpenMode};
@@ -14,6 +14,7 @@ use xraid_engine::{Event, FailReason};
 use xraid_layout::SECTOR_BYTES;
 
 use super::open_array;
+use super::output::Output;
 use crate::cli::{ReadArgs, WriteArgs};
 use crate::progress::bytes_bar;
 
@@ -113,120 +114,6 @@ pub fn read(args: ReadArgs, backend: BackendChoice) -> Result<()> {
 
 /// Unreadable ranges `read --keep-going` lists by name; the rest are counted.
 const MAX_RANGES_SHOWN: usize = 20;
-
-/// The file `xraid read -o PATH` writes. A regular file (or a new one) is written under
-/// a temporary name beside it and renamed over PATH only once the whole read succeeded:
-/// a read that fails part way neither leaves a truncated file nor spoils the file that
-/// was there. Anything else (a device, a pipe), and a file in a folder that takes no new
-/// file, is written in place.
-struct Output {
-    file: File,
-    path: PathBuf,
-    temporary: Option<PathBuf>,
-    existed: bool,
-}
-
-impl Output {
-    fn create(path: &Path) -> Result<Output> {
-        // Through a symbolic link, the file it names is the one to replace.
-        let resolved;
-        let path = match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                resolved = match std::fs::canonicalize(path) {
-                    Ok(target) => target,
-                    // A link to a file yet to be made.
-                    Err(_) => {
-                        let target = std::fs::read_link(path)
-                            .with_context(|| format!("{}", path.display()))?;
-                        path.parent().unwrap_or(Path::new("")).join(target)
-                    }
-                };
-                resolved.as_path()
-            }
-            _ => path,
-        };
-        let existing = match std::fs::metadata(path) {
-            Ok(meta) => Some(meta),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).context(format!("{}", path.display())),
-        };
-        let existed = existing.is_some();
-        if existing.as_ref().is_none_or(std::fs::Metadata::is_file) {
-            if let Some(temporary) = Self::temporary_beside(path, existing.as_ref()) {
-                return Ok(Output {
-                    file: temporary.1,
-                    path: path.to_owned(),
-                    temporary: Some(temporary.0),
-                    existed,
-                });
-            }
-        }
-        // A device or a pipe, or a folder where no new file can be made: in place.
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .with_context(|| format!("{}", path.display()))?;
-        Ok(Output {
-            file,
-            path: path.to_owned(),
-            temporary: None,
-            existed,
-        })
-    }
-
-    /// A new file beside `path` to write instead, with the permissions of the file
-    /// already there; none where the folder takes no new file.
-    fn temporary_beside(
-        path: &Path,
-        existing: Option<&std::fs::Metadata>,
-    ) -> Option<(PathBuf, File)> {
-        let mut name = std::ffi::OsString::from(".");
-        name.push(path.file_name()?);
-        name.push(format!(".xraid-read-{}", std::process::id()));
-        let temporary = path.with_file_name(name);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)
-            .ok()?;
-        if let Some(meta) = existing {
-            let _ = file.set_permissions(meta.permissions());
-        }
-        Some((temporary, file))
-    }
-
-    /// The read succeeded: its bytes are on disk under the output's name.
-    fn keep(self) -> Result<()> {
-        if let Some(temporary) = &self.temporary {
-            // On disk before it takes the name, so a crash cannot leave a short file
-            // there.
-            self.file
-                .sync_all()
-                .with_context(|| format!("{}", self.path.display()))?;
-            std::fs::rename(temporary, &self.path)
-                .with_context(|| format!("{}", self.path.display()))?;
-        }
-        Ok(())
-    }
-
-    /// The read failed: the temporary file goes (what PATH held before stays). Says
-    /// what the output holds now.
-    fn discard(self) -> String {
-        match &self.temporary {
-            Some(temporary) => {
-                let _ = std::fs::remove_file(temporary);
-                if self.existed {
-                    format!("{} is left as it was", self.path.display())
-                } else {
-                    format!("{} was not made", self.path.display())
-                }
-            }
-            None => format!("{} holds the bytes before them", self.path.display()),
-        }
-    }
-}
 
 /// What one member did wrong during a read or write, gathered from the engine's events.
 #[derive(Debug, Default)]
