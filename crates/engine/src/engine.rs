@@ -673,7 +673,19 @@ impl Engine {
         match target {
             IoTarget::Direct { req, member, seg } => {
                 if let Err(failure) = result {
-                    if seg.write {
+                    if seg.write && failure == IoFailed::Medium && self.geo.level() == Level::Raid0
+                    {
+                        // Nowhere else to keep these sectors: the write fails and the
+                        // member serves on (md's raid0); failing it would lose every
+                        // other sector it holds.
+                        self.fail_request(
+                            req,
+                            EngineError::Unwritable {
+                                sector: seg.sector,
+                                end: seg.sector + seg.sectors,
+                            },
+                        );
+                    } else if seg.write {
                         self.write_failed(member, failure);
                         if let Some(error) = self.segment_lost(seg) {
                             self.fail_request(req, error);

@@ -375,6 +375,10 @@ pub enum EngineError {
     /// Sectors could be read neither from their member nor rebuilt from redundancy.
     #[error("sectors {sector}..{end} are unreadable: a member returned read errors and the redundancy to rebuild them is gone")]
     Unreadable { sector: u64, end: u64 },
+    /// Sectors a member would not take, where the array has no redundancy to keep them
+    /// elsewhere (RAID-0): the write failed, and the member serves on, as md's raid0.
+    #[error("sectors {sector}..{end} could not be written: a member returned a write error and the array has no redundancy to keep them elsewhere")]
+    Unwritable { sector: u64, end: u64 },
     /// More members have failed than the level can survive.
     #[error("data lost: {failed} of {raid_disks} members have failed and {level} survives at most {tolerated}")]
     DataLost {

@@ -84,6 +84,8 @@ pub struct SimMember {
     pub health: SimMemberHealth,
     /// Member sector ranges whose reads fail with a medium error.
     pub bad_ranges: Vec<Range<u64>>,
+    /// Member sector ranges whose writes fail with a medium error (they take none).
+    pub write_error_ranges: Vec<Range<u64>>,
     /// Time each of its I/Os takes beyond the others' (a slow disk).
     pub extra_latency: Nanos,
     /// Data-area reads it served.
@@ -119,6 +121,7 @@ impl SimMember {
             checksums: Vec::new(),
             health: SimMemberHealth::Healthy,
             bad_ranges: Vec::new(),
+            write_error_ranges: Vec::new(),
             extra_latency: Nanos(0),
             reads: 0,
             device: 0,
@@ -436,6 +439,11 @@ impl SimArray {
         let range = io.sector..io.sector + io.buf.len as u64 / SECTOR_BYTES;
         let data = io.area == Area::Data;
         let bad = data && member.read_fails(&range);
+        let write_fails = data
+            && member
+                .write_error_ranges
+                .iter()
+                .any(|b| b.start < range.end && range.start < b.end);
         let store = member.store(io.area);
         if !data && store.len() < at + io.buf.len {
             store.resize(at + io.buf.len, 0);
@@ -453,6 +461,9 @@ impl SimArray {
                 }
             }
             IoKind::Write | IoKind::WriteFua => {
+                if write_fails {
+                    return Err(IoFailed::Medium);
+                }
                 let new = bufs.slice(io.buf);
                 // What a power cut restores, for a write it may undo.
                 let undo = (io.kind == IoKind::Write).then(|| store[at..at + new.len()].to_vec());

@@ -1617,6 +1617,42 @@ fn read_errors_fail_no_member_the_array_cannot_do_without() {
 }
 
 #[test]
+fn a_raid0_write_error_fails_the_write_not_the_member() {
+    let geo = Geometry::new(Level::Raid0, Layout::default_for(Level::Raid0), 2, 8, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 16);
+    array.shuffle = false;
+    let data = vec![4u8; geo.array_sectors() as usize * SECTOR];
+    array.write(0, &data).expect("fill");
+    // Member sectors 0..4 of member 1 hold array sectors 8..12; they take no write.
+    array.members[1].write_error_ranges.push(0..4);
+    let new = vec![9u8; 8 * SECTOR];
+    assert_eq!(
+        array.write(8, &new),
+        Err(EngineError::Unwritable { sector: 8, end: 16 }),
+        "the write is refused, named"
+    );
+    assert_eq!(
+        array.engine.member_states(),
+        &[MemberState::Active, MemberState::Active],
+        "the member serves on"
+    );
+    // Everything else of the member is written and read as before.
+    array
+        .write(16, &new)
+        .expect("a write elsewhere on member 1");
+    assert_eq!(array.read(16, 8).expect("read"), new);
+    assert_eq!(array.read(0, 8).expect("read"), data[..8 * SECTOR]);
+    assert!(
+        !array
+            .take_events()
+            .iter()
+            .any(|e| matches!(e, Event::MemberFailed { .. })),
+        "no member failed"
+    );
+}
+
+#[test]
 fn a_stalled_raid0_member_is_waited_for_not_failed() {
     let geo = Geometry::new(Level::Raid0, Layout::default_for(Level::Raid0), 2, 8, 2048)
         .expect("geometry");

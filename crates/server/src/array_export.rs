@@ -1303,7 +1303,9 @@ impl Worker {
 fn engine_errno(e: &EngineError) -> u32 {
     match e {
         EngineError::OutOfRange { .. } | EngineError::BufferSize { .. } => EINVAL,
-        EngineError::DataLost { .. } | EngineError::Unreadable { .. } => EIO,
+        EngineError::DataLost { .. }
+        | EngineError::Unreadable { .. }
+        | EngineError::Unwritable { .. } => EIO,
     }
 }
 

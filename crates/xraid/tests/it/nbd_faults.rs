@@ -125,6 +125,53 @@ fn read_errors_on_a_raid0_member_lose_their_range_not_the_array() {
 }
 
 #[test]
+fn a_write_error_on_a_raid0_member_fails_that_write_not_the_array() {
+    let Some(mut nbdsh) = crate::nbd_clients::nbdsh() else {
+        eprintln!("skipped: nbdsh cannot load its Python module");
+        return;
+    };
+    let dir = tempdir();
+    let disks = create_array(dir.path(), "0", 2, "16M", &[]);
+    let image = dir.path().join("image.raw");
+    let mut bytes = random_bytes(4 << 20, 24);
+    std::fs::write(&image, &bytes).expect("image");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+    // Member 1's first 4 KiB of data (array bytes 64K..68K) take no write.
+    let server = Server::unix(
+        dir.path(),
+        &["--fault", "role=1,write-errors=1M..1028K", p(&disks)],
+    );
+    let uri = server.uri("xraid");
+    let script = format!(
+        "h.connect_uri('{uri}')\n\
+         try:\n    h.pwrite(b'x' * 4096, 65536)\n    print('written')\n\
+         except nbd.Error as e:\n    print('refused', e.errno)\n\
+         h.pwrite(b'y' * 65536, 196608)\n\
+         h.flush()\n"
+    );
+    let out = nbdsh.args(["-c", &script]).output().expect("nbdsh runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("refused"),
+        "the bad write gets an error: {stdout}"
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
+    assert_eq!(status["members"][1]["state"], "active", "{status}");
+    let log = server.stop().stderr;
+    assert!(!log.contains("failed ("), "no member is failed: {log}");
+    // The write beside it landed (member 1's chunk 1), and the rest is as it was.
+    bytes[196608..262144].fill(b'y');
+    let read = crate::util::ok_bytes(&["read", "--length", "4M", p(&disks)]);
+    assert!(read[..65536] == bytes[..65536] && read[69632..] == bytes[69632..4 << 20]);
+}
+
+#[test]
 fn an_unknown_consistency_is_refused_in_one_line() {
     let dir = tempdir();
     let disks = raid5(dir.path(), "8M");
