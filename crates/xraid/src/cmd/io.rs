@@ -279,7 +279,18 @@ pub fn write(args: WriteArgs, backend: BackendChoice) -> Result<()> {
     // Mark the array clean even when the input failed part-way: what was written is
     // flushed and consistent.
     let closed = array.close();
-    let written = result?;
+    let written = match result {
+        Ok(written) => written,
+        Err(xraid_driver::DriverError::Engine(xraid_engine::EngineError::Unwritable {
+            sector,
+            end,
+        })) => bail!(
+            "array bytes {}..{} could not be written: a member refused them and the array has no redundancy to keep them elsewhere (it was not failed for it; the input before them was written)",
+            sector * SECTOR_BYTES,
+            end * SECTOR_BYTES
+        ),
+        Err(error) => return Err(error.into()),
+    };
     closed?;
     if input.more {
         bail!(
