@@ -500,14 +500,21 @@ impl Engine {
             return;
         }
         let count = *count;
-        if self.pseudo_role(member).is_none() {
-            let mut states = self.members.clone();
-            states[member.index()] = MemberState::Failed;
-            if Engine::lost_with(self.geo, states).is_some() {
-                return;
-            }
+        if !self.cannot_do_without(member) {
+            self.fail(member, FailReason::ReadErrors(count));
         }
-        self.fail(member, FailReason::ReadErrors(count));
+    }
+
+    /// Whether failing `member` would lose data: it holds the last copy of some of it
+    /// (any RAID-0 member; a degraded array's). Never a replacement: its role's member
+    /// serves on without it.
+    pub(crate) fn cannot_do_without(&self, member: MemberIdx) -> bool {
+        if self.pseudo_role(member).is_some() {
+            return false;
+        }
+        let mut states = self.members.clone();
+        states[member.index()] = MemberState::Failed;
+        Engine::lost_with(self.geo, states).is_some()
     }
 
     /// Starts the service-time figures of `role` afresh (see `Latency::forget`); a
@@ -673,8 +680,7 @@ impl Engine {
         match target {
             IoTarget::Direct { req, member, seg } => {
                 if let Err(failure) = result {
-                    if seg.write && failure == IoFailed::Medium && self.geo.level() == Level::Raid0
-                    {
+                    if seg.write && failure == IoFailed::Medium && self.cannot_do_without(member) {
                         // Nowhere else to keep these sectors: the write fails and the
                         // member serves on (md's raid0); failing it would lose every
                         // other sector it holds.
@@ -807,9 +813,7 @@ impl Engine {
             }
             // Only where the array survives without it: failing the last copy of some
             // data would turn a slow answer into none.
-            let mut states = self.members.clone();
-            states[member.index()] = MemberState::Failed;
-            if Engine::lost_with(self.geo, states).is_none() {
+            if !self.cannot_do_without(member) {
                 self.fail(member, FailReason::Stalled);
             } else {
                 // Waited for as it is, until it answers.

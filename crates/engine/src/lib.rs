@@ -375,8 +375,9 @@ pub enum EngineError {
     /// Sectors could be read neither from their member nor rebuilt from redundancy.
     #[error("sectors {sector}..{end} are unreadable: a member returned read errors and the redundancy to rebuild them is gone")]
     Unreadable { sector: u64, end: u64 },
-    /// Sectors a member would not take, where the array has no redundancy to keep them
-    /// elsewhere (RAID-0): the write failed, and the member serves on, as md's raid0.
+    /// Sectors a member would not take where it holds their only copy (any RAID-0
+    /// member; the last copy of a degraded mirror's): the write failed, and the member
+    /// serves on, as md's raid0, raid1 and raid10 keep it.
     #[error("sectors {sector}..{end} could not be written: a member returned a write error and the array has no redundancy to keep them elsewhere")]
     Unwritable { sector: u64, end: u64 },
     /// More members have failed than the level can survive.

@@ -54,6 +54,9 @@ pub(crate) struct MirrorOp {
     /// scratch: where the client's part goes in its buffer, where it starts in
     /// scratch, and its length, in bytes.
     client_part: Option<(usize, usize, usize)>,
+    /// A client write the last copy of its unit refused: it fails (`Unwritable`), and
+    /// the member serves on.
+    unwritten: bool,
 }
 
 /// Splits a segment at copy-run boundaries (and, for RAID-1 writes or while a sync
@@ -252,6 +255,7 @@ fn new_op(
         replan: false,
         mismatch: false,
         client_part,
+        unwritten: false,
     });
     if engine.lock(unit, Holder::Mirror(op)) {
         start(engine, op);
@@ -408,6 +412,15 @@ pub(crate) fn on_completion(
                     o.bad.push(member);
                 }
             }
+            // A client write the array's last copy refuses fails, and the copy serves on:
+            // failing it would lose every other sector it holds (md's raid1 and raid10
+            // never fail the device that would fail the array).
+            _ if failure == IoFailed::Medium
+                && engine.mops.get(op).work == Work::Write
+                && engine.cannot_do_without(member) =>
+            {
+                engine.mops.get_mut(op).unwritten = true;
+            }
             _ => engine.write_failed(member, failure),
         }
     }
@@ -426,6 +439,10 @@ pub(crate) fn on_completion(
             report_corrections(engine, op);
             let o = engine.mops.get(op);
             let error = match o.work {
+                Work::Write if o.unwritten => Some(EngineError::Unwritable {
+                    sector: o.seg.sector,
+                    end: o.seg.sector + o.seg.sectors,
+                }),
                 Work::Write => segment_lost(engine, o.seg),
                 _ => None,
             };

@@ -1653,6 +1653,41 @@ fn a_raid0_write_error_fails_the_write_not_the_member() {
 }
 
 #[test]
+fn a_degraded_mirror_write_error_on_the_last_copy_fails_the_write_not_the_copy() {
+    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 2, 0, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 17);
+    array.shuffle = false;
+    let data = vec![5u8; geo.array_sectors() as usize * SECTOR];
+    array.write(0, &data).expect("fill");
+    array.kill_member(MemberIdx(1));
+    array.engine.fail_member(MemberIdx(1));
+    array.members[0].write_error_ranges.push(8..12);
+    let new = vec![6u8; 8 * SECTOR];
+    assert_eq!(
+        array.write(8, &new),
+        Err(EngineError::Unwritable { sector: 8, end: 16 })
+    );
+    assert_eq!(
+        array.engine.member_states()[0],
+        MemberState::Active,
+        "the last copy serves on"
+    );
+    array.write(64, &new).expect("a write elsewhere");
+    assert_eq!(array.read(64, 8).expect("read"), new);
+    assert_eq!(array.read(0, 8).expect("read"), data[..8 * SECTOR]);
+
+    // Whole, the same error fails the member as before: the other copy takes the write.
+    let mut array = SimArray::new(geo, 18);
+    array.shuffle = false;
+    array.write(0, &data).expect("fill");
+    array.members[0].write_error_ranges.push(8..12);
+    array.write(8, &new).expect("the other copy takes it");
+    assert_eq!(array.engine.member_states()[0], MemberState::Failed);
+    assert_eq!(array.read(8, 8).expect("read"), new);
+}
+
+#[test]
 fn a_stalled_raid0_member_is_waited_for_not_failed() {
     let geo = Geometry::new(Level::Raid0, Layout::default_for(Level::Raid0), 2, 8, 2048)
         .expect("geometry");

@@ -172,6 +172,53 @@ fn a_write_error_on_a_raid0_member_fails_that_write_not_the_array() {
 }
 
 #[test]
+fn a_write_error_on_a_degraded_mirrors_last_copy_fails_that_write_not_the_array() {
+    let Some(mut nbdsh) = crate::nbd_clients::nbdsh() else {
+        eprintln!("skipped: nbdsh cannot load its Python module");
+        return;
+    };
+    let dir = tempdir();
+    let disks = create_array(dir.path(), "1", 2, "16M", &[]);
+    let image = dir.path().join("image.raw");
+    let mut bytes = random_bytes(4 << 20, 25);
+    std::fs::write(&image, &bytes).expect("image");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+    std::fs::remove_file(disks.join("d1")).expect("one copy gone");
+    // The last copy's first 4 KiB of data take no write.
+    let server = Server::unix(
+        dir.path(),
+        &["--fault", "role=0,write-errors=1M..1028K", p(&disks)],
+    );
+    let uri = server.uri("xraid");
+    let script = format!(
+        "h.connect_uri('{uri}')\n\
+         try:\n    h.pwrite(b'x' * 4096, 0)\n    print('written')\n\
+         except nbd.Error as e:\n    print('refused', e.errno)\n\
+         h.pwrite(b'y' * 65536, 131072)\n\
+         h.flush()\n"
+    );
+    let out = nbdsh.args(["-c", &script]).output().expect("nbdsh runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("refused"),
+        "the bad write gets an error: {stdout}"
+    );
+    let log = server.stop().stderr;
+    assert!(
+        !log.contains("failed ("),
+        "the last copy is not failed: {log}"
+    );
+    bytes[131072..196608].fill(b'y');
+    let read = crate::util::ok_bytes(&["read", "--length", "4M", p(&disks)]);
+    assert!(read[4096..] == bytes[4096..4 << 20], "the rest is there");
+}
+
+#[test]
 fn an_unknown_consistency_is_refused_in_one_line() {
     let dir = tempdir();
     let disks = raid5(dir.path(), "8M");
