@@ -285,6 +285,7 @@ pub(crate) fn spawn(
         reniced_at: None,
         checkpointed_at: std::time::Instant::now(),
         last_sync: None,
+        losses: 0,
         ticked_at: std::time::Instant::now(),
         unrecorded: false,
     };
@@ -347,7 +348,14 @@ struct Worker {
     /// they do, no write is acknowledged, since after a crash the failed member would
     /// come back as current and lose what those writes changed.
     unrecorded: bool,
+    /// Requests that failed for data the array has lost (unreadable, unwritable), and
+    /// how many of them were logged (the first `MAX_LOSSES_LOGGED`).
+    losses: u64,
 }
+
+/// Lost ranges the log names one by one; past that they are counted (status shows the
+/// count), so that a client retrying a bad block cannot flood the log.
+const MAX_LOSSES_LOGGED: u64 = 100;
 
 impl Worker {
     fn run(mut self) {
@@ -598,6 +606,7 @@ impl Worker {
             "stripe_log": self.array.stripe_log_sectors().is_some(),
             "integrity": engine.integrity_on(),
             "checksum_mismatches": engine.stats().checksum_mismatches,
+            "lost_requests": self.losses,
             "io": io_counters(&engine.stats()),
         })
     }
@@ -1199,6 +1208,23 @@ impl Worker {
             running.remaining -= 1;
             if let Err(e) = &reply.result {
                 running.error.get_or_insert(engine_errno(e));
+                if matches!(
+                    e,
+                    EngineError::Unreadable { .. } | EngineError::Unwritable { .. }
+                ) {
+                    self.losses += 1;
+                    if self.losses <= MAX_LOSSES_LOGGED {
+                        log::error(&format!(
+                            "array '{}': {e}; the client was answered EIO{}",
+                            self.name,
+                            if self.losses == MAX_LOSSES_LOGGED {
+                                " (further such failures are counted in status, not logged)"
+                            } else {
+                                ""
+                            }
+                        ));
+                    }
+                }
             }
             let next = match running.error {
                 None => running.zeros_left.pop_front(),

@@ -120,8 +120,15 @@ fn read_errors_on_a_raid0_member_lose_their_range_not_the_array() {
     let status: serde_json::Value =
         serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
     assert_eq!(status["members"][1]["state"], "active", "{status}");
+    assert_eq!(status["lost_requests"], 40, "{status}");
     let log = server.stop().stderr;
     assert!(!log.contains("failed ("), "no member is failed: {log}");
+    // Each loss is logged, in the engine's words, with what the client got.
+    assert!(
+        log.contains("sectors 128..136 are unreadable")
+            && log.contains("the client was answered EIO"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -165,6 +172,10 @@ fn a_write_error_on_a_raid0_member_fails_that_write_not_the_array() {
     assert_eq!(status["members"][1]["state"], "active", "{status}");
     let log = server.stop().stderr;
     assert!(!log.contains("failed ("), "no member is failed: {log}");
+    assert!(
+        log.contains("sectors 128..136 could not be written"),
+        "the loss is logged: {log}"
+    );
     // The write beside it landed (member 1's chunk 1), and the rest is as it was.
     bytes[196608..262144].fill(b'y');
     let read = crate::util::ok_bytes(&["read", "--length", "4M", p(&disks)]);
