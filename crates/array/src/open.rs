@@ -242,8 +242,12 @@ impl Array {
         let mut driver = ArrayDriver::new(assembled.geometry, slots, backend)?;
         if mode == OpenMode::ReadOnly {
             // Members are opened read-only: rebuilt ranges are returned, not rewritten.
+            // Nor is a member failed for its read errors: nothing would record it, and
+            // it would take its copy of everything else out of reach — `read
+            // --keep-going` rereads a bad range sector by sector, ten errors a block.
             let mut config = driver.engine().config();
             config.repair_writes = false;
+            config.max_read_errors = u32::MAX;
             driver.engine_mut().set_config(config);
         }
         let clean = assembled.superblock.resync_offset == u64::MAX;

@@ -459,7 +459,7 @@ impl Engine {
     }
 
     /// The driver slot an I/O for `member` (a role or a replacement) goes to.
-    fn slot_of(&self, member: MemberIdx) -> MemberIdx {
+    pub(crate) fn slot_of(&self, member: MemberIdx) -> MemberIdx {
         match self.pseudo_role(member) {
             Some(role) => other_slot(self.slots[role], self.members.len()),
             None => self.slots[member.index()],
@@ -495,7 +495,7 @@ impl Engine {
             return;
         }
         let count = &mut self.read_errors[member.index()];
-        *count += 1;
+        *count = count.saturating_add(1);
         if *count <= self.config.max_read_errors {
             return;
         }
@@ -683,7 +683,19 @@ impl Engine {
                     if seg.write && failure == IoFailed::Medium && self.cannot_do_without(member) {
                         // Nowhere else to keep these sectors: the write fails and the
                         // member serves on (md's raid0); failing it would lose every
-                        // other sector it holds.
+                        // other sector it holds. Its checksums of them were taken for
+                        // data it refused.
+                        let at = self
+                            .geo
+                            .copies(seg.sector)
+                            .as_slice()
+                            .iter()
+                            .find(|p| p.member == member)
+                            .map(|p| p.sector);
+                        if let Some(at) = at {
+                            let slot = self.slot_of(member);
+                            crate::integrity::forget_refused(self, slot, at, seg.sectors);
+                        }
                         self.fail_request(
                             req,
                             EngineError::Unwritable {

@@ -423,6 +423,34 @@ pub(crate) fn record_write(engine: &mut Engine, slot: MemberIdx, sector: u64, bu
     }
 }
 
+/// A write to `slot` of member sectors `sector..sector + sectors` was refused (a medium
+/// error) and the member serves on: the checksums `record_write` took for those blocks
+/// describe data it never held. They become unknown, so the next read learns what it
+/// does hold instead of calling it corrupt.
+pub(crate) fn forget_refused(engine: &mut Engine, slot: MemberIdx, sector: u64, sectors: u64) {
+    let Some(table) = engine
+        .integrity
+        .as_ref()
+        .and_then(|i| i.tables.get(slot.index()))
+        .and_then(Clone::clone)
+    else {
+        return;
+    };
+    let blocks = sector / BLOCK_SECTORS..(sector + sectors).div_ceil(BLOCK_SECTORS);
+    let mut pages = Vec::new();
+    for block in blocks {
+        table.set(block, UNKNOWN);
+        let page = block / ENTRIES_PER_PAGE;
+        if pages.last() != Some(&page) {
+            pages.push(page);
+        }
+    }
+    let dirty = &mut engine.integrity_mut().dirty[slot.index()];
+    for page in pages {
+        dirty.insert(page);
+    }
+}
+
 /// A data read in flight, to check when it completes.
 #[derive(Debug, Clone)]
 pub(crate) struct PendingRead {

@@ -240,6 +240,10 @@ pub enum FailReason {
     Stalled,
     /// The driver or an operator asked ([`Engine::fail_member`]).
     Requested,
+    /// It took a write that the last in-sync copy of the same data refused (it was
+    /// being rebuilt, or was that copy's replacement): left out, so that the copies
+    /// cannot disagree.
+    Diverged,
 }
 
 /// Something the driver should know (and record in superblocks or logs).

@@ -15,7 +15,7 @@ use xraid_layout::{Level, MemberIdx, Place};
 use crate::buffers::{BufId, BufSlice};
 use crate::engine::{sectors_to_bytes, Engine, Holder, IoTarget, Owner, Segment};
 use crate::sync::{mirror_unit, unit_sectors, UnitOutcome};
-use crate::{EngineError, Event, IoFailed, IoKind, MemberState, SyncKind};
+use crate::{EngineError, Event, FailReason, IoFailed, IoKind, MemberState, SyncKind};
 
 /// What a mirror operation does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -417,9 +417,9 @@ pub(crate) fn on_completion(
             // never fail the device that would fail the array).
             _ if failure == IoFailed::Medium
                 && engine.mops.get(op).work == Work::Write
-                && engine.cannot_do_without(member) =>
+                && holds_the_last_copy(engine, op, member) =>
             {
-                engine.mops.get_mut(op).unwritten = true;
+                refused_by_last_copy(engine, op, member);
             }
             _ => engine.write_failed(member, failure),
         }
@@ -449,6 +449,45 @@ pub(crate) fn on_completion(
             finish(engine, op, error);
         }
         Phase::Queued => unreachable!("a queued op has no I/O in flight"),
+    }
+}
+
+/// Whether `member` (a role) holds the only active, in-sync copy of the operation's
+/// unit: failing it would lose that unit's data whatever else the array holds.
+/// Checked per unit, not for the whole array: where another active copy took the
+/// write, the refusing copy is stale and must go, as before.
+fn holds_the_last_copy(engine: &Engine, op: usize, member: MemberIdx) -> bool {
+    let o = engine.mops.get(op);
+    engine.pseudo_role(member).is_none()
+        && !places(engine, o).iter().any(|p| {
+            p.member != member
+                && engine.member_states()[p.member.index()] == MemberState::Active
+                && engine.in_sync(p.member, o.unit)
+        })
+}
+
+/// The last in-sync copy of a client write's unit refused it: the write fails
+/// (`Unwritable`) and that copy serves on with what it held. Its checksums of the unit
+/// are forgotten (they were taken for the data it refused), and the devices that took
+/// the write besides it — a member being rebuilt, a replacement — are failed: their
+/// copies now disagree with the one the array keeps.
+fn refused_by_last_copy(engine: &mut Engine, op: usize, member: MemberIdx) {
+    let o = engine.mops.get_mut(op);
+    o.unwritten = true;
+    let (unit, sectors) = (o.unit, o.seg.sectors);
+    let all = places(engine, engine.mops.get(op));
+    if let Some(p) = all.iter().find(|p| p.member == member) {
+        let slot = engine.slot_of(member);
+        crate::integrity::forget_refused(engine, slot, p.sector, sectors);
+    }
+    let others: Vec<MemberIdx> = all
+        .iter()
+        .map(|p| p.member)
+        .filter(|&m| m != member && engine.in_sync(m, unit))
+        .chain(all.iter().filter_map(|p| engine.replacement_of(p.member)))
+        .collect();
+    for m in others {
+        engine.fail(m, FailReason::Diverged);
     }
 }
 

@@ -1688,6 +1688,83 @@ fn a_degraded_mirror_write_error_on_the_last_copy_fails_the_write_not_the_copy()
 }
 
 #[test]
+fn a_refused_write_leaves_no_false_checksum_behind() {
+    let geo = Geometry::new(Level::Raid0, Layout::default_for(Level::Raid0), 2, 16, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 19);
+    array.shuffle = false;
+    array.enable_integrity();
+    let data = vec![4u8; geo.array_sectors() as usize * SECTOR];
+    array.write(0, &data).expect("fill");
+    array.take_events();
+    // Member 1's first block (array sectors 16..24) takes no write.
+    array.members[1].write_error_ranges.push(0..8);
+    assert!(matches!(
+        array.write(16, &vec![9u8; 8 * SECTOR]),
+        Err(EngineError::Unwritable { .. })
+    ));
+    array.members[1].write_error_ranges.clear();
+    // The member still holds the old block; it reads back as such, not as corrupt.
+    assert_eq!(array.read(16, 8).expect("read"), data[..8 * SECTOR]);
+    assert!(
+        !array
+            .take_events()
+            .iter()
+            .any(|e| matches!(e, Event::ChecksumMismatch { .. })),
+        "no false alarm"
+    );
+}
+
+#[test]
+fn a_copy_being_rebuilt_that_took_a_write_the_last_copy_refused_is_failed() {
+    let geo = Geometry::new(
+        Level::Raid1,
+        Layout::default_for(Level::Raid1),
+        2,
+        0,
+        64 << 11,
+    )
+    .expect("geometry");
+    let mut array = SimArray::new(geo, 20);
+    array.shuffle = false;
+    let data = vec![5u8; geo.array_sectors() as usize * SECTOR];
+    array.write(0, &data).expect("fill");
+    array.kill_member(MemberIdx(1));
+    array.engine.fail_member(MemberIdx(1));
+    array
+        .return_member(MemberIdx(1), true)
+        .expect("a new member 1");
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    assert!(array.run_sync_until(2), "the rebuild is past unit 0");
+    // Member 1 is in sync for sector 0 now and takes writes there; member 0 refuses.
+    array.members[0].write_error_ranges.push(0..8);
+    assert!(matches!(
+        array.write(0, &vec![6u8; 8 * SECTOR]),
+        Err(EngineError::Unwritable { .. })
+    ));
+    array.members[0].write_error_ranges.clear();
+    assert_eq!(array.engine.member_states()[0], MemberState::Active);
+    assert_eq!(
+        array.engine.member_states()[1],
+        MemberState::Failed,
+        "the copy that took the write would disagree: it is left out"
+    );
+    assert!(array.take_events().iter().any(|e| matches!(
+        e,
+        Event::MemberFailed {
+            member: MemberIdx(1),
+            reason: xraid_engine::FailReason::Diverged
+        }
+    )));
+    for _ in 0..4 {
+        assert_eq!(array.read(0, 8).expect("read"), data[..8 * SECTOR]);
+    }
+}
+
+#[test]
 fn a_stalled_raid0_member_is_waited_for_not_failed() {
     let geo = Geometry::new(Level::Raid0, Layout::default_for(Level::Raid0), 2, 8, 2048)
         .expect("geometry");

@@ -999,6 +999,10 @@ impl Worker {
         for failure in failures {
             let why = match (&failure.error, failure.reason) {
                 (_, FailReason::ReadErrors(n)) => format!("{n} read errors"),
+                (_, FailReason::Diverged) => {
+                    "it took a write the last in-sync copy refused, and would disagree with it"
+                        .to_string()
+                }
                 (_, FailReason::Stalled) => {
                     "an I/O did not complete within the stall timeout".to_string()
                 }
@@ -1207,11 +1211,15 @@ impl Worker {
             };
             running.remaining -= 1;
             if let Err(e) = &reply.result {
+                // Once per client request, however many parts it was done in.
+                let first = running.error.is_none();
                 running.error.get_or_insert(engine_errno(e));
-                if matches!(
-                    e,
-                    EngineError::Unreadable { .. } | EngineError::Unwritable { .. }
-                ) {
+                if first
+                    && matches!(
+                        e,
+                        EngineError::Unreadable { .. } | EngineError::Unwritable { .. }
+                    )
+                {
                     self.losses += 1;
                     if self.losses <= MAX_LOSSES_LOGGED {
                         log::error(&format!(

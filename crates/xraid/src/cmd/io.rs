@@ -86,7 +86,7 @@ pub fn read(args: ReadArgs, backend: BackendChoice) -> Result<()> {
     }
     let kept_in = match output {
         Some(output) => {
-            let path = output.path.display().to_string();
+            let path = output.shown.display().to_string();
             output.keep()?;
             path
         }
@@ -121,10 +121,24 @@ struct Trouble {
     /// Member reads whose blocks failed their checksums, the blocks (by member data
     /// byte), and the member bytes from the first to the last of them.
     checksum_reads: u64,
-    checksum_blocks: std::collections::BTreeSet<u64>,
+    checksum_ranges: Vec<std::ops::Range<u64>>,
     checksum_bytes: Option<(u64, u64)>,
     /// Read errors rebuilt from redundancy and rewritten.
     corrected: u64,
+}
+
+/// Checksum blocks in `ranges` of member bytes (which overlap when a block is read
+/// again), each counted once.
+fn distinct_blocks(mut ranges: Vec<std::ops::Range<u64>>) -> u64 {
+    let block = xraid_format::BLOCK_BYTES as u64;
+    ranges.sort_by_key(|r| r.start);
+    let (mut blocks, mut covered) = (0, 0u64);
+    for r in ranges {
+        let (start, end) = ((r.start / block).max(covered), r.end.div_ceil(block));
+        blocks += end.saturating_sub(start);
+        covered = covered.max(end);
+    }
+    blocks
 }
 
 /// Prints, one warning line per member, what the engine found on the way: blocks that
@@ -144,8 +158,7 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
                 let t = trouble.entry(member.0).or_default();
                 t.checksum_reads += 1;
                 let (lo, hi) = (sector * SECTOR_BYTES, (sector + sectors) * SECTOR_BYTES);
-                t.checksum_blocks
-                    .extend((lo..hi).step_by(xraid_format::BLOCK_BYTES));
+                t.checksum_ranges.push(lo..hi);
                 t.checksum_bytes = Some(match t.checksum_bytes {
                     Some((a, b)) => (a.min(lo), b.max(hi)),
                     None => (lo, hi),
@@ -190,12 +203,15 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
                 .checksum_bytes
                 .map(|(lo, hi)| format!(" (member data bytes {lo}..{hi})"))
                 .unwrap_or_default();
-            let blocks = t.checksum_blocks.len();
+            let blocks = distinct_blocks(t.checksum_ranges);
             found.push(format!(
-                "{blocks} block{} fail{} {} checksum{at}: silent corruption",
+                "{blocks} block{} {} checksum{at}: silent corruption",
                 if blocks == 1 { "" } else { "s" },
-                if blocks == 1 { "s" } else { "" },
-                if blocks == 1 { "its" } else { "their" },
+                if blocks == 1 {
+                    "fails its"
+                } else {
+                    "fail their"
+                },
             ));
         }
         if errors > 0 {
@@ -224,6 +240,9 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
     for failure in failures {
         let why = match failure.reason {
             FailReason::ReadErrors(n) => format!("{n} read errors"),
+            FailReason::Diverged => {
+                "it took a write the last in-sync copy refused, and would disagree with it".into()
+            }
             FailReason::Stalled => "an I/O did not complete within the stall timeout".into(),
             _ => failure
                 .error
@@ -231,8 +250,13 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
                 .map_or_else(|| "failed by request".into(), ToString::to_string),
         };
         eprintln!(
-            "xraid: warning: member {} failed ({why}): it is left out and the array runs degraded",
-            failure.name
+            "xraid: warning: member {} failed ({why}): {}",
+            failure.name,
+            if read_only {
+                "it is left out for the rest of this read (nothing is recorded)"
+            } else {
+                "it is left out and the array runs degraded"
+            }
         );
     }
 }
@@ -303,7 +327,9 @@ pub fn write(args: WriteArgs, backend: BackendChoice) -> Result<()> {
 
 /// The input of `xraid write`, ending where the array does: a pipe's length is known
 /// only once it has been read, so the bytes up to the array's end are written and
-/// `more` says whether the input went on beyond them.
+/// `more` says whether the input went on beyond them. Finding that out takes one more
+/// read, which waits for a writer that keeps the pipe open without writing (a
+/// terminal): the end of the array is no end of the input.
 struct UpToTheEnd {
     input: Box<dyn Read>,
     room: u64,
@@ -342,4 +368,19 @@ fn check_offset(offset: u64, size: u64) -> Result<()> {
         bail!("--offset {offset} is past the array's end at {size} bytes");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distinct_blocks;
+
+    #[test]
+    fn blocks_read_again_are_counted_once() {
+        assert_eq!(distinct_blocks(vec![]), 0);
+        assert_eq!(distinct_blocks(vec![4096..8192, 4096..4608, 4608..5120]), 1);
+        assert_eq!(
+            distinct_blocks(vec![0..12288, 8192..16384, 1 << 20..(1 << 20) + 1]),
+            5
+        );
+    }
 }

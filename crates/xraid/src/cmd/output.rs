@@ -25,13 +25,17 @@ enum Staging {
 #[derive(Debug)]
 pub(crate) struct Output {
     pub(crate) file: File,
-    pub(crate) path: PathBuf,
+    /// The file the bytes end up in (a symbolic link's target).
+    path: PathBuf,
+    /// The name the user gave, for messages.
+    pub(crate) shown: PathBuf,
     staging: Staging,
     existed: bool,
 }
 
 impl Output {
     pub(crate) fn create(path: &Path) -> Result<Output> {
+        let shown = path.to_owned();
         // Through a symbolic link, the file it names is the one to replace.
         let resolved;
         let path = match std::fs::symlink_metadata(path) {
@@ -58,16 +62,35 @@ impl Output {
         let output = |file, staging| Output {
             file,
             path: path.to_owned(),
+            shown: shown.clone(),
             staging,
             existed,
         };
+        if let Some(meta) = existing.as_ref().filter(|m| m.is_file()) {
+            // Only where the user may write the file (else the error a plain create
+            // would give), and where a new file under its name would be the same file
+            // to others: ours, and no other name links to it.
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .with_context(|| format!("{}", shown.display()))?;
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid takes no arguments and cannot fail.
+            let ours = meta.uid() == unsafe { libc::geteuid() };
+            if meta.nlink() > 1 || !ours {
+                file.set_len(0)
+                    .with_context(|| format!("{}", shown.display()))?;
+                return Ok(output(file, Staging::InPlace));
+            }
+        }
         if existing.as_ref().is_none_or(std::fs::Metadata::is_file) {
             let staged = unnamed_beside(path)
                 .map(|file| (file, Staging::Unnamed))
                 .or_else(|| named_beside(path).map(|(name, file)| (file, Staging::Named(name))));
             if let Some((file, staging)) = staged {
                 if let Some(meta) = &existing {
-                    let _ = file.set_permissions(meta.permissions());
+                    file.set_permissions(meta.permissions())
+                        .with_context(|| format!("{}", shown.display()))?;
                 }
                 return Ok(output(file, staging));
             }
@@ -78,7 +101,7 @@ impl Output {
             .create(true)
             .truncate(true)
             .open(path)
-            .with_context(|| format!("{}", path.display()))?;
+            .with_context(|| format!("{}", shown.display()))?;
         Ok(output(file, Staging::InPlace))
     }
 
@@ -109,15 +132,15 @@ impl Output {
     /// output holds now.
     pub(crate) fn discard(self) -> String {
         match &self.staging {
-            Staging::InPlace => format!("{} holds the bytes before them", self.path.display()),
+            Staging::InPlace => format!("{} holds the bytes before them", self.shown.display()),
             Staging::Named(_) | Staging::Unnamed => {
                 if let Staging::Named(name) = &self.staging {
                     let _ = std::fs::remove_file(name);
                 }
                 if self.existed {
-                    format!("{} is left as it was", self.path.display())
+                    format!("{} is left as it was", self.shown.display())
                 } else {
-                    format!("{} was not made", self.path.display())
+                    format!("{} was not made", self.shown.display())
                 }
             }
         }
@@ -231,10 +254,29 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("new.raw");
         let output = Output::create(&path).expect("create");
-        if matches!(output.staging, Staging::Unnamed) {
-            // Dropped without keep or discard, as when the process dies.
-            drop(output);
-            assert!(entries(dir.path()).is_empty());
+        if !matches!(output.staging, Staging::Unnamed) {
+            eprintln!("skipped: the temporary folder's file system makes no unnamed files");
+            return;
         }
+        // Dropped without keep or discard, as when the process dies.
+        drop(output);
+        assert!(entries(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_file_with_other_names_is_written_in_place() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("out.raw");
+        std::fs::write(&path, b"before").expect("before");
+        std::fs::hard_link(&path, dir.path().join("other-name")).expect("hard link");
+        let mut output = Output::create(&path).expect("create");
+        assert!(matches!(output.staging, Staging::InPlace));
+        output.file.write_all(b"after").expect("write");
+        output.keep().expect("keep");
+        assert_eq!(
+            std::fs::read(dir.path().join("other-name")).expect("read"),
+            b"after",
+            "both names still name one file"
+        );
     }
 }

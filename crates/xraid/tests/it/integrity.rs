@@ -259,6 +259,48 @@ fn a_read_that_keeps_going_gets_all_but_the_bad_blocks_and_names_them() {
 }
 
 #[test]
+fn a_read_that_keeps_going_fails_no_copy_it_still_needs() {
+    // A two-way mirror: blocks bad on both copies are lost; a block bad on one copy is
+    // read from the other. Rereading the lost ones (ten errors a block on each copy)
+    // must not fail a copy: the other copy's own bad block would be lost with it.
+    let dir = tempdir();
+    let disks = crate::server::create_array(dir.path(), "1", 2, "8M", &["--integrity"]);
+    let image = dir.path().join("image.raw");
+    let mut expected = random_bytes(6 << 20, 59);
+    std::fs::write(&image, &expected).expect("image");
+    fill(&disks, &image);
+    let lost = [1u64 << 20, 2 << 20, 3 << 20];
+    for at in lost {
+        flip(&disks.join("d0"), at + 17, 1);
+        flip(&disks.join("d1"), at + 33, 2);
+    }
+    flip(&disks.join("d0"), (4 << 20) + 5, 3);
+    flip(&disks.join("d1"), (5 << 20) + 9, 4);
+    let out = dir.path().join("out.raw");
+    let err = fails(&[
+        "read",
+        "--keep-going",
+        "--length",
+        "6M",
+        "-o",
+        p(&out),
+        p(&disks),
+    ]);
+    assert!(
+        err.contains("12288 bytes in 3 ranges of the array could not be read"),
+        "only the blocks bad on both copies are lost: {err}"
+    );
+    assert!(!err.contains("failed ("), "no copy is failed: {err}");
+    for at in lost {
+        expected[at as usize..at as usize + 4096].fill(0);
+    }
+    assert!(
+        std::fs::read(&out).expect("the output") == expected[..6 << 20],
+        "every block with a good copy is read"
+    );
+}
+
+#[test]
 fn an_offline_read_says_what_it_rebuilt_and_that_the_member_still_holds_it() {
     let dir = tempdir();
     let disks = integrity_array(dir.path(), "5", "8M", true);
