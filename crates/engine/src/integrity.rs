@@ -374,15 +374,19 @@ pub(crate) fn device_changed(engine: &mut Engine, role: usize) {
     }
 }
 
-/// A data write to `slot` is being emitted: its whole blocks' checksums go in the
-/// table, a block written in part becomes unknown.
-pub(crate) fn record_write(engine: &mut Engine, slot: MemberIdx, sector: u64, buf: BufSlice) {
-    let Some(table) = engine
+/// The checksum table of the device in `slot`, in integrity mode.
+fn table_of(engine: &Engine, slot: MemberIdx) -> Option<Arc<ChecksumTable>> {
+    engine
         .integrity
         .as_ref()
         .and_then(|i| i.tables.get(slot.index()))
         .and_then(Clone::clone)
-    else {
+}
+
+/// A data write to `slot` is being emitted: its whole blocks' checksums go in the
+/// table, a block written in part becomes unknown.
+pub(crate) fn record_write(engine: &mut Engine, slot: MemberIdx, sector: u64, buf: BufSlice) {
+    let Some(table) = table_of(engine, slot) else {
         return;
     };
     let discard = engine.bufs.is_discard(buf.buf);
@@ -428,12 +432,7 @@ pub(crate) fn record_write(engine: &mut Engine, slot: MemberIdx, sector: u64, bu
 /// describe data it never held. They become unknown, so the next read learns what it
 /// does hold instead of calling it corrupt.
 pub(crate) fn forget_refused(engine: &mut Engine, slot: MemberIdx, sector: u64, sectors: u64) {
-    let Some(table) = engine
-        .integrity
-        .as_ref()
-        .and_then(|i| i.tables.get(slot.index()))
-        .and_then(Clone::clone)
-    else {
+    let Some(table) = table_of(engine, slot) else {
         return;
     };
     let blocks = sector / BLOCK_SECTORS..(sector + sectors).div_ceil(BLOCK_SECTORS);

@@ -131,29 +131,40 @@ fn read_errors_on_a_raid0_member_lose_their_range_not_the_array() {
     );
 }
 
-#[test]
-fn a_write_error_on_a_raid0_member_fails_that_write_not_the_array() {
+/// A two-member array of `level`, written with 4 MiB, served with the member in
+/// `role` refusing writes to its first 4 KiB of data (array bytes `refused..+4K`;
+/// with `degraded`, the other member is gone first): a client's write there gets EIO,
+/// one beside it (64 KiB at `beside`) lands, nothing is failed, the loss is logged,
+/// and every other byte stays as it was.
+fn a_refused_write_costs_only_itself(
+    level: &str,
+    role: u16,
+    degraded: bool,
+    refused: u64,
+    beside: u64,
+) {
     let Some(mut nbdsh) = crate::nbd_clients::nbdsh() else {
         eprintln!("skipped: nbdsh cannot load its Python module");
         return;
     };
     let dir = tempdir();
-    let disks = create_array(dir.path(), "0", 2, "16M", &[]);
+    let disks = create_array(dir.path(), level, 2, "16M", &[]);
     let image = dir.path().join("image.raw");
     let mut bytes = random_bytes(4 << 20, 24);
     std::fs::write(&image, &bytes).expect("image");
     ok(&["write", "-i", p(&image), p(&disks)]);
-    // Member 1's first 4 KiB of data (array bytes 64K..68K) take no write.
-    let server = Server::unix(
-        dir.path(),
-        &["--fault", "role=1,write-errors=1M..1028K", p(&disks)],
-    );
+    if degraded {
+        std::fs::remove_file(disks.join(format!("d{}", 1 - role))).expect("one copy gone");
+    }
+    // md's data offset is 1 MiB here.
+    let fault = format!("role={role},write-errors=1M..1028K");
+    let server = Server::unix(dir.path(), &["--fault", &fault, p(&disks)]);
     let uri = server.uri("xraid");
     let script = format!(
         "h.connect_uri('{uri}')\n\
-         try:\n    h.pwrite(b'x' * 4096, 65536)\n    print('written')\n\
+         try:\n    h.pwrite(b'x' * 4096, {refused})\n    print('written')\n\
          except nbd.Error as e:\n    print('refused', e.errno)\n\
-         h.pwrite(b'y' * 65536, 196608)\n\
+         h.pwrite(b'y' * 65536, {beside})\n\
          h.flush()\n"
     );
     let out = nbdsh.args(["-c", &script]).output().expect("nbdsh runs");
@@ -169,64 +180,41 @@ fn a_write_error_on_a_raid0_member_fails_that_write_not_the_array() {
     );
     let status: serde_json::Value =
         serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
-    assert_eq!(status["members"][1]["state"], "active", "{status}");
+    assert_eq!(
+        status["members"][usize::from(role)]["state"],
+        "active",
+        "{status}"
+    );
+    assert_eq!(status["lost_requests"], 1, "{status}");
     let log = server.stop().stderr;
     assert!(!log.contains("failed ("), "no member is failed: {log}");
+    let sector = refused / 512;
     assert!(
-        log.contains("sectors 128..136 could not be written"),
+        log.contains(&format!(
+            "sectors {sector}..{} could not be written",
+            sector + 8
+        )),
         "the loss is logged: {log}"
     );
-    // The write beside it landed (member 1's chunk 1), and the rest is as it was.
-    bytes[196608..262144].fill(b'y');
+    let (refused, beside) = (refused as usize, beside as usize);
+    bytes[beside..beside + 65536].fill(b'y');
     let read = crate::util::ok_bytes(&["read", "--length", "4M", p(&disks)]);
-    assert!(read[..65536] == bytes[..65536] && read[69632..] == bytes[69632..4 << 20]);
+    assert!(
+        read[..refused] == bytes[..refused]
+            && read[refused + 4096..] == bytes[refused + 4096..4 << 20],
+        "all but the refused 4 KiB as it should be"
+    );
+}
+
+#[test]
+fn a_write_error_on_a_raid0_member_fails_that_write_not_the_array() {
+    // Member 1's first chunk holds array bytes 64K..128K; its second, 192K..256K.
+    a_refused_write_costs_only_itself("0", 1, false, 65536, 196608);
 }
 
 #[test]
 fn a_write_error_on_a_degraded_mirrors_last_copy_fails_that_write_not_the_array() {
-    let Some(mut nbdsh) = crate::nbd_clients::nbdsh() else {
-        eprintln!("skipped: nbdsh cannot load its Python module");
-        return;
-    };
-    let dir = tempdir();
-    let disks = create_array(dir.path(), "1", 2, "16M", &[]);
-    let image = dir.path().join("image.raw");
-    let mut bytes = random_bytes(4 << 20, 25);
-    std::fs::write(&image, &bytes).expect("image");
-    ok(&["write", "-i", p(&image), p(&disks)]);
-    std::fs::remove_file(disks.join("d1")).expect("one copy gone");
-    // The last copy's first 4 KiB of data take no write.
-    let server = Server::unix(
-        dir.path(),
-        &["--fault", "role=0,write-errors=1M..1028K", p(&disks)],
-    );
-    let uri = server.uri("xraid");
-    let script = format!(
-        "h.connect_uri('{uri}')\n\
-         try:\n    h.pwrite(b'x' * 4096, 0)\n    print('written')\n\
-         except nbd.Error as e:\n    print('refused', e.errno)\n\
-         h.pwrite(b'y' * 65536, 131072)\n\
-         h.flush()\n"
-    );
-    let out = nbdsh.args(["-c", &script]).output().expect("nbdsh runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains("refused"),
-        "the bad write gets an error: {stdout}"
-    );
-    let log = server.stop().stderr;
-    assert!(
-        !log.contains("failed ("),
-        "the last copy is not failed: {log}"
-    );
-    bytes[131072..196608].fill(b'y');
-    let read = crate::util::ok_bytes(&["read", "--length", "4M", p(&disks)]);
-    assert!(read[4096..] == bytes[4096..4 << 20], "the rest is there");
+    a_refused_write_costs_only_itself("1", 0, true, 0, 131072);
 }
 
 #[test]
