@@ -72,6 +72,18 @@ fn a_member_failing_every_read_is_rebuilt_around() {
     server.stop();
 }
 
+/// Runs a Python `script` in nbdsh (`h` is its handle); returns what it printed.
+fn run_script(nbdsh: &mut std::process::Command, script: &str) -> String {
+    let out = nbdsh.args(["-c", script]).output().expect("nbdsh runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 #[test]
 fn read_errors_on_a_raid0_member_lose_their_range_not_the_array() {
     let Some(mut nbdsh) = crate::nbd_clients::nbdsh() else {
@@ -102,13 +114,7 @@ fn read_errors_on_a_raid0_member_lose_their_range_not_the_array() {
          open('{}', 'wb').write(h.pread(1 << 20, 2 << 20))\n",
         p(&good)
     );
-    let out = nbdsh.args(["-c", &script]).output().expect("nbdsh runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_script(&mut nbdsh, &script);
     assert!(
         stdout.contains("failed 40"),
         "every read of the bad range fails: {stdout}"
@@ -167,13 +173,7 @@ fn a_refused_write_costs_only_itself(
          h.pwrite(b'y' * 65536, {beside})\n\
          h.flush()\n"
     );
-    let out = nbdsh.args(["-c", &script]).output().expect("nbdsh runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_script(&mut nbdsh, &script);
     assert!(
         stdout.contains("refused"),
         "the bad write gets an error: {stdout}"
