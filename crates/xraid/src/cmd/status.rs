@@ -298,8 +298,14 @@ fn print_live(s: &serde_json::Value) {
     }
     if s["integrity"] == true {
         println!(
-            "     Integrity : on ({} reads caught with blocks failing their checksums, each repaired)",
+            "     Integrity : on ({} reads caught with blocks failing their checksums, repaired where redundancy allowed)",
             s["checksum_mismatches"].as_u64().unwrap_or(0)
+        );
+    }
+    let lost = s["lost_requests"].as_u64().unwrap_or(0);
+    if lost > 0 {
+        println!(
+            "          Lost : {lost} requests answered EIO for data the array could not read or keep (the server's log names them)"
         );
     }
     println!();

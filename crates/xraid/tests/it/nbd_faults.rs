@@ -127,6 +127,8 @@ fn read_errors_on_a_raid0_member_lose_their_range_not_the_array() {
         serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
     assert_eq!(status["members"][1]["state"], "active", "{status}");
     assert_eq!(status["lost_requests"], 40, "{status}");
+    let text = ok(&["status", p(&disks)]);
+    assert!(text.contains("Lost : 40 requests answered EIO"), "{text}");
     let log = server.stop().stderr;
     assert!(!log.contains("failed ("), "no member is failed: {log}");
     // Each loss is logged, in the engine's words, with what the client got.
