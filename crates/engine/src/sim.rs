@@ -629,6 +629,7 @@ impl SimArray {
         m.device += 1;
         m.health = SimMemberHealth::Healthy;
         m.bad_ranges.clear();
+        m.write_error_ranges.clear();
         m.unflushed.clear();
         m.data = garbage;
         // As the driver does for every device joining: its ring is wiped.
@@ -663,6 +664,7 @@ impl SimArray {
         let m = self.role_device_mut(member);
         m.health = SimMemberHealth::Healthy;
         m.bad_ranges.clear();
+        m.write_error_ranges.clear();
         m.unflushed.clear();
         // As the driver does for every device joining: its ring is wiped.
         m.log.fill(0);
