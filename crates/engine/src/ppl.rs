@@ -358,6 +358,14 @@ struct Replay {
     unreadable: bool,
     /// The final flush, with its empty buffer.
     flushing: Option<BufId>,
+    /// The stripe whose parity (and logged rows) are being written.
+    writing_stripe: u64,
+    /// Members that refused a write of this replay, and the stripe: failed when the
+    /// replay ends, not at once. Until then later entries of other stripes read their
+    /// rows as those of members that hold their data (worked out from parity instead,
+    /// as for a member gone with the power, the rows of a write the cut tore would come
+    /// from parity the cut left stale); in the stripe it refused, it is gone already.
+    refused: Vec<(MemberIdx, u64)>,
 }
 
 #[derive(Debug)]
@@ -367,7 +375,7 @@ enum Recovery {
         bufs: Vec<Option<BufId>>,
         pending: u32,
     },
-    Replaying(Replay),
+    Replaying(Box<Replay>),
 }
 
 /// The log's state in the engine.
@@ -1296,10 +1304,7 @@ pub(crate) fn on_recovery_io(engine: &mut Engine, member: MemberIdx, result: Res
         );
         let reading = matches!(
             engine.log.as_ref().and_then(|l| l.recovery.as_ref()),
-            Some(Recovery::Replaying(Replay {
-                current: Some(_),
-                ..
-            }))
+            Some(Recovery::Replaying(r)) if r.current.is_some()
         );
         if failure == IoFailed::Gone {
             engine.fail(member, FailReason::DeviceGone);
@@ -1309,6 +1314,13 @@ pub(crate) fn on_recovery_io(engine: &mut Engine, member: MemberIdx, result: Res
         } else if reading {
             engine.note_read_error(member);
             replay(engine).unreadable = true;
+        } else if let Some(Recovery::Replaying(r)) =
+            engine.log.as_mut().and_then(|l| l.recovery.as_mut())
+        {
+            let refusal = (member, r.writing_stripe);
+            if !r.refused.contains(&refusal) {
+                r.refused.push(refusal);
+            }
         } else {
             engine.fail(member, FailReason::WriteError);
         }
@@ -1415,7 +1427,7 @@ fn scanned(engine: &mut Engine) {
 
     let log = engine.log.as_mut().expect("logging is on");
     log.persisted = durable;
-    log.recovery = Some(Recovery::Replaying(Replay {
+    log.recovery = Some(Recovery::Replaying(Box::new(Replay {
         entries: entries.into(),
         current: None,
         writing: None,
@@ -1425,7 +1437,9 @@ fn scanned(engine: &mut Engine) {
         max_seq,
         unreadable: false,
         flushing: None,
-    }));
+        writing_stripe: 0,
+        refused: Vec::new(),
+    })));
     replay_step(engine);
 }
 
@@ -1473,6 +1487,9 @@ fn replay_step(engine: &mut Engine) {
         if let Some(buf) = replay(engine).flushing.take() {
             // The replayed parity is durable: say so on the rings before clients go on.
             engine.bufs.free(buf);
+            for (member, _) in std::mem::take(&mut replay(engine).refused) {
+                engine.fail(member, FailReason::WriteError);
+            }
             let max_seq = replay(engine).max_seq;
             let log = engine.log.as_mut().expect("logging is on");
             log.next_seq = max_seq + 1;
@@ -1516,7 +1533,12 @@ fn replay_step(engine: &mut Engine) {
 /// Whether the replay may read `member`'s rows of `stripe`: active, or being rebuilt
 /// and rebuilt there by what the superblocks record (the recover resumes above it).
 fn holds_for_replay(engine: &Engine, member: MemberIdx, stripe: u64) -> bool {
+    let refused = matches!(
+        engine.log.as_ref().and_then(|l| l.recovery.as_ref()),
+        Some(Recovery::Replaying(r)) if r.refused.contains(&(member, stripe))
+    );
     match engine.member_states()[member.index()] {
+        _ if refused => false,
         MemberState::Active => true,
         MemberState::Rebuilding => stripe < engine.recovery_recorded(member),
         MemberState::Failed => false,
@@ -1867,6 +1889,7 @@ fn write_parity(
         .collect();
     let r = replay(engine);
     r.writing = Some(out);
+    r.writing_stripe = entry.stripe;
     r.pending = u32::try_from(writes.len()).expect("a stripe's members at most, twice");
     if writes.is_empty() {
         return false;
