@@ -253,8 +253,9 @@ pub struct ReadArgs {
     /// How much to read (a multiple of 512); default: to the end of the array.
     #[arg(long, value_parser = parse_size)]
     pub length: Option<u64>,
-    /// Write to this file instead of standard output; a file there is replaced only
-    /// once the whole read succeeded (a read that fails leaves it as it was).
+    /// Write to this file instead of standard output. A file there that is yours and
+    /// has no other name is replaced only once the whole read succeeded (a read that
+    /// fails leaves it as it was); others are written in place.
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
     /// Go on past ranges the array cannot read (read errors or bad blocks where no
