@@ -79,6 +79,24 @@ pub struct MemberFailure {
     pub error: Option<io::Error>,
 }
 
+impl MemberFailure {
+    /// Why the member was failed, in words for a log line or a warning.
+    pub fn why(&self) -> String {
+        match (&self.error, self.reason) {
+            (_, FailReason::ReadErrors(n)) => format!("{n} read errors"),
+            (_, FailReason::Diverged) => {
+                "it took a write the last in-sync copy refused, and would disagree with it"
+                    .to_owned()
+            }
+            (_, FailReason::Stalled) => {
+                "an I/O did not complete within the stall timeout".to_owned()
+            }
+            (Some(error), _) => error.to_string(),
+            (None, _) => "failed by request".to_owned(),
+        }
+    }
+}
+
 /// An array being driven: the engine, its members and the I/O backend.
 #[derive(Debug)]
 pub struct ArrayDriver {

@@ -17,8 +17,8 @@ use std::time::Duration;
 use xraid_array::Array;
 use xraid_driver::{DriverError, ReadBypass, Waker};
 use xraid_engine::{
-    BufId, EngineError, Event, FailReason, IoBuf, IoBufPool, MemberIdx, MemberState, RequestId,
-    RequestKind, SyncKind, SECTOR_BYTES,
+    BufId, EngineError, Event, IoBuf, IoBufPool, MemberIdx, MemberState, RequestId, RequestKind,
+    SyncKind, SECTOR_BYTES,
 };
 use xraid_nbd::consts::{EINVAL, EIO, REPLY_FLAG_DONE, STATE_HOLE, STATE_ZERO};
 use xraid_nbd::{block_status_chunk, BlockDescriptor};
@@ -997,21 +997,11 @@ impl Worker {
         let failures = self.array.driver().take_failures();
         let any_failed = !failures.is_empty();
         for failure in failures {
-            let why = match (&failure.error, failure.reason) {
-                (_, FailReason::ReadErrors(n)) => format!("{n} read errors"),
-                (_, FailReason::Diverged) => {
-                    "it took a write the last in-sync copy refused, and would disagree with it"
-                        .to_string()
-                }
-                (_, FailReason::Stalled) => {
-                    "an I/O did not complete within the stall timeout".to_string()
-                }
-                (Some(error), _) => error.to_string(),
-                (None, _) => "failed by request".to_string(),
-            };
             log::error(&format!(
-                "array '{}': member {} failed ({why}): it is left out and the array runs degraded",
-                self.name, failure.name
+                "array '{}': member {} failed ({}): it is left out and the array runs degraded",
+                self.name,
+                failure.name,
+                failure.why()
             ));
         }
         let events = match self.array.take_events() {

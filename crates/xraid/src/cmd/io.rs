@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use xraid_array::{Array, OpenMode};
 use xraid_driver::BackendChoice;
-use xraid_engine::{Event, FailReason};
+use xraid_engine::Event;
 use xraid_layout::SECTOR_BYTES;
 
 use super::open_array;
@@ -238,20 +238,10 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
         );
     }
     for failure in failures {
-        let why = match failure.reason {
-            FailReason::ReadErrors(n) => format!("{n} read errors"),
-            FailReason::Diverged => {
-                "it took a write the last in-sync copy refused, and would disagree with it".into()
-            }
-            FailReason::Stalled => "an I/O did not complete within the stall timeout".into(),
-            _ => failure
-                .error
-                .as_ref()
-                .map_or_else(|| "failed by request".into(), ToString::to_string),
-        };
         eprintln!(
-            "xraid: warning: member {} failed ({why}): {}",
+            "xraid: warning: member {} failed ({}): {}",
             failure.name,
+            failure.why(),
             if read_only {
                 "it is left out for the rest of this read (nothing is recorded)"
             } else {
