@@ -1634,17 +1634,36 @@ fn a_stalled_member_is_failed_and_new_reads_go_around_it() {
     );
 }
 
+/// A new array of `level` (md's default layout) that serves requests in order, filled
+/// with a pattern that differs from sector to sector; and what it holds.
+fn filled_array(
+    level: Level,
+    disks: u16,
+    chunk_sectors: u32,
+    member_sectors: u64,
+    seed: u64,
+) -> (SimArray, Vec<u8>) {
+    let geo = Geometry::new(
+        level,
+        Layout::default_for(level),
+        disks,
+        chunk_sectors,
+        member_sectors,
+    )
+    .expect("geometry");
+    let mut array = SimArray::new(geo, seed);
+    array.shuffle = false;
+    let data: Vec<u8> = (0..geo.array_sectors() as usize * SECTOR)
+        .map(|i| (i / SECTOR) as u8 ^ seed as u8)
+        .collect();
+    array.write(0, &data).expect("fill");
+    (array, data)
+}
+
 #[test]
 fn read_errors_fail_no_member_the_array_cannot_do_without() {
     // RAID-0: every member holds the only copy of its data.
-    let geo = Geometry::new(Level::Raid0, Layout::default_for(Level::Raid0), 2, 8, 2048)
-        .expect("geometry");
-    let mut array = SimArray::new(geo, 14);
-    array.shuffle = false;
-    let data: Vec<u8> = (0..geo.array_sectors() as usize * SECTOR)
-        .map(|i| (i / SECTOR) as u8)
-        .collect();
-    array.write(0, &data).expect("fill");
+    let (mut array, data) = filled_array(Level::Raid0, 2, 8, 2048, 14);
     // Member sectors 0..4 of member 1 hold array sectors 8..12.
     array.add_bad_range(MemberIdx(1), 0..4);
     let limit = EngineConfig::default().max_read_errors;
@@ -1665,12 +1684,7 @@ fn read_errors_fail_no_member_the_array_cannot_do_without() {
     );
 
     // A degraded RAID-5: its members hold the last copy of everything.
-    let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 3, 8, 2048)
-        .expect("geometry");
-    let mut array = SimArray::new(geo, 15);
-    array.shuffle = false;
-    let data = vec![3u8; geo.array_sectors() as usize * SECTOR];
-    array.write(0, &data).expect("fill");
+    let (mut array, data) = filled_array(Level::Raid5, 3, 8, 2048, 15);
     array.kill_member(MemberIdx(2));
     array.engine.fail_member(MemberIdx(2));
     array.add_bad_range(MemberIdx(0), 0..4);
@@ -1686,12 +1700,7 @@ fn read_errors_fail_no_member_the_array_cannot_do_without() {
 
 #[test]
 fn a_raid0_write_error_fails_the_write_not_the_member() {
-    let geo = Geometry::new(Level::Raid0, Layout::default_for(Level::Raid0), 2, 8, 2048)
-        .expect("geometry");
-    let mut array = SimArray::new(geo, 16);
-    array.shuffle = false;
-    let data = vec![4u8; geo.array_sectors() as usize * SECTOR];
-    array.write(0, &data).expect("fill");
+    let (mut array, data) = filled_array(Level::Raid0, 2, 8, 2048, 16);
     // Member sectors 0..4 of member 1 hold array sectors 8..12; they take no write.
     array.members[1].write_error_ranges.push(0..4);
     let new = vec![9u8; 8 * SECTOR];
@@ -1722,12 +1731,7 @@ fn a_raid0_write_error_fails_the_write_not_the_member() {
 
 #[test]
 fn a_degraded_mirror_write_error_on_the_last_copy_fails_the_write_not_the_copy() {
-    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 2, 0, 2048)
-        .expect("geometry");
-    let mut array = SimArray::new(geo, 17);
-    array.shuffle = false;
-    let data = vec![5u8; geo.array_sectors() as usize * SECTOR];
-    array.write(0, &data).expect("fill");
+    let (mut array, data) = filled_array(Level::Raid1, 2, 0, 2048, 17);
     array.kill_member(MemberIdx(1));
     array.engine.fail_member(MemberIdx(1));
     array.members[0].write_error_ranges.push(8..12);
@@ -1746,9 +1750,7 @@ fn a_degraded_mirror_write_error_on_the_last_copy_fails_the_write_not_the_copy()
     assert_eq!(array.read(0, 8).expect("read"), data[..8 * SECTOR]);
 
     // Whole, the same error fails the member as before: the other copy takes the write.
-    let mut array = SimArray::new(geo, 18);
-    array.shuffle = false;
-    array.write(0, &data).expect("fill");
+    let (mut array, _) = filled_array(Level::Raid1, 2, 0, 2048, 18);
     array.members[0].write_error_ranges.push(8..12);
     array.write(8, &new).expect("the other copy takes it");
     assert_eq!(array.engine.member_states()[0], MemberState::Failed);
@@ -1785,18 +1787,7 @@ fn a_refused_write_leaves_no_false_checksum_behind() {
 
 #[test]
 fn a_copy_being_rebuilt_that_took_a_write_the_last_copy_refused_is_failed() {
-    let geo = Geometry::new(
-        Level::Raid1,
-        Layout::default_for(Level::Raid1),
-        2,
-        0,
-        64 << 11,
-    )
-    .expect("geometry");
-    let mut array = SimArray::new(geo, 20);
-    array.shuffle = false;
-    let data = vec![5u8; geo.array_sectors() as usize * SECTOR];
-    array.write(0, &data).expect("fill");
+    let (mut array, data) = filled_array(Level::Raid1, 2, 0, 64 << 11, 20);
     array.kill_member(MemberIdx(1));
     array.engine.fail_member(MemberIdx(1));
     array
