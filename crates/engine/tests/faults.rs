@@ -398,35 +398,40 @@ impl Story {
         Ok(())
     }
 
+    /// A member to fault (see `pick_victim`) and a range of up to 16 of its sectors.
+    fn victim_range(&mut self, allow_over: bool) -> Option<(usize, std::ops::Range<u64>)> {
+        let m = self.pick_victim(allow_over)?;
+        let member_sectors = self.array.engine.geometry().member_sectors();
+        let start = self.rng().below(member_sectors);
+        let len = 1 + self.rng().below(16);
+        Some((m, start..(start + len).min(member_sectors)))
+    }
+
     /// A range of a member's data that takes no write (a medium error) from now on,
     /// until the member leaves and comes back: within the redundancy the member is
     /// failed by the first write there; the last copy of some data refuses it instead,
     /// and that write fails loudly.
     fn write_error_range(&mut self, allow_over: bool) -> Result<(), String> {
-        if let Some(m) = self.pick_victim(allow_over) {
-            let member_sectors = self.array.engine.geometry().member_sectors();
-            let start = self.rng().below(member_sectors);
-            let len = 1 + self.rng().below(16);
-            let end = (start + len).min(member_sectors);
-            self.log
-                .push(format!("write errors {start}..{end} on member {m}"));
+        if let Some((m, range)) = self.victim_range(allow_over) {
+            self.log.push(format!(
+                "write errors {}..{} on member {m}",
+                range.start, range.end
+            ));
             self.array
                 .role_device_mut(MemberIdx(m as u16))
                 .write_error_ranges
-                .push(start..end);
+                .push(range);
         }
         self.note_over()
     }
 
     fn bad_range(&mut self, allow_over: bool) -> Result<(), String> {
-        if let Some(m) = self.pick_victim(allow_over) {
-            let member_sectors = self.array.engine.geometry().member_sectors();
-            let start = self.rng().below(member_sectors);
-            let len = 1 + self.rng().below(16);
-            let end = (start + len).min(member_sectors);
-            self.log
-                .push(format!("bad range {start}..{end} on member {m}"));
-            self.array.add_bad_range(MemberIdx(m as u16), start..end);
+        if let Some((m, range)) = self.victim_range(allow_over) {
+            self.log.push(format!(
+                "bad range {}..{} on member {m}",
+                range.start, range.end
+            ));
+            self.array.add_bad_range(MemberIdx(m as u16), range);
         }
         self.note_over()
     }
