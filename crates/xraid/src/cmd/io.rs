@@ -118,11 +118,9 @@ const MAX_RANGES_SHOWN: usize = 20;
 /// What one member did wrong during a read or write, gathered from the engine's events.
 #[derive(Debug, Default)]
 struct Trouble {
-    /// Member reads whose blocks failed their checksums, the blocks (by member data
-    /// byte), and the member bytes from the first to the last of them.
-    checksum_reads: u64,
+    /// Per member read that met blocks failing their checksums, the member data bytes
+    /// from the first of them to the last.
     checksum_ranges: Vec<std::ops::Range<u64>>,
-    checksum_bytes: Option<(u64, u64)>,
     /// Read errors rebuilt from redundancy and rewritten.
     corrected: u64,
 }
@@ -155,14 +153,12 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
                 sector,
                 sectors,
             } => {
-                let t = trouble.entry(member.0).or_default();
-                t.checksum_reads += 1;
                 let (lo, hi) = (sector * SECTOR_BYTES, (sector + sectors) * SECTOR_BYTES);
-                t.checksum_ranges.push(lo..hi);
-                t.checksum_bytes = Some(match t.checksum_bytes {
-                    Some((a, b)) => (a.min(lo), b.max(hi)),
-                    None => (lo, hi),
-                });
+                trouble
+                    .entry(member.0)
+                    .or_default()
+                    .checksum_ranges
+                    .push(lo..hi);
             }
             Event::ReadErrorCorrected { member, .. } => {
                 trouble.entry(member.0).or_default().corrected += 1;
@@ -175,7 +171,9 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
     let mut plain_errors = BTreeMap::new();
     for role in 0..members {
         let member = xraid_engine::MemberIdx(role as u16);
-        let checksum_reads = trouble.get(&member.0).map_or(0, |t| t.checksum_reads);
+        let checksum_reads = trouble
+            .get(&member.0)
+            .map_or(0, |t| t.checksum_ranges.len() as u64);
         let errors = u64::from(engine.read_errors(member)).saturating_sub(checksum_reads);
         if errors > 0 {
             plain_errors.insert(member.0, errors);
@@ -198,11 +196,10 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
         let t = trouble.remove(&role).unwrap_or_default();
         let errors = plain_errors.get(&role).copied().unwrap_or(0);
         let mut found = Vec::new();
-        if t.checksum_reads > 0 {
-            let at = t
-                .checksum_bytes
-                .map(|(lo, hi)| format!(" (member data bytes {lo}..{hi})"))
-                .unwrap_or_default();
+        if !t.checksum_ranges.is_empty() {
+            let lo = t.checksum_ranges.iter().map(|r| r.start).min().unwrap_or(0);
+            let hi = t.checksum_ranges.iter().map(|r| r.end).max().unwrap_or(0);
+            let at = format!(" (member data bytes {lo}..{hi})");
             let blocks = distinct_blocks(t.checksum_ranges);
             found.push(format!(
                 "{blocks} block{} {} checksum{at}: silent corruption",
