@@ -12,11 +12,16 @@ use std::path::Path;
 
 use xraid_nbd::consts::{EIO, ENOSPC, ENOTSUP, EPERM, STATE_HOLE, STATE_ZERO};
 
+use crate::mapped::Mapping;
+
 /// A served file.
 #[derive(Debug)]
 pub(crate) struct FileExport {
     file: File,
     size: u64,
+    /// The file mapped whole, for long reads to clients on this machine; `None` where
+    /// it cannot be mapped.
+    mapping: Option<Mapping>,
 }
 
 /// One run of the file: data, or a hole that reads as zeros.
@@ -41,11 +46,21 @@ impl FileExport {
     pub(crate) fn open(path: &Path, read_only: bool) -> io::Result<FileExport> {
         let file = OpenOptions::new().read(true).write(!read_only).open(path)?;
         let size = file_size(&file)?;
-        Ok(FileExport { file, size })
+        let mapping = Mapping::new(file.as_raw_fd(), size);
+        Ok(FileExport {
+            file,
+            size,
+            mapping,
+        })
     }
 
     pub(crate) fn size(&self) -> u64 {
         self.size
+    }
+
+    /// The file's pages mapped, to be sent from (never read by us: see `mapped`).
+    pub(crate) fn mapping(&self) -> Option<&Mapping> {
+        self.mapping.as_ref()
     }
 
     /// Appends `len` bytes read at `offset` to `out`, reading straight into its spare

@@ -2,10 +2,13 @@
 //!
 //! A plain file is served inline by the connection's thread: it reads every request the
 //! socket has buffered, does each, and sends the replies of the batch in one write.
-//! Reads and writes of 64 KiB and more go to the connection's second thread; on a
-//! connection without TLS to a client on another machine that thread sends long reads'
-//! data from the file to the socket by reference (splice, or sendfile(2)), never
-//! through a buffer of ours; a client on this machine gets it copied (cheaper for it).
+//! Reads and writes of 64 KiB and more go to the connection's second thread. On a
+//! connection without TLS that thread sends long reads' data without a buffer of ours:
+//! to a client on another machine from the file to the socket by reference (splice, or
+//! sendfile(2)); to a client on this machine copied by send(2) straight from the file's
+//! pages, mapped (a copy is cheaper for a local client to receive than pages by
+//! reference). With TLS, or a file that cannot be mapped, the data is read into a
+//! buffer first.
 //! Without TLS, long writes' payloads go the other way by splice too, from the socket
 //! into the file on the reading thread (only a FUA write's flush is left to the second
 //! thread).
@@ -25,6 +28,7 @@ use crate::export::ExportKind;
 use crate::file_export::{errno_of, Extent, FileExport};
 use crate::handshake::{Negotiated, BASE_ALLOCATION_ID};
 use crate::lane::Lane;
+use crate::mapped::Mapping;
 use crate::tls::Conn;
 use crate::transmission::{
     check, next_request, push_error, push_ok, skip_payload, ConnEnd, READ_BUFFER_BYTES,
@@ -51,10 +55,15 @@ pub(crate) fn serve_file(reader: Conn, writer: Conn, n: &Negotiated) -> Result<(
     // socket by reference (splice, or sendfile). A client on this machine is sent a
     // copy instead: measured on loopback (PERFORMANCE.md), the pages sent by reference
     // cost the receiving client half again as much CPU as a copied buffer and the
-    // stream ran ~10% slower, while our copy costs less than that.
-    let sock = match &writer {
-        Conn::Plain(s) if !s.peer_is_local() => Some(s.as_raw_fd()),
-        Conn::Plain(_) | Conn::Tls { .. } => None,
+    // stream ran ~10% slower. That copy is made by send(2) from the mapped file where
+    // it can be, which saves the copy into a buffer of ours.
+    let (sock, long_reads) = match &writer {
+        Conn::Plain(s) if !s.peer_is_local() => (Some(s.as_raw_fd()), LongReads::ByReference),
+        Conn::Plain(s) => match file.mapping() {
+            Some(m) => (Some(s.as_raw_fd()), LongReads::Mapped(m)),
+            None => (None, LongReads::Buffered),
+        },
+        Conn::Tls { .. } => (None, LongReads::Buffered),
     };
     let writer = Arc::new(Mutex::new(writer));
     let pool = BufferPool::default();
@@ -64,11 +73,11 @@ pub(crate) fn serve_file(reader: Conn, writer: Conn, n: &Negotiated) -> Result<(
         let out = BulkOut {
             writer,
             sock,
+            long_reads,
             structured: n.structured,
         };
         let bulk = scope.spawn(move || bulk_worker(file, &out, &bulk_rx, pool));
-        let zero_copy = sock.is_some();
-        let result = read_file_requests(reader, file, n, writer, &bulk_tx, pool, zero_copy);
+        let result = read_file_requests(reader, file, n, writer, &bulk_tx, pool, long_reads);
         drop(bulk_tx);
         let bulk_result = bulk
             .join()
@@ -78,14 +87,26 @@ pub(crate) fn serve_file(reader: Conn, writer: Conn, n: &Negotiated) -> Result<(
     result
 }
 
+/// How a connection sends long reads' data.
+#[derive(Debug, Clone, Copy)]
+enum LongReads<'a> {
+    /// Read into a buffer, then sent (TLS, or a local file that cannot be mapped).
+    Buffered,
+    /// Spliced, or sent with sendfile(2), from the file (a client on another machine).
+    ByReference,
+    /// Copied by send(2) from the file's mapping (a client on this machine).
+    Mapped(&'a Mapping),
+}
+
 /// Large requests of a plain-file connection, handed from the thread that reads
 /// requests to a second thread: the file copy of one request then overlaps the socket
 /// copy of the next, on two cores.
 enum Bulk {
     /// A complete reply (a long read's header and data), to be sent as it is.
     Reply(Vec<u8>),
-    /// A long read to be answered straight from the file (connections without TLS).
-    Read(Request),
+    /// A long read to be answered straight from the file or its mapping (connections
+    /// without TLS); `populated`: its range of the mapping was faulted in already.
+    Read { req: Request, populated: bool },
     /// A long write's payload, to be written to the file, then answered.
     Write {
         cookie: u64,
@@ -154,9 +175,10 @@ fn send_locked(writer: &Mutex<Conn>, bytes: &[u8]) -> io::Result<()> {
 /// Where the bulk thread's replies go.
 struct BulkOut<'a> {
     writer: &'a Mutex<Conn>,
-    /// The socket, when the connection has no TLS (replies may then be sent on it
-    /// directly, under the writer's lock).
+    /// The socket, when long reads go from the file without a buffer (a connection
+    /// without TLS; replies may then be sent on it directly, under the writer's lock).
     sock: Option<RawFd>,
+    long_reads: LongReads<'a>,
     structured: bool,
 }
 
@@ -170,7 +192,10 @@ fn bulk_worker(
 ) -> io::Result<()> {
     let (writer, structured) = (out.writer, out.structured);
     // Without one (too many open files), long reads fall back to sendfile.
-    let pipe = out.sock.and_then(|_| Pipe::new().ok());
+    let pipe = match out.long_reads {
+        LongReads::ByReference => Pipe::new().ok(),
+        LongReads::Buffered | LongReads::Mapped(_) => None,
+    };
     let mut lane = Lane::default();
     lane.note(crate::lane::BULK_BYTES);
     let mut failed = None;
@@ -184,7 +209,7 @@ fn bulk_worker(
                 pool.give(bytes);
                 sent
             }
-            Bulk::Read(req) => send_read(file, &req, out, pipe.as_ref()),
+            Bulk::Read { req, populated } => send_read(file, &req, out, pipe.as_ref(), populated),
             Bulk::Write {
                 cookie,
                 offset,
@@ -231,7 +256,7 @@ fn read_file_requests(
     writer: &Mutex<Conn>,
     bulk: &mpsc::SyncSender<Bulk>,
     pool: &BufferPool,
-    zero_copy: bool,
+    long_reads: LongReads<'_>,
 ) -> Result<(), ConnEnd> {
     // Long writes' payloads go from the socket to the file through a pipe where the
     // connection has no TLS (zero_copy::receive_into_file).
@@ -267,8 +292,22 @@ fn read_file_requests(
             continue;
         }
         let long = req.length >= HOLE_CHECK_BYTES;
-        if long && req.command == Command::Read && zero_copy {
-            bulk.send(Bulk::Read(req)).map_err(|_| bulk_gone())?;
+        if long && req.command == Command::Read && !matches!(long_reads, LongReads::Buffered) {
+            // The pages of a file without holes are faulted in here, off the bulk
+            // thread, which the stream's pace is set by.
+            let mut populated = false;
+            if let LongReads::Mapped(m) = long_reads {
+                if !file.may_have_holes() {
+                    if let Err(e) = m.populate(req.offset, req.length as usize) {
+                        let msg = "read error on the export";
+                        push_error(&mut out, n.structured, req.cookie, errno_of(&e), msg);
+                        continue;
+                    }
+                    populated = true;
+                }
+            }
+            let job = Bulk::Read { req, populated };
+            bulk.send(job).map_err(|_| bulk_gone())?;
             continue;
         }
         if long && req.command == Command::Read {
@@ -488,10 +527,10 @@ fn file_read_long(file: &FileExport, req: &Request, structured: bool, out: &mut 
     }
 }
 
-/// Answers a long read on a connection without TLS: the file's pages go to the socket
-/// by reference (spliced through `pipe`, or with sendfile when there is none), each
-/// chunk's header with `send(MSG_MORE)`, all under the writer's lock so no other reply
-/// comes between. A file error found before a chunk's header went out ends the reply
+/// Answers a long read on a connection without TLS: the file's pages are copied to the
+/// socket from their mapping, or go by reference (spliced through `pipe`, or with
+/// sendfile when there is none) with each chunk's header sent before them with
+/// `send(MSG_MORE)`; all under the writer's lock so no other reply comes between. A file error found before a chunk's header went out ends the reply
 /// with an error (structured replies may, after complete chunks); one found after it
 /// cannot be taken back, so the connection is closed.
 fn send_read(
@@ -499,6 +538,7 @@ fn send_read(
     req: &Request,
     out: &BulkOut<'_>,
     pipe: Option<&Pipe>,
+    populated: bool,
 ) -> io::Result<()> {
     let (structured, cookie) = (out.structured, req.cookie);
     let Some(sock) = out.sock else {
@@ -523,6 +563,17 @@ fn send_read(
         Ok(_) | Err(_) => return send_locked(out.writer, &read_error(EIO)),
     };
     let mut extents = read_extents(file, req, structured, holes);
+    let mapping = match out.long_reads {
+        LongReads::Mapped(m) => Some(m),
+        LongReads::Buffered | LongReads::ByReference => None,
+    };
+    if mapping.is_some() && holes && extents.is_empty() {
+        // Holes to be sent as data: through the mapping, tmpfs would fill them (a read
+        // fault there allocates a page), so they are read, as zeros, into a buffer.
+        let mut reply = Vec::with_capacity(req.length as usize + 64);
+        file_read_long(file, req, structured, &mut reply);
+        return send_locked(out.writer, &reply);
+    }
     if extents.is_empty() {
         extents.push(Extent {
             offset: req.offset,
@@ -542,14 +593,18 @@ fn send_read(
         if e.hole {
             continue;
         }
-        match send_header_and_file(
-            sock,
-            pipe,
-            &header,
-            file.raw_fd(),
-            e.offset,
-            e.length as usize,
-        ) {
+        let sent = match mapping {
+            Some(m) => m.send(sock, &header, e.offset, e.length as usize, !populated),
+            None => send_header_and_file(
+                sock,
+                pipe,
+                &header,
+                file.raw_fd(),
+                e.offset,
+                e.length as usize,
+            ),
+        };
+        match sent {
             Ok(()) => header.clear(),
             Err(SendFileError::FileEarly(err)) => {
                 // Complete chunks of this reply may be out (structured replies; a

@@ -1,5 +1,6 @@
-//! The plain-file data path over real sockets: long reads sent from the file (spliced
-//! or with sendfile), with and without holes, over Unix sockets and TCP; long writes
+//! The plain-file data path over real sockets: long reads sent from the file (copied
+//! from its mapping: every client here is on this machine), with and without holes,
+//! over Unix sockets and TCP; long writes
 //! (spliced from the socket into the file), with and without FUA; a file cut short
 //! under the server; a client that leaves in the middle of replies or of a payload.
 
@@ -285,6 +286,40 @@ fn long_reads_of_a_sparse_file_send_holes_as_hole_chunks() {
             disconnect(c, served);
         }
     }
+}
+
+/// Reads of a sparse file on tmpfs, structured and not, leave its holes as they were:
+/// a hole read through the file's mapping would be filled (tmpfs allocates a page on a
+/// read fault), so long reads never fault a hole in.
+#[test]
+fn long_reads_of_a_sparse_tmpfs_file_leave_its_holes_alone() {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = tempfile::tempdir_in("/dev/shm") else {
+        return; // no tmpfs here: nothing to show
+    };
+    let path = dir.path().join("sparse.img");
+    let f = std::fs::File::create(&path).expect("create");
+    f.set_len(8 << 20).expect("size");
+    let island = pattern(256 << 10, 4);
+    f.write_all_at(&island, 3 << 20).expect("data");
+    drop(f);
+    let mut want = vec![0u8; 8 << 20];
+    want[3 << 20..(3 << 20) + island.len()].copy_from_slice(&island);
+    let blocks = || std::fs::metadata(&path).expect("stat").blocks();
+    let before = blocks();
+    for structured in [true, false] {
+        let (mut c, server) = tcp_pair();
+        let served = serve(server, export(&path, structured));
+        for (cookie, offset) in [(1, 0), (2, 2 << 20), (3, 6 << 20)] {
+            request(&mut *c, 0, cookie, offset, 2 << 20);
+            let (error, data, _) = read_reply(&mut *c, structured, cookie, offset, 2 << 20);
+            assert_eq!(error, 0);
+            let offset = offset as usize;
+            assert!(data == want[offset..offset + (2 << 20)], "bytes differ");
+        }
+        disconnect(c, served);
+    }
+    assert_eq!(blocks(), before, "reads allocated blocks in the holes");
 }
 
 /// Long writes (and short ones) read back through the server and from the file.

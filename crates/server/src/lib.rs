@@ -14,6 +14,7 @@ mod file_transmission;
 mod handshake;
 mod lane;
 mod log;
+mod mapped;
 mod server;
 mod stream;
 mod tls;
