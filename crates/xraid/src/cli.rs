@@ -264,6 +264,11 @@ pub struct ReadArgs {
     /// what can be got off a damaged array.
     #[arg(long)]
     pub keep_going: bool,
+    /// Inject faults into a member, as `xraid serve --fault` does (see there), to see
+    /// what this command makes of a failing member, e.g. `--fault
+    /// role=1,errors=1M..1028K`. Repeatable.
+    #[arg(long, value_name = "FAULT")]
+    pub fault: Vec<MemberFault>,
     /// The array: member paths, or a folder that holds them.
     #[arg(required = true)]
     pub array: Vec<PathBuf>,
@@ -277,6 +282,11 @@ pub struct WriteArgs {
     /// Read from this file instead of standard input.
     #[arg(long, short = 'i')]
     pub input: Option<PathBuf>,
+    /// Inject faults into a member, as `xraid serve --fault` does (see there), to see
+    /// what this command makes of a failing member, e.g. `--fault
+    /// role=1,errors=1M..1028K`. Repeatable.
+    #[arg(long, value_name = "FAULT")]
+    pub fault: Vec<MemberFault>,
     /// The array: member paths, or a folder that holds them.
     #[arg(required = true)]
     pub array: Vec<PathBuf>,

@@ -13,13 +13,13 @@ use xraid_driver::BackendChoice;
 use xraid_engine::Event;
 use xraid_layout::SECTOR_BYTES;
 
-use super::open_array;
+use super::open_array_with_faults;
 use super::output::Output;
 use crate::cli::{ReadArgs, WriteArgs};
 use crate::progress::bytes_bar;
 
 pub fn read(args: ReadArgs, backend: BackendChoice) -> Result<()> {
-    let mut array = open_array(&args.array, OpenMode::ReadOnly, backend)?;
+    let mut array = open_array_with_faults(&args.array, OpenMode::ReadOnly, backend, &args.fault)?;
     let size = array.driver().engine().array_sectors() * SECTOR_BYTES;
     check_offset(args.offset, size)?;
     let length = args.length.unwrap_or(size - args.offset);
@@ -263,7 +263,7 @@ pub fn write(args: WriteArgs, backend: BackendChoice) -> Result<()> {
         }
         None => None,
     };
-    let mut array = open_array(&args.array, OpenMode::ReadWrite, backend)?;
+    let mut array = open_array_with_faults(&args.array, OpenMode::ReadWrite, backend, &args.fault)?;
     let size = array.driver().engine().array_sectors() * SECTOR_BYTES;
     check_offset(args.offset, size)?;
     if let Some(len) = input_len {

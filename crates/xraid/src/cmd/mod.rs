@@ -17,10 +17,10 @@ mod status;
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use xraid_array::{assemble_with_spares, Array, Assembled, OpenMode};
 use xraid_driver::BackendChoice;
-use xraid_member::{DirectMode, OpenOptions};
+use xraid_member::{DirectMode, MemberFault, OpenOptions};
 
 use crate::cli::{Backend, Cli, Command};
 
@@ -54,6 +54,16 @@ pub(crate) fn open_array(
     mode: OpenMode,
     backend: BackendChoice,
 ) -> Result<Array> {
+    open_array_with_faults(paths, mode, backend, &[])
+}
+
+/// Opens an array with some members wrapped in injected faults (`--fault`).
+pub(crate) fn open_array_with_faults(
+    paths: &[PathBuf],
+    mode: OpenMode,
+    backend: BackendChoice,
+    faults: &[MemberFault],
+) -> Result<Array> {
     let options = OpenOptions {
         write: mode == OpenMode::ReadWrite,
         direct: DirectMode::Auto,
@@ -68,7 +78,23 @@ pub(crate) fn open_array(
         );
     }
     warn_about(&assembled);
-    Ok(Array::open(assembled, mode, backend)?)
+    let roles = assembled.geometry.raid_disks();
+    for f in faults {
+        if usize::from(f.role) >= usize::from(roles) {
+            bail!(
+                "--fault names role {}, but the array has roles 0 to {}",
+                f.role,
+                roles - 1
+            );
+        }
+        if f.plan.on_machine_power {
+            bail!(
+                "--fault power-cut-on-signal is for `xraid serve` (a running server's crash test)"
+            );
+        }
+        eprintln!("xraid: injecting faults into role {}: {}", f.role, f.plan);
+    }
+    Ok(Array::open_with_faults(assembled, mode, backend, faults)?)
 }
 
 fn warn_about(assembled: &Assembled) {

@@ -219,6 +219,81 @@ fn a_write_error_on_a_degraded_mirrors_last_copy_fails_that_write_not_the_array(
     a_refused_write_costs_only_itself("1", 0, true, 0, 131072);
 }
 
+/// Offline, the same refused write (`xraid write --fault`): the command stops at it,
+/// names the array bytes it could not write, and fails no member; what came before it
+/// is written.
+#[test]
+fn an_offline_write_a_raid0_member_refuses_names_its_bytes_and_fails_nothing() {
+    let dir = tempdir();
+    let disks = create_array(dir.path(), "0", 2, "16M", &[]);
+    let image = dir.path().join("image.raw");
+    let bytes = random_bytes(1 << 20, 31);
+    std::fs::write(&image, &bytes).expect("image");
+    // md's data offset is 1 MiB: member 1's first 4 KiB of data, array bytes 64K..68K;
+    // the member write refused is that of the whole chunk, 64K..128K.
+    let fault = "role=1,write-errors=1M..1028K";
+    let err = crate::util::fails(&["write", "--fault", fault, "-i", p(&image), p(&disks)]);
+    assert!(
+        err.contains("xraid: injecting faults into role 1")
+            && err.contains("array bytes 65536..131072 could not be written"),
+        "{err}"
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
+    assert_eq!(status["members"][1]["state"], "active", "{status}");
+    let read = crate::util::ok_bytes(&["read", "--length", "64K", p(&disks)]);
+    assert!(
+        read == bytes[..65536],
+        "the input before the refused bytes is written"
+    );
+}
+
+/// Offline reads through a member with read errors (`xraid read --fault`): on RAID-0
+/// the bytes it holds there are named and, with --keep-going, the rest is read.
+#[test]
+fn an_offline_read_of_a_raid0_member_with_read_errors_names_the_lost_bytes() {
+    let dir = tempdir();
+    let disks = create_array(dir.path(), "0", 2, "16M", &[]);
+    let image = dir.path().join("image.raw");
+    let mut bytes = random_bytes(1 << 20, 32);
+    std::fs::write(&image, &bytes).expect("image");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+    let fault = "role=1,errors=1M..1028K";
+    let out = dir.path().join("out.raw");
+    let err = crate::util::fails(&[
+        "read",
+        "--keep-going",
+        "--fault",
+        fault,
+        "--length",
+        "1M",
+        "-o",
+        p(&out),
+        p(&disks),
+    ]);
+    assert!(
+        err.contains("4096 bytes in 1 range of the array could not be read")
+            && err.contains("array bytes 65536..69632"),
+        "{err}"
+    );
+    bytes[65536..69632].fill(0);
+    assert!(
+        std::fs::read(&out).expect("the output") == bytes,
+        "all else is read"
+    );
+    // Bad --fault arguments are refused before anything is opened for writing.
+    for (spec, needle) in [
+        (
+            "role=2,errors=0..4K",
+            "role 2, but the array has roles 0 to 1",
+        ),
+        ("role=0,power-cut-on-signal", "is for `xraid serve`"),
+    ] {
+        let err = crate::util::fails(&["read", "--fault", spec, p(&disks)]);
+        assert!(err.contains(needle), "{spec}: {err}");
+    }
+}
+
 #[test]
 fn an_unknown_consistency_is_refused_in_one_line() {
     let dir = tempdir();
