@@ -421,6 +421,13 @@ pub(crate) fn on_completion(
             {
                 refused_by_last_copy(engine, op, member);
             }
+            // While a resync runs, a copy that refuses a write leaves that unit's copies
+            // and is failed when the resync ends (it may hold the first copy of units
+            // not yet resynced).
+            _ if failure == IoFailed::Medium && crate::sync::defers_failure(engine, member) => {
+                let unit = engine.mops.get(op).unit;
+                crate::sync::defer_failure(engine, member, unit);
+            }
             _ => engine.write_failed(member, failure),
         }
     }
