@@ -1966,22 +1966,10 @@ fn a_mirror_read_after_a_crash_takes_the_copy_the_owed_resync_keeps() {
 #[test]
 fn a_copy_that_refuses_a_resync_write_is_failed_when_the_resync_ends() {
     let chunk = 16usize;
-    let geo = Geometry::new(
-        Level::Raid10,
-        Layout::default_for(Level::Raid10),
-        3,
-        16,
-        256,
-    )
-    .expect("geometry");
-    let mut array = SimArray::new(geo, 7);
+    let (mut array, data) = filled_array(Level::Raid10, 3, chunk as u32, 256, 7);
     let mut config = array.engine.config();
     config.sync_window = 1;
     array.engine.set_config(config);
-    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
-    array.rng().fill(&mut data);
-    array.write(0, &data).expect("fill");
-    array.flush().expect("flush");
     // Near-2 copies on three members: chunk k is on member 2k mod 3 (its first copy)
     // and (2k + 1) mod 3, in row 2k / 3 and (2k + 1) / 3.
     let bytes = chunk * SECTOR;
