@@ -48,6 +48,16 @@ const MAX_EXTENTS: usize = 1024;
 
 /// Serves a plain-file export on this thread until the client leaves.
 pub(crate) fn serve_file(reader: Conn, writer: Conn, n: &Negotiated) -> Result<(), ConnEnd> {
+    let local = match &writer {
+        Conn::Plain(s) => s.peer_is_local(),
+        Conn::Tls { .. } => true,
+    };
+    serve_file_to(reader, writer, n, local)
+}
+
+/// [`serve_file`], told whether the client is on this machine (tests take the path of
+/// a client on another machine over loopback too).
+fn serve_file_to(reader: Conn, writer: Conn, n: &Negotiated, local: bool) -> Result<(), ConnEnd> {
     let ExportKind::File(file) = &n.export.kind else {
         return Err(ConnEnd::Protocol("not a file export".to_owned()));
     };
@@ -58,7 +68,7 @@ pub(crate) fn serve_file(reader: Conn, writer: Conn, n: &Negotiated) -> Result<(
     // stream ran ~10% slower. That copy is made by send(2) from the mapped file where
     // it can be, which saves the copy into a buffer of ours.
     let (sock, long_reads) = match &writer {
-        Conn::Plain(s) if !s.peer_is_local() => (Some(s.as_raw_fd()), LongReads::ByReference),
+        Conn::Plain(s) if !local => (Some(s.as_raw_fd()), LongReads::ByReference),
         Conn::Plain(s) => match file.mapping() {
             Some(m) => (Some(s.as_raw_fd()), LongReads::Mapped(m)),
             None => (None, LongReads::Buffered),

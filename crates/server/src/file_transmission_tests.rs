@@ -1,8 +1,8 @@
-//! The plain-file data path over real sockets: long reads sent from the file (copied
-//! from its mapping: every client here is on this machine), with and without holes,
-//! over Unix sockets and TCP; long writes
-//! (spliced from the socket into the file), with and without FUA; a file cut short
-//! under the server; a client that leaves in the middle of replies or of a payload.
+//! The plain-file data path over real sockets: long reads sent from the file — copied
+//! from its mapping (a client on this machine) and spliced (as to a client on another
+//! machine) — with and without holes, over Unix sockets and TCP; long writes (spliced
+//! from the socket into the file), with and without FUA; a file cut short under the
+//! server; a client that leaves in the middle of replies or of a payload.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use xraid_nbd::consts::*;
 
-use super::serve_file;
+use super::{serve_file, serve_file_to};
 use crate::export::{Export, ExportKind};
 use crate::file_export::FileExport;
 use crate::handshake::Negotiated;
@@ -52,6 +52,23 @@ fn serve(server: Stream, n: Negotiated) -> JoinHandle<Result<(), ConnEnd>> {
         serve_file(reader, Conn::Plain(server), &n)
     })
 }
+
+/// As [`serve`], but as if the client were on another machine: long reads go from the
+/// file to the socket by reference (spliced), not copied from the mapped file.
+fn serve_as_remote(server: Stream, n: Negotiated) -> JoinHandle<Result<(), ConnEnd>> {
+    server
+        .set_write_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    std::thread::spawn(move || {
+        let reader = Conn::Plain(server.try_clone().expect("clone"));
+        serve_file_to(reader, Conn::Plain(server), &n, false)
+    })
+}
+
+/// How a test serves its connection: to a client on this machine, or as to one on
+/// another.
+type Serve = fn(Stream, Negotiated) -> JoinHandle<Result<(), ConnEnd>>;
+const BOTH_PATHS: [Serve; 2] = [serve, serve_as_remote];
 
 fn unix_pair() -> (Box<dyn ReadWrite>, Stream) {
     let (a, b) = UnixStream::pair().expect("socketpair");
@@ -203,7 +220,7 @@ fn disconnect(mut c: Box<dyn ReadWrite>, server: JoinHandle<Result<(), ConnEnd>>
 
 /// Long reads (aligned, unaligned, longer than the splice pipe), each checked byte
 /// for byte, mixed with short ones, on one connection.
-fn long_reads(pair: fn() -> (Box<dyn ReadWrite>, Stream), structured: bool) {
+fn long_reads(pair: fn() -> (Box<dyn ReadWrite>, Stream), structured: bool, serve: Serve) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("f.img");
     let bytes = pattern(8 << 20, 3);
@@ -244,14 +261,18 @@ fn long_reads(pair: fn() -> (Box<dyn ReadWrite>, Stream), structured: bool) {
 
 #[test]
 fn long_reads_over_a_unix_socket_arrive_intact() {
-    long_reads(unix_pair, false);
-    long_reads(unix_pair, true);
+    for serve in BOTH_PATHS {
+        long_reads(unix_pair, false, serve);
+        long_reads(unix_pair, true, serve);
+    }
 }
 
 #[test]
 fn long_reads_over_tcp_arrive_intact() {
-    long_reads(tcp_pair, false);
-    long_reads(tcp_pair, true);
+    for serve in BOTH_PATHS {
+        long_reads(tcp_pair, false, serve);
+        long_reads(tcp_pair, true, serve);
+    }
 }
 
 /// A sparse file: a long structured read comes back as data and hole chunks whose
@@ -268,7 +289,10 @@ fn long_reads_of_a_sparse_file_send_holes_as_hole_chunks() {
         drop(f);
         let mut want = vec![0u8; 4 << 20];
         want[1 << 20..(1 << 20) + island.len()].copy_from_slice(&island);
-        for structured in [true, false] {
+        for (structured, serve) in [true, false]
+            .into_iter()
+            .flat_map(|s| BOTH_PATHS.map(|serve| (s, serve)))
+        {
             let (mut c, server) = pair();
             let served = serve(server, export(&path, structured));
             request(&mut *c, 0, 7, 512 << 10, 2 << 20);
@@ -455,7 +479,10 @@ fn a_client_that_leaves_mid_payload_ends_only_its_connection() {
 /// reply (found before any of the reply went out) and the connection goes on.
 #[test]
 fn a_file_cut_short_gets_an_error_reply_and_the_connection_goes_on() {
-    for structured in [false, true] {
+    for (structured, serve) in [false, true]
+        .into_iter()
+        .flat_map(|s| BOTH_PATHS.map(|serve| (s, serve)))
+    {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("s.img");
         let bytes = pattern(4 << 20, 5);
@@ -483,7 +510,11 @@ fn a_file_cut_short_gets_an_error_reply_and_the_connection_goes_on() {
 /// connection ends (no hang, no panic), and a new one to the same file is served.
 #[test]
 fn a_client_that_leaves_mid_reply_ends_only_its_connection() {
-    for pair in [unix_pair as fn() -> _, tcp_pair] {
+    let pairs = [unix_pair as fn() -> _, tcp_pair];
+    for (pair, serve) in pairs
+        .into_iter()
+        .flat_map(|p| BOTH_PATHS.map(|serve| (p, serve)))
+    {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("l.img");
         let bytes = pattern(8 << 20, 7);
