@@ -348,7 +348,8 @@ fn done_below(s: &SyncState) -> u64 {
 
 /// Whether a write `member` refused (a medium error) is better answered by failing
 /// the member when the running resync ends than at once: a mirror resync runs and the
-/// member is an active copy in its own role. Until the resync has been over every
+/// member is an active copy in its own role (the caller checks that it is not the
+/// unit's first copy, which must go at once). Until the resync has been over every
 /// unit, the member may hold the copy that others are resynced from — the first copy
 /// of units a crash may have left torn — and reads of those units have been answered
 /// from it: failing it then would make them read the other copies, which may differ.
@@ -558,17 +559,28 @@ pub(crate) fn targets_changed(engine: &mut Engine) {
 
 fn finish(engine: &mut Engine) {
     let Some(s) = engine.sync.take() else { return };
-    // The members that refused resync-time writes: every unit has been over now, and
-    // the copies that stay agree wherever such a member held the first copy.
-    for &(member, _) in &s.refused {
-        if engine.member_states()[member.index()] == MemberState::Active {
-            engine.fail(member, crate::FailReason::WriteError);
+    let walked_all = !s.cancelled && s.next >= s.total;
+    if walked_all {
+        // The members that refused writes while it ran go now: every unit has been
+        // over, and the copies that stay agree wherever such a member held the first.
+        for &(member, _) in &s.refused {
+            if engine.member_states()[member.index()] == MemberState::Active {
+                engine.fail(member, crate::FailReason::WriteError);
+            }
         }
+    } else if !s.refused.is_empty() {
+        // Stopped short, it keeps them: failed now, they would leave the units not
+        // yet resynced whose first copy they hold to copies that may differ. The
+        // resync stays owed, so reads keep to first copies (a copy that refused a
+        // unit's write is never its first: mirror::is_first_copy) until one
+        // completes, and its checkpoint, at the first unit refused, brings the next
+        // one back there to copy the first copy over the refused one.
+        engine.resync_owed = true;
     }
     if let Some(buf) = engine.sync_flush_buf.take() {
         engine.bufs.free(buf);
     }
-    let completed = !s.cancelled && s.next >= s.total;
+    let completed = walked_all;
     if s.kind == SyncKind::Resync && completed && s.unrecoverable == 0 {
         engine.stats.resyncs_completed += 1;
     }

@@ -1965,6 +1965,18 @@ fn a_mirror_read_after_a_crash_takes_the_copy_the_owed_resync_keeps() {
 /// answered from it; failed at once, it would leave that unit to a copy that differs.
 #[test]
 fn a_copy_that_refuses_a_resync_write_is_failed_when_the_resync_ends() {
+    a_copy_refuses_a_resync_write(false);
+}
+
+/// The same, with the resync stopped after the refusal and started again (a server
+/// stopped and started, say): stopped short, it keeps the copy, still owed, and reads
+/// keep to first copies; the next resync comes back to the refused unit.
+#[test]
+fn a_resync_stopped_after_a_refusal_keeps_the_copy_and_stays_owed() {
+    a_copy_refuses_a_resync_write(true);
+}
+
+fn a_copy_refuses_a_resync_write(stop_after_the_refusal: bool) {
     let chunk = 16usize;
     let (mut array, data) = filled_array(Level::Raid10, 3, chunk as u32, 256, 7);
     let mut config = array.engine.config();
@@ -2001,6 +2013,23 @@ fn a_copy_that_refuses_a_resync_write_is_failed_when_the_resync_ends() {
         .engine
         .start_sync(SyncKind::Resync, 0)
         .expect("resync");
+    if stop_after_the_refusal {
+        while array.engine.stats().sync_units == 0 && array.step() {}
+        array.engine.cancel_sync();
+        while array.engine.sync_progress().is_some() && array.step() {}
+        assert_eq!(array.engine.member_states()[1], MemberState::Active);
+        assert!(array.engine.resync_owed(), "a resync stopped short is owed");
+        for _ in 0..4 {
+            let got = array.read(0, chunk as u64).expect("read chunk 0");
+            assert!(got == data[..bytes], "chunk 0 reads its first copy");
+            let got = array.read(chunk2, chunk as u64).expect("read chunk 2");
+            assert!(got == before, "chunk 2 reads as it did");
+        }
+        array
+            .engine
+            .start_sync(SyncKind::Resync, 0)
+            .expect("resync again");
+    }
     while array.engine.sync_progress().is_some() {
         if !array.step() {
             break;
@@ -2028,6 +2057,42 @@ fn a_copy_that_refuses_a_resync_write_is_failed_when_the_resync_ends() {
     assert!(
         array.members[m2].data[at2..at2 + bytes] == data[2 * bytes..3 * bytes],
         "the resync copied chunk 2's first copy over its second"
+    );
+}
+
+/// The same, but the copy that refuses is the unit's first (the one a resync copies to
+/// the others, and reads take until it has): it is failed at once, so a write the
+/// other copy took, acknowledged, is what the unit reads — also after a power cut.
+#[test]
+fn a_first_copy_that_refuses_a_write_while_a_resync_runs_is_failed_at_once() {
+    let chunk = 16usize;
+    let (mut array, _) = filled_array(Level::Raid10, 3, chunk as u32, 256, 8);
+    let mut config = array.engine.config();
+    config.sync_window = 1;
+    config.sync_min_bytes_per_sec = 1;
+    config.sync_max_bytes_per_sec = 1;
+    array.engine.set_config(config);
+    // Chunk 2's first copy is member 1's row 1 (near-2 on three members).
+    array.members[1]
+        .write_error_ranges
+        .push(chunk as u64..2 * chunk as u64);
+    array.engine.owe_resync();
+    array
+        .engine
+        .start_sync(SyncKind::Resync, 0)
+        .expect("resync");
+    let new = vec![0x3cu8; chunk * SECTOR];
+    array
+        .write(2 * chunk as u64, &new)
+        .expect("the other copy takes it");
+    assert_eq!(array.engine.member_states()[1], MemberState::Failed);
+    array.flush().expect("flush");
+    array.power_cut_now();
+    array.engine.owe_resync();
+    let got = array.read(2 * chunk as u64, chunk as u64).expect("read");
+    assert!(
+        got == new,
+        "the acknowledged write reads back after the cut"
     );
 }
 
