@@ -985,7 +985,7 @@ impl Engine {
     /// there and takes writes).
     pub(crate) fn in_sync(&self, member: MemberIdx, unit: u64) -> bool {
         match self.members[member.index()] {
-            MemberState::Active => !crate::sync::refused(self, member, unit),
+            MemberState::Active => true,
             MemberState::Failed => false,
             MemberState::Rebuilding => {
                 unit < self.rebuilt_floor[member.index()] || crate::sync::recovered(self, unit)

@@ -421,17 +421,6 @@ pub(crate) fn on_completion(
             {
                 refused_by_last_copy(engine, op, member);
             }
-            // While a resync runs, a copy that refuses a write leaves that unit's copies
-            // and is failed when the resync ends (it may hold the first copy of units
-            // not yet resynced) — unless it is this unit's first copy: the resync and,
-            // after a crash, reads would take it, without the write.
-            _ if failure == IoFailed::Medium
-                && crate::sync::defers_failure(engine, member)
-                && !is_first_copy(engine, op, member) =>
-            {
-                let unit = engine.mops.get(op).unit;
-                crate::sync::defer_failure(engine, member, unit);
-            }
             _ => engine.write_failed(member, failure),
         }
     }
@@ -461,16 +450,6 @@ pub(crate) fn on_completion(
         }
         Phase::Queued => unreachable!("a queued op has no I/O in flight"),
     }
-}
-
-/// Whether `member` holds the first in-sync copy of the operation's unit: the one a
-/// resync copies to the others, and reads take until it has.
-fn is_first_copy(engine: &Engine, op: usize, member: MemberIdx) -> bool {
-    let o = engine.mops.get(op);
-    places(engine, o)
-        .iter()
-        .find(|p| engine.in_sync(p.member, o.unit))
-        .is_some_and(|p| p.member == member)
 }
 
 /// Whether `member` (a role) holds the only active, in-sync copy of the operation's

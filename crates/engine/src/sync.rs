@@ -66,10 +66,6 @@ pub(crate) struct SyncState {
     /// Units issued so far, and units skipped as clean in the bitmap.
     visited: u64,
     skipped: u64,
-    /// Mirror units (with the member) whose write an active copy refused while a
-    /// resync runs: that copy is out of sync there, and it is failed when the resync
-    /// ends, not at once (see [`defer_failure`]).
-    refused: Vec<(MemberIdx, u64)>,
 }
 
 /// Member sectors in one unit (what the pace is counted in).
@@ -209,7 +205,6 @@ impl Engine {
             dirty_only_below: dirty_only_below.min(total),
             visited: 0,
             skipped: 0,
-            refused: Vec::new(),
         });
         pump(self);
         Ok(())
@@ -340,44 +335,7 @@ fn keep_rebuilt_progress(engine: &mut Engine, done: u64) {
 fn done_below(s: &SyncState) -> u64 {
     let in_flight = s.in_flight.first().copied().unwrap_or(s.next);
     let failed = s.failed_units.first().copied().unwrap_or(s.next);
-    // A unit a copy refused is not done: after a crash the resync must reach it again,
-    // with that copy still active (its failure was only in memory).
-    let refused = s.refused.iter().map(|&(_, u)| u).min().unwrap_or(s.next);
-    s.next.min(in_flight).min(failed).min(refused)
-}
-
-/// Whether a write `member` refused (a medium error) is better answered by failing
-/// the member when the running resync ends than at once: a mirror resync runs and the
-/// member is an active copy in its own role (the caller checks that it is not the
-/// unit's first copy, which must go at once). Until the resync has been over every
-/// unit, the member may hold the copy that others are resynced from — the first copy
-/// of units a crash may have left torn — and reads of those units have been answered
-/// from it: failing it then would make them read the other copies, which may differ.
-pub(crate) fn defers_failure(engine: &Engine, member: MemberIdx) -> bool {
-    engine.sync.as_ref().is_some_and(|s| {
-        s.kind == SyncKind::Resync && !s.cancelled && !engine.geo.level().has_parity()
-    }) && engine.pseudo_role(member).is_none()
-        && !engine.is_replacing(member)
-        && engine.member_states()[member.index()] == MemberState::Active
-}
-
-/// Records that `member` refused a write of mirror unit `unit` during a resync (see
-/// [`defers_failure`]): it is out of sync in that unit from now on, and is failed
-/// when the resync ends.
-pub(crate) fn defer_failure(engine: &mut Engine, member: MemberIdx, unit: u64) {
-    if let Some(s) = &mut engine.sync {
-        if !s.refused.contains(&(member, unit)) {
-            s.refused.push((member, unit));
-        }
-    }
-}
-
-/// Whether `member` refused a write of `unit` during the running resync.
-pub(crate) fn refused(engine: &Engine, member: MemberIdx, unit: u64) -> bool {
-    engine
-        .sync
-        .as_ref()
-        .is_some_and(|s| !s.refused.is_empty() && s.refused.contains(&(member, unit)))
+    s.next.min(in_flight).min(failed)
 }
 
 /// A newcomer (a member to rebuild, a replacement to build) is joining while a recover
@@ -559,28 +517,10 @@ pub(crate) fn targets_changed(engine: &mut Engine) {
 
 fn finish(engine: &mut Engine) {
     let Some(s) = engine.sync.take() else { return };
-    let walked_all = !s.cancelled && s.next >= s.total;
-    if walked_all {
-        // The members that refused writes while it ran go now: every unit has been
-        // over, and the copies that stay agree wherever such a member held the first.
-        for &(member, _) in &s.refused {
-            if engine.member_states()[member.index()] == MemberState::Active {
-                engine.fail(member, crate::FailReason::WriteError);
-            }
-        }
-    } else if !s.refused.is_empty() {
-        // Stopped short, it keeps them: failed now, they would leave the units not
-        // yet resynced whose first copy they hold to copies that may differ. The
-        // resync stays owed, so reads keep to first copies (a copy that refused a
-        // unit's write is never its first: mirror::is_first_copy) until one
-        // completes, and its checkpoint, at the first unit refused, brings the next
-        // one back there to copy the first copy over the refused one.
-        engine.resync_owed = true;
-    }
     if let Some(buf) = engine.sync_flush_buf.take() {
         engine.bufs.free(buf);
     }
-    let completed = walked_all;
+    let completed = !s.cancelled && s.next >= s.total;
     if s.kind == SyncKind::Resync && completed && s.unrecoverable == 0 {
         engine.stats.resyncs_completed += 1;
     }
