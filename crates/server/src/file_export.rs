@@ -46,7 +46,7 @@ impl FileExport {
     pub(crate) fn open(path: &Path, read_only: bool) -> io::Result<FileExport> {
         let file = OpenOptions::new().read(true).write(!read_only).open(path)?;
         let size = file_size(&file)?;
-        let mapping = Mapping::new(file.as_raw_fd(), size);
+        let mapping = Mapping::new(file.as_raw_fd(), size, !read_only);
         Ok(FileExport {
             file,
             size,

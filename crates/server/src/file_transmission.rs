@@ -487,15 +487,16 @@ fn file_read(file: &FileExport, req: &Request, structured: bool, out: &mut Vec<u
 }
 
 /// The pieces a long read's reply is made of: with structured replies, the data and
-/// hole extents of a file that has holes (more than one, covering the request);
-/// otherwise none, and the reply is one piece of data.
+/// hole extents of a file that has holes (covering the request: a range all data is
+/// one data extent, all hole one hole extent); otherwise none, and the reply is one
+/// piece of data.
 fn read_extents(file: &FileExport, req: &Request, structured: bool, holes: bool) -> Vec<Extent> {
     if !structured || req.flags & CMD_FLAG_DF != 0 || !holes {
         return Vec::new();
     }
     let mut extents = file.extents(req.offset, u64::from(req.length), MAX_EXTENTS);
     let covered: u64 = extents.iter().map(|e| e.length).sum();
-    if covered != u64::from(req.length) || extents.len() <= 1 {
+    if covered != u64::from(req.length) {
         extents.clear();
     }
     extents

@@ -307,6 +307,19 @@ fn long_reads_of_a_sparse_file_send_holes_as_hole_chunks() {
                 // would send one data chunk, which this test would then catch.
                 assert_eq!(holes, 2, "the holes before and after the data");
             }
+            // A range all hole, and one all data.
+            for (cookie, offset, length, hole_chunks) in
+                [(8, 2 << 20, 2 << 20, 1), (9, 1 << 20, 128 << 10, 0)]
+            {
+                request(&mut *c, 0, cookie, offset, length);
+                let (error, data, holes) = read_reply(&mut *c, structured, cookie, offset, length);
+                assert_eq!(error, 0);
+                let at = offset as usize;
+                assert!(data == want[at..at + length as usize], "bytes differ");
+                if structured {
+                    assert_eq!(holes, hole_chunks, "{length} bytes at {offset}");
+                }
+            }
             disconnect(c, served);
         }
     }

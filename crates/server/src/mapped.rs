@@ -26,7 +26,16 @@ pub(crate) struct Mapping {
     /// Cleared once the kernel says it has no MADV_POPULATE_READ (before Linux 5.14):
     /// the pages are then faulted in by send(2) itself.
     populate: AtomicBool,
+    /// Whether mincore(2) tells the truth about this file's pages: since Linux 5.2 it
+    /// does only for a file the process owns or may write, and calls every page
+    /// cached otherwise. Where it cannot be trusted every range is faulted in.
+    mincore_tells: bool,
 }
+
+/// Exports larger than this are not mapped. The page tables of a mapping grow by
+/// about 2 MiB per GiB read (4 KiB pages), and stay as long as the export: a
+/// multi-terabyte device read end to end would pin gigabytes of them.
+const MAX_MAPPED_BYTES: u64 = 64 << 30;
 
 // SAFETY: the mapping is an address range, not data we read: it is only ever handed
 // to the kernel (madvise, sendmsg, munmap), which may do so from any thread at once.
@@ -38,7 +47,11 @@ impl Mapping {
     /// Maps `len` bytes of the open file `fd` from its start. `None` where the file
     /// cannot be mapped (empty, a file system without mmap, no address space left):
     /// its reads are then copied as before.
-    pub(crate) fn new(fd: RawFd, len: u64) -> Option<Mapping> {
+    /// `writable`: the file was opened for writing (so the process may write it).
+    pub(crate) fn new(fd: RawFd, len: u64, writable: bool) -> Option<Mapping> {
+        if len > MAX_MAPPED_BYTES {
+            return None;
+        }
         let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
         // SAFETY: a new mapping chosen by the kernel (null hint, no MAP_FIXED), so no
         // existing memory is touched; the descriptor is open; the result is checked.
@@ -62,6 +75,7 @@ impl Mapping {
             len,
             page,
             populate: AtomicBool::new(true),
+            mincore_tells: writable || owned(fd),
         })
     }
 
@@ -92,7 +106,7 @@ impl Mapping {
         let Some(start) = self.range(offset, len) else {
             return Err(io::Error::from_raw_os_error(libc::EFAULT));
         };
-        if self.resident(start, len) {
+        if self.mincore_tells && self.resident(start, len) {
             return Ok(());
         }
         // SAFETY: madvise only looks at the page tables of the range, which lies inside
@@ -188,7 +202,7 @@ impl Mapping {
             let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
             if n < 0 {
                 let e = io::Error::last_os_error();
-                let sent_any = head.len() < header.len();
+                let sent_any = head.len() < header.len() || done > 0;
                 match e.raw_os_error() {
                     Some(libc::EINTR) => continue,
                     Some(libc::EFAULT) if sent_any => return Err(SendFileError::FileLate(e)),
@@ -209,6 +223,18 @@ impl Mapping {
             done += n;
         }
         Ok(())
+    }
+}
+
+/// Whether the process owns the open file `fd` (or is root, which counts as owning
+/// every file for mincore's purposes).
+fn owned(fd: RawFd) -> bool {
+    // SAFETY: fstat writes one stat into the zeroed local it is given; geteuid takes
+    // no pointers.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        let euid = libc::geteuid();
+        libc::fstat(fd, &mut st) == 0 && (euid == 0 || st.st_uid == euid)
     }
 }
 
@@ -291,7 +317,7 @@ mod tests {
     fn a_range_goes_out_after_its_header_byte_for_byte() {
         let data = pattern(3 << 20);
         let (_dir, f) = file_with(&data);
-        let map = Mapping::new(f.as_raw_fd(), data.len() as u64).expect("map");
+        let map = Mapping::new(f.as_raw_fd(), data.len() as u64, true).expect("map");
         // Larger than a socket buffer, from an offset off any page boundary.
         let (got, result) = sent(&map, b"HEADER", 12_345, 2 << 20);
         result.expect("sent");
@@ -309,7 +335,7 @@ mod tests {
     fn a_file_cut_short_under_the_mapping_is_an_error_not_a_signal() {
         let data = pattern(1 << 20);
         let (_dir, f) = file_with(&data);
-        let map = Mapping::new(f.as_raw_fd(), data.len() as u64).expect("map");
+        let map = Mapping::new(f.as_raw_fd(), data.len() as u64, true).expect("map");
         f.set_len(64 * 1024).expect("truncate");
         // Found before anything went out: the reply can still be an error.
         let (got, result) = sent(&map, b"HEADER", 512 * 1024, 4096);
@@ -330,13 +356,30 @@ mod tests {
     }
 
     #[test]
+    fn data_sent_before_the_file_fails_makes_the_error_late_even_without_a_header() {
+        let data = pattern(1 << 20);
+        let (_dir, f) = file_with(&data);
+        let map = Mapping::new(f.as_raw_fd(), data.len() as u64, true).expect("map");
+        f.set_len(64 * 1024).expect("truncate");
+        map.populate.store(false, Ordering::Relaxed);
+        let (got, result) = sent(&map, b"", 0, 256 * 1024);
+        assert!(!got.is_empty(), "what the file still has went out");
+        assert!(
+            result.is_err_and(|e| e.contains("FileLate")),
+            "{}",
+            got.len()
+        );
+    }
+
+    #[test]
     fn a_range_outside_the_mapping_is_refused() {
         let data = pattern(8192);
         let (_dir, f) = file_with(&data);
-        let map = Mapping::new(f.as_raw_fd(), data.len() as u64).expect("map");
+        let map = Mapping::new(f.as_raw_fd(), data.len() as u64, true).expect("map");
         let (got, result) = sent(&map, b"H", 4096, 8192);
         assert!(result.is_err_and(|e| e.contains("FileEarly")));
         assert!(got.is_empty());
-        assert!(Mapping::new(f.as_raw_fd(), 0).is_none());
+        assert!(Mapping::new(f.as_raw_fd(), 0, true).is_none());
+        assert!(Mapping::new(f.as_raw_fd(), MAX_MAPPED_BYTES + 1, true).is_none());
     }
 }
