@@ -25,6 +25,8 @@ static POWER_CUTS: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_MID_RECOVER: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_KILLING: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_KILLING_TWO: AtomicU64 = AtomicU64::new(0);
+/// Client batches run while a resync after a power cut had units still to do.
+static BATCHES_MID_RESYNC: AtomicU64 = AtomicU64::new(0);
 
 use xraid_engine::sim::{SimArray, SimMemberHealth, SimRng};
 use xraid_engine::{
@@ -160,6 +162,12 @@ impl Story {
 
     fn within_redundancy(&self) -> bool {
         !self.over && self.faulty().len() <= self.tolerance
+    }
+
+    /// The most sectors one client request of a batch covers.
+    fn max_sectors(&self) -> u64 {
+        let geo = self.array.engine.geometry();
+        u64::from(geo.chunk_sectors().max(8)) * u64::from(geo.raid_disks()) * 2
     }
 
     fn random_extent(&mut self, max_sectors: u64) -> (u64, u64) {
@@ -827,6 +835,17 @@ impl Story {
         self.oracle.current = got;
         self.oracle.flushed();
         self.active_at_flush = self.active_now();
+        // Clients go on while the resync runs: their writes and reads meet units it has
+        // done and units it has yet to reach.
+        if !resumed && self.array.engine.sync_progress().is_some() {
+            let batches = self.rng().below(4);
+            for _ in 0..batches {
+                if self.array.engine.sync_progress().is_some() {
+                    BATCHES_MID_RESYNC.fetch_add(1, Ordering::Relaxed);
+                }
+                self.batch(self.max_sectors())?;
+            }
+        }
         // Resync before any new fault: without the log, parity not yet matching data
         // and a second fault would be md's write hole.
         if resumed {
@@ -1065,7 +1084,7 @@ fn tell(seed: u64, write_errors: bool) -> Result<(), (String, Vec<String>)> {
             log_sectors
         )],
     };
-    let max_sectors = u64::from(geo.chunk_sectors().max(8)) * u64::from(geo.raid_disks()) * 2;
+    let max_sectors = story.max_sectors();
     let result = (|| {
         for _ in 0..40 {
             story.resume_recovery()?;
@@ -1163,11 +1182,12 @@ fn thousands_of_fault_stories_lose_nothing() {
         }
     }
     eprintln!(
-        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two)",
+        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two), {} client batches while a resync ran",
         POWER_CUTS.load(Ordering::Relaxed),
         POWER_CUTS_MID_RECOVER.load(Ordering::Relaxed),
         POWER_CUTS_KILLING.load(Ordering::Relaxed),
-        POWER_CUTS_KILLING_TWO.load(Ordering::Relaxed)
+        POWER_CUTS_KILLING_TWO.load(Ordering::Relaxed),
+        BATCHES_MID_RESYNC.load(Ordering::Relaxed)
     );
 }
 
