@@ -2011,12 +2011,18 @@ fn a_first_copy_that_refuses_a_write_while_a_resync_runs_is_failed_at_once() {
     );
 }
 
-/// RAID-1 of `disks` copies, a resync running slowly; member 1 refuses a client write
-/// of unit 2, which the other copies take, acknowledged and flushed. Returns the array
-/// and the new data.
-fn refused_while_a_resync_runs(disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
+/// RAID-1 of `disks` copies (with a write-intent bitmap of one bit per unit if
+/// `bitmap`), a resync running slowly; member 1 refuses a client write of unit 2, which
+/// the other copies take, acknowledged and flushed. Returns the array and the new data.
+fn refused_while_a_resync_runs(disks: u16, seed: u64, bitmap: bool) -> (SimArray, Vec<u8>) {
     let unit = 1024u64;
     let (mut array, _) = filled_array(Level::Raid1, disks, 16, 4 * unit, seed);
+    if bitmap {
+        let setup = intent_setup(&array.engine, unit, Nanos(1_000), None);
+        array.engine.enable_write_intent(setup);
+        array.engine.allow_write_intent_clears(true);
+        array.pass_time(Nanos(1_000_000));
+    }
     let mut config = array.engine.config();
     config.sync_window = 1;
     config.sync_min_bytes_per_sec = 1;
@@ -2048,7 +2054,7 @@ fn sync_at_full_speed(array: &mut SimArray) {
 #[test]
 fn a_copy_that_refused_a_write_answers_no_read_after_the_resync_stops() {
     let unit = 1024u64;
-    let (mut array, new) = refused_while_a_resync_runs(3, 31);
+    let (mut array, new) = refused_while_a_resync_runs(3, 31, false);
     array.engine.cancel_sync();
     while array.engine.sync_progress().is_some() && array.step() {}
     array.add_bad_range(MemberIdx(0), 2 * unit..2 * unit + 8);
@@ -2065,7 +2071,7 @@ fn a_copy_that_refused_a_write_answers_no_read_after_the_resync_stops() {
 #[test]
 fn a_copy_that_refused_a_write_is_not_resynced_from_after_a_power_cut() {
     let unit = 1024u64;
-    let (mut array, new) = refused_while_a_resync_runs(3, 32);
+    let (mut array, new) = refused_while_a_resync_runs(3, 32, false);
     array.power_cut_now();
     array.add_bad_range(MemberIdx(0), 2 * unit..2 * unit + 8);
     sync_at_full_speed(&mut array);
@@ -2085,27 +2091,7 @@ fn a_copy_that_refused_a_write_is_not_resynced_from_after_a_power_cut() {
 #[test]
 fn a_copy_that_refused_a_write_answers_no_read_after_its_bit_is_cleared() {
     let unit = 1024u64;
-    let (mut array, _) = filled_array(Level::Raid1, 2, 16, 4 * unit, 33);
-    let setup = intent_setup(&array.engine, unit, Nanos(1_000), None);
-    array.engine.enable_write_intent(setup);
-    array.engine.allow_write_intent_clears(true);
-    array.pass_time(Nanos(1_000_000));
-    let mut config = array.engine.config();
-    config.sync_window = 1;
-    config.sync_min_bytes_per_sec = 1;
-    config.sync_max_bytes_per_sec = 1;
-    array.engine.set_config(config);
-    array.engine.owe_resync();
-    array
-        .engine
-        .start_sync(SyncKind::Resync, 0)
-        .expect("resync");
-    array.members[1].write_error_ranges.push(2 * unit..3 * unit);
-    let new = vec![0xc3u8; unit as usize * SECTOR];
-    array
-        .write(2 * unit, &new)
-        .expect("the write is acknowledged");
-    array.flush().expect("flush");
+    let (mut array, new) = refused_while_a_resync_runs(2, 33, true);
     array.engine.cancel_sync();
     while array.engine.sync_progress().is_some() && array.step() {}
     array.engine.clear_write_intent_now();
