@@ -27,6 +27,8 @@ static POWER_CUTS_KILLING: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_KILLING_TWO: AtomicU64 = AtomicU64::new(0);
 /// Client batches run while a resync after a power cut had units still to do.
 static BATCHES_MID_RESYNC: AtomicU64 = AtomicU64::new(0);
+/// Resyncs after a power cut stopped part-way and started again from their checkpoint.
+static RESYNCS_STOPPED: AtomicU64 = AtomicU64::new(0);
 
 use xraid_engine::sim::{SimArray, SimMemberHealth, SimRng};
 use xraid_engine::{
@@ -846,6 +848,26 @@ impl Story {
                 self.batch(self.max_sectors())?;
             }
         }
+        // Sometimes the resync is stopped and started again from its checkpoint (a
+        // server stopped and started): what it had done stays done.
+        if !resumed && self.rng().below(4) == 0 {
+            if let Some(p) = self.array.engine.sync_progress() {
+                self.log.push(format!(
+                    "  resync stopped at unit {}, started again from there",
+                    p.done_below
+                ));
+                RESYNCS_STOPPED.fetch_add(1, Ordering::Relaxed);
+                self.array.engine.cancel_sync();
+                self.finish_sync()?;
+                self.array
+                    .engine
+                    .start_sync_where_dirty(SyncKind::Resync, p.done_below)
+                    .map_err(|e| format!("start resync again: {e}"))?;
+                for _ in 0..self.rng().below(3) {
+                    self.batch(self.max_sectors())?;
+                }
+            }
+        }
         // Resync before any new fault: without the log, parity not yet matching data
         // and a second fault would be md's write hole.
         if resumed {
@@ -1182,12 +1204,13 @@ fn thousands_of_fault_stories_lose_nothing() {
         }
     }
     eprintln!(
-        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two), {} client batches while a resync ran",
+        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two), {} client batches while a resync ran, {} resyncs stopped and started again",
         POWER_CUTS.load(Ordering::Relaxed),
         POWER_CUTS_MID_RECOVER.load(Ordering::Relaxed),
         POWER_CUTS_KILLING.load(Ordering::Relaxed),
         POWER_CUTS_KILLING_TWO.load(Ordering::Relaxed),
-        BATCHES_MID_RESYNC.load(Ordering::Relaxed)
+        BATCHES_MID_RESYNC.load(Ordering::Relaxed),
+        RESYNCS_STOPPED.load(Ordering::Relaxed)
     );
 }
 
