@@ -67,13 +67,13 @@ fn serve_file_to(reader: Conn, writer: Conn, n: &Negotiated, local: bool) -> Res
     // cost the receiving client half again as much CPU as a copied buffer and the
     // stream ran ~10% slower. That copy is made by send(2) from the mapped file where
     // it can be, which saves the copy into a buffer of ours.
-    let (sock, long_reads) = match &writer {
-        Conn::Plain(s) if !local => (Some(s.as_raw_fd()), LongReads::ByReference),
+    let long_reads = match &writer {
+        Conn::Plain(s) if !local => LongReads::ByReference(s.as_raw_fd()),
         Conn::Plain(s) => match file.mapping() {
-            Some(m) => (Some(s.as_raw_fd()), LongReads::Mapped(m)),
-            None => (None, LongReads::Buffered),
+            Some(m) => LongReads::Mapped(s.as_raw_fd(), m),
+            None => LongReads::Buffered,
         },
-        Conn::Tls { .. } => (None, LongReads::Buffered),
+        Conn::Tls { .. } => LongReads::Buffered,
     };
     let writer = Arc::new(Mutex::new(writer));
     let pool = BufferPool::default();
@@ -82,7 +82,6 @@ fn serve_file_to(reader: Conn, writer: Conn, n: &Negotiated, local: bool) -> Res
         let (writer, pool) = (&writer, &pool);
         let out = BulkOut {
             writer,
-            sock,
             long_reads,
             structured: n.structured,
         };
@@ -97,15 +96,17 @@ fn serve_file_to(reader: Conn, writer: Conn, n: &Negotiated, local: bool) -> Res
     result
 }
 
-/// How a connection sends long reads' data.
+/// How a connection sends long reads' data. The two ways without a buffer carry the
+/// connection's socket (no TLS), which their replies are sent on directly, under the
+/// writer's lock.
 #[derive(Debug, Clone, Copy)]
 enum LongReads<'a> {
     /// Read into a buffer, then sent (TLS, or a local file that cannot be mapped).
     Buffered,
     /// Spliced, or sent with sendfile(2), from the file (a client on another machine).
-    ByReference,
+    ByReference(RawFd),
     /// Copied by send(2) from the file's mapping (a client on this machine).
-    Mapped(&'a Mapping),
+    Mapped(RawFd, &'a Mapping),
 }
 
 /// Large requests of a plain-file connection, handed from the thread that reads
@@ -185,9 +186,6 @@ fn send_locked(writer: &Mutex<Conn>, bytes: &[u8]) -> io::Result<()> {
 /// Where the bulk thread's replies go.
 struct BulkOut<'a> {
     writer: &'a Mutex<Conn>,
-    /// The socket, when long reads go from the file without a buffer (a connection
-    /// without TLS; replies may then be sent on it directly, under the writer's lock).
-    sock: Option<RawFd>,
     long_reads: LongReads<'a>,
     structured: bool,
 }
@@ -203,8 +201,8 @@ fn bulk_worker(
     let (writer, structured) = (out.writer, out.structured);
     // Without one (too many open files), long reads fall back to sendfile.
     let pipe = match out.long_reads {
-        LongReads::ByReference => Pipe::new().ok(),
-        LongReads::Buffered | LongReads::Mapped(_) => None,
+        LongReads::ByReference(_) => Pipe::new().ok(),
+        LongReads::Buffered | LongReads::Mapped(..) => None,
     };
     let mut lane = Lane::default();
     lane.note(crate::lane::BULK_BYTES);
@@ -306,7 +304,7 @@ fn read_file_requests(
             // The pages of a file without holes are faulted in here, off the bulk
             // thread, which the stream's pace is set by.
             let mut populated = false;
-            if let LongReads::Mapped(m) = long_reads {
+            if let LongReads::Mapped(_, m) = long_reads {
                 if !file.may_have_holes() {
                     if let Err(e) = m.populate(req.offset, req.length as usize) {
                         let msg = "read error on the export";
@@ -552,8 +550,10 @@ fn send_read(
     populated: bool,
 ) -> io::Result<()> {
     let (structured, cookie) = (out.structured, req.cookie);
-    let Some(sock) = out.sock else {
-        return Err(io::Error::other("zero-copy read on a TLS connection"));
+    let (sock, mapping) = match out.long_reads {
+        LongReads::ByReference(sock) => (sock, None),
+        LongReads::Mapped(sock, m) => (sock, Some(m)),
+        LongReads::Buffered => return Err(io::Error::other("zero-copy read on a TLS connection")),
     };
     let end = req.offset + u64::from(req.length);
     let read_error = |errno: u32| {
@@ -574,10 +574,6 @@ fn send_read(
         Ok(_) | Err(_) => return send_locked(out.writer, &read_error(EIO)),
     };
     let mut extents = read_extents(file, req, structured, holes);
-    let mapping = match out.long_reads {
-        LongReads::Mapped(m) => Some(m),
-        LongReads::Buffered | LongReads::ByReference => None,
-    };
     if mapping.is_some() && holes && extents.is_empty() {
         // Holes to be sent as data: through the mapping, tmpfs would fill them (a read
         // fault there allocates a page), so they are read, as zeros, into a buffer.
