@@ -346,7 +346,7 @@ impl BitmapSuper {
                 data_offset: sb.data_offset,
             });
         }
-        if let Some(bblog) = bad_block_log_sectors(sb) {
+        if let Some(bblog) = crate::badblocks::bad_block_log_sectors(sb) {
             if bblog.start < end && start < bblog.end {
                 return Err(FormatError::BitmapOverlapsBadBlockLog {
                     start,
@@ -358,18 +358,6 @@ impl BitmapSuper {
         }
         Ok(())
     }
-}
-
-/// The sectors of the bad-block log, counted from the device start, when the
-/// superblock reserves one.
-fn bad_block_log_sectors(sb: &Superblock) -> Option<Range<u64>> {
-    if sb.bblog_size == 0 || sb.bblog_offset == 0 {
-        return None;
-    }
-    let start = sb
-        .super_offset
-        .checked_add_signed(i64::from(sb.bblog_offset as i32))?;
-    Some(start..start.saturating_add(u64::from(sb.bblog_size)))
 }
 
 /// Sector (from the device start) where the internal bitmap of a member begins:
@@ -389,7 +377,7 @@ pub fn bitmap_start_sector(sb: &Superblock) -> Option<u64> {
 pub fn bitmap_room_sectors(sb: &Superblock) -> Option<u64> {
     let start = bitmap_start_sector(sb)?;
     let mut limit = sb.data_offset;
-    if let Some(bblog) = bad_block_log_sectors(sb) {
+    if let Some(bblog) = crate::badblocks::bad_block_log_sectors(sb) {
         if bblog.start >= start {
             limit = limit.min(bblog.start);
         }

@@ -190,4 +190,22 @@ pub enum FormatError {
         "a bitmap over {sync_sectors} sectors needs {chunk}-byte chunks, beyond md's 32-bit chunk size: use no bitmap"
     )]
     BitmapChunkTooLarge { sync_sectors: u64, chunk: u64 },
+
+    /// An entry of a bad block log md could not have written.
+    #[error(
+        "bad block log entry {index} ({entry:#018x}) is not a valid range: the log is damaged; restore the member's metadata or leave it out"
+    )]
+    BadBlockEntry { index: usize, entry: u64 },
+
+    /// Blocks of the log so large that their sectors would not fit 64 bits.
+    #[error(
+        "bad block log blocks of 2^{shift} sectors are beyond any device: the superblock is damaged; restore it or leave this member out"
+    )]
+    BadBlockShift { shift: u8 },
+
+    /// More bad ranges than the member's log has room for.
+    #[error(
+        "the bad block log has room for {capacity} entries but {needed} are needed: the member has too many bad blocks to keep a record of"
+    )]
+    BadBlockLogFull { needed: usize, capacity: usize },
 }

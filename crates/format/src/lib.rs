@@ -7,9 +7,11 @@
 //! Nothing here does I/O: callers read [`SUPERBLOCK_BYTES`] at
 //! [`SUPERBLOCK_OFFSET_BYTES`] of a member and hand the bytes over, and write back
 //! what [`Superblock::to_bytes`] returns at the same place; the bitmap's bytes sit at
-//! [`bitmap_start_sector`]. And xraid's own integrity area (per-block checksums, after
+//! [`bitmap_start_sector`], the bad block log's ([`BadBlocks`]) at
+//! [`bad_block_log_sectors`]. And xraid's own integrity area (per-block checksums, after
 //! md's data area): [`IntegrityHeader`], [`encode_page`], [`decode_page`].
 
+mod badblocks;
 mod bitmap;
 mod checksum;
 mod clock;
@@ -22,6 +24,7 @@ mod integrity;
 mod names;
 mod superblock;
 
+pub use badblocks::{bad_block_log_sectors, BadBlocks};
 pub use bitmap::{
     bitmap_bytes, bitmap_chunks, bitmap_image, bitmap_reserved_bytes, bitmap_room_sectors,
     bitmap_start_sector, bitmap_sync_sectors, choose_bitmap_chunk, new_member_bitmap, parse_bitmap,

@@ -1,6 +1,7 @@
 //! Tests across modules: the superblocks of real md arrays, error cases, round trips,
 //! and agreement with a live `mdadm --examine` when one is installed.
 
+mod badblocks;
 mod bitmap;
 mod errors;
 mod fixtures;
