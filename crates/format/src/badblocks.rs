@@ -123,7 +123,7 @@ impl BadBlocks {
             start = start.min(r.start);
             end = end.max(r.end);
         }
-        self.ranges.splice(first..last, [start..end]);
+        self.ranges.splice(first..last, std::iter::once(start..end));
         true
     }
 
