@@ -46,7 +46,8 @@ fn a_range_longer_than_512_blocks_takes_several_entries() {
 fn a_shift_widens_a_range_to_whole_blocks() {
     let bad = list(&[(4099, 4101)]);
     let back = BadBlocks::parse(&bad.encode(3, LOG_BYTES).unwrap(), 3).unwrap();
-    assert_eq!(back.ranges(), &[4096..4104]);
+    assert_eq!(back.ranges().len(), 1);
+    assert_eq!(back.ranges()[0], 4096..4104);
 }
 
 #[test]
