@@ -341,7 +341,9 @@ fn geometry_of(sb: &Superblock, path: &std::path::Path) -> Result<Geometry, Arra
     // A member being recovered (md's per-device recovery offset, and whether the
     // recovery follows the bitmap) is served: it is rebuilt from its checkpoint when
     // the array is opened to write.
+    // A member's bad block log is read at open: what it lists is never returned.
     let supported = xraid_format::SUPPORTED_FEATURES
+        | xraid_format::MD_FEATURE_BAD_BLOCKS
         | xraid_format::MD_FEATURE_RECOVERY_OFFSET
         | xraid_format::MD_FEATURE_RECOVERY_BITMAP
         | MD_FEATURE_REPLACEMENT;

@@ -7,6 +7,7 @@
 //! out, and the array runs degraded while its level's redundancy allows.
 
 mod assemble;
+mod badblocks;
 mod bitmap;
 mod create;
 mod error;

@@ -82,6 +82,9 @@ pub struct Array {
     replacements: Vec<Option<(PathBuf, Superblock)>>,
     /// Integrity mode: members keep a checksum per block (see `integrity`).
     integrity: bool,
+    /// By member path, the ranges its bad block log holds outside the data area
+    /// (the engine keeps those inside).
+    bad_outside: std::collections::HashMap<PathBuf, xraid_format::BadBlocks>,
 }
 
 impl Array {
@@ -155,6 +158,8 @@ impl Array {
         // Some member being recovered needs all of it (not only the bitmap's chunks).
         let mut whole_recovery = false;
         let mut recovering = Vec::with_capacity(assembled.roles.len());
+        // Per role, its member's bad block log.
+        let mut bad_blocks = Vec::with_capacity(assembled.roles.len());
         for role in assembled.roles {
             let sb = role.as_ref().map(|found| &found.superblock);
             recovering.push(
@@ -171,6 +176,12 @@ impl Array {
                 Some(found) => {
                     let role = slots.len();
                     let mut member: Box<dyn Member> = Box::new(found.member);
+                    bad_blocks.push(Some(crate::badblocks::load(
+                        member.as_ref(),
+                        &found.superblock,
+                        geo.member_sectors(),
+                        &found.path,
+                    )?));
                     if let Some(f) = faults.iter().find(|f| usize::from(f.role) == role) {
                         member = Box::new(FaultyMember::new(member, f.plan.clone()));
                     }
@@ -219,6 +230,7 @@ impl Array {
                     slots.push(None);
                     superblocks.push(None);
                     tables.push(None);
+                    bad_blocks.push(None);
                 }
             }
         }
@@ -307,6 +319,19 @@ impl Array {
             bitmap.is_some(),
             integrity,
         )?;
+        // Before the stripe log's replay, which reads members.
+        let mut bad_outside = std::collections::HashMap::new();
+        for (role, bad) in bad_blocks.into_iter().enumerate() {
+            let (Some(bad), Some((path, _))) = (bad, &superblocks[role]) else {
+                continue;
+            };
+            let engine = driver.engine_mut();
+            let slot = engine.device_slot(role_idx(role));
+            engine.set_bad_blocks(slot, bad.data);
+            if !bad.outside.is_empty() {
+                bad_outside.insert(path.clone(), bad.outside);
+            }
+        }
         if let Some(sectors) = ring {
             // Reads every ring and replays what a crash cut off before anything else.
             let mut config = driver.engine().config();
@@ -341,6 +366,7 @@ impl Array {
             bitmap,
             replacements,
             integrity,
+            bad_outside,
         };
         if array.was_dirty() {
             // Until its resync completes (it may wait for a recover), mirrors read the
@@ -968,6 +994,12 @@ impl Array {
         // Integrity headers say their tables are as new as these superblocks: true
         // once a barrier flush has written every changed table page.
         let headers = self.integrity && self.driver.flush().is_ok();
+        // Ranges the engine made good go into the logs only once the writes that made
+        // them good are durable.
+        let bad_blocks_changed = self.driver.engine().bad_blocks_changed();
+        if bad_blocks_changed && !headers {
+            self.driver.flush()?;
+        }
         let member_sectors = self.driver.engine().geometry().member_sectors();
         if let Some(bitmap) = self.bitmap.as_mut() {
             // The bitmap's event count goes first: a bitmap behind its superblocks is
@@ -1006,6 +1038,16 @@ impl Array {
                 .driver
                 .member(role_idx(role))
                 .expect("active roles have members");
+            if bad_blocks_changed {
+                let engine = self.driver.engine();
+                let bad = crate::badblocks::MemberBadBlocks {
+                    data: engine.bad_blocks(engine.device_slot(role_idx(role))),
+                    outside: self.bad_outside.get(path).cloned().unwrap_or_default(),
+                };
+                if let Err(error) = crate::badblocks::store(slot.member.as_ref(), sb, &bad, path) {
+                    return Ok(Some((role, error)));
+                }
+            }
             let written = if headers && slot.checksums_offset_bytes.is_some() {
                 crate::integrity::write_header(slot.member.as_ref(), sb, member_sectors, path)
             } else {
@@ -1042,6 +1084,9 @@ impl Array {
             write_superblock(slot.member.as_ref(), sb, path)?;
         }
         self.driver.flush()?;
+        if bad_blocks_changed {
+            self.driver.engine_mut().bad_blocks_recorded();
+        }
         Ok(None)
     }
 }

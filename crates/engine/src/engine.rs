@@ -147,6 +147,11 @@ pub struct Engine {
     io_gen: Vec<u32>,
     /// The member whose completion being handled came from a replaced device.
     stale_member: Option<MemberIdx>,
+    /// Each device's known bad ranges (its bad block log).
+    pub(crate) known_bad: crate::badblocks::KnownBad,
+    /// The completion being handled is a read of a known bad range: its error is no
+    /// news about the device, and is not counted.
+    known_bad_read: bool,
     /// Per role, the driver slot of the device that serves it: `r` or `raid_disks + r`.
     /// A replacement lives in the role's other slot, so that when it takes the role
     /// over only this table changes (the driver's slots never move under I/O in flight).
@@ -200,6 +205,8 @@ impl Engine {
             member_gen: vec![0; 2 * members.len()],
             io_gen: Vec::new(),
             stale_member: None,
+            known_bad: crate::badblocks::KnownBad::new(2 * members.len()),
+            known_bad_read: false,
             slots: (0..members.len()).map(member_idx).collect(),
             replacing: vec![false; members.len()],
             took_over: vec![false; members.len()],
@@ -410,6 +417,7 @@ impl Engine {
         let n = self.members.len();
         // What an earlier replacement of this role still answers does not count.
         self.member_gen[n + r] += 1;
+        crate::badblocks::device_changed(self, self.replacement_slot(role));
         self.replacing[r] = true;
         self.took_over[r] = false;
         crate::sync::restart_recover(self);
@@ -491,7 +499,7 @@ impl Engine {
     /// lose the whole array instead. md fails no RAID-0 member for read errors either,
     /// and keeps a mirror's last device (its `fail_last_dev` off).
     pub(crate) fn note_read_error(&mut self, member: MemberIdx) {
-        if self.stale_member == Some(member) {
+        if self.stale_member == Some(member) || self.known_bad_read {
             return;
         }
         let count = &mut self.read_errors[member.index()];
@@ -652,6 +660,10 @@ impl Engine {
         let stale = target_member(&target)
             .filter(|m| self.io_gen.get(key).copied().unwrap_or(0) != self.member_gen[m.index()]);
         self.stale_member = stale;
+        // Before the checksums are looked at: a known bad range's contents are nobody's.
+        let (result, known_bad_read) =
+            crate::badblocks::on_completion(self, key, stale.is_none(), result);
+        self.known_bad_read = known_bad_read;
         let result = crate::integrity::check_read(
             self,
             key,
@@ -773,6 +785,7 @@ impl Engine {
             }
         }
         self.stale_member = None;
+        self.known_bad_read = false;
         crate::sync::pump(self);
     }
 
@@ -1075,6 +1088,7 @@ impl Engine {
     /// answers no longer counts for (or against) the role, and the newcomer is rebuilt.
     pub fn replace_member(&mut self, member: MemberIdx) -> Result<(), crate::SyncError> {
         self.member_gen[member.index()] += 1;
+        crate::badblocks::device_changed(self, self.slot_of(member));
         self.took_over[member.index()] = false;
         crate::intent::member_gone(self, member);
         self.stall_excused[member.index()] = false;
@@ -1260,6 +1274,10 @@ impl Engine {
                 }
                 IoKind::Flush => {}
             }
+        }
+        if area == Area::Data {
+            let sectors = sector..sector + buf.len as u64 / SECTOR_BYTES;
+            crate::badblocks::note_io(self, key, member, kind, sectors);
         }
         match kind {
             IoKind::Read => {

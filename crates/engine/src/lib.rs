@@ -35,6 +35,7 @@
 //! RAID-10, a fixed window for RAID-1) under the same locks as client writes, paced
 //! between [`EngineConfig::sync_min_bytes_per_sec`] and `..._max_...` (see `sync`).
 
+mod badblocks;
 pub mod buffers;
 mod engine;
 mod integrity;

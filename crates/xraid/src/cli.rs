@@ -79,8 +79,9 @@ pub enum Command {
     /// Scrub an array (md's sync_action check/repair): read everything, count where
     /// parity or mirror copies disagree with the data, and with `repair` rewrite them.
     /// Ranges that fail to read are rebuilt from redundancy and rewritten either way, as
-    /// are blocks that fail their checksums in integrity mode (counted apart). On a
-    /// served array, the server runs it.
+    /// are blocks that fail their checksums in integrity mode (counted apart) and the
+    /// sectors a member's bad block log lists (which leave the log then). On a served
+    /// array, the server runs it.
     Scrub(ScrubArgs),
     /// Create (or reuse) a demo RAID-5 of file members, write data, verify it, and
     /// serve it over NBD.

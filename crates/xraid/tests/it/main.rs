@@ -7,6 +7,7 @@ mod server;
 mod util;
 
 mod bad_input;
+mod badblocks;
 mod bitmap;
 mod control;
 mod crash_loop;

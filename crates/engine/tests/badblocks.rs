@@ -1,0 +1,169 @@
+//! Known bad ranges (a member's bad block log) in the simulator: what the member
+//! holds there is never returned, the range is rebuilt and rewritten and so made
+//! good, a write over it makes it good, and a read of it is no read error.
+
+use xraid_engine::sim::SimArray;
+use xraid_engine::{EngineConfig, EngineError, MemberIdx, MemberState, SyncKind};
+use xraid_format::BadBlocks;
+use xraid_layout::{Geometry, Layout, Level, ParityAlgorithm};
+
+const SECTOR: usize = 512;
+
+fn geometry(level: Level, disks: u16) -> Geometry {
+    let layout = match level {
+        Level::Raid5 | Level::Raid6 => Layout::Parity(ParityAlgorithm::LeftSymmetric),
+        _ => Layout::default_for(level),
+    };
+    let chunk = if level == Level::Raid1 { 0 } else { 16 };
+    Geometry::new(level, layout, disks, chunk, 256).expect("geometry")
+}
+
+/// An array filled with seeded data, reads not spread at random over mirror copies.
+fn filled(level: Level, disks: u16) -> (SimArray, Vec<u8>) {
+    let geo = geometry(level, disks);
+    let mut array = SimArray::new(geo, 11);
+    array.shuffle = false;
+    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
+    array.rng().fill(&mut data);
+    array.write(0, &data).expect("fill");
+    array.flush().expect("flush");
+    (array, data)
+}
+
+fn bad(range: std::ops::Range<u64>) -> BadBlocks {
+    let mut list = BadBlocks::new();
+    list.add(range);
+    list
+}
+
+/// Overwrites member sectors `range` of role `member` with garbage, as a device that
+/// lost them might return.
+fn scribble(array: &mut SimArray, member: u16, range: std::ops::Range<u64>) -> Vec<u8> {
+    let bytes = range.start as usize * SECTOR..range.end as usize * SECTOR;
+    let data = &mut array.role_device_mut(MemberIdx(member)).data;
+    let before = data[bytes.clone()].to_vec();
+    data[bytes].iter_mut().for_each(|b| *b = !*b);
+    before
+}
+
+#[test]
+fn a_known_bad_range_is_rebuilt_and_rewritten_whatever_the_member_returns() {
+    for level in [Level::Raid1, Level::Raid5, Level::Raid6, Level::Raid10] {
+        let (mut array, data) = filled(level, 4);
+        let geo = *array.engine.geometry();
+        // A member whose first chunk is data (a RAID-6's member 0 holds Q there) and
+        // is read first (a mirror's first copy).
+        let m = if level == Level::Raid6 { 1 } else { 0 };
+        let held = scribble(&mut array, m, 2..6);
+        array.engine.set_bad_blocks(MemberIdx(m), bad(2..6));
+        let got = array
+            .read(0, geo.array_sectors())
+            .expect("read around the bad range");
+        assert!(got == data, "{level:?}: the member's garbage was returned");
+        assert_eq!(
+            array.members[usize::from(m)].data[2 * SECTOR..6 * SECTOR],
+            held,
+            "{level:?}: the range was rewritten"
+        );
+        assert!(
+            array.engine.bad_blocks(MemberIdx(m)).is_empty(),
+            "{level:?}"
+        );
+        assert!(array.engine.bad_blocks_changed(), "{level:?}");
+        assert_eq!(
+            array.engine.member_states()[usize::from(m)],
+            MemberState::Active
+        );
+    }
+}
+
+#[test]
+fn a_known_bad_range_counts_as_no_read_error() {
+    let (mut array, data) = filled(Level::Raid5, 4);
+    array.engine.set_config(EngineConfig {
+        max_read_errors: 0,
+        ..EngineConfig::default()
+    });
+    scribble(&mut array, 1, 0..8);
+    array.engine.set_bad_blocks(MemberIdx(1), bad(0..8));
+    let total = array.engine.array_sectors();
+    assert!(array.read(0, total).expect("read") == data);
+    assert_eq!(array.engine.read_errors(MemberIdx(1)), 0);
+    assert_eq!(array.engine.member_states()[1], MemberState::Active);
+}
+
+#[test]
+fn a_write_over_part_of_a_known_bad_range_makes_that_part_good() {
+    let (mut array, _) = filled(Level::Raid1, 2);
+    array.engine.set_bad_blocks(MemberIdx(1), bad(10..20));
+    let new = vec![0x5a; 4 * SECTOR];
+    array.write(12, &new).expect("write");
+    let left = array.engine.bad_blocks(MemberIdx(1));
+    assert_eq!(left.ranges(), &[10..12, 16..20]);
+    assert_eq!(array.members[1].data[12 * SECTOR..16 * SECTOR], new[..]);
+}
+
+#[test]
+fn a_raid0_known_bad_range_is_unreadable_not_garbage() {
+    let (mut array, data) = filled(Level::Raid0, 3);
+    scribble(&mut array, 0, 0..4);
+    array.engine.set_bad_blocks(MemberIdx(0), bad(0..4));
+    // Array sector 0 is member 0's sector 0.
+    assert!(matches!(
+        array.read(0, 8),
+        Err(EngineError::Unreadable { .. })
+    ));
+    assert_eq!(array.engine.member_states()[0], MemberState::Active);
+    // The rest of the member's chunk reads as it was.
+    let got = array.read(4, 4).expect("the sectors after it");
+    assert!(got == data[4 * SECTOR..8 * SECTOR]);
+    // Written, it is good again.
+    array.write(0, &data[..8 * SECTOR]).expect("write");
+    assert!(array.read(0, 8).expect("read") == data[..8 * SECTOR]);
+    assert!(array.engine.bad_blocks(MemberIdx(0)).is_empty());
+}
+
+#[test]
+fn a_degraded_array_loses_only_the_known_bad_range() {
+    let (mut array, data) = filled(Level::Raid5, 4);
+    array.engine.fail_member(MemberIdx(3));
+    scribble(&mut array, 0, 0..4);
+    array.engine.set_bad_blocks(MemberIdx(0), bad(0..4));
+    assert!(matches!(
+        array.read(0, 8),
+        Err(EngineError::Unreadable { .. })
+    ));
+    assert_eq!(array.engine.member_states()[0], MemberState::Active);
+    let got = array.read(8, 8).expect("the rest of the chunk");
+    assert!(got == data[8 * SECTOR..16 * SECTOR]);
+}
+
+#[test]
+fn a_check_scrub_rewrites_a_known_bad_range() {
+    for level in [Level::Raid1, Level::Raid5, Level::Raid6, Level::Raid10] {
+        let (mut array, data) = filled(level, 4);
+        let held = scribble(&mut array, 2, 40..48);
+        array.engine.set_bad_blocks(MemberIdx(2), bad(40..48));
+        array
+            .engine
+            .start_sync(SyncKind::Check, 0)
+            .expect("start the check");
+        array.run_sync();
+        assert!(
+            array.engine.bad_blocks(MemberIdx(2)).is_empty(),
+            "{level:?}: the check rewrote it"
+        );
+        assert_eq!(array.members[2].data[40 * SECTOR..48 * SECTOR], held);
+        let total = array.engine.array_sectors();
+        assert!(array.read(0, total).expect("read") == data, "{level:?}");
+    }
+}
+
+#[test]
+fn a_new_device_in_the_role_has_no_known_bad_ranges() {
+    let (mut array, _) = filled(Level::Raid1, 2);
+    array.engine.set_bad_blocks(MemberIdx(1), bad(0..8));
+    array.kill_member(MemberIdx(1));
+    array.return_member(MemberIdx(1), true).expect("replace");
+    assert!(array.engine.bad_blocks(MemberIdx(1)).is_empty());
+}

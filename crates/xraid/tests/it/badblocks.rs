@@ -1,0 +1,133 @@
+//! md's bad block log on real md-made arrays: sectors a member's log lists are never
+//! returned, whatever the member holds there; a repair scrub rebuilds and rewrites
+//! them and empties the log, as `mdadm --examine-badblocks` then shows; with no
+//! redundancy to rebuild from, the read fails and names the bytes.
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::Command;
+
+use xraid_format::{
+    bad_block_log_sectors, BadBlocks, Superblock, MD_FEATURE_BAD_BLOCKS, SUPERBLOCK_BYTES,
+    SUPERBLOCK_OFFSET_BYTES,
+};
+
+use crate::require_tool;
+use crate::util::{fails, fixtures_dir, manifest, ok, p, sha256_of_read, tempdir, unpack_fixture};
+
+const SECTOR: u64 = 512;
+
+/// Records member sectors `range` (counted from its data area) as bad in `member`'s
+/// log, as md does when it cannot rewrite them, and fills them with garbage.
+fn mark_bad(member: &Path, range: std::ops::Range<u64>) {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(member)
+        .expect("open member");
+    let mut bytes = vec![0u8; SUPERBLOCK_BYTES];
+    file.read_exact_at(&mut bytes, SUPERBLOCK_OFFSET_BYTES)
+        .expect("read superblock");
+    let mut sb = Superblock::parse(&bytes).expect("md superblock");
+    let log = bad_block_log_sectors(&sb).expect("mdadm makes a bad block log");
+    let mut bad = BadBlocks::new();
+    bad.add(sb.data_offset + range.start..sb.data_offset + range.end);
+    let image = bad
+        .encode(sb.bblog_shift, usize::from(sb.bblog_size) * SECTOR as usize)
+        .expect("fits");
+    file.write_all_at(&image, log.start * SECTOR)
+        .expect("write log");
+    sb.feature_map |= MD_FEATURE_BAD_BLOCKS;
+    sb.sb_csum = sb.compute_checksum();
+    file.write_all_at(&sb.to_bytes(), SUPERBLOCK_OFFSET_BYTES)
+        .expect("write superblock");
+    let garbage = vec![0xa5u8; ((range.end - range.start) * SECTOR) as usize];
+    file.write_all_at(&garbage, (sb.data_offset + range.start) * SECTOR)
+        .expect("scribble");
+}
+
+fn mdadm_badblocks(member: &Path) -> String {
+    let out = Command::new("mdadm")
+        .arg("--examine-badblocks")
+        .arg(member)
+        .output()
+        .expect("mdadm runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn listed_bad_sectors_are_rebuilt_never_returned_and_a_repair_makes_them_good() {
+    require_tool!("xz");
+    require_tool!("mdadm");
+    if !fixtures_dir().is_dir() {
+        eprintln!("skipped: fixtures not found");
+        return;
+    }
+    let name = "raid5-ls-4d-64k";
+    let dir = tempdir();
+    let members = unpack_fixture(name, dir.path());
+    let want = manifest(name)["sha256"].as_str().expect("sha").to_owned();
+    // Member 1's second chunk (64 KiB = 128 sectors): data of stripe 1.
+    mark_bad(&members[1], 130..138);
+    let listed = mdadm_badblocks(&members[1]);
+    assert!(listed.contains("2178 for 8 sectors"), "{listed}");
+    let examine = ok(&["examine", p(&members[1])]);
+    assert!(examine.contains("- bad blocks present."), "{examine}");
+
+    let dir_arg = p(dir.path());
+    assert_eq!(
+        sha256_of_read(&[dir_arg]),
+        want,
+        "what the log lists is rebuilt from parity, not read"
+    );
+    let report = ok(&["scrub", "repair", "--json", dir_arg]);
+    let report: serde_json::Value = serde_json::from_str(&report).expect("json");
+    assert_eq!(report["completed"], true, "{report}");
+    let listed = mdadm_badblocks(&members[1]);
+    assert!(
+        listed.contains("Bad-blocks list is empty"),
+        "the repair rewrote the range and emptied the log: {listed}"
+    );
+    let examine = ok(&["examine", p(&members[1])]);
+    assert!(!examine.contains("bad blocks present"), "{examine}");
+    let md = Command::new("mdadm")
+        .arg("--examine")
+        .arg(&members[1])
+        .output()
+        .expect("mdadm runs");
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains(" - correct"), "md takes the superblock: {md}");
+    assert!(!md.contains("bad blocks present"), "{md}");
+    assert_eq!(sha256_of_read(&[dir_arg]), want);
+    let check = ok(&["scrub", "check", "--json", dir_arg]);
+    let check: serde_json::Value = serde_json::from_str(&check).expect("json");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+}
+
+#[test]
+fn a_raid0_members_listed_bad_sectors_fail_the_read_and_are_named() {
+    require_tool!("xz");
+    if !fixtures_dir().is_dir() {
+        eprintln!("skipped: fixtures not found");
+        return;
+    }
+    let name = "raid0-3d-32k";
+    let dir = tempdir();
+    let members = unpack_fixture(name, dir.path());
+    // Member 0's first 8 sectors are the array's first 4 KiB.
+    mark_bad(&members[0], 0..8);
+    let err = fails(&["read", "-o", "/dev/null", p(dir.path())]);
+    assert!(err.contains("cannot be read"), "{err}");
+    assert!(err.contains("bad block log"), "{err}");
+    // Reread sector by sector, exactly the listed bytes are lost.
+    let out = dir.path().join("out");
+    let err = fails(&["read", "--keep-going", "-o", p(&out), p(dir.path())]);
+    assert!(err.contains("0..4096"), "names the bytes: {err}");
+    let read = std::fs::read(&out).expect("the rest was read");
+    let size = manifest(name)["array_size_bytes"].as_u64().expect("size");
+    assert_eq!(read.len() as u64, size);
+    assert!(
+        read[..4096].iter().all(|&b| b == 0),
+        "lost bytes read as zeros, not garbage"
+    );
+}
