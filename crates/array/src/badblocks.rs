@@ -6,6 +6,12 @@
 //! md records device sectors; the engine counts from the data area. A range outside
 //! the data area (in the metadata, or past it) is nothing the engine reads, and is
 //! kept in the log as it was.
+//!
+//! A superblock made for a device from another member's (a spare stepping in, an
+//! added or replacing member) says its list is empty ([`fresh_superblock`]): the
+//! other member's bad blocks are not this device's, and a device's own old list
+//! means nothing once it is rebuilt whole. A member coming back to catch up from the
+//! bitmap is rebuilt whole instead when its log lists ranges.
 
 use std::path::Path;
 
@@ -23,6 +29,28 @@ pub(crate) struct MemberBadBlocks {
     pub(crate) data: BadBlocks,
     /// Outside it, in device sectors: kept as found.
     pub(crate) outside: BadBlocks,
+    /// Ranges the engine may add (the log's room less what `outside` takes; 0 when
+    /// the log's blocks are larger than a sector, which the engine does not record).
+    pub(crate) capacity: usize,
+}
+
+/// How many ranges `sb`'s log has room for, in single-sector blocks.
+pub(crate) fn capacity(sb: &Superblock) -> usize {
+    match bad_block_log_sectors(sb) {
+        Some(at) if sb.bblog_shift == 0 => (at.end - at.start) as usize * SECTOR_BYTES as usize / 8,
+        _ => 0,
+    }
+}
+
+/// `sb`, made from another member's superblock for a device joining the array, with
+/// an empty bad block list.
+pub(crate) fn fresh_superblock(sb: &mut Superblock) {
+    sb.feature_map &= !MD_FEATURE_BAD_BLOCKS;
+}
+
+/// Whether the log of the device whose superblock is `sb` lists bad ranges.
+pub(crate) fn lists_ranges(sb: &Superblock) -> bool {
+    sb.feature_map & MD_FEATURE_BAD_BLOCKS != 0
 }
 
 /// The list `member`'s log holds: empty when its superblock keeps no log, or says
@@ -33,10 +61,12 @@ pub(crate) fn load(
     member_sectors: u64,
     path: &Path,
 ) -> Result<MemberBadBlocks, ArrayError> {
-    let Some(at) =
-        bad_block_log_sectors(sb).filter(|_| sb.feature_map & MD_FEATURE_BAD_BLOCKS != 0)
-    else {
-        return Ok(MemberBadBlocks::default());
+    let room = capacity(sb);
+    let Some(at) = bad_block_log_sectors(sb).filter(|_| lists_ranges(sb)) else {
+        return Ok(MemberBadBlocks {
+            capacity: room,
+            ..MemberBadBlocks::default()
+        });
     };
     let mut log = vec![0u8; (at.end - at.start) as usize * SECTOR_BYTES as usize];
     member
@@ -47,7 +77,9 @@ pub(crate) fn load(
             path: path.to_path_buf(),
             source,
         })?;
-    Ok(split(&device, sb.data_offset, member_sectors))
+    let mut split = split(&device, sb.data_offset, member_sectors);
+    split.capacity = room.saturating_sub(split.outside.entries_needed(sb.bblog_shift));
+    Ok(split)
 }
 
 /// `device` (device sectors) as the engine's part and the rest.
@@ -69,21 +101,22 @@ fn split(device: &BadBlocks, data_offset: u64, member_sectors: u64) -> MemberBad
     split
 }
 
-/// Writes `member`'s log as `bad` says (the engine's `data` part as it stands now)
-/// and sets or clears `MD_FEATURE_BAD_BLOCKS` in `sb`, which the caller writes next.
-/// A member without a log, or a list that no longer fits it, keeps the log it has:
-/// that list holds every range this one does, and more.
+/// Writes `member`'s log — the engine's `data` ranges as they stand now, and what
+/// lay `outside` the data area — and sets or clears `MD_FEATURE_BAD_BLOCKS` in `sb`,
+/// which the caller writes next. A member without a log keeps none; a list that
+/// does not fit (the engine adds only what fits) leaves the log as it was.
 pub(crate) fn store(
     member: &dyn Member,
     sb: &mut Superblock,
-    bad: &MemberBadBlocks,
+    data: &BadBlocks,
+    outside: &BadBlocks,
     path: &Path,
 ) -> Result<(), ArrayError> {
     let Some(at) = bad_block_log_sectors(sb) else {
         return Ok(());
     };
-    let mut device = bad.outside.clone();
-    for range in bad.data.ranges() {
+    let mut device = outside.clone();
+    for range in data.ranges() {
         device.add(range.start + sb.data_offset..range.end + sb.data_offset);
     }
     let bytes = (at.end - at.start) as usize * SECTOR_BYTES as usize;

@@ -84,6 +84,7 @@ pub fn add_member(
         own_role.or_else(|| missing.first().copied())
     };
     let mut sb = freshest.clone();
+    crate::badblocks::fresh_superblock(&mut sb);
     sb.device_uuid = random_uuid();
     sb.data_size =
         crate::integrity::newcomer_data_size(member.size_bytes(), sb.data_offset, integrity);
@@ -92,8 +93,11 @@ pub fn add_member(
         // A member of this array back in its own role after a short absence catches
         // up on the chunks the bitmap marks (md's re-add), not the whole array.
         // Not one left mid-rebuild: it holds only part of its role.
+        // Nor one whose log lists bad ranges: its new superblock forgets them, and
+        // only a whole rebuild rewrites them.
         let same_role = old.set_uuid == freshest.set_uuid
             && old.feature_map & MD_FEATURE_RECOVERY_OFFSET == 0
+            && !crate::badblocks::lists_ranges(old)
             && old.role() == Some(role)
             && old.data_offset == freshest.data_offset;
         let holder = assembled
@@ -159,6 +163,7 @@ pub fn replace_member(
     );
     let (member, existing) = open_newcomer(new, size, need, &freshest.set_uuid, force)?;
     let mut sb = freshest.clone();
+    crate::badblocks::fresh_superblock(&mut sb);
     sb.device_uuid = random_uuid();
     if let Some(old_sb) = existing
         .as_ref()

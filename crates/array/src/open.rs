@@ -327,7 +327,7 @@ impl Array {
             };
             let engine = driver.engine_mut();
             let slot = engine.device_slot(role_idx(role));
-            engine.set_bad_blocks(slot, bad.data);
+            engine.set_bad_block_log(slot, bad.data, bad.capacity);
             if !bad.outside.is_empty() {
                 bad_outside.insert(path.clone(), bad.outside);
             }
@@ -532,6 +532,7 @@ impl Array {
                 }
             }
             let mut sb = self.freshest.clone();
+            crate::badblocks::fresh_superblock(&mut sb);
             // A returning member in its own role catches up from the bitmap, when it
             // is the only one to rebuild; anything else is rebuilt whole.
             let catching_up = homecoming
@@ -604,15 +605,18 @@ impl Array {
                     self.let_go(old_path, Some(role16), old_sb);
                 }
             }
+            let room = crate::badblocks::capacity(&sb);
             self.superblocks[role] = Some((path.clone(), sb));
             self.recovering[role] = Some(0);
-            self.driver
-                .engine_mut()
+            let engine = self.driver.engine_mut();
+            engine
                 .replace_member(role_idx(role))
                 .map_err(|source| ArrayError::Sync {
                     kind: "recover",
                     source,
                 })?;
+            engine.set_bad_block_log(slot, xraid_format::BadBlocks::new(), room);
+            self.bad_outside.remove(&path);
             used.push((path, role16));
         }
         if used.is_empty() {
@@ -1040,11 +1044,11 @@ impl Array {
                 .expect("active roles have members");
             if bad_blocks_changed {
                 let engine = self.driver.engine();
-                let bad = crate::badblocks::MemberBadBlocks {
-                    data: engine.bad_blocks(engine.device_slot(role_idx(role))),
-                    outside: self.bad_outside.get(path).cloned().unwrap_or_default(),
-                };
-                if let Err(error) = crate::badblocks::store(slot.member.as_ref(), sb, &bad, path) {
+                let data = engine.bad_blocks(engine.device_slot(role_idx(role)));
+                let outside = self.bad_outside.get(path).cloned().unwrap_or_default();
+                if let Err(error) =
+                    crate::badblocks::store(slot.member.as_ref(), sb, &data, &outside, path)
+                {
                     return Ok(Some((role, error)));
                 }
             }
@@ -1070,6 +1074,7 @@ impl Array {
             sb.dev_roles = roles.clone();
             sb.feature_map |= MD_FEATURE_REPLACEMENT | MD_FEATURE_RECOVERY_OFFSET;
             sb.feature_map &= !MD_FEATURE_RECOVERY_BITMAP;
+            crate::badblocks::fresh_superblock(sb);
             // The running walk's record (it starts over, and so does this, when a
             // newcomer joins), or the new checkpoint being recorded now.
             let engine = self.driver.engine();
@@ -1244,6 +1249,7 @@ impl Array {
         let dev = free_slot(&self.freshest.dev_roles, &taken, own)
             .ok_or_else(|| ArrayError::NoFreeSlot { name: name.clone() })?;
         let mut sb = self.freshest.clone();
+        crate::badblocks::fresh_superblock(&mut sb);
         sb.device_uuid = crate::create::random_uuid();
         sb.data_size = crate::integrity::newcomer_data_size(
             member.size_bytes(),
@@ -1281,7 +1287,10 @@ impl Array {
             if let Some((old, role)) = home {
                 // Not one left mid-rebuild: it holds only part of its role (md then
                 // recovers it whole too).
+                // Nor one whose log lists bad ranges: its new superblock forgets them,
+                // and only a whole rebuild rewrites them.
                 let catch_up = old.feature_map & MD_FEATURE_RECOVERY_OFFSET == 0
+                    && !crate::badblocks::lists_ranges(old)
                     && old.data_offset == self.freshest.data_offset
                     && self
                         .bitmap
@@ -1669,6 +1678,7 @@ impl Array {
             }
         }
         let mut sb = self.freshest.clone();
+        crate::badblocks::fresh_superblock(&mut sb);
         sb.device_uuid = match spare {
             Some(i) => self.spares[i].1.device_uuid,
             None => crate::create::random_uuid(),
@@ -1706,6 +1716,11 @@ impl Array {
             })?;
         let at = self.driver.engine().replacement_slot(role_idx(role));
         self.set_newcomer_table(at, sums);
+        // Its log, empty, serves it once it takes the role.
+        let room = crate::badblocks::capacity(&sb);
+        self.driver
+            .engine_mut()
+            .set_bad_block_log(at, xraid_format::BadBlocks::new(), room);
         if let Some(i) = spare {
             self.spares.remove(i);
         }
@@ -1783,6 +1798,14 @@ fn open_replacements(
                 kind: "recover",
                 source,
             })?;
+        // Its log serves it once it takes the role. A replacement records nothing
+        // while it is built (a write it refuses drops it), and its superblocks say
+        // its list is empty: the copy rewrites everything.
+        let at = driver.engine().replacement_slot(role_idx(role));
+        let room = crate::badblocks::capacity(&sb);
+        driver
+            .engine_mut()
+            .set_bad_block_log(at, xraid_format::BadBlocks::new(), room);
         if sums {
             // Copied from its checkpoint on: what it holds below is learned on reads.
             let at = driver.engine().replacement_slot(role_idx(role));

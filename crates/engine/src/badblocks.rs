@@ -5,6 +5,13 @@
 //! correction), and is not counted against the member's read-error limit — and a
 //! write that lands on one makes those sectors good again.
 //!
+//! A mirror copy that refuses a write (a medium error) where another copy holds the
+//! data gets the range added to its list instead of being failed, as md does with
+//! its bad block log: the copy serves on everywhere else. The driver records an
+//! addition in the log before any reply goes out ([`Engine::bad_blocks_to_record`]),
+//! so a restart finds it; ranges made good are recorded when convenient (a restart
+//! that finds them bad still rebuilds them from redundancy).
+//!
 //! Lists are per driver slot (a replacement is a device of its own), in sectors of
 //! the data area; the driver keeps them on disk with the superblocks.
 
@@ -29,18 +36,29 @@ pub(crate) struct Touch {
 pub(crate) struct KnownBad {
     /// Per driver slot.
     lists: Vec<BadBlocks>,
+    /// Per driver slot: the list its log holds, as a restart would find it — the
+    /// list last recorded, with every range added since.
+    durable: Vec<BadBlocks>,
+    /// Per driver slot: how many ranges its log has room for (0: it keeps none, and
+    /// a refused write fails it as before).
+    capacity: Vec<usize>,
     /// By I/O key.
     touching: HashMap<usize, Touch>,
-    /// Per driver slot: the list changed since the driver last took it.
+    /// Per driver slot: the list changed since the driver last recorded it.
     changed: Vec<bool>,
+    /// A range was added since the driver last recorded the lists.
+    added: bool,
 }
 
 impl KnownBad {
     pub(crate) fn new(slots: usize) -> KnownBad {
         KnownBad {
             lists: vec![BadBlocks::new(); slots],
+            durable: vec![BadBlocks::new(); slots],
+            capacity: vec![0; slots],
             touching: HashMap::new(),
             changed: vec![false; slots],
+            added: false,
         }
     }
 
@@ -106,25 +124,81 @@ pub(crate) fn on_completion(
     }
 }
 
-/// A new device takes driver slot `slot`: it has no known bad ranges yet.
+/// A new device takes driver slot `slot`: it has no known bad ranges yet, and no
+/// log until the driver says so.
 pub(crate) fn device_changed(engine: &mut Engine, slot: MemberIdx) {
     let known = &mut engine.known_bad;
-    if let Some(list) = known.lists.get_mut(slot.index()) {
-        if !list.is_empty() {
-            *list = BadBlocks::new();
-            known.changed[slot.index()] = true;
+    let i = slot.index();
+    if i < known.lists.len() {
+        if !known.lists[i].is_empty() {
+            known.changed[i] = true;
         }
+        known.lists[i] = BadBlocks::new();
+        known.durable[i] = BadBlocks::new();
+        known.capacity[i] = 0;
     }
+}
+
+/// `role`'s device refused a write to its data sectors `sectors`, which the array
+/// holds elsewhere: records the range as bad on it, if its log has room. Returns
+/// whether it did (else the caller fails the member, as without a log).
+pub(crate) fn record_refusal(engine: &mut Engine, role: MemberIdx, sectors: Range<u64>) -> bool {
+    if engine.pseudo_role(role).is_some() {
+        return false;
+    }
+    let slot = engine.slot_of(role);
+    let known = &mut engine.known_bad;
+    let i = slot.index();
+    let Some(&capacity) = known.capacity.get(i) else {
+        return false;
+    };
+    if capacity > 0
+        && known.durable[i].covers(sectors.clone())
+        && known.lists[i].covers(sectors.clone())
+    {
+        // Refused again (a repair's rewrite): recorded already.
+        return true;
+    }
+    let mut grown = known.lists[i].clone();
+    grown.add(sectors.clone());
+    let mut durable = known.durable[i].clone();
+    durable.add(sectors.clone());
+    if capacity == 0 || grown.entries_needed(0) > capacity || durable.entries_needed(0) > capacity {
+        return false;
+    }
+    known.lists[i] = grown;
+    known.durable[i] = durable;
+    known.changed[i] = true;
+    known.added = true;
+    engine.push_event(crate::Event::WriteRefusedRecorded {
+        member: role,
+        sector: sectors.start,
+        sectors: sectors.end - sectors.start,
+    });
+    true
+}
+
+/// Whether role `member`'s device is known bad anywhere in its data sectors `sectors`.
+pub(crate) fn is_known_bad(engine: &Engine, member: MemberIdx, sectors: Range<u64>) -> bool {
+    engine
+        .known_bad
+        .list(engine.slot_of(member))
+        .is_some_and(|l| l.overlaps(sectors))
 }
 
 impl Engine {
     /// The known bad ranges of the device in driver slot `slot` (data-area sectors),
-    /// read from its bad block log at open. Replaces what was known for that slot.
-    pub fn set_bad_blocks(&mut self, slot: MemberIdx, bad: BadBlocks) {
+    /// read from its bad block log at open, and how many ranges the log has room for
+    /// (0 when it keeps none: a write the device refuses then fails it, as it did
+    /// before md had bad block logs). Replaces what was known for that slot.
+    pub fn set_bad_block_log(&mut self, slot: MemberIdx, bad: BadBlocks, capacity: usize) {
         let known = &mut self.known_bad;
-        if let Some(list) = known.lists.get_mut(slot.index()) {
-            *list = bad;
-            known.changed[slot.index()] = false;
+        let i = slot.index();
+        if i < known.lists.len() {
+            known.durable[i] = bad.clone();
+            known.lists[i] = bad;
+            known.capacity[i] = capacity;
+            known.changed[i] = false;
         }
     }
 
@@ -133,14 +207,42 @@ impl Engine {
         self.known_bad.list(slot).cloned().unwrap_or_default()
     }
 
-    /// Whether any slot's known bad ranges changed (rewritten good) since the last
-    /// [`Engine::bad_blocks_recorded`]: the driver writes them to the logs then.
+    /// The known bad ranges the log of the device in slot `slot` holds, as a restart
+    /// would find them: the list last recorded, with every range added since.
+    pub fn durable_bad_blocks(&self, slot: MemberIdx) -> BadBlocks {
+        let known = &self.known_bad;
+        known.durable.get(slot.index()).cloned().unwrap_or_default()
+    }
+
+    /// How many ranges the log of the device in slot `slot` has room for.
+    pub fn bad_block_log_capacity(&self, slot: MemberIdx) -> usize {
+        self.known_bad
+            .capacity
+            .get(slot.index())
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Whether any slot's known bad ranges changed since the last
+    /// [`Engine::bad_blocks_recorded`] (ranges added, or rewritten good): the driver
+    /// writes them to the logs, once the writes that made ranges good are durable.
     pub fn bad_blocks_changed(&self) -> bool {
         self.known_bad.changed.iter().any(|&c| c)
     }
 
-    /// The driver wrote every slot's list to its log.
+    /// Whether a range was added since the last [`Engine::bad_blocks_recorded`]: a
+    /// write a copy refused is acknowledged on the strength of that record, so the
+    /// driver writes the logs before any reply goes out (or fails the members whose
+    /// logs it cannot write).
+    pub fn bad_blocks_to_record(&self) -> bool {
+        self.known_bad.added
+    }
+
+    /// The driver wrote every slot's list to its log, after a flush of every member.
     pub fn bad_blocks_recorded(&mut self) {
-        self.known_bad.changed.fill(false);
+        let known = &mut self.known_bad;
+        known.changed.fill(false);
+        known.added = false;
+        known.durable.clone_from(&known.lists);
     }
 }

@@ -54,6 +54,7 @@ pub use integrity::{ChecksumTable, Verdict};
 pub use intent::{WriteIntentSetup, INTENT_HEADER_BYTES};
 pub use ppl::log_entry_max_sectors;
 pub use sync::SyncError;
+pub use xraid_format::BadBlocks;
 pub use xraid_layout::{Geometry, Level, MemberIdx, SECTOR_BYTES};
 
 /// A point in time handed to the engine, in nanoseconds from an origin the driver picks.
@@ -308,6 +309,14 @@ pub enum Event {
     /// (member sectors `sector..sector + sectors` hold the first and last of them).
     /// They are repaired as a read error is: rebuilt from redundancy and rewritten.
     ChecksumMismatch {
+        member: MemberIdx,
+        sector: u64,
+        sectors: u64,
+    },
+    /// A mirror copy refused a write to its sectors `sector..sector + sectors`; the
+    /// data stands on another copy, and the range went into the copy's bad block log
+    /// instead of the copy being failed (recorded before any reply goes out).
+    WriteRefusedRecorded {
         member: MemberIdx,
         sector: u64,
         sectors: u64,

@@ -403,7 +403,8 @@ pub(crate) fn on_completion(
     result: Result<(), IoFailed>,
 ) {
     if let Err(failure) = result {
-        match engine.mops.get(op).phase {
+        let phase = engine.mops.get(op).phase;
+        match phase {
             Phase::Reading => {
                 engine.read_failed(member, failure);
                 let o = engine.mops.get_mut(op);
@@ -421,6 +422,10 @@ pub(crate) fn on_completion(
             {
                 refused_by_last_copy(engine, op, member);
             }
+            // Another copy holds what it refused (a client write's other copies, the
+            // source of a sync or repair): with room in its bad block log, the range
+            // goes there and the copy serves on elsewhere (md's answer).
+            _ if failure == IoFailed::Medium && record_refusal(engine, op, member) => {}
             _ => engine.write_failed(member, failure),
         }
     }
@@ -463,7 +468,29 @@ fn holds_the_last_copy(engine: &Engine, op: usize, member: MemberIdx) -> bool {
             p.member != member
                 && engine.member_states()[p.member.index()] == MemberState::Active
                 && engine.in_sync(p.member, o.unit)
+                && !known_bad_there(engine, o, p)
         })
+}
+
+/// Whether copy `p` of the operation's sectors is known bad somewhere in them: it
+/// holds nothing there to count on.
+fn known_bad_there(engine: &Engine, o: &MirrorOp, p: &Place) -> bool {
+    crate::badblocks::is_known_bad(engine, p.member, p.sector..p.sector + o.seg.sectors)
+}
+
+/// `member` refused its copy of the operation's write, and another copy holds the
+/// data: records the range in its bad block log, if it has room.
+fn record_refusal(engine: &mut Engine, op: usize, member: MemberIdx) -> bool {
+    let o = engine.mops.get(op);
+    let Some(at) = places(engine, o)
+        .iter()
+        .find(|p| p.member == member)
+        .map(|p| p.sector)
+    else {
+        return false;
+    };
+    let sectors = o.seg.sectors;
+    crate::badblocks::record_refusal(engine, member, at..at + sectors)
 }
 
 /// The last in-sync copy of a client write's unit refused it: the write fails
@@ -482,6 +509,7 @@ fn refused_by_last_copy(engine: &mut Engine, op: usize, member: MemberIdx) {
     }
     let others: Vec<MemberIdx> = all
         .iter()
+        .filter(|p| !known_bad_there(engine, engine.mops.get(op), p))
         .map(|p| p.member)
         .filter(|&m| m != member && engine.in_sync(m, unit))
         .chain(all.iter().filter_map(|p| engine.replacement_of(p.member)))

@@ -186,6 +186,9 @@ pub struct SimArray {
     /// Integrity mode is on: the engine's checksum tables live in the members'
     /// `checksums` areas and come back from there after a power cut.
     integrity: bool,
+    /// Every device keeps a bad block log with room for this many ranges (see
+    /// [`SimArray::enable_bad_block_logs`]).
+    bad_block_logs: Option<usize>,
 }
 
 impl SimArray {
@@ -207,7 +210,36 @@ impl SimArray {
             next_id: 0,
             shuffle: true,
             integrity: false,
+            bad_block_logs: None,
         }
+    }
+
+    /// Gives every device a bad block log with room for `capacity` ranges: a mirror
+    /// copy that refuses a write another copy took gets the range recorded there
+    /// instead of being failed. The driver's part is played as `xraid serve` plays
+    /// it: when the engine adds a range, every member is flushed and the lists are
+    /// recorded before anything else happens, and a power cut brings back the lists
+    /// as last recorded.
+    pub fn enable_bad_block_logs(&mut self, capacity: usize) {
+        self.bad_block_logs = Some(capacity);
+        for m in 0..2 * self.members.len() {
+            let slot = MemberIdx(u16::try_from(m).expect("few members"));
+            let list = self.engine.bad_blocks(slot);
+            self.engine.set_bad_block_log(slot, list, capacity);
+        }
+    }
+
+    /// The driver records the engine's new bad ranges: a flush of every member (what
+    /// has completed is durable), then the lists.
+    fn record_bad_blocks(&mut self) {
+        if !self.engine.bad_blocks_to_record() {
+            return;
+        }
+        for m in 0..2 * self.members.len() {
+            let slot = MemberIdx(u16::try_from(m).expect("few members"));
+            self.slot_mut(slot).unflushed.clear();
+        }
+        self.engine.bad_blocks_recorded();
     }
 
     /// Turns integrity mode on: each device's table is computed from what it holds
@@ -422,6 +454,7 @@ impl SimArray {
             Err(IoFailed::Gone)
         };
         self.engine.handle_completion(io.id, result, self.now);
+        self.record_bad_blocks();
         self.collect();
         true
     }
@@ -636,7 +669,16 @@ impl SimArray {
         m.log.fill(0);
         self.engine.start_replacement(role)?;
         self.unknown_table(slot);
+        self.give_log(slot);
         Ok(())
+    }
+
+    /// A device joining the array gets an empty bad block log, when devices have them.
+    fn give_log(&mut self, slot: MemberIdx) {
+        if let Some(capacity) = self.bad_block_logs {
+            self.engine
+                .set_bad_block_log(slot, crate::BadBlocks::new(), capacity);
+        }
     }
 
     /// Takes a member out: its I/Os fail from now on as from a vanished device, and
@@ -676,6 +718,7 @@ impl SimArray {
             self.engine.replace_member(member)?;
             let slot = self.engine.device_slot(member);
             self.unknown_table(slot);
+            self.give_log(slot);
             return Ok(());
         }
         self.engine.mark_rebuilding(member)
@@ -770,6 +813,18 @@ impl SimArray {
                 std::mem::swap(&mut self.members[r], &mut self.other_slots[r]);
             }
         }
+        // Each device's bad block log, as last recorded, comes back with it.
+        let logs: Vec<(crate::BadBlocks, usize)> = (0..self.members.len())
+            .map(|r| {
+                let slot = self
+                    .engine
+                    .device_slot(MemberIdx(u16::try_from(r).expect("few")));
+                (
+                    self.engine.durable_bad_blocks(slot),
+                    self.engine.bad_block_log_capacity(slot),
+                )
+            })
+            .collect();
         let before = self.engine.member_states().to_vec();
         let rebuilding: Vec<MemberIdx> = (0..before.len())
             .filter(|&m| resume && before[m] == MemberState::Rebuilding)
@@ -789,6 +844,10 @@ impl SimArray {
             .collect();
         let config = self.engine.config();
         self.engine = Engine::new(*self.engine.geometry(), states);
+        for (r, (list, capacity)) in logs.into_iter().enumerate() {
+            let slot = MemberIdx(u16::try_from(r).expect("few members"));
+            self.engine.set_bad_block_log(slot, list, capacity);
+        }
         self.replies.clear();
         for (&m, &unit) in rebuilding.iter().zip(&recorded) {
             self.engine
@@ -811,6 +870,7 @@ impl SimArray {
             // As the driver opens it: its checksums are learned again as it is copied.
             let slot = self.engine.replacement_slot(role);
             self.unknown_table(slot);
+            self.give_log(slot);
         }
         self.engine.set_config(config);
         let from = recorded

@@ -1,9 +1,10 @@
 //! Known bad ranges (a member's bad block log) in the simulator: what the member
 //! holds there is never returned, the range is rebuilt and rewritten and so made
-//! good, a write over it makes it good, and a read of it is no read error.
+//! good, a write over it makes it good, and a read of it is no read error. A mirror
+//! copy that refuses a write another copy took gets the range in its log and serves on.
 
 use xraid_engine::sim::SimArray;
-use xraid_engine::{EngineConfig, EngineError, MemberIdx, MemberState, SyncKind};
+use xraid_engine::{EngineConfig, EngineError, Event, MemberIdx, MemberState, SyncKind};
 use xraid_format::BadBlocks;
 use xraid_layout::{Geometry, Layout, Level, ParityAlgorithm};
 
@@ -55,7 +56,7 @@ fn a_known_bad_range_is_rebuilt_and_rewritten_whatever_the_member_returns() {
         // is read first (a mirror's first copy).
         let m = if level == Level::Raid6 { 1 } else { 0 };
         let held = scribble(&mut array, m, 2..6);
-        array.engine.set_bad_blocks(MemberIdx(m), bad(2..6));
+        array.engine.set_bad_block_log(MemberIdx(m), bad(2..6), 0);
         let got = array
             .read(0, geo.array_sectors())
             .expect("read around the bad range");
@@ -85,7 +86,7 @@ fn a_known_bad_range_counts_as_no_read_error() {
         ..EngineConfig::default()
     });
     scribble(&mut array, 1, 0..8);
-    array.engine.set_bad_blocks(MemberIdx(1), bad(0..8));
+    array.engine.set_bad_block_log(MemberIdx(1), bad(0..8), 0);
     let total = array.engine.array_sectors();
     assert!(array.read(0, total).expect("read") == data);
     assert_eq!(array.engine.read_errors(MemberIdx(1)), 0);
@@ -95,7 +96,7 @@ fn a_known_bad_range_counts_as_no_read_error() {
 #[test]
 fn a_write_over_part_of_a_known_bad_range_makes_that_part_good() {
     let (mut array, _) = filled(Level::Raid1, 2);
-    array.engine.set_bad_blocks(MemberIdx(1), bad(10..20));
+    array.engine.set_bad_block_log(MemberIdx(1), bad(10..20), 0);
     let new = vec![0x5a; 4 * SECTOR];
     array.write(12, &new).expect("write");
     let left = array.engine.bad_blocks(MemberIdx(1));
@@ -107,7 +108,7 @@ fn a_write_over_part_of_a_known_bad_range_makes_that_part_good() {
 fn a_raid0_known_bad_range_is_unreadable_not_garbage() {
     let (mut array, data) = filled(Level::Raid0, 3);
     scribble(&mut array, 0, 0..4);
-    array.engine.set_bad_blocks(MemberIdx(0), bad(0..4));
+    array.engine.set_bad_block_log(MemberIdx(0), bad(0..4), 0);
     // Array sector 0 is member 0's sector 0.
     assert!(matches!(
         array.read(0, 8),
@@ -128,7 +129,7 @@ fn a_degraded_array_loses_only_the_known_bad_range() {
     let (mut array, data) = filled(Level::Raid5, 4);
     array.engine.fail_member(MemberIdx(3));
     scribble(&mut array, 0, 0..4);
-    array.engine.set_bad_blocks(MemberIdx(0), bad(0..4));
+    array.engine.set_bad_block_log(MemberIdx(0), bad(0..4), 0);
     assert!(matches!(
         array.read(0, 8),
         Err(EngineError::Unreadable { .. })
@@ -143,7 +144,7 @@ fn a_check_scrub_rewrites_a_known_bad_range() {
     for level in [Level::Raid1, Level::Raid5, Level::Raid6, Level::Raid10] {
         let (mut array, data) = filled(level, 4);
         let held = scribble(&mut array, 2, 40..48);
-        array.engine.set_bad_blocks(MemberIdx(2), bad(40..48));
+        array.engine.set_bad_block_log(MemberIdx(2), bad(40..48), 0);
         array
             .engine
             .start_sync(SyncKind::Check, 0)
@@ -162,8 +163,85 @@ fn a_check_scrub_rewrites_a_known_bad_range() {
 #[test]
 fn a_new_device_in_the_role_has_no_known_bad_ranges() {
     let (mut array, _) = filled(Level::Raid1, 2);
-    array.engine.set_bad_blocks(MemberIdx(1), bad(0..8));
+    array.engine.set_bad_block_log(MemberIdx(1), bad(0..8), 0);
     array.kill_member(MemberIdx(1));
     array.return_member(MemberIdx(1), true).expect("replace");
     assert!(array.engine.bad_blocks(MemberIdx(1)).is_empty());
+}
+
+#[test]
+fn a_mirror_copy_that_refuses_a_write_gets_the_range_in_its_log_and_serves_on() {
+    for level in [Level::Raid1, Level::Raid10] {
+        let (mut array, _) = filled(level, 2);
+        array.enable_bad_block_logs(512);
+        array.members[1].write_error_ranges.push(8..16);
+        let new = vec![0x77u8; 32 * SECTOR];
+        array.write(0, &new).expect("the other copy takes it");
+        assert_eq!(
+            array.engine.member_states()[1],
+            MemberState::Active,
+            "{level:?}"
+        );
+        // The whole write the copy refused: which of its sectors would take it is not
+        // narrowed down (md retries sector by sector).
+        assert!(array.engine.bad_blocks(MemberIdx(1)).covers(8..16));
+        assert!(array.take_events().iter().any(|e| matches!(
+            e,
+            Event::WriteRefusedRecorded { member, .. } if *member == MemberIdx(1)
+        )));
+        // Recorded before anything else happened: a restart finds it.
+        assert!(!array.engine.bad_blocks_to_record());
+        assert!(array.engine.durable_bad_blocks(MemberIdx(1)).covers(8..16));
+        // Every read of it comes from the copy that took the write.
+        for _ in 0..4 {
+            assert!(array.read(0, 32).expect("read") == new, "{level:?}");
+        }
+        assert_eq!(array.engine.member_states()[1], MemberState::Active);
+    }
+}
+
+#[test]
+fn without_a_log_the_copy_that_refuses_a_write_is_failed() {
+    let (mut array, _) = filled(Level::Raid1, 2);
+    array.members[1].write_error_ranges.push(8..16);
+    array.write(0, &vec![0x77u8; 32 * SECTOR]).expect("write");
+    assert_eq!(array.engine.member_states()[1], MemberState::Failed);
+}
+
+#[test]
+fn a_write_both_copies_refuse_fails_and_both_serve_on() {
+    let (mut array, data) = filled(Level::Raid1, 2);
+    array.enable_bad_block_logs(512);
+    for m in 0..2 {
+        array.members[m].write_error_ranges.push(8..16);
+    }
+    let err = array.write(8, &vec![0x77u8; 8 * SECTOR]).unwrap_err();
+    assert!(matches!(err, EngineError::Unwritable { .. }), "{err:?}");
+    let states = array.engine.member_states().to_vec();
+    assert_eq!(states, vec![MemberState::Active; 2]);
+    // The rest of the array is as it was.
+    assert!(array.read(16, 16).expect("read") == data[16 * SECTOR..32 * SECTOR]);
+}
+
+#[test]
+fn a_recorded_range_outlives_a_power_cut() {
+    let (mut array, _) = filled(Level::Raid1, 2);
+    array.enable_bad_block_logs(512);
+    array.members[1].write_error_ranges.push(8..16);
+    let new = vec![0x77u8; 8 * SECTOR];
+    array.write(8, &new).expect("write");
+    array.flush().expect("flush");
+    array.power_cut();
+    array.members[1].write_error_ranges.clear();
+    assert!(array.engine.bad_blocks(MemberIdx(1)).covers(8..16));
+    // With the copy that took the write gone, the one that refused it has nothing
+    // to give: the range is lost, loudly, and its old contents are never returned.
+    array.engine.fail_member(MemberIdx(0));
+    assert!(matches!(
+        array.read(8, 8),
+        Err(EngineError::Unreadable { .. })
+    ));
+    // Written again, it is good.
+    array.write(8, &new).expect("write");
+    assert!(array.read(8, 8).expect("read") == new);
 }

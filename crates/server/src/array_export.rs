@@ -1137,10 +1137,23 @@ impl Worker {
                     member.0,
                     sector + sectors
                 )),
+                Event::WriteRefusedRecorded {
+                    member,
+                    sector,
+                    sectors,
+                } => log::error(&format!(
+                    "array '{}': member {} refused a write at sectors {sector}..{}; the range goes into its bad block log (the data stands on another copy) and the member serves on",
+                    self.name,
+                    member.0,
+                    sector + sectors
+                )),
                 Event::MemberFailed { .. } => {}
             }
         }
-        if (any_failed || self.unrecorded) && !self.read_only {
+        // A write a copy refused is acknowledged on the strength of its bad block log:
+        // recorded, as a failure is, before any reply.
+        let refusals = self.array.driver_ref().engine().bad_blocks_to_record();
+        if (any_failed || refusals || self.unrecorded) && !self.read_only {
             // The failure goes into the superblocks (and the bitmap's events) before any
             // reply, as md records it, so that a crash cannot bring the failed member
             // back as current: with the spare that takes its role, or alone.
@@ -1265,7 +1278,7 @@ impl Worker {
             Err(e) => {
                 if !self.unrecorded {
                     log::error(&format!(
-                        "array '{}': could not record the failed member in the superblocks: {e}; writes fail until it is recorded",
+                        "array '{}': could not record the failed member (or a bad block) in the superblocks: {e}; writes fail until it is recorded",
                         self.name
                     ));
                 }

@@ -131,3 +131,58 @@ fn a_raid0_members_listed_bad_sectors_fail_the_read_and_are_named() {
         "lost bytes read as zeros, not garbage"
     );
 }
+
+/// A mirror copy that refuses a write (`--fault write-errors=`) keeps its place: the
+/// write stands on the other copy, the range goes into the copy's bad block log (as
+/// md's own `--examine-badblocks` shows), reads never take that copy's old contents,
+/// and a repair scrub rewrites the range and empties the log.
+#[test]
+fn a_mirror_copy_that_refuses_a_write_records_it_in_its_log_and_serves_on() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = crate::server::create_array(dir.path(), "1", 2, "16M", &[]);
+    let member1 = disks.join("d1");
+    let image = dir.path().join("image.raw");
+    let bytes = crate::util::random_bytes(1 << 20, 41);
+    std::fs::write(&image, &bytes).expect("image");
+    // md's data offset is 1 MiB: member 1 refuses its data's bytes 64K..68K.
+    let fault = "role=1,write-errors=1088K..1092K";
+    let out = crate::util::xraid()
+        .args(["write", "--fault", fault, "-i", p(&image), p(&disks)])
+        .output()
+        .expect("xraid runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the other copy takes it: {err}");
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
+    assert_eq!(status["members"][1]["state"], "active", "{status}");
+    let listed = mdadm_badblocks(&member1);
+    let sectors: Vec<(u64, u64)> = listed
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let first = words.next()?.parse().ok()?;
+            let count = words.nth(1)?.parse().ok()?;
+            Some((first, count))
+        })
+        .collect();
+    // Member sectors 2048 + 128.. hold the refused 4 KiB (the whole member write
+    // that carried them is recorded).
+    assert!(
+        sectors
+            .iter()
+            .any(|&(first, count)| first <= 2176 && 2184 <= first + count),
+        "{listed}"
+    );
+    let read = crate::util::ok_bytes(&["read", "--length", "1M", p(&disks)]);
+    assert!(
+        read == bytes,
+        "the refused range reads from the copy that took it"
+    );
+    ok(&["scrub", "repair", p(&disks)]);
+    let listed = mdadm_badblocks(&member1);
+    assert!(listed.contains("Bad-blocks list is empty"), "{listed}");
+    let read = crate::util::ok_bytes(&["read", "--length", "1M", p(&disks)]);
+    assert!(read == bytes);
+}

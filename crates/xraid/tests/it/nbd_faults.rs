@@ -841,3 +841,55 @@ fn a_server_whose_log_pipe_closed_still_serves_and_stops_cleanly() {
         serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
     assert_eq!(s["state"], "clean", "{s}");
 }
+
+/// A RAID-1 copy that refuses writes under a connected client (`--fault
+/// write-errors=`): the client's writes succeed, the copy stays active, the range goes
+/// into its bad block log before the replies (the server says so, and md's
+/// `--examine-badblocks` lists it after the server is killed), and the data reads
+/// back right; a repair scrub then rewrites the range and empties the log.
+#[test]
+fn a_mirror_copy_refusing_writes_under_a_client_is_recorded_not_failed() {
+    require_tool!("qemu-img");
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = create_array(dir.path(), "1", 2, "16M", &[]);
+    // Member 1's device bytes 2M..3M: array bytes 1M..2M (md's data offset is 1 MiB).
+    let server = Server::unix(
+        dir.path(),
+        &["--fault", "role=1,write-errors=2M..3M", p(&disks)],
+    );
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(4 << 20, 23)).expect("image");
+    convert_into(&image, &server.uri("xraid"));
+    server.wait_for_log(0, &["refused a write", "bad block log"]);
+    let log = server.stderr();
+    assert!(!log.contains("runs degraded"), "no member is failed: {log}");
+    let status = ok(&["status", "--json", p(&disks)]);
+    let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
+    assert_eq!(json["members"][1]["state"], "active", "{status}");
+    // Killed: what the log lists was recorded before the client had its replies.
+    server.kill();
+    let listed = std::process::Command::new("mdadm")
+        .arg("--examine-badblocks")
+        .arg(disks.join("d1"))
+        .output()
+        .expect("mdadm runs");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.lines().skip(1).any(|l| l.contains(" for ")),
+        "the refused range is in the log: {listed}"
+    );
+    let read = crate::util::ok_bytes(&["read", "--length", "4M", p(&disks)]);
+    assert!(
+        read == std::fs::read(&image).expect("image"),
+        "reads back right"
+    );
+    ok(&["scrub", "repair", p(&disks)]);
+    let listed = std::process::Command::new("mdadm")
+        .arg("--examine-badblocks")
+        .arg(disks.join("d1"))
+        .output()
+        .expect("mdadm runs");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("Bad-blocks list is empty"), "{listed}");
+}
