@@ -15,7 +15,10 @@
 
 use std::path::Path;
 
-use xraid_format::{bad_block_log_sectors, BadBlocks, Superblock, MD_FEATURE_BAD_BLOCKS};
+use xraid_format::{
+    bad_block_log_sectors, BadBlocks, FormatError, Superblock, MAX_LOG_SECTORS,
+    MD_FEATURE_BAD_BLOCKS,
+};
 use xraid_layout::SECTOR_BYTES;
 use xraid_member::Member;
 
@@ -36,7 +39,7 @@ pub(crate) struct MemberBadBlocks {
 
 /// How many ranges `sb`'s log has room for, in single-sector blocks.
 pub(crate) fn capacity(sb: &Superblock) -> usize {
-    match bad_block_log_sectors(sb) {
+    match bad_block_log_sectors(sb).filter(|_| sb.bblog_size <= MAX_LOG_SECTORS) {
         Some(at) if sb.bblog_shift == 0 => (at.end - at.start) as usize * SECTOR_BYTES as usize / 8,
         _ => 0,
     }
@@ -62,6 +65,14 @@ pub(crate) fn load(
     path: &Path,
 ) -> Result<MemberBadBlocks, ArrayError> {
     let room = capacity(sb);
+    if lists_ranges(sb) && sb.bblog_size > MAX_LOG_SECTORS {
+        return Err(ArrayError::Superblock {
+            path: path.to_path_buf(),
+            source: FormatError::BadBlockLogTooLarge {
+                sectors: sb.bblog_size,
+            },
+        });
+    }
     let Some(at) = bad_block_log_sectors(sb).filter(|_| lists_ranges(sb)) else {
         return Ok(MemberBadBlocks {
             capacity: room,

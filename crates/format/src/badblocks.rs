@@ -192,6 +192,10 @@ fn check_shift(shift: u8) -> Result<(), FormatError> {
     Ok(())
 }
 
+/// The most sectors of bad block log md reads (one page: the kernel refuses a member
+/// whose superblock claims more).
+pub const MAX_LOG_SECTORS: u16 = 8;
+
 /// Where a member's bad block log lies, in sectors from the start of the device, if
 /// its superblock reserves one.
 pub fn bad_block_log_sectors(sb: &Superblock) -> Option<Range<u64>> {

@@ -197,6 +197,12 @@ pub enum FormatError {
     )]
     BadBlockEntry { index: usize, entry: u64 },
 
+    /// A log larger than the one page md reads.
+    #[error(
+        "the superblock says its bad block log is {sectors} sectors, more than the 8 md reads: the superblock is damaged; restore it or leave this member out"
+    )]
+    BadBlockLogTooLarge { sectors: u16 },
+
     /// Blocks of the log so large that their sectors would not fit 64 bits.
     #[error(
         "bad block log blocks of 2^{shift} sectors are beyond any device: the superblock is damaged; restore it or leave this member out"

@@ -24,7 +24,7 @@ mod integrity;
 mod names;
 mod superblock;
 
-pub use badblocks::{bad_block_log_sectors, BadBlocks};
+pub use badblocks::{bad_block_log_sectors, BadBlocks, MAX_LOG_SECTORS};
 pub use bitmap::{
     bitmap_bytes, bitmap_chunks, bitmap_image, bitmap_reserved_bytes, bitmap_room_sectors,
     bitmap_start_sector, bitmap_sync_sectors, choose_bitmap_chunk, new_member_bitmap, parse_bitmap,

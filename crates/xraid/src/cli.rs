@@ -154,6 +154,11 @@ pub struct ExamineArgs {
     /// words (its event counts and how many chunks are dirty).
     #[arg(long, short = 'X')]
     pub bitmap: bool,
+    /// Show each member's bad block log instead (the sectors md and xraid record as
+    /// holding no good data: never returned, rebuilt from redundancy when read), in
+    /// `mdadm --examine-badblocks`' words.
+    #[arg(long, conflicts_with = "bitmap")]
+    pub badblocks: bool,
     /// Member files or block devices.
     #[arg(required = true)]
     pub members: Vec<PathBuf>,

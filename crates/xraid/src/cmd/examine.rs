@@ -1,10 +1,12 @@
-//! `xraid examine`: a member's superblock in mdadm --examine's words, or with
-//! `--bitmap` its write-intent bitmap in mdadm --examine-bitmap's.
+//! `xraid examine`: a member's superblock in mdadm --examine's words, with
+//! `--bitmap` its write-intent bitmap in mdadm --examine-bitmap's, or with
+//! `--badblocks` its bad block log in mdadm --examine-badblocks'.
 
 use anyhow::{bail, Context, Result};
 use xraid_array::read_superblock;
 use xraid_format::{
-    bitmap_start_sector, parse_bitmap, BitmapSuper, Superblock, BITMAP_SUPER_BYTES,
+    bad_block_log_sectors, bitmap_start_sector, parse_bitmap, BadBlocks, BitmapSuper, Superblock,
+    BITMAP_SUPER_BYTES, MD_FEATURE_BAD_BLOCKS,
 };
 use xraid_member::{DirectMode, FileMember, Member, OpenOptions};
 
@@ -25,6 +27,10 @@ pub fn run(args: ExamineArgs) -> Result<()> {
             );
         };
         let name = path.display().to_string();
+        if args.badblocks {
+            print!("{}", bad_blocks_text(&member, &sb, &name)?);
+            continue;
+        }
         let bitmap = read_bitmap(&member, &sb).with_context(|| name.clone());
         if args.bitmap {
             let Some(bytes) = bitmap? else {
@@ -53,6 +59,28 @@ pub fn run(args: ExamineArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The member's bad block log as `mdadm --examine-badblocks` prints it.
+fn bad_blocks_text(member: &FileMember, sb: &Superblock, name: &str) -> Result<String> {
+    // mdadm calls a log over 100 sectors none (the kernel reads at most 8).
+    let Some(at) = bad_block_log_sectors(sb).filter(|_| sb.bblog_size <= 100) else {
+        return Ok(format!("No bad-blocks list configured on {name}\n"));
+    };
+    if sb.feature_map & MD_FEATURE_BAD_BLOCKS == 0 {
+        return Ok(format!("Bad-blocks list is empty in {name}\n"));
+    }
+    let mut log = vec![0u8; usize::try_from((at.end - at.start) * 512)?];
+    member
+        .read_at(&mut log, at.start * 512)
+        .with_context(|| format!("{name}: reading its bad block log"))?;
+    let bad = BadBlocks::parse(&log, sb.bblog_shift).with_context(|| name.to_owned())?;
+    let mut text = format!("Bad-blocks on {name}:\n");
+    for line in bad.examine_lines(sb.bblog_shift) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    Ok(text)
 }
 
 /// xraid's own line, after mdadm's: the member's integrity area, if it has one.

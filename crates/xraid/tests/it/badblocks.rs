@@ -186,3 +186,65 @@ fn a_mirror_copy_that_refuses_a_write_records_it_in_its_log_and_serves_on() {
     let read = crate::util::ok_bytes(&["read", "--length", "1M", p(&disks)]);
     assert!(read == bytes);
 }
+
+/// `xraid examine --badblocks` says what `mdadm --examine-badblocks` says, word for
+/// word, with and without entries.
+#[test]
+fn examine_badblocks_agrees_with_mdadm() {
+    require_tool!("xz");
+    require_tool!("mdadm");
+    if !fixtures_dir().is_dir() {
+        eprintln!("skipped: fixtures not found");
+        return;
+    }
+    let dir = tempdir();
+    let members = unpack_fixture("raid5-ls-4d-64k", dir.path());
+    mark_bad(&members[2], 700..1900);
+    for member in &members[1..3] {
+        let ours = ok(&["examine", "--badblocks", p(member)]);
+        assert_eq!(ours, mdadm_badblocks(member));
+    }
+    assert!(ok(&["examine", "--badblocks", p(&members[2])]).contains("2748 for 512 sectors"));
+}
+
+/// A log md could not have written (an entry of no sectors) is refused at open, in
+/// one line naming the member, and nothing is written to any member.
+#[test]
+fn a_damaged_bad_block_log_is_refused_and_nothing_is_written() {
+    require_tool!("xz");
+    if !fixtures_dir().is_dir() {
+        eprintln!("skipped: fixtures not found");
+        return;
+    }
+    let dir = tempdir();
+    let members = unpack_fixture("raid5-ls-4d-64k", dir.path());
+    mark_bad(&members[1], 8..16);
+    // Entry 0 becomes "sector 2056 for 0 sectors".
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&members[1])
+        .expect("open");
+    let mut bytes = vec![0u8; SUPERBLOCK_BYTES];
+    std::fs::File::open(&members[1])
+        .expect("open")
+        .read_exact_at(&mut bytes, SUPERBLOCK_OFFSET_BYTES)
+        .expect("read");
+    let sb = Superblock::parse(&bytes).expect("sb");
+    let log = bad_block_log_sectors(&sb).expect("log");
+    file.write_all_at(&((2056u64) << 10).to_le_bytes(), log.start * SECTOR)
+        .expect("damage");
+    drop(file);
+    let before = crate::util::hashes(&members);
+    for args in [vec!["read", "-o", "/dev/null"], vec!["scrub", "repair"]] {
+        let mut args = args.clone();
+        args.push(p(dir.path()));
+        let err = fails(&args);
+        assert!(
+            err.contains("d1") || err.contains("member1"),
+            "names the member: {err}"
+        );
+        assert!(err.contains("bad block log entry 0"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+    assert_eq!(crate::util::hashes(&members), before, "nothing written");
+}
