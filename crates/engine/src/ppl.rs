@@ -1203,10 +1203,13 @@ pub(crate) fn on_marker_io(
     if result.is_err() {
         engine.fail(member, FailReason::WriteError);
     }
+    // A member failed since (by another of its I/Os) gets no flush: its ring no
+    // longer counts, and nothing may be sent to it.
+    let present = engine.is_present(member);
     let Some(job) = engine.log.as_mut().and_then(|l| l.marker_job.as_mut()) else {
         return;
     };
-    if !flushed && result.is_ok() {
+    if !flushed && result.is_ok() && present {
         let slice = BufSlice {
             buf: job.buf,
             offset: 0,

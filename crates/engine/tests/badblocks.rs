@@ -48,7 +48,7 @@ fn scribble(array: &mut SimArray, member: u16, range: std::ops::Range<u64>) -> V
 }
 
 #[test]
-fn a_known_bad_range_is_rebuilt_and_rewritten_whatever_the_member_returns() {
+fn a_known_bad_range_is_never_returned_and_a_parity_read_rewrites_it() {
     for level in [Level::Raid1, Level::Raid5, Level::Raid6, Level::Raid10] {
         let (mut array, data) = filled(level, 4);
         let geo = *array.engine.geometry();
@@ -61,20 +61,47 @@ fn a_known_bad_range_is_rebuilt_and_rewritten_whatever_the_member_returns() {
             .read(0, geo.array_sectors())
             .expect("read around the bad range");
         assert!(got == data, "{level:?}: the member's garbage was returned");
+        if level.has_parity() {
+            assert_eq!(
+                array.members[usize::from(m)].data[2 * SECTOR..6 * SECTOR],
+                held,
+                "{level:?}: the range was rewritten"
+            );
+            assert!(
+                array.engine.bad_blocks(MemberIdx(m)).is_empty(),
+                "{level:?}"
+            );
+            assert!(array.engine.bad_blocks_changed(), "{level:?}");
+        } else {
+            // Mirror reads go to a copy that holds the whole range (md's read
+            // balancing): the listed range waits for a write or a scrub.
+            let listed = array.engine.bad_blocks(MemberIdx(m));
+            assert!(listed.covers(2..6), "{level:?}");
+        }
+        let state = array.engine.member_states()[usize::from(m)];
+        assert_eq!(state, MemberState::Active);
+    }
+}
+
+#[test]
+fn mirror_reads_leave_a_copy_with_a_listed_range_alone() {
+    for level in [Level::Raid1, Level::Raid10] {
+        let (mut array, data) = filled(level, 2);
+        array.shuffle = true;
+        array.engine.set_bad_block_log(MemberIdx(1), bad(8..16), 0);
+        let reads = array.members[1].reads;
+        for _ in 0..8 {
+            assert!(array.read(8, 8).expect("read") == data[8 * SECTOR..16 * SECTOR]);
+        }
         assert_eq!(
-            array.members[usize::from(m)].data[2 * SECTOR..6 * SECTOR],
-            held,
-            "{level:?}: the range was rewritten"
+            array.members[1].reads, reads,
+            "{level:?}: no read went to it"
         );
-        assert!(
-            array.engine.bad_blocks(MemberIdx(m)).is_empty(),
-            "{level:?}"
-        );
-        assert!(array.engine.bad_blocks_changed(), "{level:?}");
-        assert_eq!(
-            array.engine.member_states()[usize::from(m)],
-            MemberState::Active
-        );
+        // Ranges it holds whole are read from it as before.
+        for _ in 0..8 {
+            array.read(16, 8).expect("read");
+        }
+        assert!(array.members[1].reads > reads, "{level:?}");
     }
 }
 
