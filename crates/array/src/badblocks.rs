@@ -145,6 +145,18 @@ pub(crate) fn store(
     Ok(())
 }
 
+/// How many sectors of its data area `member`'s bad block log lists (for `xraid
+/// status` on an array that is not served).
+pub fn listed_bad_sectors(
+    member: &dyn Member,
+    sb: &Superblock,
+    member_sectors: u64,
+    path: &Path,
+) -> Result<u64, ArrayError> {
+    let listed = load(member, sb, member_sectors, path)?;
+    Ok(listed.data.ranges().iter().map(|r| r.end - r.start).sum())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

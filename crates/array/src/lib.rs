@@ -20,6 +20,7 @@ mod sync;
 pub use assemble::{
     assemble, assemble_anyway, cannot_start, Assembled, FoundMember, LeftOut, LeftOutReason,
 };
+pub use badblocks::listed_bad_sectors;
 pub use create::{create, CreateOptions, Created, DATA_OFFSET_SECTORS};
 pub use error::ArrayError;
 pub use integrity::array_keeps_checksums as keeps_checksums;

@@ -104,6 +104,10 @@ pub(crate) fn on_completion(
     current: bool,
     result: Result<(), IoFailed>,
 ) -> (Result<(), IoFailed>, bool) {
+    // Most arrays have no known bad ranges: no hashing on every completion.
+    if engine.known_bad.touching.is_empty() {
+        return (result, false);
+    }
     let Some(touch) = engine.known_bad.touching.remove(&key) else {
         return (result, false);
     };
@@ -178,6 +182,12 @@ pub(crate) fn record_refusal(engine: &mut Engine, role: MemberIdx, sectors: Rang
     true
 }
 
+/// Whether any device has known bad ranges (most arrays have none: the read path
+/// then skips looking).
+pub(crate) fn any(engine: &Engine) -> bool {
+    engine.known_bad.lists.iter().any(|l| !l.is_empty())
+}
+
 /// Whether role `member`'s device is known bad anywhere in its data sectors `sectors`.
 pub(crate) fn is_known_bad(engine: &Engine, member: MemberIdx, sectors: Range<u64>) -> bool {
     engine
@@ -205,6 +215,13 @@ impl Engine {
     /// The known bad ranges of the device in driver slot `slot`, in data-area sectors.
     pub fn bad_blocks(&self, slot: MemberIdx) -> BadBlocks {
         self.known_bad.list(slot).cloned().unwrap_or_default()
+    }
+
+    /// How many sectors of role `role`'s device are known bad (its bad block log).
+    pub fn bad_block_sectors(&self, role: MemberIdx) -> u64 {
+        self.known_bad
+            .list(self.device_slot(role))
+            .map_or(0, |l| l.ranges().iter().map(|r| r.end - r.start).sum())
     }
 
     /// The known bad ranges the log of the device in slot `slot` holds, as a restart

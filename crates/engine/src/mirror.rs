@@ -119,18 +119,26 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
                 // Copies whose bad block log lists part of the range are left out
                 // while another copy holds all of it (md's read_balance): reading
                 // them would only fail and send the read to another copy.
-                let whole: Vec<Place> = live
-                    .iter()
-                    .copied()
-                    .filter(|p| {
-                        !crate::badblocks::is_known_bad(
-                            engine,
-                            p.member,
-                            p.sector..p.sector + sectors,
-                        )
-                    })
-                    .collect();
-                let live = if whole.is_empty() { live } else { whole };
+                let live = if crate::badblocks::any(engine) {
+                    let whole: Vec<Place> = live
+                        .iter()
+                        .copied()
+                        .filter(|p| {
+                            !crate::badblocks::is_known_bad(
+                                engine,
+                                p.member,
+                                p.sector..p.sector + sectors,
+                            )
+                        })
+                        .collect();
+                    if whole.is_empty() {
+                        live
+                    } else {
+                        whole
+                    }
+                } else {
+                    live
+                };
                 // Spread reads over the copies, leaving out slow members while a
                 // copy on a member that is not slow exists.
                 let fast: Vec<Place> = live

@@ -546,6 +546,7 @@ impl Worker {
                     "slow": engine.is_slow(member),
                     "read_errors": engine.read_errors(member),
                     "checksum_mismatches": engine.checksum_mismatches(member),
+                    "bad_block_sectors": engine.bad_block_sectors(member),
                 })
             })
             .collect();

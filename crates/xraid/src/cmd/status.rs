@@ -53,6 +53,9 @@ struct MemberStatus {
     /// A replacement being built for this member (md's want_replacement).
     #[serde(skip_serializing_if = "Option::is_none")]
     replacement: Option<ReplacementStatus>,
+    /// Sectors of its data area its bad block log lists (never returned; rebuilt
+    /// from redundancy when read, made good when written).
+    bad_block_sectors: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -105,31 +108,50 @@ fn describe(a: &Assembled) -> Result<Status> {
         .roles
         .iter()
         .enumerate()
-        .map(|(role, m)| MemberStatus {
-            role: u16::try_from(role).unwrap_or(u16::MAX),
-            state: match m {
-                Some(_) if rebuilt_percent(m, &geo).is_some() => "rebuilding",
-                Some(_) => "active",
-                None => "missing",
-            },
-            rebuilt_percent: rebuilt_percent(m, &geo),
-            path: m.as_ref().map(|m| m.path.display().to_string()),
-            events: m.as_ref().map(|m| m.superblock.events),
-            device_uuid: m
-                .as_ref()
-                .map(|m| Superblock::uuid_string(&m.superblock.device_uuid)),
-            replacement: a
-                .left_out
-                .iter()
-                .find(|l| {
-                    l.reason == LeftOutReason::Replacement && l.role.map(usize::from) == Some(role)
-                })
-                .map(|l| ReplacementStatus {
-                    path: l.path.display().to_string(),
-                    copied_percent: percent_of(l.superblock.recovery_offset, &geo),
+        .map(|(role, m)| {
+            let bad_block_sectors = match m {
+                // A damaged log does not hide the rest: the array is shown, and
+                // opening it says what is wrong.
+                Some(m) => xraid_array::listed_bad_sectors(
+                    &m.member,
+                    &m.superblock,
+                    geo.member_sectors(),
+                    &m.path,
+                )
+                .unwrap_or_else(|e| {
+                    eprintln!("xraid: warning: {e}");
+                    0
                 }),
+                None => 0,
+            };
+            Ok(MemberStatus {
+                role: u16::try_from(role).unwrap_or(u16::MAX),
+                state: match m {
+                    Some(_) if rebuilt_percent(m, &geo).is_some() => "rebuilding",
+                    Some(_) => "active",
+                    None => "missing",
+                },
+                rebuilt_percent: rebuilt_percent(m, &geo),
+                path: m.as_ref().map(|m| m.path.display().to_string()),
+                events: m.as_ref().map(|m| m.superblock.events),
+                device_uuid: m
+                    .as_ref()
+                    .map(|m| Superblock::uuid_string(&m.superblock.device_uuid)),
+                replacement: a
+                    .left_out
+                    .iter()
+                    .find(|l| {
+                        l.reason == LeftOutReason::Replacement
+                            && l.role.map(usize::from) == Some(role)
+                    })
+                    .map(|l| ReplacementStatus {
+                        path: l.path.display().to_string(),
+                        copied_percent: percent_of(l.superblock.recovery_offset, &geo),
+                    }),
+                bad_block_sectors,
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     let replacing = a
         .left_out
         .iter()
@@ -257,6 +279,8 @@ fn print_text(s: &Status) {
             match (m.rebuilt_percent, &m.replacement) {
                 (Some(p), _) => format!("rebuilding {p}%"),
                 (None, Some(r)) => format!("active, being replaced {}%", r.copied_percent),
+                (None, None) if m.bad_block_sectors > 0 =>
+                    format!("{} ({} bad sectors listed)", m.state, m.bad_block_sectors),
                 (None, None) => m.state.to_owned(),
             },
             m.events.map_or_else(|| "-".to_owned(), |e| e.to_string()),
@@ -323,6 +347,10 @@ fn print_live(s: &serde_json::Value) {
         let errors = [
             (m["read_errors"].as_u64().unwrap_or(0), "read errors"),
             (m["checksum_mismatches"].as_u64().unwrap_or(0), "bad blocks"),
+            (
+                m["bad_block_sectors"].as_u64().unwrap_or(0),
+                "bad sectors listed",
+            ),
         ]
         .iter()
         .filter(|(n, _)| *n > 0)

@@ -73,8 +73,12 @@ fn listed_bad_sectors_are_rebuilt_never_returned_and_a_repair_makes_them_good() 
     assert!(listed.contains("2178 for 8 sectors"), "{listed}");
     let examine = ok(&["examine", p(&members[1])]);
     assert!(examine.contains("- bad blocks present."), "{examine}");
-
     let dir_arg = p(dir.path());
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", dir_arg])).expect("json");
+    assert_eq!(status["members"][1]["bad_block_sectors"], 8, "{status}");
+    assert!(ok(&["status", dir_arg]).contains("active (8 bad sectors listed)"));
+
     assert_eq!(
         sha256_of_read(&[dir_arg]),
         want,
@@ -90,6 +94,9 @@ fn listed_bad_sectors_are_rebuilt_never_returned_and_a_repair_makes_them_good() 
     );
     let examine = ok(&["examine", p(&members[1])]);
     assert!(!examine.contains("bad blocks present"), "{examine}");
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", dir_arg])).expect("json");
+    assert_eq!(status["members"][1]["bad_block_sectors"], 0, "{status}");
     let md = Command::new("mdadm")
         .arg("--examine")
         .arg(&members[1])
@@ -247,4 +254,11 @@ fn a_damaged_bad_block_log_is_refused_and_nothing_is_written() {
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     }
     assert_eq!(crate::util::hashes(&members), before, "nothing written");
+    // Status still shows the array, and says what is wrong.
+    let out = crate::util::xraid()
+        .args(["status", p(dir.path())])
+        .output()
+        .expect("xraid runs");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad block log entry 0"));
 }

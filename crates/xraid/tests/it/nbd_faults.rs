@@ -867,6 +867,10 @@ fn a_mirror_copy_refusing_writes_under_a_client_is_recorded_not_failed() {
     let status = ok(&["status", "--json", p(&disks)]);
     let json: serde_json::Value = serde_json::from_str(&status).expect("status json");
     assert_eq!(json["members"][1]["state"], "active", "{status}");
+    let listed = json["members"][1]["bad_block_sectors"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(listed >= 8, "status counts the listed sectors: {status}");
     // Killed: what the log lists was recorded before the client had its replies.
     server.kill();
     let listed = std::process::Command::new("mdadm")
