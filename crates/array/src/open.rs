@@ -995,13 +995,18 @@ impl Array {
             }
         }
         self.freshest.dev_roles = roles.clone();
+        // The bad block lists as they stand before the flush below: ranges made good
+        // go into the logs only once the writes that made them good are durable, and
+        // a write completing while the flush is out is not covered by it. What
+        // changes meanwhile stays to be recorded.
+        let engine = self.driver.engine();
+        let bad_blocks = engine
+            .bad_blocks_to_record()
+            .then(|| engine.bad_blocks_snapshot());
         // Integrity headers say their tables are as new as these superblocks: true
         // once a barrier flush has written every changed table page.
         let headers = self.integrity && self.driver.flush().is_ok();
-        // Ranges the engine made good go into the logs only once the writes that made
-        // them good are durable.
-        let bad_blocks_changed = self.driver.engine().bad_blocks_changed();
-        if bad_blocks_changed && !headers {
+        if bad_blocks.is_some() && !headers {
             self.driver.flush()?;
         }
         let member_sectors = self.driver.engine().geometry().member_sectors();
@@ -1042,9 +1047,12 @@ impl Array {
                 .driver
                 .member(role_idx(role))
                 .expect("active roles have members");
-            if bad_blocks_changed {
+            if let Some((_, lists)) = &bad_blocks {
                 let engine = self.driver.engine();
-                let data = engine.bad_blocks(engine.device_slot(role_idx(role)));
+                let data = lists
+                    .get(engine.device_slot(role_idx(role)).index())
+                    .cloned()
+                    .unwrap_or_default();
                 let outside = self.bad_outside.get(path).cloned().unwrap_or_default();
                 if let Err(error) =
                     crate::badblocks::store(slot.member.as_ref(), sb, &data, &outside, path)
@@ -1089,8 +1097,10 @@ impl Array {
             write_superblock(slot.member.as_ref(), sb, path)?;
         }
         self.driver.flush()?;
-        if bad_blocks_changed {
-            self.driver.engine_mut().bad_blocks_recorded();
+        if let Some((generation, lists)) = bad_blocks {
+            self.driver
+                .engine_mut()
+                .bad_blocks_recorded(generation, lists);
         }
         Ok(None)
     }

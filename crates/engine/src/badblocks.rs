@@ -44,10 +44,13 @@ pub(crate) struct KnownBad {
     capacity: Vec<usize>,
     /// By I/O key.
     touching: HashMap<usize, Touch>,
-    /// Per driver slot: the list changed since the driver last recorded it.
-    changed: Vec<bool>,
-    /// A range was added since the driver last recorded the lists.
-    added: bool,
+    /// Counts every change to the lists (a range added, or made good).
+    generation: u64,
+    /// The generation the driver last recorded (see [`Engine::bad_blocks_recorded`]).
+    recorded: u64,
+    /// Ranges added since then, with the generation of each: what a restart finds
+    /// besides the recorded lists (the driver records them before any reply).
+    added: Vec<(u64, usize, Range<u64>)>,
 }
 
 impl KnownBad {
@@ -57,8 +60,9 @@ impl KnownBad {
             durable: vec![BadBlocks::new(); slots],
             capacity: vec![0; slots],
             touching: HashMap::new(),
-            changed: vec![false; slots],
-            added: false,
+            generation: 0,
+            recorded: 0,
+            added: Vec::new(),
         }
     }
 
@@ -111,20 +115,20 @@ pub(crate) fn on_completion(
     let Some(touch) = engine.known_bad.touching.remove(&key) else {
         return (result, false);
     };
-    if !current {
-        return (result, false);
-    }
     let known = &mut engine.known_bad;
     match (touch.write, result) {
+        // From a device that has left its slot since: what it read is nobody's
+        // (the stale completion goes around it as from a vanished device).
+        (false, _) if !current => (Err(IoFailed::Gone), false),
         (false, Ok(())) => (Err(IoFailed::Medium), true),
         (false, Err(failure)) => (Err(failure), failure == IoFailed::Medium),
-        (true, Ok(())) => {
+        (true, Ok(())) if current => {
             if known.lists[touch.slot.index()].clear(touch.sectors) {
-                known.changed[touch.slot.index()] = true;
+                known.generation += 1;
             }
             (result, false)
         }
-        (true, Err(_)) => (result, false),
+        (true, _) => (result, false),
     }
 }
 
@@ -135,8 +139,9 @@ pub(crate) fn device_changed(engine: &mut Engine, slot: MemberIdx) {
     let i = slot.index();
     if i < known.lists.len() {
         if !known.lists[i].is_empty() {
-            known.changed[i] = true;
+            known.generation += 1;
         }
+        known.added.retain(|&(_, s, _)| s != i);
         known.lists[i] = BadBlocks::new();
         known.durable[i] = BadBlocks::new();
         known.capacity[i] = 0;
@@ -172,8 +177,9 @@ pub(crate) fn record_refusal(engine: &mut Engine, role: MemberIdx, sectors: Rang
     }
     known.lists[i] = grown;
     known.durable[i] = durable;
-    known.changed[i] = true;
-    known.added = true;
+    known.generation += 1;
+    let generation = known.generation;
+    known.added.push((generation, i, sectors.clone()));
     engine.push_event(crate::Event::WriteRefusedRecorded {
         member: role,
         sector: sectors.start,
@@ -196,6 +202,36 @@ pub(crate) fn is_known_bad(engine: &Engine, member: MemberIdx, sectors: Range<u6
         .is_some_and(|l| l.overlaps(sectors))
 }
 
+/// The parts of `sectors` of role `member`'s device that are not known bad, lowest
+/// first, and the parts that are.
+pub(crate) fn split(
+    engine: &Engine,
+    member: MemberIdx,
+    sectors: Range<u64>,
+) -> (Vec<Range<u64>>, Vec<Range<u64>>) {
+    let mut good = Vec::new();
+    let mut bad = Vec::new();
+    let mut at = sectors.start;
+    if let Some(list) = engine.known_bad.list(engine.slot_of(member)) {
+        for r in list.ranges() {
+            if r.end <= sectors.start || r.start >= sectors.end {
+                continue;
+            }
+            let from = r.start.max(sectors.start);
+            let to = r.end.min(sectors.end);
+            if at < from {
+                good.push(at..from);
+            }
+            bad.push(from..to);
+            at = to;
+        }
+    }
+    if at < sectors.end {
+        good.push(at..sectors.end);
+    }
+    (good, bad)
+}
+
 impl Engine {
     /// The known bad ranges of the device in driver slot `slot` (data-area sectors),
     /// read from its bad block log at open, and how many ranges the log has room for
@@ -208,7 +244,7 @@ impl Engine {
             known.durable[i] = bad.clone();
             known.lists[i] = bad;
             known.capacity[i] = capacity;
-            known.changed[i] = false;
+            known.added.retain(|&(_, s, _)| s != i);
         }
     }
 
@@ -240,26 +276,34 @@ impl Engine {
             .unwrap_or(0)
     }
 
-    /// Whether any slot's known bad ranges changed since the last
-    /// [`Engine::bad_blocks_recorded`] (ranges added, or rewritten good): the driver
-    /// writes them to the logs, once the writes that made ranges good are durable.
-    pub fn bad_blocks_changed(&self) -> bool {
-        self.known_bad.changed.iter().any(|&c| c)
-    }
-
-    /// Whether a range was added since the last [`Engine::bad_blocks_recorded`]: a
-    /// write a copy refused is acknowledged on the strength of that record, so the
-    /// driver writes the logs before any reply goes out (or fails the members whose
-    /// logs it cannot write).
+    /// Whether the lists changed since the driver last recorded them (ranges added,
+    /// or made good). The driver records them before any reply goes out: a write a
+    /// copy refused is acknowledged on the strength of that record, and a range made
+    /// good must not come back listed after a crash (on a parity level it would then
+    /// be rebuilt from parity a later write may have left torn).
     pub fn bad_blocks_to_record(&self) -> bool {
-        self.known_bad.added
+        self.known_bad.generation != self.known_bad.recorded
     }
 
-    /// The driver wrote every slot's list to its log, after a flush of every member.
-    pub fn bad_blocks_recorded(&mut self) {
+    /// The lists as they stand, to record (every slot's), with their generation.
+    /// Take it before the flush that makes the writes behind them durable: what
+    /// completes during that flush is not covered by it.
+    pub fn bad_blocks_snapshot(&self) -> (u64, Vec<BadBlocks>) {
+        (self.known_bad.generation, self.known_bad.lists.clone())
+    }
+
+    /// The driver wrote `snapshot` (of generation `generation`) to the logs, after a
+    /// flush of every member. Changes since stay to be recorded.
+    pub fn bad_blocks_recorded(&mut self, generation: u64, snapshot: Vec<BadBlocks>) {
         let known = &mut self.known_bad;
-        known.changed.fill(false);
-        known.added = false;
-        known.durable.clone_from(&known.lists);
+        if snapshot.len() != known.lists.len() || generation < known.recorded {
+            return;
+        }
+        known.recorded = generation;
+        known.durable = snapshot;
+        known.added.retain(|&(g, _, _)| g > generation);
+        for (_, slot, range) in &known.added {
+            known.durable[*slot].add(range.clone());
+        }
     }
 }

@@ -38,6 +38,13 @@ pub(crate) enum IoTarget {
     Stripe { op: usize, member: MemberIdx },
     /// Part of a mirror operation.
     Mirror { op: usize, member: MemberIdx },
+    /// A block of a mirror write the member refused, tried again: its member sectors.
+    MirrorRetry {
+        op: usize,
+        member: MemberIdx,
+        sector: u64,
+        sectors: u64,
+    },
     /// A member flush for a client flush.
     Flush { req: usize, member: MemberIdx },
     /// A member flush ending a sync.
@@ -737,6 +744,14 @@ impl Engine {
             }
             IoTarget::Mirror { op, member } => {
                 crate::mirror::on_completion(self, op, member, result);
+            }
+            IoTarget::MirrorRetry {
+                op,
+                member,
+                sector,
+                sectors,
+            } => {
+                crate::mirror::on_retry(self, op, member, sector, sectors, result);
             }
             IoTarget::Flush { req, member } => {
                 let mut error = None;
@@ -1443,6 +1458,7 @@ fn target_member(target: &IoTarget) -> Option<MemberIdx> {
         IoTarget::Direct { member, .. }
         | IoTarget::Stripe { member, .. }
         | IoTarget::Mirror { member, .. }
+        | IoTarget::MirrorRetry { member, .. }
         | IoTarget::Flush { member, .. }
         | IoTarget::SyncFlush { member }
         | IoTarget::LogCheckpoint { member }

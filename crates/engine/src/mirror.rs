@@ -57,7 +57,21 @@ pub(crate) struct MirrorOp {
     /// A client write the last copy of its unit refused: it fails (`Unwritable`), and
     /// the member serves on.
     unwritten: bool,
+    /// What its writes carry (every copy gets the same bytes): a refused write is
+    /// tried again from here block by block, to record only the blocks that refuse.
+    source: Option<BufSlice>,
+    /// Copies that refused a client write (a medium error): settled once every copy
+    /// has answered (`settle`).
+    refused: Vec<MemberIdx>,
+    settled: bool,
+    /// A sync found sectors every copy's bad block log lists: nothing holds them.
+    unrecoverable: bool,
 }
+
+/// A refused mirror write is tried again in blocks of this many sectors (4 KiB, a
+/// drive's physical sector), so that only blocks that refuse again go into the log;
+/// md narrows to its log's block size the same way (`narrow_write_error`).
+const NARROW_SECTORS: u64 = 8;
 
 /// Splits a segment at copy-run boundaries (and, for RAID-1 writes or while a sync
 /// runs, at unit boundaries): reads go to one in-sync copy, rotating among copies to
@@ -76,6 +90,11 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
         if split_units {
             sectors = sectors.min(unit_len - sector % unit_len);
         }
+        let keep = if seg.write {
+            None
+        } else {
+            resync_keeps(engine, &copies, sector, &mut sectors)
+        };
         let piece = Segment {
             sector,
             sectors,
@@ -113,7 +132,9 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
             }
             // Until a resync reaches a unit its copies may differ (an unclean stop):
             // read the copy the resync will copy to the others, as md does.
-            let place = if seg.write || crate::sync::awaiting_resync(engine, unit) {
+            let place = if let Some(place) = keep {
+                place
+            } else if seg.write || crate::sync::awaiting_resync(engine, unit) {
                 live[0]
             } else {
                 // Copies whose bad block log lists part of the range are left out
@@ -166,6 +187,62 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
         sector += sectors;
         buf_off += buf.len;
     }
+}
+
+/// Where a read at `sector` waits for a resync and a copy's bad block log lists
+/// sectors there: the copy the resync will keep for the first of them — the first
+/// copy whose log does not list it (see `compose`) — with `sectors` cut to where
+/// that stays so. `None` where the first copy in sync holds all of them (or nothing
+/// is listed anywhere): the caller reads it as before.
+fn resync_keeps(
+    engine: &Engine,
+    copies: &xraid_layout::Copies,
+    sector: u64,
+    sectors: &mut u64,
+) -> Option<Place> {
+    if !crate::badblocks::any(engine) {
+        return None;
+    }
+    let unit = mirror_unit(engine, sector);
+    if !crate::sync::awaiting_resync(engine, unit) {
+        return None;
+    }
+    let live: Vec<Place> = copies
+        .as_slice()
+        .iter()
+        .copied()
+        .filter(|p| engine.in_sync(p.member, unit))
+        .collect();
+    // How many sectors from the start copy `p` holds (its log lists none of them).
+    let held = |p: &Place, n: u64| {
+        let (good, _) = crate::badblocks::split(engine, p.member, p.sector..p.sector + n);
+        good.first()
+            .filter(|g| g.start == p.sector)
+            .map_or(0, |g| g.end - g.start)
+    };
+    let first = live.first()?;
+    let run = held(first, *sectors);
+    if run == *sectors {
+        return None;
+    }
+    if run > 0 {
+        *sectors = run;
+        return Some(*first);
+    }
+    // The first copy's log lists the first sector: up to where it stops listing.
+    let (_, listed) =
+        crate::badblocks::split(engine, first.member, first.sector..first.sector + *sectors);
+    let listed_run = listed.first().map_or(*sectors, |r| r.end - r.start);
+    *sectors = listed_run;
+    for p in &live[1..] {
+        let n = held(p, listed_run);
+        if n > 0 {
+            *sectors = n;
+            return Some(*p);
+        }
+    }
+    // No copy holds it: read as before, and the read fails loudly.
+    None
 }
 
 /// A direct read of `seg` from `bad` failed: read each unit of it again from another
@@ -279,6 +356,10 @@ fn new_op(
         mismatch: false,
         client_part,
         unwritten: false,
+        source: None,
+        refused: Vec::new(),
+        settled: false,
+        unrecoverable: false,
     });
     if engine.lock(unit, Holder::Mirror(op)) {
         start(engine, op);
@@ -313,6 +394,7 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
         .filter(|p| engine.in_sync(p.member, unit) && !o.bad.contains(&p.member))
         .collect();
     let len = sectors_to_bytes(o.seg.sectors);
+    let o_sectors = o.seg.sectors;
     let mut ios: Vec<(Place, IoKind, BufSlice)> = Vec::new();
     match o.work {
         Work::Write => {
@@ -368,8 +450,18 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
                 .find(|p| engine.is_replacing(p.member))
                 .filter(|_| !crate::sync::awaiting_resync(engine, unit))
                 .unwrap_or(sources[0]);
+            let listed = |p: &Place| {
+                crate::badblocks::is_known_bad(engine, p.member, p.sector..p.sector + o_sectors)
+            };
             let read_from: Vec<Place> = match kind {
                 SyncKind::Recover if !rebuilding => Vec::new(),
+                // The source's log lists part of the unit: those sectors come from
+                // the other copies (see `compose`), and the rest from the source.
+                SyncKind::Recover if crate::badblocks::any(engine) && listed(&source) => {
+                    let mut from = vec![source];
+                    from.extend(sources.iter().copied().filter(|p| *p != source));
+                    from
+                }
                 SyncKind::Recover => vec![source],
                 _ => sources.clone(),
             };
@@ -377,17 +469,32 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
                 finish(engine, op, None);
                 return;
             }
+            // Planned again (a read failed), it may read from more copies than before.
             let scratch = match engine.mops.get(op).scratch {
-                Some(buf) => buf,
+                Some(buf) if engine.bufs.get(buf).len() >= read_from.len() * len => buf,
+                Some(buf) => {
+                    engine.bufs.free(buf);
+                    engine.bufs.alloc(read_from.len() * len)
+                }
                 None => engine.bufs.alloc(read_from.len() * len),
             };
             for (i, &p) in read_from.iter().enumerate() {
-                let buf = BufSlice {
-                    buf: scratch,
-                    offset: i * len,
-                    len,
-                };
-                ios.push((p, IoKind::Read, buf));
+                // A sync reads only what each copy holds: the sectors its bad block
+                // log lists come from the other copies (see `compose`).
+                let (pieces, _) =
+                    crate::badblocks::split(engine, p.member, p.sector..p.sector + o_sectors);
+                for piece in pieces {
+                    let buf = BufSlice {
+                        buf: scratch,
+                        offset: i * len + sectors_to_bytes(piece.start - p.sector),
+                        len: sectors_to_bytes(piece.end - piece.start),
+                    };
+                    let place = Place {
+                        member: p.member,
+                        sector: piece.start,
+                    };
+                    ios.push((place, IoKind::Read, buf));
+                }
             }
             let o = engine.mops.get_mut(op);
             o.scratch = Some(scratch);
@@ -401,6 +508,9 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
         Phase::Reading
     };
     o.pending = u32::try_from(ios.len()).expect("few copies");
+    if o.work == Work::Write {
+        o.source = ios.first().map(|&(_, _, buf)| buf);
+    }
     for (p, kind, buf) in ios {
         engine.emit(
             p.member,
@@ -436,22 +546,31 @@ pub(crate) fn on_completion(
                     o.bad.push(member);
                 }
             }
-            // A client write the array's last copy refuses fails, and the copy serves on:
-            // failing it would lose every other sector it holds (md's raid1 and raid10
-            // never fail the device that would fail the array).
+            // A copy that refuses a client write: what becomes of it depends on whether
+            // another copy takes the write, which only the end of the operation tells.
             _ if failure == IoFailed::Medium
                 && engine.mops.get(op).work == Work::Write
-                && holds_the_last_copy(engine, op, member) =>
+                && engine.pseudo_role(member).is_none() =>
             {
-                refused_by_last_copy(engine, op, member);
+                let o = engine.mops.get_mut(op);
+                if !o.refused.contains(&member) {
+                    o.refused.push(member);
+                }
             }
-            // Another copy holds what it refused (a client write's other copies, the
-            // source of a sync or repair): with room in its bad block log, the range
-            // goes there and the copy serves on elsewhere (md's answer).
+            // Another copy holds what it refused (the source of a sync or repair):
+            // with room in its bad block log, the range goes there and the copy serves
+            // on elsewhere (md's answer) — first tried again block by block, so that
+            // only the blocks that refuse go there.
+            _ if failure == IoFailed::Medium && narrow(engine, op, member) => {}
             _ if failure == IoFailed::Medium && record_refusal(engine, op, member) => {}
             _ => engine.write_failed(member, failure),
         }
     }
+    io_done(engine, op);
+}
+
+/// One I/O of the operation is done: when none is left, on to what comes next.
+fn io_done(engine: &mut Engine, op: usize) {
     let o = engine.mops.get_mut(op);
     o.pending -= 1;
     if o.pending > 0 {
@@ -463,42 +582,138 @@ pub(crate) fn on_completion(
             start(engine, op);
         }
         Phase::Reading => after_reads(engine, op),
-        Phase::Writing => {
-            report_corrections(engine, op);
-            let o = engine.mops.get(op);
-            let error = match o.work {
-                Work::Write if o.unwritten => Some(EngineError::Unwritable {
-                    sector: o.seg.sector,
-                    end: o.seg.sector + o.seg.sectors,
-                }),
-                Work::Write => segment_lost(engine, o.seg),
-                _ => None,
-            };
-            finish(engine, op, error);
+        Phase::Writing if o.work == Work::Write && !o.refused.is_empty() && !o.settled => {
+            settle(engine, op);
+            // Unless blocks of a refused write are being tried again.
+            if engine.mops.get(op).pending == 0 {
+                writes_done(engine, op);
+            }
         }
+        Phase::Writing => writes_done(engine, op),
         Phase::Queued => unreachable!("a queued op has no I/O in flight"),
     }
 }
 
-/// Whether `member` (a role) holds the only active, in-sync copy of the operation's
-/// unit: failing it would lose that unit's data whatever else the array holds.
-/// Checked per unit, not for the whole array: where another active copy took the
-/// write, the refusing copy is stale and must go, as before.
-fn holds_the_last_copy(engine: &Engine, op: usize, member: MemberIdx) -> bool {
+/// Every write of the operation has answered: it ends.
+fn writes_done(engine: &mut Engine, op: usize) {
+    report_corrections(engine, op);
     let o = engine.mops.get(op);
-    engine.pseudo_role(member).is_none()
-        && !places(engine, o).iter().any(|p| {
-            p.member != member
-                && engine.member_states()[p.member.index()] == MemberState::Active
-                && engine.in_sync(p.member, o.unit)
-                && !known_bad_there(engine, o, p)
-        })
+    let error = match o.work {
+        Work::Write if o.unwritten => Some(EngineError::Unwritable {
+            sector: o.seg.sector,
+            end: o.seg.sector + o.seg.sectors,
+        }),
+        Work::Write => segment_lost(engine, o.seg),
+        _ => None,
+    };
+    finish(engine, op, error);
+}
+
+/// Every copy has answered a client write some copies refused. Where an active copy
+/// in sync took it, the refusing copies are stale there: each goes on with the range
+/// in its bad block log (tried again block by block first), or is failed without room
+/// there. Where none did, nothing holds the write: it fails (`Unwritable`) and the
+/// refusing copies serve on with what they held — failing the last copy would lose
+/// every other sector it holds (md's raid1 and raid10 never fail the device that would
+/// fail the array).
+fn settle(engine: &mut Engine, op: usize) {
+    let o = engine.mops.get_mut(op);
+    o.settled = true;
+    let refused = o.refused.clone();
+    let o = engine.mops.get(op);
+    let landed = places(engine, o).iter().any(|p| {
+        !refused.contains(&p.member)
+            && engine.pseudo_role(p.member).is_none()
+            && engine.member_states()[p.member.index()] == MemberState::Active
+            && engine.in_sync(p.member, o.unit)
+            && !known_bad_there(engine, o, p)
+    });
+    for member in refused {
+        if !landed {
+            refused_by_last_copy(engine, op, member);
+        } else if !narrow(engine, op, member) && !record_refusal(engine, op, member) {
+            engine.write_failed(member, IoFailed::Medium);
+        }
+    }
 }
 
 /// Whether copy `p` of the operation's sectors is known bad somewhere in them: it
 /// holds nothing there to count on.
 fn known_bad_there(engine: &Engine, o: &MirrorOp, p: &Place) -> bool {
     crate::badblocks::is_known_bad(engine, p.member, p.sector..p.sector + o.seg.sectors)
+}
+
+/// `member` refused its copy of the operation's write of more than one block, and
+/// another copy holds the data: the write is tried again block by block, where its
+/// log has room to record what refuses again. Returns whether it was.
+fn narrow(engine: &mut Engine, op: usize, member: MemberIdx) -> bool {
+    let o = engine.mops.get(op);
+    let Some(source) = o.source else {
+        return false;
+    };
+    let Some(at) = places(engine, o)
+        .iter()
+        .find(|p| p.member == member)
+        .map(|p| p.sector)
+    else {
+        return false;
+    };
+    let sectors = o.seg.sectors;
+    let slot = engine.slot_of(member);
+    if sectors <= NARROW_SECTORS
+        || engine.pseudo_role(member).is_some()
+        || !engine.is_present(member)
+        || engine.bad_block_log_capacity(slot) == 0
+    {
+        return false;
+    }
+    let mut blocks = Vec::new();
+    let mut sector = at;
+    while sector < at + sectors {
+        let end = ((sector / NARROW_SECTORS + 1) * NARROW_SECTORS).min(at + sectors);
+        blocks.push(sector..end);
+        sector = end;
+    }
+    engine.mops.get_mut(op).pending += u32::try_from(blocks.len()).expect("few blocks");
+    for block in blocks {
+        let buf = BufSlice {
+            buf: source.buf,
+            offset: source.offset + sectors_to_bytes(block.start - at),
+            len: sectors_to_bytes(block.end - block.start),
+        };
+        engine.emit(
+            member,
+            IoKind::Write,
+            block.start,
+            buf,
+            IoTarget::MirrorRetry {
+                op,
+                member,
+                sector: block.start,
+                sectors: block.end - block.start,
+            },
+        );
+    }
+    true
+}
+
+/// A block of a refused write, tried again (see `narrow`), is done: refused again, it
+/// goes into the member's log (or, without room, the member is failed).
+pub(crate) fn on_retry(
+    engine: &mut Engine,
+    op: usize,
+    member: MemberIdx,
+    sector: u64,
+    sectors: u64,
+    result: Result<(), IoFailed>,
+) {
+    match result {
+        Ok(()) => {}
+        Err(IoFailed::Medium)
+            if crate::badblocks::record_refusal(engine, member, sector..sector + sectors) => {}
+        Err(failure) => engine.write_failed(member, failure),
+    }
+    io_done(engine, op);
 }
 
 /// `member` refused its copy of the operation's write, and another copy holds the
@@ -524,6 +739,7 @@ fn record_refusal(engine: &mut Engine, op: usize, member: MemberIdx) -> bool {
 fn refused_by_last_copy(engine: &mut Engine, op: usize, member: MemberIdx) {
     let o = engine.mops.get_mut(op);
     o.unwritten = true;
+    let refused = o.refused.clone();
     let (unit, sectors) = (o.unit, o.seg.sectors);
     let all = places(engine, engine.mops.get(op));
     if let Some(p) = all.iter().find(|p| p.member == member) {
@@ -534,12 +750,105 @@ fn refused_by_last_copy(engine: &mut Engine, op: usize, member: MemberIdx) {
         .iter()
         .filter(|p| !known_bad_there(engine, engine.mops.get(op), p))
         .map(|p| p.member)
-        .filter(|&m| m != member && engine.in_sync(m, unit))
+        .filter(|&m| m != member && !refused.contains(&m) && engine.in_sync(m, unit))
         .chain(all.iter().filter_map(|p| engine.replacement_of(p.member)))
         .collect();
     for m in others {
         engine.fail(m, FailReason::Diverged);
     }
+}
+
+/// A comparing sync's reads are in, where some copy's bad block log lists sectors of
+/// the unit (each copy was read only where it holds data). The unit's data is, sector
+/// by sector, the first copy's where its log does not list it, else the next copy's
+/// that holds it — so a copy's listed sectors never decide which version of the rest
+/// of the unit is kept (reads while the resync is owed take the same). Composed into
+/// the first row of scratch (`good`). Copies that disagree elsewhere get the whole
+/// unit (a resync or repair); every copy gets its listed sectors rewritten, except
+/// where no copy holds them (the unit is then unrecoverable there).
+fn compose(
+    engine: &mut Engine,
+    op: usize,
+    kind: SyncKind,
+    good: BufSlice,
+    writes: &mut Vec<(Place, BufSlice)>,
+) {
+    let o = engine.mops.get(op);
+    let sectors = o.seg.sectors;
+    let len = sectors_to_bytes(sectors);
+    let read_from = o.read_from.clone();
+    // Per copy, its listed sectors, as offsets into the unit.
+    let listed: Vec<Vec<std::ops::Range<u64>>> = read_from
+        .iter()
+        .map(|p| {
+            crate::badblocks::split(engine, p.member, p.sector..p.sector + sectors)
+                .1
+                .into_iter()
+                .map(|r| r.start - p.sector..r.end - p.sector)
+                .collect()
+        })
+        .collect();
+    let is_listed = |i: usize, s: u64| listed[i].iter().any(|r| r.contains(&s));
+    let sector_bytes = sectors_to_bytes(1);
+    let mut held = vec![true; usize::try_from(sectors).expect("fits")];
+    let rows = engine.bufs.get_mut(good.buf);
+    for s in 0..sectors {
+        if !is_listed(0, s) {
+            continue;
+        }
+        let at = sectors_to_bytes(s);
+        match (1..read_from.len()).find(|&i| !is_listed(i, s)) {
+            Some(i) => {
+                let from = i * len + at;
+                rows.copy_within(from..from + sector_bytes, at);
+            }
+            None => held[s as usize] = false,
+        }
+    }
+    let mut differing = Vec::new();
+    for i in 1..read_from.len() {
+        let differs = (0..sectors).any(|s| {
+            let at = sectors_to_bytes(s);
+            !is_listed(i, s)
+                && rows[at..at + sector_bytes] != rows[i * len + at..i * len + at + sector_bytes]
+        });
+        if differs {
+            differing.push(i);
+        }
+    }
+    let mismatch = !differing.is_empty();
+    for (i, p) in read_from.iter().enumerate() {
+        if matches!(kind, SyncKind::Repair | SyncKind::Resync) && differing.contains(&i) {
+            writes.push((*p, good));
+            continue;
+        }
+        // Its listed sectors, where some copy holds them.
+        let mut s = 0;
+        while s < sectors {
+            if !(is_listed(i, s) && held[s as usize]) {
+                s += 1;
+                continue;
+            }
+            let from = s;
+            while s < sectors && is_listed(i, s) && held[s as usize] {
+                s += 1;
+            }
+            let place = Place {
+                member: p.member,
+                sector: p.sector + from,
+            };
+            let piece = BufSlice {
+                buf: good.buf,
+                offset: good.offset + sectors_to_bytes(from),
+                len: sectors_to_bytes(s - from),
+            };
+            writes.push((place, piece));
+        }
+    }
+    let o = engine.mops.get_mut(op);
+    // A recover compares nothing: it copies.
+    o.mismatch = mismatch && kind != SyncKind::Recover;
+    o.unrecoverable = held.iter().any(|h| !h);
 }
 
 /// Reads are in: write what the operation must write.
@@ -580,6 +889,9 @@ fn after_reads(engine: &mut Engine, op: usize) {
         let scratch = good.buf;
         match kind {
             SyncKind::Recover => {
+                if o.read_from.len() > 1 {
+                    compose(engine, op, kind, good, &mut writes);
+                }
                 writes.extend(
                     all.iter()
                         .filter(|p| is_rebuilding(engine, p.member))
@@ -595,6 +907,11 @@ fn after_reads(engine: &mut Engine, op: usize) {
                         (place, good)
                     })
                 }));
+            }
+            SyncKind::Check | SyncKind::Repair | SyncKind::Resync
+                if crate::badblocks::any(engine) =>
+            {
+                compose(engine, op, kind, good, &mut writes);
             }
             SyncKind::Check | SyncKind::Repair | SyncKind::Resync => {
                 let bytes = engine.bufs.get(scratch);
@@ -626,6 +943,7 @@ fn after_reads(engine: &mut Engine, op: usize) {
     }
     let o = engine.mops.get_mut(op);
     o.phase = Phase::Writing;
+    o.source = Some(good);
     o.pending = u32::try_from(writes.len()).expect("few copies");
     if writes.is_empty() {
         finish(engine, op, None);
@@ -678,7 +996,7 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
         Owner::Sync => {
             let outcome = UnitOutcome {
                 mismatch: o.mismatch,
-                unrecoverable: error.is_some(),
+                unrecoverable: error.is_some() || o.unrecoverable,
             };
             crate::sync::unit_done(engine, o.unit, outcome);
         }

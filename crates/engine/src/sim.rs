@@ -229,17 +229,18 @@ impl SimArray {
         }
     }
 
-    /// The driver records the engine's new bad ranges: a flush of every member (what
-    /// has completed is durable), then the lists.
+    /// The driver records the engine's changed bad ranges (added, or made good): a
+    /// flush of every member (what has completed is durable), then the lists.
     fn record_bad_blocks(&mut self) {
         if !self.engine.bad_blocks_to_record() {
             return;
         }
+        let (generation, lists) = self.engine.bad_blocks_snapshot();
         for m in 0..2 * self.members.len() {
             let slot = MemberIdx(u16::try_from(m).expect("few members"));
             self.slot_mut(slot).unflushed.clear();
         }
-        self.engine.bad_blocks_recorded();
+        self.engine.bad_blocks_recorded(generation, lists);
     }
 
     /// Turns integrity mode on: each device's table is computed from what it holds

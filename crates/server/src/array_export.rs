@@ -1177,7 +1177,16 @@ impl Worker {
                     false
                 }
             };
-            let recorded = spared || self.record_failure();
+            let mut recorded = spared || self.record_failure();
+            // Bad block ranges that changed while those were written (the flushes let
+            // other writes complete) are recorded too, before any reply.
+            for _ in 0..8 {
+                if !recorded || !self.array.driver_ref().engine().bad_blocks_to_record() {
+                    break;
+                }
+                recorded = self.record_failure();
+            }
+            recorded &= !self.array.driver_ref().engine().bad_blocks_to_record();
             if self.unrecorded && recorded {
                 log::info(&format!(
                     "array '{}': the failure is recorded in the superblocks now; writes are acknowledged again",
