@@ -28,7 +28,11 @@
 //!   returned to the client and rewritten to that member (md's read-error correction).
 //!   A member is failed only after more than [`EngineConfig::max_read_errors`] read
 //!   errors, or when the rewrite fails too. Unreadable beyond the redundancy, the
-//!   request fails with [`EngineError::Unreadable`] and the array stays up.
+//!   request fails with [`EngineError::Unreadable`] and the array stays up;
+//! - a member's bad block log (md's; see `badblocks`) lists sectors that hold no good
+//!   data: they are never returned (read as a read error, rebuilt and rewritten), and
+//!   a RAID-1/10 copy that refuses a write another copy took gets the range listed
+//!   instead of being failed.
 //!
 //! Background work — rebuilding members onto replacements, resync after an unclean
 //! stop, scrubbing — runs in *sync units* (a stripe for RAID-4/5/6, a chunk for

@@ -213,36 +213,33 @@ fn resync_keeps(
         .copied()
         .filter(|p| engine.in_sync(p.member, unit))
         .collect();
-    // How many sectors from the start copy `p` holds (its log lists none of them).
-    let held = |p: &Place, n: u64| {
-        let (good, _) = crate::badblocks::split(engine, p.member, p.sector..p.sector + n);
-        good.first()
-            .filter(|g| g.start == p.sector)
-            .map_or(0, |g| g.end - g.start)
+    // Sector by sector, the first copy whose log does not list it (as `compose`).
+    let keeper = |offset: u64| {
+        live.iter().position(|p| {
+            !crate::badblocks::is_known_bad(
+                engine,
+                p.member,
+                p.sector + offset..p.sector + offset + 1,
+            )
+        })
     };
-    let first = live.first()?;
-    let run = held(first, *sectors);
-    if run == *sectors {
-        return None;
-    }
-    if run > 0 {
-        *sectors = run;
-        return Some(*first);
-    }
-    // The first copy's log lists the first sector: up to where it stops listing.
-    let (_, listed) =
-        crate::badblocks::split(engine, first.member, first.sector..first.sector + *sectors);
-    let listed_run = listed.first().map_or(*sectors, |r| r.end - r.start);
-    *sectors = listed_run;
-    for p in &live[1..] {
-        let n = held(p, listed_run);
-        if n > 0 {
-            *sectors = n;
-            return Some(*p);
+    let first = keeper(0);
+    let run = (1..*sectors)
+        .find(|&offset| keeper(offset) != first)
+        .unwrap_or(*sectors);
+    match first {
+        // The first copy holds all of it: read as before.
+        Some(0) if run == *sectors => None,
+        Some(i) => {
+            *sectors = run;
+            Some(live[i])
+        }
+        // No copy holds the first sectors: read as before, and the read fails loudly.
+        None => {
+            *sectors = run;
+            None
         }
     }
-    // No copy holds it: read as before, and the read fails loudly.
-    None
 }
 
 /// A direct read of `seg` from `bad` failed: read each unit of it again from another
@@ -651,11 +648,7 @@ fn narrow(engine: &mut Engine, op: usize, member: MemberIdx) -> bool {
     let Some(source) = o.source else {
         return false;
     };
-    let Some(at) = places(engine, o)
-        .iter()
-        .find(|p| p.member == member)
-        .map(|p| p.sector)
-    else {
+    let Some(at) = place_of(engine, o, member) else {
         return false;
     };
     let sectors = o.seg.sectors;
@@ -720,15 +713,19 @@ pub(crate) fn on_retry(
 /// data: records the range in its bad block log, if it has room.
 fn record_refusal(engine: &mut Engine, op: usize, member: MemberIdx) -> bool {
     let o = engine.mops.get(op);
-    let Some(at) = places(engine, o)
-        .iter()
-        .find(|p| p.member == member)
-        .map(|p| p.sector)
-    else {
+    let Some(at) = place_of(engine, o, member) else {
         return false;
     };
     let sectors = o.seg.sectors;
     crate::badblocks::record_refusal(engine, member, at..at + sectors)
+}
+
+/// Where `member`'s copy of the operation's sectors starts.
+fn place_of(engine: &Engine, o: &MirrorOp, member: MemberIdx) -> Option<u64> {
+    places(engine, o)
+        .iter()
+        .find(|p| p.member == member)
+        .map(|p| p.sector)
 }
 
 /// The last in-sync copy of a client write's unit refused it: the write fails
@@ -818,19 +815,19 @@ fn compose(
     }
     let mismatch = !differing.is_empty();
     for (i, p) in read_from.iter().enumerate() {
-        if matches!(kind, SyncKind::Repair | SyncKind::Resync) && differing.contains(&i) {
-            writes.push((*p, good));
-            continue;
-        }
-        // Its listed sectors, where some copy holds them.
+        // A copy that disagrees gets the whole unit (a resync, a repair), any other
+        // its listed sectors — in both cases only where some copy holds them: a write
+        // where none does would make garbage good.
+        let whole = matches!(kind, SyncKind::Repair | SyncKind::Resync) && differing.contains(&i);
+        let wanted = |s: u64| held[s as usize] && (whole || is_listed(i, s));
         let mut s = 0;
         while s < sectors {
-            if !(is_listed(i, s) && held[s as usize]) {
+            if !wanted(s) {
                 s += 1;
                 continue;
             }
             let from = s;
-            while s < sectors && is_listed(i, s) && held[s as usize] {
+            while s < sectors && wanted(s) {
                 s += 1;
             }
             let place = Place {
@@ -849,6 +846,15 @@ fn compose(
     // A recover compares nothing: it copies.
     o.mismatch = mismatch && kind != SyncKind::Recover;
     o.unrecoverable = held.iter().any(|h| !h);
+}
+
+/// Whether a bad block log lists any sector of the unit on a copy the sync read.
+fn any_listed(engine: &Engine, op: usize) -> bool {
+    let o = engine.mops.get(op);
+    crate::badblocks::any(engine)
+        && o.read_from.iter().any(|p| {
+            crate::badblocks::is_known_bad(engine, p.member, p.sector..p.sector + o.seg.sectors)
+        })
 }
 
 /// Reads are in: write what the operation must write.
@@ -889,8 +895,17 @@ fn after_reads(engine: &mut Engine, op: usize) {
         let scratch = good.buf;
         match kind {
             SyncKind::Recover => {
-                if o.read_from.len() > 1 {
+                if any_listed(engine, op) {
                     compose(engine, op, kind, good, &mut writes);
+                    if engine.mops.get(op).unrecoverable {
+                        // Sectors no copy holds: the unit cannot be rebuilt, and the
+                        // members being rebuilt stay so (nothing of it is written to
+                        // them, which would make garbage good).
+                        writes.retain(|(p, _)| !is_rebuilding(engine, p.member));
+                        engine.mops.get_mut(op).source = Some(good);
+                        finish_writes(engine, op, writes);
+                        return;
+                    }
                 }
                 writes.extend(
                     all.iter()
@@ -908,9 +923,7 @@ fn after_reads(engine: &mut Engine, op: usize) {
                     })
                 }));
             }
-            SyncKind::Check | SyncKind::Repair | SyncKind::Resync
-                if crate::badblocks::any(engine) =>
-            {
+            SyncKind::Check | SyncKind::Repair | SyncKind::Resync if any_listed(engine, op) => {
                 compose(engine, op, kind, good, &mut writes);
             }
             SyncKind::Check | SyncKind::Repair | SyncKind::Resync => {
@@ -941,9 +954,14 @@ fn after_reads(engine: &mut Engine, op: usize) {
             writes.push((*p, good));
         }
     }
+    engine.mops.get_mut(op).source = Some(good);
+    finish_writes(engine, op, writes);
+}
+
+/// Sends a sync's (or repair's) writes; with none, the operation ends.
+fn finish_writes(engine: &mut Engine, op: usize, writes: Vec<(Place, BufSlice)>) {
     let o = engine.mops.get_mut(op);
     o.phase = Phase::Writing;
-    o.source = Some(good);
     o.pending = u32::try_from(writes.len()).expect("few copies");
     if writes.is_empty() {
         finish(engine, op, None);

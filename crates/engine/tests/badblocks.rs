@@ -432,3 +432,36 @@ fn reads_and_the_resync_keep_the_same_copy_around_listed_sectors() {
         "the resync rewrote the listed sectors"
     );
 }
+
+/// A member is rebuilt from the only copy left, whose log lists sectors of a unit:
+/// nothing holds those sectors, so the unit cannot be rebuilt — nothing of it is
+/// written to the new member (which would make garbage good), the rebuild does not
+/// complete, and a read of those sectors fails loudly.
+#[test]
+fn a_rebuild_from_a_copy_with_listed_sectors_loses_only_those_loudly() {
+    let (mut array, data) = filled(Level::Raid1, 2);
+    array.enable_bad_block_logs(512);
+    scribble(&mut array, 0, 0..8);
+    array.engine.set_bad_block_log(MemberIdx(0), bad(0..8), 512);
+    array.kill_member(MemberIdx(1));
+    array.engine.fail_member(MemberIdx(1));
+    array
+        .return_member(MemberIdx(1), true)
+        .expect("a new device");
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    array.run_sync();
+    let finished = array.take_events().into_iter().find_map(|e| match e {
+        Event::SyncFinished { unrecoverable, .. } => Some(unrecoverable),
+        _ => None,
+    });
+    assert!(finished.is_some_and(|n| n > 0), "{finished:?}");
+    assert_eq!(array.engine.member_states()[1], MemberState::Rebuilding);
+    assert!(matches!(
+        array.read(0, 8),
+        Err(EngineError::Unreadable { .. })
+    ));
+    assert!(array.read(8, 8).expect("read") == data[8 * SECTOR..16 * SECTOR]);
+}

@@ -1328,7 +1328,7 @@ fn the_seeds_that_found_gaps_pass() {
 /// failed, each found a gap since closed.
 #[test]
 fn the_write_error_seeds_that_found_gaps_pass() {
-    let seeds: [u64; 8] = [
+    let seeds: [u64; 17] = [
         // A RAID-6 member refused a parity write of the stripe log's replay after a
         // power cut and was failed at once: later entries of the replay then worked its
         // rows out from parity the cut had left torn, where the member held them right.
@@ -1344,6 +1344,20 @@ fn the_write_error_seeds_that_found_gaps_pass() {
         16_066_452_353_212_736_968,
         8_141_453_998_077_369_746,
         12_874_523_650_187_163_409,
+        9_500_932_653_462_698_604,
+        // Bad block logs, while they were built: a recover's source whose log listed
+        // part of a unit was rewritten whole from another copy (and the copy the
+        // reads had kept lost what they returned); a sync composing a unit around
+        // listed sectors wrote sectors no copy held; reads awaiting the resync took
+        // another copy than the resync kept.
+        1_855_870_439_598_004_752,
+        2_993_283_700_958_683_993,
+        1_692_362_997_599_051_163,
+        14_560_698_545_289_861_557,
+        11_788_964_530_553_612_200,
+        17_583_003_368_360_248_052,
+        7_237_338_360_299_457_949,
+        18_077_086_837_865_382_402,
     ];
     for seed in seeds {
         if let Err((error, log)) = tell(seed, true) {

@@ -46,7 +46,8 @@ fn mark_bad(member: &Path, range: std::ops::Range<u64>) {
         .expect("scribble");
 }
 
-fn mdadm_badblocks(member: &Path) -> String {
+/// What `mdadm --examine-badblocks` says of `member`.
+pub(crate) fn mdadm_badblocks(member: &Path) -> String {
     let out = Command::new("mdadm")
         .arg("--examine-badblocks")
         .arg(member)

@@ -873,12 +873,7 @@ fn a_mirror_copy_refusing_writes_under_a_client_is_recorded_not_failed() {
     assert!(listed >= 8, "status counts the listed sectors: {status}");
     // Killed: what the log lists was recorded before the client had its replies.
     server.kill();
-    let listed = std::process::Command::new("mdadm")
-        .arg("--examine-badblocks")
-        .arg(disks.join("d1"))
-        .output()
-        .expect("mdadm runs");
-    let listed = String::from_utf8_lossy(&listed.stdout);
+    let listed = crate::badblocks::mdadm_badblocks(&disks.join("d1"));
     assert!(
         listed.lines().skip(1).any(|l| l.contains(" for ")),
         "the refused range is in the log: {listed}"
@@ -889,11 +884,6 @@ fn a_mirror_copy_refusing_writes_under_a_client_is_recorded_not_failed() {
         "reads back right"
     );
     ok(&["scrub", "repair", p(&disks)]);
-    let listed = std::process::Command::new("mdadm")
-        .arg("--examine-badblocks")
-        .arg(disks.join("d1"))
-        .output()
-        .expect("mdadm runs");
-    let listed = String::from_utf8_lossy(&listed.stdout);
+    let listed = crate::badblocks::mdadm_badblocks(&disks.join("d1"));
     assert!(listed.contains("Bad-blocks list is empty"), "{listed}");
 }
