@@ -1548,12 +1548,22 @@ fn holds_for_replay(engine: &Engine, member: MemberIdx, stripe: u64) -> bool {
     }
 }
 
+/// [`holds_for_replay`], for the entry's rows: a member whose bad block log lists any
+/// of them holds nothing there to count on, as if it had gone with the power (its
+/// rows are worked out from the partial parity, not read).
+fn holds_rows_for_replay(engine: &Engine, member: MemberIdx, entry: &Found) -> bool {
+    let rows = engine.geo.member_sector(entry.stripe, entry.lo)
+        ..engine.geo.member_sector(entry.stripe, entry.hi);
+    holds_for_replay(engine, member, entry.stripe)
+        && !crate::badblocks::is_known_bad(engine, member, rows)
+}
+
 /// The data chunks of the entry's stripe that the entry does not carry and that
-/// cannot be read now: their members left since the write.
+/// cannot be read now: their members left since the write (or list its rows as bad).
 fn gone_chunks(engine: &Engine, entry: &Found) -> Vec<u16> {
     let map = engine.geo.stripe_map(entry.stripe);
     (0..map.data_disks())
-        .filter(|&i| !entry.logs(i) && !holds_for_replay(engine, map.data_member(i), entry.stripe))
+        .filter(|&i| !entry.logs(i) && !holds_rows_for_replay(engine, map.data_member(i), entry))
         .collect()
 }
 
@@ -1617,7 +1627,7 @@ fn pieces(entry: &Found, gone: &[u16]) -> Vec<Piece> {
 fn work_out(engine: &Engine, entry: &Found) -> Option<WorkOut> {
     let map = engine.geo.stripe_map(entry.stripe);
     let parity_gone = [Some(map.p()), map.q()]
-        .map(|m| m.is_some_and(|m| !holds_for_replay(engine, m, entry.stripe)));
+        .map(|m| m.is_some_and(|m| !holds_rows_for_replay(engine, m, entry)));
     let with_q = map.q().is_some() && entry.partial_q().is_some();
     let gone = gone_chunks(engine, entry);
     let pieces = pieces(entry, &gone);
@@ -1737,7 +1747,7 @@ fn read_segments(engine: &mut Engine, entry: Found) -> bool {
     let mut reads = Vec::new();
     for i in 0..map.data_disks() {
         let m = map.data_member(i);
-        if entry.logs(i) || !holds_for_replay(engine, m, entry.stripe) {
+        if entry.logs(i) || !holds_rows_for_replay(engine, m, &entry) {
             continue;
         }
         let buf = BufSlice {

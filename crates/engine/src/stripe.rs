@@ -108,6 +108,13 @@ pub(crate) struct StripeOp {
     log_seqs: Vec<u64>,
     /// In the log's waiters (for ring room or for earlier writes to be durable).
     log_waiting: bool,
+    /// The member writes sent: member, first sector, sectors.
+    written: Vec<(MemberIdx, u64, u64)>,
+    /// Members that refused their write (a medium error): settled once every write
+    /// has answered (`settle`).
+    refused: Vec<MemberIdx>,
+    /// A client write whose rows a refusal left beyond the redundancy: it fails.
+    unwritten: bool,
 }
 
 impl StripeOp {
@@ -317,6 +324,9 @@ fn new_op(
         log_batches_out: 0,
         log_seqs: Vec::new(),
         log_waiting: false,
+        written: Vec::new(),
+        refused: Vec::new(),
+        unwritten: false,
     });
     if engine.lock(stripe, Holder::Stripe(op)) {
         start(engine, op);
@@ -554,6 +564,13 @@ pub(crate) fn on_completion(
                     o.bad.push(member);
                 }
             }
+            // A member that refuses its write: settled once every write has answered.
+            _ if failure == IoFailed::Medium && engine.pseudo_role(member).is_none() => {
+                let o = engine.ops.get_mut(op);
+                if !o.refused.contains(&member) {
+                    o.refused.push(member);
+                }
+            }
             _ => engine.write_failed(member, failure),
         }
     }
@@ -573,8 +590,11 @@ pub(crate) fn on_completion(
         }
         Phase::Writing => {
             let purpose = o.purpose;
+            settle(engine, op);
             report_corrections(engine, op);
+            let o = engine.ops.get(op);
             let error = match purpose {
+                Purpose::Write if o.unwritten => Some(unwritten(engine, o)),
                 Purpose::Write => engine.lost_error(),
                 Purpose::Read | Purpose::Sync(_) => None,
             };
@@ -582,6 +602,65 @@ pub(crate) fn on_completion(
         }
         Phase::Queued => unreachable!("a queued op has no I/O in flight"),
     }
+}
+
+/// Every write of the operation has answered; members refused theirs. Each goes on
+/// with what it refused in its bad block log, where the log has room (md's raid5
+/// does the same): its rows there are rebuilt from the others when read, as the
+/// parity just written says them. Without room it is failed, as before logs. Where
+/// that leaves a refusing data member's rows beyond the redundancy (a degraded
+/// array), a client write fails (`Unwritable`) — its rows, and the rows they share a
+/// stripe with on the missing member, are lost, loudly, and the array goes on.
+fn settle(engine: &mut Engine, op: usize) {
+    let o = engine.ops.get(op);
+    if o.refused.is_empty() {
+        return;
+    }
+    let (stripe, lo, hi) = (o.stripe, o.lo, o.hi);
+    let refused = o.refused.clone();
+    let written = o.written.clone();
+    let map = engine.geo.stripe_map(stripe);
+    let mut refused_data = false;
+    for &member in &refused {
+        let sectors = written
+            .iter()
+            .filter(|(m, _, _)| *m == member)
+            .map(|&(_, at, n)| at..at + n)
+            .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end));
+        let recorded = sectors
+            .is_some_and(|range| crate::badblocks::record_refusal(engine, member, range));
+        if !recorded {
+            engine.write_failed(member, IoFailed::Medium);
+        } else if (0..map.data_disks()).any(|i| map.data_member(i) == member) {
+            refused_data = true;
+        }
+    }
+    // Members that hold nothing of the operation's rows now.
+    let rows = engine.geo.member_sector(stripe, lo)..engine.geo.member_sector(stripe, hi);
+    let members = (0..map.data_disks())
+        .map(|i| map.data_member(i))
+        .chain([Some(map.p()), map.q()].into_iter().flatten());
+    let unavailable = members
+        .filter(|&m| {
+            !engine.is_present(m)
+                || !engine.in_sync(m, stripe)
+                || crate::badblocks::is_known_bad(engine, m, rows.clone())
+        })
+        .count();
+    if refused_data && unavailable > usize::from(engine.geo.level().parity_count()) {
+        engine.ops.get_mut(op).unwritten = true;
+    }
+}
+
+/// The error of a client write a refusal left beyond the redundancy: its array
+/// sectors in this stripe.
+fn unwritten(engine: &Engine, o: &StripeOp) -> EngineError {
+    let chunk = u64::from(engine.geo.chunk_sectors());
+    let stripe_start = o.stripe * chunk * u64::from(engine.geo.data_disks());
+    let at = |index: u16, row: u32| stripe_start + u64::from(index) * chunk + u64::from(row);
+    let sector = o.segs.iter().map(|s| at(s.data_index, s.start)).min().unwrap_or(stripe_start);
+    let end = o.segs.iter().map(|s| at(s.data_index, s.end)).max().unwrap_or(sector);
+    EngineError::Unwritable { sector, end }
 }
 
 /// The rewrites of members whose reads failed are done: count those that took.
@@ -746,6 +825,8 @@ fn emit_writes(engine: &mut Engine, op: usize, writes: Vec<(MemberIdx, u64, BufS
         return;
     }
     for (m, sector, buf) in writes {
+        let sectors = buf.len as u64 / xraid_layout::SECTOR_BYTES;
+        engine.ops.get_mut(op).written.push((m, sector, sectors));
         engine.emit(
             m,
             IoKind::Write,
