@@ -142,9 +142,22 @@ fn carries_earlier_write(engine: &Engine, o: &StripeOp, data_index: u16) -> bool
         && crate::ppl::written_since_durable(engine, o.stripe, data_index, o.lo, o.hi)
 }
 
-/// Whether operation `o` may read `m`: in sync for the stripe and not failing here.
+/// Whether operation `o` may read `m`: in sync for the stripe, not failing here, and
+/// holding the operation's rows (its bad block log lists none of them). A member
+/// whose log lists some is planned around as a missing one — a write's log entry
+/// carries its rows, as a missing member's — and gets its rows rebuilt and rewritten.
 fn op_live(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
-    engine.in_sync(m, o.stripe) && !o.bad.contains(&m)
+    engine.in_sync(m, o.stripe) && !o.bad.contains(&m) && !listed_here(engine, o, m)
+}
+
+/// Whether `m`'s bad block log lists any of operation `o`'s rows.
+fn listed_here(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
+    crate::badblocks::any(engine)
+        && crate::badblocks::is_known_bad(
+            engine,
+            m,
+            engine.geo.member_sector(o.stripe, o.lo)..engine.geo.member_sector(o.stripe, o.hi),
+        )
 }
 
 /// Splits a segment at chunk boundaries. Reads of members in sync go straight to the
@@ -356,7 +369,10 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
     };
     if missing.len() > parity_count {
         let o = engine.ops.get(op);
-        let error = if o.bad.is_empty() {
+        // Past the redundancy because of members that are gone: the array is. Because
+        // of reads that failed, or rows a member's bad block log lists: these rows.
+        let array_wide = o.bad.is_empty() && !missing.iter().any(|&m| listed_here(engine, o, m));
+        let error = if array_wide {
             engine.data_lost(parity_count)
         } else {
             let (sector, end) = op_extent(engine, o);
@@ -627,8 +643,8 @@ fn settle(engine: &mut Engine, op: usize) {
             .filter(|(m, _, _)| *m == member)
             .map(|&(_, at, n)| at..at + n)
             .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end));
-        let recorded = sectors
-            .is_some_and(|range| crate::badblocks::record_refusal(engine, member, range));
+        let recorded =
+            sectors.is_some_and(|range| crate::badblocks::record_refusal(engine, member, range));
         if !recorded {
             engine.write_failed(member, IoFailed::Medium);
         } else if (0..map.data_disks()).any(|i| map.data_member(i) == member) {
@@ -658,8 +674,18 @@ fn unwritten(engine: &Engine, o: &StripeOp) -> EngineError {
     let chunk = u64::from(engine.geo.chunk_sectors());
     let stripe_start = o.stripe * chunk * u64::from(engine.geo.data_disks());
     let at = |index: u16, row: u32| stripe_start + u64::from(index) * chunk + u64::from(row);
-    let sector = o.segs.iter().map(|s| at(s.data_index, s.start)).min().unwrap_or(stripe_start);
-    let end = o.segs.iter().map(|s| at(s.data_index, s.end)).max().unwrap_or(sector);
+    let sector = o
+        .segs
+        .iter()
+        .map(|s| at(s.data_index, s.start))
+        .min()
+        .unwrap_or(stripe_start);
+    let end = o
+        .segs
+        .iter()
+        .map(|s| at(s.data_index, s.end))
+        .max()
+        .unwrap_or(sector);
     EngineError::Unwritable { sector, end }
 }
 
@@ -767,8 +793,14 @@ fn after_reads(engine: &mut Engine, op: usize) {
         }
         full_rows.extend(parity_members(&map).filter(|&m| op_live(engine, o, m)));
     }
-    // Members whose reads failed get their rebuilt (or newly computed) rows back.
-    for &m in &o.bad {
+    // Members whose reads failed get their rebuilt (or newly computed) rows back, and
+    // so do members whose bad block log lists rows here (the plan rebuilt them).
+    let rebuilt_here = plan != Plan::ReadModifyWrite && !o.direct_copy;
+    let listed: Vec<MemberIdx> = (0..engine.geo.raid_disks())
+        .map(MemberIdx)
+        .filter(|&m| rebuilt_here && engine.is_present(m) && listed_here(engine, o, m))
+        .collect();
+    for m in o.bad.iter().copied().chain(listed) {
         if engine.config.repair_writes && engine.in_sync(m, stripe) && !full_rows.contains(&m) {
             full_rows.push(m);
         }

@@ -465,3 +465,56 @@ fn a_rebuild_from_a_copy_with_listed_sectors_loses_only_those_loudly() {
     ));
     assert!(array.read(8, 8).expect("read") == data[8 * SECTOR..16 * SECTOR]);
 }
+
+/// A RAID-5 data member refuses a write: the range goes into its log, it serves on,
+/// and the write reads back, rebuilt from parity (md's raid5 with its log does so).
+#[test]
+fn a_parity_member_that_refuses_a_write_is_listed_not_failed() {
+    for level in [Level::Raid5, Level::Raid6] {
+        let (mut array, _) = filled(level, 4);
+        array.enable_bad_block_logs(512);
+        let x = array.engine.geometry().stripe_map(0).data_member(0);
+        array.members[x.index()].write_error_ranges.push(0..8);
+        let held = array.members[x.index()].data[..8 * SECTOR].to_vec();
+        let new = vec![0x5cu8; 8 * SECTOR];
+        array.write(0, &new).expect("parity holds it");
+        assert_eq!(array.engine.member_states()[x.index()], MemberState::Active);
+        assert!(array.engine.bad_blocks(x).covers(0..8), "{level:?}");
+        assert!(
+            array.members[x.index()].data[..8 * SECTOR] == held[..],
+            "the member kept what it held"
+        );
+        for _ in 0..2 {
+            assert!(array.read(0, 8).expect("read") == new, "{level:?}");
+        }
+    }
+}
+
+/// The same on a degraded RAID-5: the refused rows and the missing member's rows of
+/// that stripe are lost — the write fails and reads of them fail, loudly — and the
+/// array goes on (before bad block logs the member was failed, and the array lost).
+#[test]
+fn a_degraded_parity_array_loses_only_the_rows_a_member_refused() {
+    let (mut array, data) = filled(Level::Raid5, 4);
+    array.enable_bad_block_logs(512);
+    let map = array.engine.geometry().stripe_map(0);
+    let (x, gone) = (map.data_member(0), map.data_member(1));
+    array.engine.fail_member(gone);
+    array.members[x.index()].write_error_ranges.push(0..8);
+    let err = array.write(0, &vec![0x5cu8; 8 * SECTOR]).unwrap_err();
+    assert!(matches!(err, EngineError::Unwritable { .. }), "{err:?}");
+    assert_eq!(array.engine.member_states()[x.index()], MemberState::Active);
+    assert!(array.engine.lost_error().is_none(), "the array goes on");
+    // The missing member's rows beside the refused ones: lost, loudly.
+    let chunk = u64::from(array.engine.geometry().chunk_sectors());
+    assert!(matches!(
+        array.read(chunk, 8),
+        Err(EngineError::Unreadable { .. })
+    ));
+    // Its other rows, and the other stripes, read as they were.
+    let at = (chunk + 8) as usize * SECTOR;
+    assert!(array.read(chunk + 8, 8).expect("read") == data[at..at + 8 * SECTOR]);
+    let next_stripe = 3 * chunk;
+    let at = next_stripe as usize * SECTOR;
+    assert!(array.read(next_stripe, 16).expect("read") == data[at..at + 16 * SECTOR]);
+}
