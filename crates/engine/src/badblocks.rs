@@ -152,6 +152,29 @@ pub(crate) fn device_changed(engine: &mut Engine, slot: MemberIdx) {
 /// holds elsewhere: records the range as bad on it, if its log has room. Returns
 /// whether it did (else the caller fails the member, as without a log).
 pub(crate) fn record_refusal(engine: &mut Engine, role: MemberIdx, sectors: Range<u64>) -> bool {
+    let event = crate::Event::WriteRefusedRecorded {
+        member: role,
+        sector: sectors.start,
+        sectors: sectors.end - sectors.start,
+    };
+    list(engine, role, sectors, event)
+}
+
+/// `role`'s device is being rebuilt, and no other member holds its data sectors
+/// `sectors` (their copies, or the rows parity needs, are listed elsewhere): they are
+/// lost, and go into its log, so that the rebuild can complete around them and reads
+/// of them fail loudly (md's recovery records such blocks the same way). Returns
+/// whether they did (a log with room).
+pub(crate) fn record_lost(engine: &mut Engine, role: MemberIdx, sectors: Range<u64>) -> bool {
+    let event = crate::Event::LostInRebuild {
+        member: role,
+        sector: sectors.start,
+        sectors: sectors.end - sectors.start,
+    };
+    list(engine, role, sectors, event)
+}
+
+fn list(engine: &mut Engine, role: MemberIdx, sectors: Range<u64>, event: crate::Event) -> bool {
     if engine.pseudo_role(role).is_some() {
         return false;
     }
@@ -180,11 +203,7 @@ pub(crate) fn record_refusal(engine: &mut Engine, role: MemberIdx, sectors: Rang
     known.generation += 1;
     let generation = known.generation;
     known.added.push((generation, i, sectors.clone()));
-    engine.push_event(crate::Event::WriteRefusedRecorded {
-        member: role,
-        sector: sectors.start,
-        sectors: sectors.end - sectors.start,
-    });
+    engine.push_event(event);
     true
 }
 

@@ -325,6 +325,15 @@ pub enum Event {
         sector: u64,
         sectors: u64,
     },
+    /// A member being rebuilt could not be given its sectors `sector..sector +
+    /// sectors`: no other member holds them (their copies, or rows parity needs, are
+    /// listed in bad block logs). They went into its own log — reads of them fail —
+    /// and the rebuild goes on around them.
+    LostInRebuild {
+        member: MemberIdx,
+        sector: u64,
+        sectors: u64,
+    },
 }
 
 /// Tunables of an engine.

@@ -769,7 +769,7 @@ fn compose(
     kind: SyncKind,
     good: BufSlice,
     writes: &mut Vec<(Place, BufSlice)>,
-) {
+) -> Vec<bool> {
     let o = engine.mops.get(op);
     let sectors = o.seg.sectors;
     let len = sectors_to_bytes(sectors);
@@ -846,6 +846,25 @@ fn compose(
     // A recover compares nothing: it copies.
     o.mismatch = mismatch && kind != SyncKind::Recover;
     o.unrecoverable = held.iter().any(|h| !h);
+    held
+}
+
+/// Runs of `held` with the value `want`, as sector offsets.
+fn runs(held: &[bool], want: bool) -> Vec<std::ops::Range<u64>> {
+    let mut out = Vec::new();
+    let mut s = 0;
+    while s < held.len() {
+        if held[s] != want {
+            s += 1;
+            continue;
+        }
+        let from = s;
+        while s < held.len() && held[s] == want {
+            s += 1;
+        }
+        out.push(from as u64..s as u64);
+    }
+    out
 }
 
 /// Whether a bad block log lists any sector of the unit on a copy the sync read.
@@ -896,12 +915,46 @@ fn after_reads(engine: &mut Engine, op: usize) {
         match kind {
             SyncKind::Recover => {
                 if any_listed(engine, op) {
-                    compose(engine, op, kind, good, &mut writes);
+                    let held = compose(engine, op, kind, good, &mut writes);
                     if engine.mops.get(op).unrecoverable {
-                        // Sectors no copy holds: the unit cannot be rebuilt, and the
-                        // members being rebuilt stay so (nothing of it is written to
-                        // them, which would make garbage good).
+                        // Sectors no copy holds: they go into the logs of the members
+                        // being rebuilt (lost, read as errors), which get the rest —
+                        // never the garbage, which a write would make good. Where a
+                        // target cannot list them (a replacement, a full log), the
+                        // unit is not rebuilt and its members stay so.
+                        let targets: Vec<Place> = all
+                            .iter()
+                            .copied()
+                            .filter(|p| is_rebuilding(engine, p.member))
+                            .collect();
+                        let listed = !engine.any_replacing()
+                            && targets.iter().all(|p| {
+                                runs(&held, false).into_iter().all(|r| {
+                                    crate::badblocks::record_lost(
+                                        engine,
+                                        p.member,
+                                        p.sector + r.start..p.sector + r.end,
+                                    )
+                                })
+                            });
                         writes.retain(|(p, _)| !is_rebuilding(engine, p.member));
+                        if listed {
+                            for p in &targets {
+                                for r in runs(&held, true) {
+                                    let place = Place {
+                                        member: p.member,
+                                        sector: p.sector + r.start,
+                                    };
+                                    let piece = BufSlice {
+                                        buf: good.buf,
+                                        offset: good.offset + sectors_to_bytes(r.start),
+                                        len: sectors_to_bytes(r.end - r.start),
+                                    };
+                                    writes.push((place, piece));
+                                }
+                            }
+                            engine.mops.get_mut(op).unrecoverable = false;
+                        }
                         engine.mops.get_mut(op).source = Some(good);
                         finish_writes(engine, op, writes);
                         return;

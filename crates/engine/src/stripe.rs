@@ -150,6 +150,32 @@ fn op_live(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
     engine.in_sync(m, o.stripe) && !o.bad.contains(&m) && !listed_here(engine, o, m)
 }
 
+/// A recover unit past the redundancy because other members' logs list rows of it:
+/// the members being rebuilt cannot get these rows, which go into their own logs
+/// (lost, read as errors), and the rebuild goes on (md's recovery does the same). The
+/// whole unit's rows are listed, not only those the others' logs list. Returns false
+/// where that cannot be done (a replacement being built, a full log, or members
+/// missing for another reason): the unit is then not rebuilt.
+fn lost_in_rebuild(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> bool {
+    let o = engine.ops.get(op);
+    if o.purpose != Purpose::Sync(SyncKind::Recover)
+        || engine.any_replacing()
+        || !missing.iter().any(|&m| listed_here(engine, o, m))
+    {
+        return false;
+    }
+    let rows = engine.geo.member_sector(o.stripe, o.lo)..engine.geo.member_sector(o.stripe, o.hi);
+    let targets: Vec<MemberIdx> = missing
+        .iter()
+        .copied()
+        .filter(|&m| engine.member_states()[m.index()] == MemberState::Rebuilding)
+        .collect();
+    !targets.is_empty()
+        && targets
+            .iter()
+            .all(|&m| crate::badblocks::record_lost(engine, m, rows.clone()))
+}
+
 /// Whether `m`'s bad block log lists any of operation `o`'s rows.
 fn listed_here(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
     crate::badblocks::any(engine)
@@ -367,6 +393,10 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
             .filter(|&m| !op_live(engine, o, m))
             .collect()
     };
+    if missing.len() > parity_count && lost_in_rebuild(engine, op, &missing) {
+        finish(engine, op, None);
+        return;
+    }
     if missing.len() > parity_count {
         let o = engine.ops.get(op);
         // Past the redundancy because of members that are gone: the array is. Because

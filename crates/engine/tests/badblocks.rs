@@ -434,9 +434,9 @@ fn reads_and_the_resync_keep_the_same_copy_around_listed_sectors() {
 }
 
 /// A member is rebuilt from the only copy left, whose log lists sectors of a unit:
-/// nothing holds those sectors, so the unit cannot be rebuilt — nothing of it is
-/// written to the new member (which would make garbage good), the rebuild does not
-/// complete, and a read of those sectors fails loudly.
+/// nothing holds those sectors, so they go into the new member's log too (never its
+/// garbage, which a write would make good), the rebuild completes around them, and
+/// reads of them fail loudly (md's recovery does the same).
 #[test]
 fn a_rebuild_from_a_copy_with_listed_sectors_loses_only_those_loudly() {
     let (mut array, data) = filled(Level::Raid1, 2);
@@ -453,17 +453,53 @@ fn a_rebuild_from_a_copy_with_listed_sectors_loses_only_those_loudly() {
         .start_sync(SyncKind::Recover, 0)
         .expect("recover");
     array.run_sync();
-    let finished = array.take_events().into_iter().find_map(|e| match e {
-        Event::SyncFinished { unrecoverable, .. } => Some(unrecoverable),
-        _ => None,
-    });
-    assert!(finished.is_some_and(|n| n > 0), "{finished:?}");
-    assert_eq!(array.engine.member_states()[1], MemberState::Rebuilding);
+    let events = array.take_events();
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            Event::LostInRebuild { member, sector: 0, sectors: 8 } if *member == MemberIdx(1)
+        )),
+        "{events:?}"
+    );
+    assert_eq!(array.engine.member_states()[1], MemberState::Active);
+    assert!(array.engine.bad_blocks(MemberIdx(1)).covers(0..8));
     assert!(matches!(
         array.read(0, 8),
         Err(EngineError::Unreadable { .. })
     ));
     assert!(array.read(8, 8).expect("read") == data[8 * SECTOR..16 * SECTOR]);
+}
+
+/// The same on RAID-5: a member is rebuilt while another's log lists rows of a
+/// stripe. Those rows of the stripe are lost on the rebuilt member (listed), the
+/// rebuild completes, and every other stripe reads right.
+#[test]
+fn a_parity_rebuild_past_listed_rows_completes_around_them() {
+    let (mut array, data) = filled(Level::Raid5, 4);
+    array.enable_bad_block_logs(512);
+    let map = array.engine.geometry().stripe_map(0);
+    let (x, m) = (map.data_member(0), map.data_member(1));
+    scribble(&mut array, x.0, 0..8);
+    array.engine.set_bad_block_log(x, bad(0..8), 512);
+    array.kill_member(m);
+    array.engine.fail_member(m);
+    array.return_member(m, true).expect("a new device");
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    array.run_sync();
+    assert_eq!(array.engine.member_states()[m.index()], MemberState::Active);
+    assert!(array.engine.bad_blocks(m).covers(0..8));
+    assert!(matches!(
+        array.read(0, 8),
+        Err(EngineError::Unreadable { .. })
+    ));
+    let chunk = u64::from(array.engine.geometry().chunk_sectors());
+    let next = 3 * chunk;
+    let total = array.engine.array_sectors();
+    let got = array.read(next, total - next).expect("read");
+    assert!(got == data[next as usize * SECTOR..]);
 }
 
 /// A RAID-5 data member refuses a write: the range goes into its log, it serves on,

@@ -1148,6 +1148,16 @@ impl Worker {
                     member.0,
                     sector + sectors
                 )),
+                Event::LostInRebuild {
+                    member,
+                    sector,
+                    sectors,
+                } => log::error(&format!(
+                    "array '{}': member {} could not be rebuilt at sectors {sector}..{}: no other member holds them (bad block logs list them); they go into its own log, reads of them fail, and the rebuild goes on",
+                    self.name,
+                    member.0,
+                    sector + sectors
+                )),
                 Event::MemberFailed { .. } => {}
             }
         }
