@@ -263,3 +263,45 @@ fn a_damaged_bad_block_log_is_refused_and_nothing_is_written() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad block log entry 0"));
 }
+
+/// A RAID-5 member that refuses a write (`--fault write-errors=`) keeps its place: the
+/// rows go into its bad block log, as md's `--examine-badblocks` shows, and the
+/// written data reads back, rebuilt from parity; a repair scrub rewrites them.
+#[test]
+fn a_raid5_member_that_refuses_a_write_records_it_in_its_log_and_serves_on() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = crate::server::raid5(dir.path(), "16M");
+    let member1 = disks.join("d1");
+    let image = dir.path().join("image.raw");
+    let bytes = crate::util::random_bytes(1 << 20, 43);
+    std::fs::write(&image, &bytes).expect("image");
+    // md's data offset is 1 MiB: member 1's first 4 KiB of data.
+    let fault = "role=1,write-errors=1M..1028K";
+    let out = crate::util::xraid()
+        .args(["write", "--fault", fault, "-i", p(&image), p(&disks)])
+        .output()
+        .expect("xraid runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "parity holds it: {err}");
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
+    assert_eq!(status["members"][1]["state"], "active", "{status}");
+    assert!(
+        status["members"][1]["bad_block_sectors"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 8
+    );
+    let listed = mdadm_badblocks(&member1);
+    assert!(
+        listed.lines().skip(1).any(|l| l.contains(" for ")),
+        "{listed}"
+    );
+    let read = crate::util::ok_bytes(&["read", "--length", "1M", p(&disks)]);
+    assert!(read == bytes, "rebuilt from parity");
+    ok(&["scrub", "repair", p(&disks)]);
+    assert!(mdadm_badblocks(&member1).contains("Bad-blocks list is empty"));
+    let read = crate::util::ok_bytes(&["read", "--length", "1M", p(&disks)]);
+    assert!(read == bytes);
+}
