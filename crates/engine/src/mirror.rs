@@ -119,12 +119,7 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
                 None,
             );
         } else {
-            let live: Vec<Place> = copies
-                .as_slice()
-                .iter()
-                .copied()
-                .filter(|p| engine.in_sync(p.member, unit))
-                .collect();
+            let live = live_copies(engine, &copies, unit);
             if live.is_empty() {
                 let error = lost(engine);
                 engine.fail_request(req, error);
@@ -189,6 +184,16 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
     }
 }
 
+/// The copies of a place in sync for `unit`, in layout order.
+fn live_copies(engine: &Engine, copies: &xraid_layout::Copies, unit: u64) -> Vec<Place> {
+    copies
+        .as_slice()
+        .iter()
+        .copied()
+        .filter(|p| engine.in_sync(p.member, unit))
+        .collect()
+}
+
 /// Where a read at `sector` waits for a resync and a copy's bad block log lists
 /// sectors there: the copy the resync will keep for the first of them — the first
 /// copy whose log does not list it (see `compose`) — with `sectors` cut to where
@@ -207,12 +212,7 @@ fn resync_keeps(
     if !crate::sync::awaiting_resync(engine, unit) {
         return None;
     }
-    let live: Vec<Place> = copies
-        .as_slice()
-        .iter()
-        .copied()
-        .filter(|p| engine.in_sync(p.member, unit))
-        .collect();
+    let live = live_copies(engine, copies, unit);
     // Sector by sector, the first copy whose log does not list it (as `compose`).
     let keeper = |offset: u64| {
         live.iter().position(|p| {
