@@ -508,6 +508,11 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
     if o.work == Work::Write {
         o.source = ios.first().map(|&(_, _, buf)| buf);
     }
+    if ios.is_empty() && o.phase == Phase::Reading {
+        // A sync whose copies' logs list the whole unit reads nothing (see `compose`).
+        after_reads(engine, op);
+        return;
+    }
     for (p, kind, buf) in ios {
         engine.emit(
             p.member,

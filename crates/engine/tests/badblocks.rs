@@ -554,3 +554,49 @@ fn a_degraded_parity_array_loses_only_the_rows_a_member_refused() {
     let at = next_stripe as usize * SECTOR;
     assert!(array.read(next_stripe, 16).expect("read") == data[at..at + 16 * SECTOR]);
 }
+
+/// A degraded RAID-5 (and a RAID-6 short of two): the write's data for a missing
+/// member lives in parity only, and parity refuses it. It must not be acknowledged.
+#[test]
+fn a_write_only_parity_held_fails_when_parity_refuses_it() {
+    for (level, disks, gone) in [(Level::Raid5, 4, 1), (Level::Raid6, 5, 2)] {
+        let (mut array, _) = filled(level, disks);
+        array.enable_bad_block_logs(512);
+        let map = array.engine.geometry().stripe_map(0);
+        for i in 1..=gone {
+            array.engine.fail_member(map.data_member(i));
+        }
+        array.members[map.p().index()].write_error_ranges.push(0..8);
+        let new = vec![0x5cu8; 8 * SECTOR];
+        let written = array.write(16, &new);
+        let read = array.read(16, 8);
+        assert!(
+            written.is_err() || read.as_ref().is_ok_and(|g| *g == new),
+            "{level:?}: write {written:?} acknowledged, read back {:?}",
+            read.map(|_| "data")
+        );
+    }
+}
+
+/// Rows listed on two members of a RAID-5 stripe are lost (loudly); a write that
+/// overwrites them all (here the whole stripe, needing no reads) goes through and
+/// makes them good.
+#[test]
+fn rows_lost_beyond_the_redundancy_can_be_written_again() {
+    let (mut array, _) = filled(Level::Raid5, 4);
+    array.enable_bad_block_logs(512);
+    let map = array.engine.geometry().stripe_map(0);
+    let (a, b) = (map.data_member(0), map.data_member(1));
+    array.engine.set_bad_block_log(a, bad(0..8), 512);
+    array.engine.set_bad_block_log(b, bad(0..8), 512);
+    assert!(matches!(
+        array.read(0, 8),
+        Err(EngineError::Unreadable { .. })
+    ));
+    let new = vec![0x5cu8; 48 * SECTOR];
+    array
+        .write(0, &new)
+        .expect("a full-stripe write needs nothing listed");
+    assert!(array.read(0, 48).expect("read") == new);
+    assert!(array.engine.bad_blocks(a).is_empty() && array.engine.bad_blocks(b).is_empty());
+}

@@ -1328,7 +1328,7 @@ fn the_seeds_that_found_gaps_pass() {
 /// failed, each found a gap since closed.
 #[test]
 fn the_write_error_seeds_that_found_gaps_pass() {
-    let seeds: [u64; 18] = [
+    let seeds: [u64; 24] = [
         // A RAID-6 member refused a parity write of the stripe log's replay after a
         // power cut and was failed at once: later entries of the replay then worked its
         // rows out from parity the cut had left torn, where the member held them right.
@@ -1363,6 +1363,14 @@ fn the_write_error_seeds_that_found_gaps_pass() {
         // and they were rebuilt from torn parity (listed rows are now planned as a
         // missing member's).
         1_815_298_443_647_653_938,
+        // RAID-10: a recover unit whose only source's log listed all of it read
+        // nothing, and waited for reads that never came (found by a review's sweep).
+        4_332_002_293_977_488_683,
+        7_957_721_348_482_626_469,
+        10_572_155_170_684_728_169,
+        103_554_716_575_334_303,
+        3_159_986_327_319_617_932,
+        2_839_932_359_400_437_504,
     ];
     for seed in seeds {
         if let Err((error, log)) = tell(seed, true) {
