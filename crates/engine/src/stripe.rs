@@ -128,7 +128,7 @@ impl StripeOp {
 fn log_keeps_rows(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
     engine.log.is_some()
         && !o.bad.contains(&m)
-        && (crate::sync::rebuilt_unrecorded(engine, m, o.stripe) || listed_here(engine, o, m))
+        && crate::sync::rebuilt_unrecorded(engine, m, o.stripe)
 }
 
 /// Whether the stripe-log entry of write `o` must carry data chunk `data_index`'s rows
@@ -147,26 +147,7 @@ fn carries_earlier_write(engine: &Engine, o: &StripeOp, data_index: u16) -> bool
 /// whose log lists some is planned around as a missing one — a write's log entry
 /// carries its rows, as a missing member's — and gets its rows rebuilt and rewritten.
 fn op_live(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
-    engine.in_sync(m, o.stripe)
-        && !o.bad.contains(&m)
-        && (!listed_here(engine, o, m) || overwrites(engine, o, m))
-}
-
-/// Whether client write `o` needs nothing of `m`'s rows: a data member whose rows it
-/// overwrites whole, or a parity member (read-modify-write reads old parity, and a
-/// listed one fails that read: the plan then goes around it). Such a member takes
-/// the write even where its log lists the rows — which makes them good — and the
-/// write's log entry carries its rows meanwhile (`log_keeps_rows`): a write past
-/// listed rows beyond the redundancy (a restore over rows a rebuild lost) goes
-/// through.
-fn overwrites(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
-    if o.purpose != Purpose::Write {
-        return false;
-    }
-    let map = engine.geo.stripe_map(o.stripe);
-    parity_members(&map).any(|p| p == m)
-        || (0..map.data_disks())
-            .any(|i| map.data_member(i) == m && wholly_covered(&o.segs, i, o.lo, o.hi))
+    engine.in_sync(m, o.stripe) && !o.bad.contains(&m) && !listed_here(engine, o, m)
 }
 
 /// A recover unit past the redundancy because other members' logs list rows of it:
@@ -174,8 +155,7 @@ fn overwrites(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
 /// (lost, read as errors), and the rebuild goes on (md's recovery does the same). The
 /// whole unit's rows are listed, not only those the others' logs list. Returns false
 /// where that cannot be done (a replacement being built, a full log): the unit is
-/// then not rebuilt, and its members stay so. A client write over those rows makes
-/// them good again (`overwrites`).
+/// then not rebuilt, and its members stay so.
 fn lost_in_rebuild(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> bool {
     let o = engine.ops.get(op);
     if o.purpose != Purpose::Sync(SyncKind::Recover)
