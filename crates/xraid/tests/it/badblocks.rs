@@ -46,6 +46,25 @@ fn mark_bad(member: &Path, range: std::ops::Range<u64>) {
         .expect("scribble");
 }
 
+/// Writes 1 MiB of seeded bytes through `xraid write --fault FAULT`, which must
+/// succeed (redundancy takes what the member refuses) and leave member 1 active.
+/// Returns the bytes and the status that followed.
+fn write_refused(dir: &Path, disks: &Path, fault: &str, seed: u64) -> (Vec<u8>, serde_json::Value) {
+    let image = dir.join("image.raw");
+    let bytes = crate::util::random_bytes(1 << 20, seed);
+    std::fs::write(&image, &bytes).expect("image");
+    let out = crate::util::xraid()
+        .args(["write", "--fault", fault, "-i", p(&image), p(disks)])
+        .output()
+        .expect("xraid runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "redundancy takes it: {err}");
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status json");
+    assert_eq!(status["members"][1]["state"], "active", "{status}");
+    (bytes, status)
+}
+
 /// What `mdadm --examine-badblocks` says of `member`.
 pub(crate) fn mdadm_badblocks(member: &Path) -> String {
     let out = Command::new("mdadm")
@@ -150,20 +169,8 @@ fn a_mirror_copy_that_refuses_a_write_records_it_in_its_log_and_serves_on() {
     let dir = tempdir();
     let disks = crate::server::create_array(dir.path(), "1", 2, "16M", &[]);
     let member1 = disks.join("d1");
-    let image = dir.path().join("image.raw");
-    let bytes = crate::util::random_bytes(1 << 20, 41);
-    std::fs::write(&image, &bytes).expect("image");
     // md's data offset is 1 MiB: member 1 refuses its data's bytes 64K..68K.
-    let fault = "role=1,write-errors=1088K..1092K";
-    let out = crate::util::xraid()
-        .args(["write", "--fault", fault, "-i", p(&image), p(&disks)])
-        .output()
-        .expect("xraid runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the other copy takes it: {err}");
-    let status: serde_json::Value =
-        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
-    assert_eq!(status["members"][1]["state"], "active", "{status}");
+    let (bytes, _) = write_refused(dir.path(), &disks, "role=1,write-errors=1088K..1092K", 41);
     let listed = mdadm_badblocks(&member1);
     let sectors: Vec<(u64, u64)> = listed
         .lines()
@@ -273,20 +280,8 @@ fn a_raid5_member_that_refuses_a_write_records_it_in_its_log_and_serves_on() {
     let dir = tempdir();
     let disks = crate::server::raid5(dir.path(), "16M");
     let member1 = disks.join("d1");
-    let image = dir.path().join("image.raw");
-    let bytes = crate::util::random_bytes(1 << 20, 43);
-    std::fs::write(&image, &bytes).expect("image");
     // md's data offset is 1 MiB: member 1's first 4 KiB of data.
-    let fault = "role=1,write-errors=1M..1028K";
-    let out = crate::util::xraid()
-        .args(["write", "--fault", fault, "-i", p(&image), p(&disks)])
-        .output()
-        .expect("xraid runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "parity holds it: {err}");
-    let status: serde_json::Value =
-        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
-    assert_eq!(status["members"][1]["state"], "active", "{status}");
+    let (bytes, status) = write_refused(dir.path(), &disks, "role=1,write-errors=1M..1028K", 43);
     assert!(
         status["members"][1]["bad_block_sectors"]
             .as_u64()
