@@ -154,7 +154,7 @@ pub fn listed_bad_sectors(
     path: &Path,
 ) -> Result<u64, ArrayError> {
     let listed = load(member, sb, member_sectors, path)?;
-    Ok(listed.data.ranges().iter().map(|r| r.end - r.start).sum())
+    Ok(listed.data.sectors())
 }
 
 #[cfg(test)]

@@ -276,7 +276,7 @@ impl Engine {
     pub fn bad_block_sectors(&self, role: MemberIdx) -> u64 {
         self.known_bad
             .list(self.device_slot(role))
-            .map_or(0, |l| l.ranges().iter().map(|r| r.end - r.start).sum())
+            .map_or(0, BadBlocks::sectors)
     }
 
     /// The known bad ranges the log of the device in slot `slot` holds, as a restart

@@ -171,6 +171,11 @@ impl BadBlocks {
         &self.ranges
     }
 
+    /// How many sectors are bad.
+    pub fn sectors(&self) -> u64 {
+        self.ranges.iter().map(|r| r.end - r.start).sum()
+    }
+
     /// The list as `mdadm --examine-badblocks` prints it (after its first line):
     /// one line per log entry, its first sector and its length.
     pub fn examine_lines(&self, shift: u8) -> Vec<String> {

@@ -57,6 +57,7 @@ fn touching_ranges_merge_and_a_clear_splits_one() {
     assert!(!bad.add(104..110), "already bad");
     assert!(bad.clear(104..106));
     assert_eq!(bad.ranges(), &[100..104, 106..116, 200..208]);
+    assert_eq!(bad.sectors(), 4 + 10 + 8);
     assert!(bad.clear(0..300));
     assert!(bad.is_empty());
     assert!(!bad.clear(0..300));
