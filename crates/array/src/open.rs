@@ -341,6 +341,14 @@ impl Array {
             config.log_tag = u64::from_le_bytes(tag);
             driver.engine_mut().set_config(config);
             while driver.engine().log_recovering() {
+                if driver.engine().replay_awaits_record() {
+                    crate::badblocks::record_for_replay(
+                        &mut driver,
+                        &mut superblocks,
+                        &bad_outside,
+                    )?;
+                    continue;
+                }
                 driver.pump(true)?;
             }
         }

@@ -324,5 +324,16 @@ impl Engine {
         for (_, slot, range) in &known.added {
             known.durable[*slot].add(range.clone());
         }
+        crate::ppl::lists_recorded(self);
+    }
+
+    /// Whether the stripe log's replay at open is done and flushed and waits for the
+    /// driver to record the bad block lists it changed ([`Engine::bad_blocks_snapshot`],
+    /// then [`Engine::bad_blocks_recorded`]): a member that refused the replay's write
+    /// gets the rows listed, and the rings may say the entries are done with only
+    /// once a restart would find them listed. Client requests wait meanwhile, flushes
+    /// too: every member was flushed just before.
+    pub fn replay_awaits_record(&self) -> bool {
+        crate::ppl::awaits_record(self)
     }
 }

@@ -360,8 +360,13 @@ struct Replay {
     flushing: Option<BufId>,
     /// The stripe whose parity (and logged rows) are being written.
     writing_stripe: u64,
-    /// Members that refused a write of this replay, and the stripe: failed when the
-    /// replay ends, not at once. Until then later entries of other stripes read their
+    /// The member sectors those writes cover, per role.
+    writing_rows: Vec<(MemberIdx, std::ops::Range<u64>)>,
+    /// The replay is done and flushed, and waits for the driver to record the bad
+    /// block lists it changed (see [`lists_recorded`]).
+    awaiting_record: bool,
+    /// Members that refused a write of this replay that their bad block logs could
+    /// not take, and the stripe: failed when the replay ends, not at once. Until then later entries of other stripes read their
     /// rows as those of members that hold their data (worked out from parity instead,
     /// as for a member gone with the power, the rows of a write the cut tore would come
     /// from parity the cut left stale); in the stripe it refused, it is gone already.
@@ -1317,13 +1322,11 @@ pub(crate) fn on_recovery_io(engine: &mut Engine, member: MemberIdx, result: Res
         } else if reading {
             engine.note_read_error(member);
             replay(engine).unreadable = true;
-        } else if let Some(Recovery::Replaying(r)) =
-            engine.log.as_mut().and_then(|l| l.recovery.as_mut())
-        {
-            let refusal = (member, r.writing_stripe);
-            if !r.refused.contains(&refusal) {
-                r.refused.push(refusal);
-            }
+        } else if matches!(
+            engine.log.as_ref().and_then(|l| l.recovery.as_ref()),
+            Some(Recovery::Replaying(_))
+        ) {
+            refused_in_replay(engine, member, failure);
         } else {
             engine.fail(member, FailReason::WriteError);
         }
@@ -1353,6 +1356,33 @@ pub(crate) fn on_recovery_io(engine: &mut Engine, member: MemberIdx, result: Res
         Some(true) => scanned(engine),
         Some(false) => replay_step(engine),
         None => {}
+    }
+}
+
+/// `member` refused a write of the replay. Where its bad block log takes the rows
+/// the replay wrote to it (a medium error; the rows it was rewriting because the
+/// log lists them already are taken at once), it serves on, and what parity now
+/// says of those rows is what reads rebuild; later entries treat them as gone. Else
+/// it is failed when the replay ends (see [`Replay::refused`]).
+fn refused_in_replay(engine: &mut Engine, member: MemberIdx, failure: IoFailed) {
+    let rows: Vec<std::ops::Range<u64>> = replay(engine)
+        .writing_rows
+        .iter()
+        .filter(|(m, _)| *m == member)
+        .map(|(_, rows)| rows.clone())
+        .collect();
+    let listed = failure == IoFailed::Medium
+        && !rows.is_empty()
+        && rows
+            .iter()
+            .all(|r| crate::badblocks::record_refusal(engine, member, r.clone()));
+    if listed {
+        return;
+    }
+    let r = replay(engine);
+    let refusal = (member, r.writing_stripe);
+    if !r.refused.contains(&refusal) {
+        r.refused.push(refusal);
     }
 }
 
@@ -1441,6 +1471,8 @@ fn scanned(engine: &mut Engine) {
         unreadable: false,
         flushing: None,
         writing_stripe: 0,
+        writing_rows: Vec::new(),
+        awaiting_record: false,
         refused: Vec::new(),
     })));
     replay_step(engine);
@@ -1486,6 +1518,7 @@ fn replay_step(engine: &mut Engine) {
     loop {
         if let Some(buf) = replay(engine).writing.take() {
             engine.bufs.free(buf);
+            replay(engine).writing_rows.clear();
         }
         if let Some(buf) = replay(engine).flushing.take() {
             // The replayed parity is durable: say so on the rings before clients go on.
@@ -1493,11 +1526,15 @@ fn replay_step(engine: &mut Engine) {
             for (member, _) in std::mem::take(&mut replay(engine).refused) {
                 engine.fail(member, FailReason::WriteError);
             }
-            let max_seq = replay(engine).max_seq;
-            let log = engine.log.as_mut().expect("logging is on");
-            log.next_seq = max_seq + 1;
-            log.durable = max_seq;
-            persist(engine, Waiter::Recovery);
+            if engine.bad_blocks_to_record() {
+                // Rows the replay's parity counts on as held elsewhere (refused, and
+                // listed) must be listed on disk before the rings say the entries are
+                // done with: a restart in between would find them unlisted, holding
+                // what the member had, and nothing left to replay.
+                replay(engine).awaiting_record = true;
+                return;
+            }
+            replayed_and_recorded(engine);
             return;
         }
         if let Some((entry, scratch, plan)) = replay(engine).current.take() {
@@ -1530,6 +1567,31 @@ fn replay_step(engine: &mut Engine) {
         if read_segments(engine, entry) {
             return;
         }
+    }
+}
+
+/// The replay is flushed and the lists it changed are recorded: the rings say so.
+fn replayed_and_recorded(engine: &mut Engine) {
+    let max_seq = replay(engine).max_seq;
+    let log = engine.log.as_mut().expect("logging is on");
+    log.next_seq = max_seq + 1;
+    log.durable = max_seq;
+    persist(engine, Waiter::Recovery);
+}
+
+/// Whether the replay waits for the driver to record the bad block lists.
+pub(crate) fn awaits_record(engine: &Engine) -> bool {
+    matches!(
+        engine.log.as_ref().and_then(|l| l.recovery.as_ref()),
+        Some(Recovery::Replaying(r)) if r.awaiting_record
+    )
+}
+
+/// The driver recorded the bad block lists: a replay waiting for that goes on.
+pub(crate) fn lists_recorded(engine: &mut Engine) {
+    if awaits_record(engine) && !engine.bad_blocks_to_record() {
+        replay(engine).awaiting_record = false;
+        replayed_and_recorded(engine);
     }
 }
 
@@ -1900,9 +1962,17 @@ fn write_parity(
         .iter()
         .flat_map(|&(from, to)| targets.iter().map(move |&(m, k)| (m, k, from, to)))
         .collect();
+    let writing_rows = writes
+        .iter()
+        .map(|&(m, _, from, to)| {
+            let at = engine.geo.member_sector(entry.stripe, from);
+            (m, at..at + u64::from(to - from))
+        })
+        .collect();
     let r = replay(engine);
     r.writing = Some(out);
     r.writing_stripe = entry.stripe;
+    r.writing_rows = writing_rows;
     r.pending = u32::try_from(writes.len()).expect("a stripe's members at most, twice");
     if writes.is_empty() {
         return false;

@@ -300,3 +300,58 @@ fn a_raid5_member_that_refuses_a_write_records_it_in_its_log_and_serves_on() {
     let read = crate::util::ok_bytes(&["read", "--length", "1M", p(&disks)]);
     assert!(read == bytes);
 }
+
+/// Power fails after a client's write and before any flush; at the restart the
+/// stripe log's replay writes the stripe's parity again, and the member holding it
+/// refuses those rows (`--fault write-errors=`). The rows go into its bad block log
+/// (recorded before the rings say the replay is done, so that a second crash cannot
+/// find them unlisted with nothing left to replay) and it serves on, where before the
+/// refusal failed it. The stripe reads back the same with and without the fault.
+#[test]
+fn a_member_that_refuses_the_replays_parity_records_it_and_serves_on() {
+    use crate::server::Server;
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = crate::server::raid5(dir.path(), "16M");
+    let rail: Vec<String> = (0..4)
+        .map(|role| format!("role={role},power-cut-on-signal"))
+        .collect();
+    let mut args: Vec<&str> = rail.iter().flat_map(|f| ["--fault", f.as_str()]).collect();
+    args.push(p(&disks));
+    let server = Server::tcp(dir.path(), &args);
+    let mut client = crate::nbd_raw::Client::open(server.tcp_addr(), "xraid", false);
+    let old = client.read(0, 4096).expect("read");
+    let new = crate::util::random_bytes(4096, 71);
+    assert_eq!(client.write(0, &new), 0, "write");
+    server.cut_power();
+
+    // Stripe 0's parity is on member 3 (left-symmetric); data starts 1 MiB in.
+    let server = Server::tcp(
+        dir.path(),
+        &["--fault", "role=3,write-errors=1M..1028K", p(&disks)],
+    );
+    let mut client = crate::nbd_raw::Client::open(server.tcp_addr(), "xraid", false);
+    let got = client.read(0, 4096).expect("read after the replay");
+    assert!(got == old || got == new, "the write, or what was there");
+    client.disconnect();
+    server.stop();
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
+    assert_eq!(status["members"][3]["state"], "active", "{status}");
+    assert!(
+        status["members"][3]["bad_block_sectors"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 8,
+        "{status}"
+    );
+    let listed = mdadm_badblocks(&disks.join("d3"));
+    assert!(
+        listed.lines().skip(1).any(|l| l.contains(" for ")),
+        "{listed}"
+    );
+    let read = crate::util::ok_bytes(&["read", "--length", "4096", p(&disks)]);
+    assert!(read == got, "the same without the fault");
+    let check = crate::util::scrub("check", &disks);
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+}

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::nbd_clients::run;
 use crate::require_tool;
 use crate::server::Server;
-use crate::util::{fails, ok, p, random_bytes, sha256_file, sha256_of_read, tempdir};
+use crate::util::{fails, ok, p, random_bytes, scrub, sha256_file, sha256_of_read, tempdir};
 
 /// md's data offset of an array xraid made with 64K chunks (1 MiB).
 const DATA_OFFSET: u64 = 1 << 20;
@@ -54,11 +54,6 @@ fn fill(disks: &Path, image: &Path) {
     ok(&["write", p(disks), "-i", p(image)]);
 }
 
-fn scrub(disks: &Path, action: &str) -> serde_json::Value {
-    let out = ok(&["scrub", action, "--json", p(disks)]);
-    serde_json::from_str(&out).expect("scrub json")
-}
-
 #[test]
 fn flipped_bits_are_caught_repaired_and_counted_through_nbd() {
     require_tool!("nbdcopy");
@@ -98,14 +93,14 @@ fn flipped_bits_are_caught_repaired_and_counted_through_nbd() {
     assert!((1..=3).contains(&bad), "{live}");
     server.stop();
     // What the reads did not touch (parity), a check finds; then all is clean.
-    let first = scrub(&disks, "check");
+    let first = scrub("check", &disks);
     assert_eq!(first["mismatched_units"], 0, "{first}");
     assert_eq!(
         first["checksum_mismatches"].as_u64().unwrap_or(0) + bad,
         3,
         "every flip found once: {first}"
     );
-    let second = scrub(&disks, "check");
+    let second = scrub("check", &disks);
     assert_eq!(second["checksum_mismatches"], 0, "{second}");
     assert_eq!(second["read_errors_corrected"], 0, "{second}");
     assert_eq!(
@@ -127,7 +122,7 @@ fn a_repair_scrub_restores_flipped_data_only_in_integrity_mode() {
         // Stripe 3's data chunk on member 0 (left-symmetric: parity on member 0 in
         // stripe 3, so member 1 holds data there).
         flip(&disks.join("d1"), 3 * 65536 + 777, 2);
-        let report = scrub(&disks, "repair");
+        let report = scrub("repair", &disks);
         let read = sha256_of_read(&[p(&disks), "--length", "20M"]);
         if integrity {
             assert_eq!(report["mismatched_units"], 0, "{report}");
@@ -137,7 +132,7 @@ fn a_repair_scrub_restores_flipped_data_only_in_integrity_mode() {
             assert_eq!(report["mismatched_units"], 1, "{report}");
             assert_ne!(read, sha256_file(&image), "md's repair keeps the bad data");
         }
-        let again = scrub(&disks, "check");
+        let again = scrub("check", &disks);
         assert_eq!(again["mismatched_units"], 0, "{again}");
     }
 }
@@ -156,7 +151,7 @@ fn raid1_reads_the_copy_that_is_right() {
         sha256_of_read(&[p(&disks), "--length", "6M"]),
         sha256_file(&image)
     );
-    let report = scrub(&disks, "check");
+    let report = scrub("check", &disks);
     assert_eq!(report["checksum_mismatches"], 2, "{report}");
     assert_eq!(report["mismatched_units"], 0, "{report}");
 }
@@ -332,7 +327,7 @@ fn an_offline_read_says_what_it_rebuilt_and_that_the_member_still_holds_it() {
         .output()
         .expect("read");
     assert!(String::from_utf8_lossy(&again.stderr).contains("fails its checksum"));
-    let report = scrub(&disks, "repair");
+    let report = scrub("repair", &disks);
     assert_eq!(report["checksum_mismatches"], 1, "{report}");
     let clean = crate::util::xraid()
         .args(["read", p(&disks), "--length", "12M"])
@@ -383,10 +378,10 @@ fn a_member_that_corrupts_its_writes_is_caught_under_fio() {
     server.stop();
     // The repairs' rewrites went through the faulty member too: a check offline
     // finds those blocks once more and rewrites them right.
-    let report = scrub(&disks, "check");
+    let report = scrub("check", &disks);
     assert_eq!(report["mismatched_units"], 0, "{report}");
     assert!(report["checksum_mismatches"].as_u64() > Some(0), "{report}");
-    assert_eq!(scrub(&disks, "check")["checksum_mismatches"], 0);
+    assert_eq!(scrub("check", &disks)["checksum_mismatches"], 0);
 }
 
 #[test]
@@ -427,7 +422,7 @@ fn a_crash_raises_no_false_alarm_and_md_still_reads_the_members() {
             "round {round}: {}",
             stopped.stderr
         );
-        let report = scrub(&disks, "check");
+        let report = scrub("check", &disks);
         assert_eq!(report["mismatched_units"], 0, "round {round}: {report}");
         assert_eq!(report["checksum_mismatches"], 0, "round {round}: {report}");
     }
@@ -525,7 +520,7 @@ fn a_flip_on_member_1_is_caught(server: Server, disks: &Path, expected: &[u8]) {
         serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status json");
     assert_eq!(live["members"][1]["checksum_mismatches"], 1, "{live}");
     server.stop();
-    let check = scrub(disks, "check");
+    let check = scrub("check", disks);
     assert_eq!(check["mismatched_units"], 0, "{check}");
     assert_eq!(check["checksum_mismatches"], 0, "{check}");
 }

@@ -5,7 +5,7 @@
 use crate::nbd_clients::run;
 use crate::require_tool;
 use crate::server::{create_array, raid5, Server};
-use crate::util::{ok, p, random_bytes, sha256_file, sha256_of_read, tempdir};
+use crate::util::{ok, p, random_bytes, scrub, sha256_file, sha256_of_read, tempdir};
 
 const ARRAY_BYTES: usize = 45 << 20;
 
@@ -435,12 +435,6 @@ fn a_hot_spare_steps_in_when_a_member_dies_under_clients() {
     // The rebuilt spare carries its share without another member.
     std::fs::remove_file(disks.join("d0")).expect("lose d0");
     assert_eq!(sha256_of_read(&[p(&disks)]), sha256_file(&image));
-}
-
-/// `xraid scrub` on `disks`, as JSON.
-fn scrub(action: &str, disks: &std::path::Path) -> serde_json::Value {
-    let out = crate::util::ok(&["scrub", action, "--json", p(disks)]);
-    serde_json::from_str(&out).expect("scrub JSON")
 }
 
 #[test]

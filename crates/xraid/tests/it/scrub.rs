@@ -6,12 +6,9 @@ use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
 
 use crate::require_tool;
-use crate::util::{fails, fixtures_dir, manifest, ok, p, sha256_of_read, tempdir, unpack_fixture};
-
-fn scrub(action: &str, dir: &str) -> serde_json::Value {
-    let out = ok(&["scrub", action, "--json", dir]);
-    serde_json::from_str(&out).expect("scrub prints JSON")
-}
+use crate::util::{
+    fails, fixtures_dir, manifest, ok, p, scrub, sha256_of_read, tempdir, unpack_fixture,
+};
 
 #[test]
 fn md_arrays_scrub_clean() {

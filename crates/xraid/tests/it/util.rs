@@ -174,3 +174,9 @@ pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
         })
         .collect()
 }
+
+/// `xraid scrub ACTION --json` on `disks`, its report as JSON.
+pub fn scrub(action: &str, disks: impl AsRef<Path>) -> serde_json::Value {
+    let out = ok(&["scrub", action, "--json", p(disks.as_ref())]);
+    serde_json::from_str(&out).expect("scrub prints JSON")
+}
