@@ -158,7 +158,7 @@ pub struct Engine {
     pub(crate) known_bad: crate::badblocks::KnownBad,
     /// The completion being handled is a read of a known bad range: its error is no
     /// news about the device, and is not counted.
-    known_bad_read: bool,
+    pub(crate) known_bad_read: bool,
     /// Per role, the driver slot of the device that serves it: `r` or `raid_disks + r`.
     /// A replacement lives in the role's other slot, so that when it takes the role
     /// over only this table changes (the driver's slots never move under I/O in flight).

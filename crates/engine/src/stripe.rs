@@ -1,5 +1,6 @@
 //! Plans for the parity levels (RAID-4/5/6): one operation per stripe touched by a
-//! write (or by a read of a missing member), serialised per stripe.
+//! write (or by a read of a missing member), serialised per stripe — one per band of
+//! rows where bad block logs list some of the stripe's rows (see `listing_cuts`).
 //!
 //! An operation works on the *rows* `lo..hi` of its stripe: the hull of the chunk
 //! offsets its segments touch. Its scratch buffer holds one row range per member,
@@ -153,9 +154,9 @@ fn op_live(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
 /// A recover unit past the redundancy because other members' logs list rows of it:
 /// the members being rebuilt cannot get these rows, which go into their own logs
 /// (lost, read as errors), and the rebuild goes on (md's recovery does the same). The
-/// whole unit's rows are listed, not only those the others' logs list. Returns false
-/// where that cannot be done (a replacement being built, a full log): the unit is
-/// then not rebuilt, and its members stay so.
+/// operation's rows are listed: a band of the unit where the same members list rows
+/// ([`listing_cuts`]). Returns false where that cannot be done (a replacement being
+/// built, a full log): the unit is then not rebuilt, and its members stay so.
 fn lost_in_rebuild(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> bool {
     let o = engine.ops.get(op);
     if o.purpose != Purpose::Sync(SyncKind::Recover)
@@ -253,6 +254,13 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
 /// A direct read of `seg` (one chunk piece) from `bad` failed: read the stripe's rows
 /// around it, rebuild the piece, and rewrite `bad`'s rows.
 pub(crate) fn submit_repair_read(engine: &mut Engine, req: usize, seg: Segment, bad: MemberIdx) {
+    // A read that failed because the member's log lists part of it: the listing says
+    // which rows (the operation plans around them band by band), the rest it holds.
+    let bad = if engine.known_bad_read {
+        Vec::new()
+    } else {
+        vec![bad]
+    };
     let pos = engine.geo.stripe_pos(seg.sector);
     let piece = Seg {
         data_index: pos.data_index,
@@ -260,16 +268,11 @@ pub(crate) fn submit_repair_read(engine: &mut Engine, req: usize, seg: Segment, 
         end: pos.offset_in_chunk + u32::try_from(seg.sectors).expect("within a chunk"),
         buf_off: seg.buf_off,
     };
-    client_op(
-        engine,
-        req,
-        Purpose::Read,
-        pos.stripe,
-        vec![piece],
-        vec![bad],
-    );
+    client_op(engine, req, Purpose::Read, pos.stripe, vec![piece], bad);
 }
 
+/// One operation per row band of `segs` (see [`listing_cuts`]; one band in a stripe
+/// no bad block log touches).
 fn client_op(
     engine: &mut Engine,
     req: usize,
@@ -278,6 +281,36 @@ fn client_op(
     segs: Vec<Seg>,
     bad: Vec<MemberIdx>,
 ) {
+    let (lo, hi) = rows_of(engine, &segs);
+    let cuts = listing_cuts(engine, stripe, lo, hi);
+    let bands: Vec<Vec<Seg>> = if cuts.is_empty() {
+        vec![segs]
+    } else {
+        bands(lo, hi, &cuts)
+            .map(|(a, b)| segs.iter().filter_map(|s| s.clipped(a, b)).collect())
+            .filter(|band: &Vec<Seg>| !band.is_empty())
+            .collect()
+    };
+    for band in bands {
+        let (lo, hi) = rows_of(engine, &band);
+        engine.request_step_started(req);
+        new_op(
+            engine,
+            Owner::Client(req),
+            purpose,
+            stripe,
+            band,
+            lo,
+            hi,
+            bad.clone(),
+        );
+    }
+}
+
+/// The rows an operation on `segs` works on: their hull, in integrity mode widened to
+/// whole checksum blocks, so that parity and the rows of a member that failed to read
+/// are written (and checked) a whole block at a time.
+fn rows_of(engine: &Engine, segs: &[Seg]) -> (u32, u32) {
     let lo = segs
         .iter()
         .map(|s| s.start)
@@ -288,9 +321,7 @@ fn client_op(
         .map(|s| s.end)
         .max()
         .expect("an op has segments");
-    // Integrity mode: rows in whole checksum blocks, so that parity and the rows of a
-    // member that failed to read are written (and checked) a whole block at a time.
-    let (lo, hi) = if engine.integrity_on() {
+    if engine.integrity_on() {
         let block = xraid_format::BLOCK_SECTORS as u32;
         (
             lo / block * block,
@@ -298,33 +329,80 @@ fn client_op(
         )
     } else {
         (lo, hi)
-    };
-    engine.request_step_started(req);
-    new_op(
-        engine,
-        Owner::Client(req),
-        purpose,
-        stripe,
-        segs,
-        lo,
-        hi,
-        bad,
-    );
+    }
 }
 
-/// One unit (stripe) of a background sync: its whole chunk rows.
+/// Rows strictly inside lo..hi of `stripe` where some member's bad block log starts
+/// or stops listing rows (in integrity mode, at the checksum block holding that row),
+/// lowest first; none where no log lists anything there. An operation cut there counts
+/// listed rows band by band: two members listing different rows of one stripe are
+/// one missing member in each band, not two across the stripe — a RAID-5 then still
+/// reads, writes and rebuilds every row, as md does page by page.
+fn listing_cuts(engine: &Engine, stripe: u64, lo: u32, hi: u32) -> Vec<u32> {
+    if !crate::badblocks::any(engine) {
+        return Vec::new();
+    }
+    let base = engine.geo.member_sector(stripe, 0);
+    let rows = base + u64::from(lo)..base + u64::from(hi);
+    let block = if engine.integrity_on() {
+        xraid_format::BLOCK_SECTORS as u32
+    } else {
+        1
+    };
+    let mut cuts: Vec<u32> = (0..engine.geo.raid_disks())
+        .map(MemberIdx)
+        .flat_map(|m| crate::badblocks::split(engine, m, rows.clone()).1)
+        .flat_map(|listed| [listed.start, listed.end])
+        .map(|at| u32::try_from(at - base).expect("within the stripe") / block * block)
+        .filter(|&row| lo < row && row < hi)
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
+/// The row bands lo..hi is cut into at `cuts`.
+fn bands(lo: u32, hi: u32, cuts: &[u32]) -> impl Iterator<Item = (u32, u32)> + '_ {
+    std::iter::once(lo)
+        .chain(cuts.iter().copied())
+        .zip(cuts.iter().copied().chain(std::iter::once(hi)))
+}
+
+impl Seg {
+    /// The part of the segment in rows a..b, if any, with its place in the buffer.
+    fn clipped(&self, a: u32, b: u32) -> Option<Seg> {
+        let (start, end) = (self.start.max(a), self.end.min(b));
+        (start < end).then(|| Seg {
+            data_index: self.data_index,
+            start,
+            end,
+            buf_off: self.buf_off + sectors_to_bytes(u64::from(start - self.start)),
+        })
+    }
+}
+
+/// One unit (stripe) of a background sync: its whole chunk rows, as one operation per
+/// row band where bad block logs list rows of it ([`listing_cuts`]).
 pub(crate) fn start_sync_unit(engine: &mut Engine, stripe: u64, kind: SyncKind) {
     let hi = engine.geo.chunk_sectors();
-    new_op(
-        engine,
-        Owner::Sync,
-        Purpose::Sync(kind),
-        stripe,
-        Vec::new(),
-        0,
-        hi,
-        Vec::new(),
-    );
+    let cuts = listing_cuts(engine, stripe, 0, hi);
+    if !cuts.is_empty() {
+        let operations = u32::try_from(cuts.len() + 1).expect("few bands");
+        crate::sync::unit_split(engine, stripe, operations);
+    }
+    let bands: Vec<(u32, u32)> = bands(0, hi, &cuts).collect();
+    for (lo, hi) in bands {
+        new_op(
+            engine,
+            Owner::Sync,
+            Purpose::Sync(kind),
+            stripe,
+            Vec::new(),
+            lo,
+            hi,
+            Vec::new(),
+        );
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -14,7 +14,7 @@
 //! flight, [`EngineConfig::sync_max_bytes_per_sec`] (or flat out) when clients are
 //! idle — so clients come first but a sync always moves (md's sync_speed_min/max).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use xraid_layout::{Layout, Level, SECTOR_BYTES};
 
@@ -48,6 +48,10 @@ pub(crate) struct SyncState {
     next: u64,
     total: u64,
     in_flight: BTreeSet<u64>,
+    /// Units done as several operations (the parity levels cut a unit where bad block
+    /// logs start or stop listing rows): the operations still running, and what the
+    /// finished ones found. The unit is done when the last one ends.
+    split_units: HashMap<u64, (u32, UnitOutcome)>,
     /// Units that could not be done (a recover leaves its targets stale there).
     failed_units: BTreeSet<u64>,
     mismatches: u64,
@@ -196,6 +200,7 @@ impl Engine {
             next: from.min(total),
             total,
             in_flight: BTreeSet::new(),
+            split_units: HashMap::new(),
             failed_units: BTreeSet::new(),
             mismatches: 0,
             unrecoverable: 0,
@@ -461,8 +466,30 @@ pub(crate) struct UnitOutcome {
     pub(crate) unrecoverable: bool,
 }
 
+/// Sync unit `unit` is done as `operations` operations, not one (see
+/// [`SyncState::split_units`]).
+pub(crate) fn unit_split(engine: &mut Engine, unit: u64, operations: u32) {
+    if let Some(s) = &mut engine.sync {
+        s.split_units
+            .insert(unit, (operations, UnitOutcome::default()));
+    }
+}
+
 /// A sync unit's operation ended.
 pub(crate) fn unit_done(engine: &mut Engine, unit: u64, outcome: UnitOutcome) {
+    let mut outcome = outcome;
+    if let Some(s) = &mut engine.sync {
+        if let Some((running, found)) = s.split_units.get_mut(&unit) {
+            found.mismatch |= outcome.mismatch;
+            found.unrecoverable |= outcome.unrecoverable;
+            *running -= 1;
+            if *running > 0 {
+                return;
+            }
+            outcome = *found;
+            s.split_units.remove(&unit);
+        }
+    }
     engine.stats.sync_units += 1;
     if let Some(s) = &mut engine.sync {
         s.in_flight.remove(&unit);

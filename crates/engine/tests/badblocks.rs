@@ -502,6 +502,84 @@ fn a_parity_rebuild_past_listed_rows_completes_around_them() {
     assert!(got == data[next as usize * SECTOR..]);
 }
 
+/// Only the rows past the redundancy are lost: the rebuilt member's log takes the
+/// listed rows alone, not the stripe's whole chunk rows, and its other rows of that
+/// stripe are rebuilt.
+#[test]
+fn a_parity_rebuild_loses_only_the_rows_listed_elsewhere() {
+    let (mut array, data) = filled(Level::Raid5, 4);
+    array.enable_bad_block_logs(512);
+    let map = array.engine.geometry().stripe_map(0);
+    let (x, m) = (map.data_member(0), map.data_member(1));
+    scribble(&mut array, x.0, 4..8);
+    array.engine.set_bad_block_log(x, bad(4..8), 512);
+    array.kill_member(m);
+    array.engine.fail_member(m);
+    array.return_member(m, true).expect("a new device");
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    array.run_sync();
+    assert_eq!(array.engine.member_states()[m.index()], MemberState::Active);
+    assert_eq!(array.engine.bad_blocks(m), bad(4..8), "those rows alone");
+    // Member m holds array sectors 16..32 of stripe 0: rows 0..4 and 8..16 came back.
+    let got = array.read(16, 4).expect("rows before the lost ones");
+    assert!(got == data[16 * SECTOR..20 * SECTOR]);
+    let got = array.read(24, 8).expect("rows after them");
+    assert!(got == data[24 * SECTOR..32 * SECTOR]);
+    assert!(matches!(
+        array.read(20, 4),
+        Err(EngineError::Unreadable { .. })
+    ));
+}
+
+/// Two RAID-5 members list different rows of one stripe (0..8 and 8..16): each row
+/// has one member missing, within the redundancy. The stripe reads back whole, takes
+/// a write across both, and a check scrub rewrites both ranges good — where counting
+/// them per operation made it two members missing, and every one of those failed.
+#[test]
+fn two_members_listing_different_rows_of_a_stripe_lose_nothing() {
+    for level in [Level::Raid5, Level::Raid6] {
+        let (mut array, mut data) = filled(level, 4);
+        array.enable_bad_block_logs(512);
+        let map = array.engine.geometry().stripe_map(0);
+        let (a, b) = (map.data_member(0), map.data_member(1));
+        let extra = if level == Level::Raid6 {
+            // RAID-6: P lists rows 4..12 too, three members in the stripe.
+            scribble(&mut array, map.p().0, 4..12);
+            array.engine.set_bad_block_log(map.p(), bad(4..12), 512);
+            "and P"
+        } else {
+            ""
+        };
+        scribble(&mut array, a.0, 0..8);
+        scribble(&mut array, b.0, 8..16);
+        array.engine.set_bad_block_log(a, bad(0..8), 512);
+        array.engine.set_bad_block_log(b, bad(8..16), 512);
+        let stripe = array.engine.geometry().stripe_data_sectors();
+        let got = array.read(0, stripe).expect("every row has redundancy");
+        assert!(got == data[..stripe as usize * SECTOR], "{level:?} {extra}");
+        // Member a's rows 0..16 alone: its direct read fails on the listed rows.
+        let got = array.read(0, 16).expect("one member's chunk");
+        assert!(got == data[..16 * SECTOR], "{level:?}");
+        // A write over the end of a's chunk and the start of b's.
+        let new = vec![0x3cu8; 16 * SECTOR];
+        array.write(8, &new).expect("write across both");
+        data[8 * SECTOR..24 * SECTOR].copy_from_slice(&new);
+        let got = array.read(0, stripe).expect("read back");
+        assert!(got == data[..stripe as usize * SECTOR], "{level:?}");
+        array.engine.start_sync(SyncKind::Check, 0).expect("check");
+        array.run_sync();
+        assert!(
+            array.engine.bad_blocks(a).is_empty() && array.engine.bad_blocks(b).is_empty(),
+            "{level:?}: rewritten good"
+        );
+        let got = array.read(0, stripe).expect("read after the check");
+        assert!(got == data[..stripe as usize * SECTOR], "{level:?}");
+    }
+}
+
 /// A RAID-5 data member refuses a write: the range goes into its log, it serves on,
 /// and the write reads back, rebuilt from parity (md's raid5 with its log does so).
 #[test]
