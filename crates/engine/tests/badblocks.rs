@@ -470,17 +470,16 @@ fn a_rebuild_from_a_copy_with_listed_sectors_loses_only_those_loudly() {
     assert!(array.read(8, 8).expect("read") == data[8 * SECTOR..16 * SECTOR]);
 }
 
-/// The same on RAID-5: a member is rebuilt while another's log lists rows of a
-/// stripe. Those rows of the stripe are lost on the rebuilt member (listed), the
-/// rebuild completes, and every other stripe reads right.
-#[test]
-fn a_parity_rebuild_past_listed_rows_completes_around_them() {
+/// A RAID-5 whose stripe 0 data member 1 is rebuilt onto a new device while data
+/// member 0's log lists its rows `listed` of that stripe (garbage there): returns the
+/// array once the recover has run, the data, and the rebuilt member.
+fn rebuilt_past_listed_rows(listed: std::ops::Range<u64>) -> (SimArray, Vec<u8>, MemberIdx) {
     let (mut array, data) = filled(Level::Raid5, 4);
     array.enable_bad_block_logs(512);
     let map = array.engine.geometry().stripe_map(0);
     let (x, m) = (map.data_member(0), map.data_member(1));
-    scribble(&mut array, x.0, 0..8);
-    array.engine.set_bad_block_log(x, bad(0..8), 512);
+    scribble(&mut array, x.0, listed.clone());
+    array.engine.set_bad_block_log(x, bad(listed), 512);
     array.kill_member(m);
     array.engine.fail_member(m);
     array.return_member(m, true).expect("a new device");
@@ -490,6 +489,15 @@ fn a_parity_rebuild_past_listed_rows_completes_around_them() {
         .expect("recover");
     array.run_sync();
     assert_eq!(array.engine.member_states()[m.index()], MemberState::Active);
+    (array, data, m)
+}
+
+/// The same on RAID-5: a member is rebuilt while another's log lists rows of a
+/// stripe. Those rows of the stripe are lost on the rebuilt member (listed), the
+/// rebuild completes, and every other stripe reads right.
+#[test]
+fn a_parity_rebuild_past_listed_rows_completes_around_them() {
+    let (mut array, data, m) = rebuilt_past_listed_rows(0..8);
     assert!(array.engine.bad_blocks(m).covers(0..8));
     assert!(matches!(
         array.read(0, 8),
@@ -507,21 +515,7 @@ fn a_parity_rebuild_past_listed_rows_completes_around_them() {
 /// stripe are rebuilt.
 #[test]
 fn a_parity_rebuild_loses_only_the_rows_listed_elsewhere() {
-    let (mut array, data) = filled(Level::Raid5, 4);
-    array.enable_bad_block_logs(512);
-    let map = array.engine.geometry().stripe_map(0);
-    let (x, m) = (map.data_member(0), map.data_member(1));
-    scribble(&mut array, x.0, 4..8);
-    array.engine.set_bad_block_log(x, bad(4..8), 512);
-    array.kill_member(m);
-    array.engine.fail_member(m);
-    array.return_member(m, true).expect("a new device");
-    array
-        .engine
-        .start_sync(SyncKind::Recover, 0)
-        .expect("recover");
-    array.run_sync();
-    assert_eq!(array.engine.member_states()[m.index()], MemberState::Active);
+    let (mut array, data, m) = rebuilt_past_listed_rows(4..8);
     assert_eq!(array.engine.bad_blocks(m), bad(4..8), "those rows alone");
     // Member m holds array sectors 16..32 of stripe 0: rows 0..4 and 8..16 came back.
     let got = array.read(16, 4).expect("rows before the lost ones");
