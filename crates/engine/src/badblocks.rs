@@ -207,6 +207,24 @@ fn list(engine: &mut Engine, role: MemberIdx, sectors: Range<u64>, event: crate:
     true
 }
 
+/// A refused write is tried again in blocks of this many sectors (4 KiB, a drive's
+/// physical sector), so that only blocks that refuse again go into the log; md
+/// narrows to its log's block size the same way (`narrow_write_error`).
+pub(crate) const NARROW_SECTORS: u64 = 8;
+
+/// Member sectors `at..at + sectors` in aligned [`NARROW_SECTORS`] blocks (the first
+/// and last may be shorter).
+pub(crate) fn narrow_blocks(at: u64, sectors: u64) -> Vec<Range<u64>> {
+    let mut blocks = Vec::new();
+    let mut sector = at;
+    while sector < at + sectors {
+        let end = ((sector / NARROW_SECTORS + 1) * NARROW_SECTORS).min(at + sectors);
+        blocks.push(sector..end);
+        sector = end;
+    }
+    blocks
+}
+
 /// Whether any device has known bad ranges (most arrays have none: the read path
 /// then skips looking).
 pub(crate) fn any(engine: &Engine) -> bool {

@@ -45,6 +45,14 @@ pub(crate) enum IoTarget {
         sector: u64,
         sectors: u64,
     },
+    /// A block of a stripe operation's write the member refused, tried again: its
+    /// member sectors.
+    StripeRetry {
+        op: usize,
+        member: MemberIdx,
+        sector: u64,
+        sectors: u64,
+    },
     /// A member flush for a client flush.
     Flush { req: usize, member: MemberIdx },
     /// A member flush ending a sync.
@@ -753,6 +761,14 @@ impl Engine {
             } => {
                 crate::mirror::on_retry(self, op, member, sector, sectors, result);
             }
+            IoTarget::StripeRetry {
+                op,
+                member,
+                sector,
+                sectors,
+            } => {
+                crate::stripe::on_retry(self, op, member, sector, sectors, result);
+            }
             IoTarget::Flush { req, member } => {
                 let mut error = None;
                 if result.is_err() {
@@ -1459,6 +1475,7 @@ fn target_member(target: &IoTarget) -> Option<MemberIdx> {
         | IoTarget::Stripe { member, .. }
         | IoTarget::Mirror { member, .. }
         | IoTarget::MirrorRetry { member, .. }
+        | IoTarget::StripeRetry { member, .. }
         | IoTarget::Flush { member, .. }
         | IoTarget::SyncFlush { member }
         | IoTarget::LogCheckpoint { member }

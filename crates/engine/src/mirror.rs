@@ -68,11 +68,6 @@ pub(crate) struct MirrorOp {
     unrecoverable: bool,
 }
 
-/// A refused mirror write is tried again in blocks of this many sectors (4 KiB, a
-/// drive's physical sector), so that only blocks that refuse again go into the log;
-/// md narrows to its log's block size the same way (`narrow_write_error`).
-const NARROW_SECTORS: u64 = 8;
-
 /// Splits a segment at copy-run boundaries (and, for RAID-1 writes or while a sync
 /// runs, at unit boundaries): reads go to one in-sync copy, rotating among copies to
 /// spread load; writes take their unit's lock.
@@ -658,20 +653,14 @@ fn narrow(engine: &mut Engine, op: usize, member: MemberIdx) -> bool {
     };
     let sectors = o.seg.sectors;
     let slot = engine.slot_of(member);
-    if sectors <= NARROW_SECTORS
+    if sectors <= crate::badblocks::NARROW_SECTORS
         || engine.pseudo_role(member).is_some()
         || !engine.is_present(member)
         || engine.bad_block_log_capacity(slot) == 0
     {
         return false;
     }
-    let mut blocks = Vec::new();
-    let mut sector = at;
-    while sector < at + sectors {
-        let end = ((sector / NARROW_SECTORS + 1) * NARROW_SECTORS).min(at + sectors);
-        blocks.push(sector..end);
-        sector = end;
-    }
+    let blocks = crate::badblocks::narrow_blocks(at, sectors);
     engine.mops.get_mut(op).pending += u32::try_from(blocks.len()).expect("few blocks");
     for block in blocks {
         let buf = BufSlice {

@@ -109,13 +109,24 @@ pub(crate) struct StripeOp {
     log_seqs: Vec<u64>,
     /// In the log's waiters (for ring room or for earlier writes to be durable).
     log_waiting: bool,
-    /// The member writes sent: member, first sector, sectors.
-    written: Vec<(MemberIdx, u64, u64)>,
+    /// The member writes sent: member, first sector, and the data.
+    written: Vec<(MemberIdx, u64, BufSlice)>,
     /// Members that refused their write (a medium error): settled once every write
     /// has answered (`settle`).
     refused: Vec<MemberIdx>,
+    /// Once refused writes were tried again in blocks (`narrow`).
+    narrowed: Option<Narrowed>,
     /// A client write whose rows a refusal left beyond the redundancy: it fails.
     unwritten: bool,
+}
+
+/// Refused writes of an operation, tried again in blocks (`narrow`).
+#[derive(Debug)]
+struct Narrowed {
+    /// The members whose writes were tried again.
+    tried: Vec<MemberIdx>,
+    /// The blocks they refused again.
+    refused_again: Vec<(MemberIdx, std::ops::Range<u64>)>,
 }
 
 impl StripeOp {
@@ -443,6 +454,7 @@ fn new_op(
         log_waiting: false,
         written: Vec::new(),
         refused: Vec::new(),
+        narrowed: None,
         unwritten: false,
     });
     if engine.lock(stripe, Holder::Stripe(op)) {
@@ -712,19 +724,103 @@ pub(crate) fn on_completion(
         Phase::LogWait | Phase::LogQueued | Phase::Logging => {
             unreachable!("a logging op has no I/O of its own in flight")
         }
-        Phase::Writing => {
-            let purpose = o.purpose;
-            settle(engine, op);
-            report_corrections(engine, op);
-            let o = engine.ops.get(op);
-            let error = match purpose {
-                Purpose::Write if o.unwritten => Some(unwritten(engine, o)),
-                Purpose::Write => engine.lost_error(),
-                Purpose::Read | Purpose::Sync(_) => None,
-            };
-            finish(engine, op, error);
-        }
+        Phase::Writing => writes_answered(engine, op),
         Phase::Queued => unreachable!("a queued op has no I/O in flight"),
+    }
+}
+
+/// Every write of the operation has answered (and any tried again in blocks): settle
+/// the refusals and finish.
+fn writes_answered(engine: &mut Engine, op: usize) {
+    let o = engine.ops.get(op);
+    if !o.refused.is_empty() && o.narrowed.is_none() && narrow(engine, op) {
+        return;
+    }
+    settle(engine, op);
+    report_corrections(engine, op);
+    let o = engine.ops.get(op);
+    let error = match o.purpose {
+        Purpose::Write if o.unwritten => Some(unwritten(engine, o)),
+        Purpose::Write => engine.lost_error(),
+        Purpose::Read | Purpose::Sync(_) => None,
+    };
+    finish(engine, op, error);
+}
+
+/// Members refused their writes: each write of theirs longer than a block is tried
+/// again block by block, so that only the blocks refused again are listed (as a
+/// mirror's, see `mirror::narrow`). Returns whether retries are in flight.
+fn narrow(engine: &mut Engine, op: usize) -> bool {
+    let o = engine.ops.get(op);
+    let tried: Vec<MemberIdx> = o
+        .refused
+        .iter()
+        .copied()
+        .filter(|&m| engine.is_present(m) && engine.bad_block_log_capacity(engine.slot_of(m)) > 0)
+        .collect();
+    let mut retries = Vec::new();
+    for &(m, at, buf) in o.written.iter().filter(|w| tried.contains(&w.0)) {
+        let sectors = buf.len as u64 / xraid_layout::SECTOR_BYTES;
+        for block in crate::badblocks::narrow_blocks(at, sectors) {
+            let slice = BufSlice {
+                buf: buf.buf,
+                offset: buf.offset + sectors_to_bytes(block.start - at),
+                len: sectors_to_bytes(block.end - block.start),
+            };
+            retries.push((m, block, slice));
+        }
+    }
+    let worth_it = retries.len() > o.written.iter().filter(|w| tried.contains(&w.0)).count();
+    if !worth_it {
+        return false;
+    }
+    let o = engine.ops.get_mut(op);
+    o.narrowed = Some(Narrowed {
+        tried,
+        refused_again: Vec::new(),
+    });
+    o.pending = u32::try_from(retries.len()).expect("a stripe's rows in blocks");
+    for (member, block, buf) in retries {
+        engine.emit(
+            member,
+            IoKind::Write,
+            block.start,
+            buf,
+            IoTarget::StripeRetry {
+                op,
+                member,
+                sector: block.start,
+                sectors: block.end - block.start,
+            },
+        );
+    }
+    true
+}
+
+/// A block of a refused write, tried again (see `narrow`), answered.
+pub(crate) fn on_retry(
+    engine: &mut Engine,
+    op: usize,
+    member: MemberIdx,
+    sector: u64,
+    sectors: u64,
+    result: Result<(), IoFailed>,
+) {
+    match result {
+        Ok(()) => {}
+        Err(IoFailed::Medium) => {
+            if let Some(narrowed) = &mut engine.ops.get_mut(op).narrowed {
+                narrowed
+                    .refused_again
+                    .push((member, sector..sector + sectors));
+            }
+        }
+        Err(failure) => engine.write_failed(member, failure),
+    }
+    let o = engine.ops.get_mut(op);
+    o.pending -= 1;
+    if o.pending == 0 {
+        writes_answered(engine, op);
     }
 }
 
@@ -741,21 +837,44 @@ fn settle(engine: &mut Engine, op: usize) {
         return;
     }
     let (stripe, lo, hi) = (o.stripe, o.lo, o.hi);
-    let refused = o.refused.clone();
-    let written = o.written.clone();
-    let map = engine.geo.stripe_map(stripe);
-    for &member in &refused {
-        let sectors = written
-            .iter()
-            .filter(|(m, _, _)| *m == member)
-            .map(|&(_, at, n)| at..at + n)
-            .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end));
-        let recorded =
-            sectors.is_some_and(|range| crate::badblocks::record_refusal(engine, member, range));
-        if !recorded {
-            engine.write_failed(member, IoFailed::Medium);
+    let written: Vec<(MemberIdx, std::ops::Range<u64>)> = o
+        .written
+        .iter()
+        .map(|&(m, at, buf)| (m, at..at + buf.len as u64 / xraid_layout::SECTOR_BYTES))
+        .collect();
+    // What each member refused: the blocks it refused again where it was tried again
+    // (none: it took them all), else the whole of its writes.
+    let mut refused: Vec<(MemberIdx, Vec<std::ops::Range<u64>>)> = Vec::new();
+    for &member in &o.refused {
+        let ranges: Vec<std::ops::Range<u64>> = match &o.narrowed {
+            Some(n) if n.tried.contains(&member) => n
+                .refused_again
+                .iter()
+                .filter(|(m, _)| *m == member)
+                .map(|(_, r)| r.clone())
+                .collect(),
+            _ => written
+                .iter()
+                .filter(|(m, _)| *m == member)
+                .map(|(_, r)| r.clone())
+                .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
+                .into_iter()
+                .collect(),
+        };
+        if !ranges.is_empty() {
+            refused.push((member, ranges));
         }
     }
+    let map = engine.geo.stripe_map(stripe);
+    for (member, ranges) in &refused {
+        let recorded = ranges
+            .iter()
+            .all(|range| crate::badblocks::record_refusal(engine, *member, range.clone()));
+        if !recorded {
+            engine.write_failed(*member, IoFailed::Medium);
+        }
+    }
+    let refused: Vec<MemberIdx> = refused.into_iter().map(|(m, _)| m).collect();
     // Members that hold nothing of the operation's rows now.
     let rows = engine.geo.member_sector(stripe, lo)..engine.geo.member_sector(stripe, hi);
     let members = (0..map.data_disks())
@@ -972,8 +1091,7 @@ fn emit_writes(engine: &mut Engine, op: usize, writes: Vec<(MemberIdx, u64, BufS
         return;
     }
     for (m, sector, buf) in writes {
-        let sectors = buf.len as u64 / xraid_layout::SECTOR_BYTES;
-        engine.ops.get_mut(op).written.push((m, sector, sectors));
+        engine.ops.get_mut(op).written.push((m, sector, buf));
         engine.emit(
             m,
             IoKind::Write,

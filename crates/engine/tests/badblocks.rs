@@ -598,6 +598,31 @@ fn a_parity_member_that_refuses_a_write_is_listed_not_failed() {
     }
 }
 
+/// A parity member's refused write is tried again in 4 KiB blocks, as a mirror's is:
+/// only the block that refuses again goes into its log, and the member takes the rest.
+#[test]
+fn a_parity_members_refused_write_is_narrowed_to_the_blocks_that_refuse_again() {
+    for level in [Level::Raid5, Level::Raid6] {
+        let (mut array, _) = filled(level, 4);
+        array.enable_bad_block_logs(512);
+        let x = array.engine.geometry().stripe_map(0).data_member(0);
+        array.members[x.index()].write_error_ranges.push(10..12);
+        let new = vec![0x6du8; 16 * SECTOR];
+        array.write(0, &new).expect("parity holds it");
+        assert_eq!(array.engine.member_states()[x.index()], MemberState::Active);
+        assert_eq!(
+            array.engine.bad_blocks(x),
+            bad(8..16),
+            "{level:?}: one block"
+        );
+        assert!(
+            array.members[x.index()].data[..8 * SECTOR] == new[..8 * SECTOR],
+            "{level:?}: the block it took is on it"
+        );
+        assert!(array.read(0, 16).expect("read") == new, "{level:?}");
+    }
+}
+
 /// The same on a degraded RAID-5: the refused rows and the missing member's rows of
 /// that stripe are lost — the write fails and reads of them fail, loudly — and the
 /// array goes on (before bad block logs the member was failed, and the array lost).
