@@ -1201,6 +1201,18 @@ impl Engine {
         queue.len() == 1
     }
 
+    /// Puts `holders` next in line for `unit`, in order, right behind the holder (the
+    /// rest of an operation that holds it, cut in parts).
+    pub(crate) fn lock_next(&mut self, unit: u64, holders: &[Holder]) {
+        let queue = self
+            .locks
+            .get_mut(&unit)
+            .expect("a running op holds its unit");
+        for (at, &holder) in holders.iter().enumerate() {
+            queue.insert(1 + at, holder);
+        }
+    }
+
     /// Releases `holder`'s lock on `unit` and starts the next in line.
     pub(crate) fn unlock(&mut self, unit: u64, holder: Holder) {
         let queue = self

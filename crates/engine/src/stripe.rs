@@ -282,8 +282,6 @@ pub(crate) fn submit_repair_read(engine: &mut Engine, req: usize, seg: Segment, 
     client_op(engine, req, Purpose::Read, pos.stripe, vec![piece], bad);
 }
 
-/// One operation per row band of `segs` (see [`listing_cuts`]; one band in a stripe
-/// no bad block log touches).
 fn client_op(
     engine: &mut Engine,
     req: usize,
@@ -293,29 +291,17 @@ fn client_op(
     bad: Vec<MemberIdx>,
 ) {
     let (lo, hi) = rows_of(engine, &segs);
-    let cuts = listing_cuts(engine, stripe, lo, hi);
-    let bands: Vec<Vec<Seg>> = if cuts.is_empty() {
-        vec![segs]
-    } else {
-        bands(lo, hi, &cuts)
-            .map(|(a, b)| segs.iter().filter_map(|s| s.clipped(a, b)).collect())
-            .filter(|band: &Vec<Seg>| !band.is_empty())
-            .collect()
-    };
-    for band in bands {
-        let (lo, hi) = rows_of(engine, &band);
-        engine.request_step_started(req);
-        new_op(
-            engine,
-            Owner::Client(req),
-            purpose,
-            stripe,
-            band,
-            lo,
-            hi,
-            bad.clone(),
-        );
-    }
+    engine.request_step_started(req);
+    new_op(
+        engine,
+        Owner::Client(req),
+        purpose,
+        stripe,
+        segs,
+        lo,
+        hi,
+        bad,
+    );
 }
 
 /// The rows an operation on `segs` works on: their hull, in integrity mode widened to
@@ -392,28 +378,68 @@ impl Seg {
     }
 }
 
-/// One unit (stripe) of a background sync: its whole chunk rows, as one operation per
-/// row band where bad block logs list rows of it ([`listing_cuts`]).
+/// One unit (stripe) of a background sync: its whole chunk rows.
 pub(crate) fn start_sync_unit(engine: &mut Engine, stripe: u64, kind: SyncKind) {
     let hi = engine.geo.chunk_sectors();
-    let cuts = listing_cuts(engine, stripe, 0, hi);
-    if !cuts.is_empty() {
-        let operations = u32::try_from(cuts.len() + 1).expect("few bands");
-        crate::sync::unit_split(engine, stripe, operations);
+    new_op(
+        engine,
+        Owner::Sync,
+        Purpose::Sync(kind),
+        stripe,
+        Vec::new(),
+        0,
+        hi,
+        Vec::new(),
+    );
+}
+
+/// Cuts operation `op`, which has just taken its stripe, where bad block logs start
+/// or stop listing rows of it ([`listing_cuts`]): it keeps the first band of rows, and
+/// each other band becomes an operation of its own, next in line for the stripe (a
+/// client request, or a sync unit, is done when its last band is). Cut here rather
+/// than when the operation is made, since the operations ahead of it may have listed
+/// rows meanwhile.
+fn cut_at_listings(engine: &mut Engine, op: usize) {
+    let o = engine.ops.get(op);
+    let cuts = listing_cuts(engine, o.stripe, o.lo, o.hi);
+    if cuts.is_empty() {
+        return;
     }
-    let bands: Vec<(u32, u32)> = bands(0, hi, &cuts).collect();
-    for (lo, hi) in bands {
-        new_op(
-            engine,
-            Owner::Sync,
-            Purpose::Sync(kind),
-            stripe,
-            Vec::new(),
-            lo,
-            hi,
-            Vec::new(),
-        );
+    let (owner, purpose, stripe, bad) = (o.owner, o.purpose, o.stripe, o.bad.clone());
+    let sync = matches!(purpose, Purpose::Sync(_));
+    // A client operation's bands hold its segments' rows there (a band between two
+    // segments may hold none); a sync's are its rows.
+    let bands: Vec<(Vec<Seg>, u32, u32)> = bands(o.lo, o.hi, &cuts)
+        .map(|(a, b)| {
+            let segs: Vec<Seg> = o.segs.iter().filter_map(|s| s.clipped(a, b)).collect();
+            (segs, a, b)
+        })
+        .filter(|(segs, _, _)| sync || !segs.is_empty())
+        .map(|(segs, a, b)| {
+            let (lo, hi) = if sync { (a, b) } else { rows_of(engine, &segs) };
+            (segs, lo, hi)
+        })
+        .collect();
+    let mut bands = bands.into_iter();
+    let Some((segs, lo, hi)) = bands.next() else {
+        return;
+    };
+    {
+        let o = engine.ops.get_mut(op);
+        o.segs = segs;
+        o.lo = lo;
+        o.hi = hi;
     }
+    let mut next = Vec::new();
+    for (segs, lo, hi) in bands {
+        match owner {
+            Owner::Client(req) => engine.request_step_started(req),
+            Owner::Sync => crate::sync::unit_split(engine, stripe),
+        }
+        let band = insert_op(engine, owner, purpose, stripe, segs, lo, hi, bad.clone());
+        next.push(Holder::Stripe(band));
+    }
+    engine.lock_next(stripe, &next);
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -427,7 +453,25 @@ fn new_op(
     hi: u32,
     bad: Vec<MemberIdx>,
 ) {
-    let op = engine.ops.insert(StripeOp {
+    let op = insert_op(engine, owner, purpose, stripe, segs, lo, hi, bad);
+    if engine.lock(stripe, Holder::Stripe(op)) {
+        start(engine, op);
+    }
+}
+
+/// A new operation, not yet in line for its stripe.
+#[allow(clippy::too_many_arguments)]
+fn insert_op(
+    engine: &mut Engine,
+    owner: Owner,
+    purpose: Purpose,
+    stripe: u64,
+    segs: Vec<Seg>,
+    lo: u32,
+    hi: u32,
+    bad: Vec<MemberIdx>,
+) -> usize {
+    engine.ops.insert(StripeOp {
         owner,
         purpose,
         stripe,
@@ -456,10 +500,7 @@ fn new_op(
         refused: Vec::new(),
         narrowed: None,
         unwritten: false,
-    });
-    if engine.lock(stripe, Holder::Stripe(op)) {
-        start(engine, op);
-    }
+    })
 }
 
 /// Array sectors an operation's segments cover (for error messages).
@@ -474,6 +515,9 @@ fn op_extent(engine: &Engine, o: &StripeOp) -> (u64, u64) {
 
 /// The operation holds its stripe: plan, then issue the reads the plan needs.
 pub(crate) fn start(engine: &mut Engine, op: usize) {
+    if engine.ops.get(op).phase == Phase::Queued {
+        cut_at_listings(engine, op);
+    }
     let parity_count = usize::from(engine.geo.level().parity_count());
     let raid_disks = usize::from(engine.geo.raid_disks());
     let missing: Vec<MemberIdx> = {

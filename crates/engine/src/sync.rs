@@ -466,12 +466,13 @@ pub(crate) struct UnitOutcome {
     pub(crate) unrecoverable: bool,
 }
 
-/// Sync unit `unit` is done as `operations` operations, not one (see
-/// [`SyncState::split_units`]).
-pub(crate) fn unit_split(engine: &mut Engine, unit: u64, operations: u32) {
+/// Sync unit `unit` is done as one more operation (see [`SyncState::split_units`]).
+pub(crate) fn unit_split(engine: &mut Engine, unit: u64) {
     if let Some(s) = &mut engine.sync {
         s.split_units
-            .insert(unit, (operations, UnitOutcome::default()));
+            .entry(unit)
+            .or_insert((1, UnitOutcome::default()))
+            .0 += 1;
     }
 }
 

@@ -574,6 +574,96 @@ fn two_members_listing_different_rows_of_a_stripe_lose_nothing() {
     }
 }
 
+/// The bands are cut when an operation takes its stripe, not when it is made: a
+/// write queued behind two writes whose refusals list rows of two members (0..8 and
+/// 8..16) still goes through, and so do they (found by a review: cut when made, the
+/// third write failed as two members missing).
+#[test]
+fn a_write_queued_behind_refusals_is_cut_at_the_rows_they_listed() {
+    let (mut array, mut data) = filled(Level::Raid5, 4);
+    array.enable_bad_block_logs(512);
+    let map = array.engine.geometry().stripe_map(0);
+    let (a, b) = (map.data_member(0), map.data_member(1));
+    let chunk = u64::from(array.engine.geometry().chunk_sectors());
+    array.members[a.index()].write_error_ranges.push(0..8);
+    array.members[b.index()].write_error_ranges.push(8..16);
+    let writes = [(0, 8, 0x11u8), (chunk + 8, 8, 0x22), (2 * chunk, 16, 0x33)];
+    let ids: Vec<_> = writes
+        .iter()
+        .map(|&(at, sectors, byte)| {
+            let bytes = vec![byte; sectors as usize * SECTOR];
+            data[at as usize * SECTOR..(at + sectors) as usize * SECTOR].copy_from_slice(&bytes);
+            array.start_write(at, &bytes).0
+        })
+        .collect();
+    let replies = array.run();
+    assert!(array.engine.bad_blocks(a).covers(0..8));
+    assert!(array.engine.bad_blocks(b).covers(8..16));
+    for id in ids {
+        let reply = replies.iter().find(|r| r.id == id).expect("replied");
+        assert!(reply.result.is_ok(), "{id:?}: {:?}", reply.result);
+    }
+    let stripe = array.engine.geometry().stripe_data_sectors();
+    assert!(array.read(0, stripe).expect("read") == data[..stripe as usize * SECTOR]);
+}
+
+/// Likewise a recover unit queued behind a degraded write whose refusal lists rows
+/// 4..8 of another member: the rebuilt member loses those rows alone, not the
+/// stripe's whole chunk rows (found by the same review).
+#[test]
+fn a_recover_unit_queued_behind_a_refusal_loses_only_the_rows_it_listed() {
+    let (mut array, data) = filled(Level::Raid5, 4);
+    array.enable_bad_block_logs(512);
+    let map = array.engine.geometry().stripe_map(0);
+    let (x, m) = (map.data_member(0), map.data_member(1));
+    array.kill_member(m);
+    array.engine.fail_member(m);
+    array.return_member(m, true).expect("a new device");
+    array.members[x.index()].write_error_ranges.push(4..8);
+    // Fails, loudly: x's rows 4..8 and m's are past the redundancy.
+    array.start_write(4, &vec![0x5cu8; 4 * SECTOR]);
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    array.run_sync();
+    assert_eq!(array.engine.member_states()[m.index()], MemberState::Active);
+    assert!(array.engine.bad_blocks(x).covers(4..8));
+    assert_eq!(array.engine.bad_blocks(m), bad(4..8), "x's rows alone");
+    let got = array.read(16, 4).expect("m's rows 0..4, rebuilt");
+    assert!(got == data[16 * SECTOR..20 * SECTOR]);
+}
+
+/// Bands in integrity mode start and end at checksum blocks, also where listings
+/// start or end inside one (from the same review).
+#[test]
+fn bands_in_integrity_mode_keep_whole_checksum_blocks() {
+    for (ra, rb) in [(0..8u64, 8..16u64), (1..7, 9..15), (0..3, 13..16)] {
+        let (mut array, mut data) = filled(Level::Raid5, 4);
+        array.enable_integrity();
+        array.enable_bad_block_logs(512);
+        let map = array.engine.geometry().stripe_map(0);
+        let (a, b) = (map.data_member(0), map.data_member(1));
+        scribble(&mut array, a.0, ra.clone());
+        scribble(&mut array, b.0, rb.clone());
+        array.engine.set_bad_block_log(a, bad(ra.clone()), 512);
+        array.engine.set_bad_block_log(b, bad(rb.clone()), 512);
+        let stripe = array.engine.geometry().stripe_data_sectors();
+        let got = array.read(0, stripe).expect("read");
+        assert!(got == data[..stripe as usize * SECTOR], "{ra:?} {rb:?}");
+        let new = vec![0x3cu8; 14 * SECTOR];
+        array.write(5, &new).expect("write across both");
+        data[5 * SECTOR..19 * SECTOR].copy_from_slice(&new);
+        array
+            .engine
+            .start_sync(SyncKind::Repair, 0)
+            .expect("repair");
+        array.run_sync();
+        let all = array.engine.geometry().array_sectors();
+        assert!(array.read(0, all).expect("read") == data, "{ra:?} {rb:?}");
+    }
+}
+
 /// A RAID-5 data member refuses a write: the range goes into its log, it serves on,
 /// and the write reads back, rebuilt from parity (md's raid5 with its log does so).
 #[test]

@@ -301,16 +301,13 @@ fn a_raid5_member_that_refuses_a_write_records_it_in_its_log_and_serves_on() {
     assert!(read == bytes);
 }
 
-/// Power fails after a client's write and before any flush; at the restart the
-/// stripe log's replay writes the stripe's parity again, and the member holding it
-/// refuses those rows (`--fault write-errors=`). The rows go into its bad block log
-/// (recorded before the rings say the replay is done, so that a second crash cannot
-/// find them unlisted with nothing left to replay) and it serves on, where before the
-/// refusal failed it. The stripe reads back the same with and without the fault.
-#[test]
-fn a_member_that_refuses_the_replays_parity_records_it_and_serves_on() {
+/// A RAID-5 whose members are all on one power rail takes a client's 4 KiB write at
+/// array byte 0 and loses power before any flush. Returns the temp dir, the disks,
+/// and the bytes there before and after the write; the stripe log has the write's
+/// entry to replay at the next open. Stripe 0's parity is on member 3
+/// (left-symmetric); data starts 1 MiB into each member.
+fn raid5_cut_after_a_write() -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>, Vec<u8>) {
     use crate::server::Server;
-    require_tool!("mdadm");
     let dir = tempdir();
     let disks = crate::server::raid5(dir.path(), "16M");
     let rail: Vec<String> = (0..4)
@@ -324,19 +321,46 @@ fn a_member_that_refuses_the_replays_parity_records_it_and_serves_on() {
     let new = crate::util::random_bytes(4096, 71);
     assert_eq!(client.write(0, &new), 0, "write");
     server.cut_power();
+    (dir, disks, old, new)
+}
 
-    // Stripe 0's parity is on member 3 (left-symmetric); data starts 1 MiB in.
-    let server = Server::tcp(
-        dir.path(),
-        &["--fault", "role=3,write-errors=1M..1028K", p(&disks)],
-    );
+/// Serves `disks` with `fault`, reads the first 4 KiB, which must be `old` or `new`,
+/// and stops; returns what it read and the status after.
+fn serve_and_read(
+    dir: &Path,
+    disks: &Path,
+    fault: &str,
+    old: &[u8],
+    new: &[u8],
+) -> (Vec<u8>, serde_json::Value) {
+    let server = crate::server::Server::tcp(dir, &["--fault", fault, p(disks)]);
     let mut client = crate::nbd_raw::Client::open(server.tcp_addr(), "xraid", false);
     let got = client.read(0, 4096).expect("read after the replay");
     assert!(got == old || got == new, "the write, or what was there");
     client.disconnect();
     server.stop();
     let status: serde_json::Value =
-        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
+        serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status json");
+    (got, status)
+}
+
+/// Power fails after a client's write and before any flush; at the restart the
+/// stripe log's replay writes the stripe's parity again, and the member holding it
+/// refuses those rows (`--fault write-errors=`). The rows go into its bad block log
+/// (recorded before the rings say the replay is done, so that a second crash cannot
+/// find them unlisted with nothing left to replay) and it serves on, where before the
+/// refusal failed it. The stripe reads back the same with and without the fault.
+#[test]
+fn a_member_that_refuses_the_replays_parity_records_it_and_serves_on() {
+    require_tool!("mdadm");
+    let (dir, disks, old, new) = raid5_cut_after_a_write();
+    let (got, status) = serve_and_read(
+        dir.path(),
+        &disks,
+        "role=3,write-errors=1M..1028K",
+        &old,
+        &new,
+    );
     assert_eq!(status["members"][3]["state"], "active", "{status}");
     assert!(
         status["members"][3]["bad_block_sectors"]
@@ -354,4 +378,30 @@ fn a_member_that_refuses_the_replays_parity_records_it_and_serves_on() {
     assert!(read == got, "the same without the fault");
     let check = crate::util::scrub("check", &disks);
     assert_eq!(check["mismatched_units"], 0, "{check}");
+}
+
+/// The same, with the member's bad block log refusing writes too: it cannot record
+/// what it refused, so it is failed (the others hold its rows) and the array opens
+/// degraded and serves the same data — where the open failed, over and over.
+#[test]
+fn a_member_that_cannot_record_the_replays_refusal_is_failed_and_the_array_opens() {
+    let (dir, disks, old, new) = raid5_cut_after_a_write();
+    let member3 = disks.join("d3");
+    let mut bytes = vec![0u8; SUPERBLOCK_BYTES];
+    std::fs::File::open(&member3)
+        .expect("open d3")
+        .read_exact_at(&mut bytes, SUPERBLOCK_OFFSET_BYTES)
+        .expect("read superblock");
+    let sb = Superblock::parse(&bytes).expect("md superblock");
+    let log = bad_block_log_sectors(&sb).expect("a bad block log");
+    let fault = format!(
+        "role=3,write-errors=1M..1028K,write-errors={}..{}",
+        log.start * SECTOR,
+        log.end * SECTOR
+    );
+    let (got, status) = serve_and_read(dir.path(), &disks, &fault, &old, &new);
+    assert_eq!(status["members"][3]["state"], "missing", "{status}");
+    assert_eq!(status["degraded"], true, "{status}");
+    let read = crate::util::ok_bytes(&["read", "--length", "4096", p(&disks)]);
+    assert!(read == got, "the same after a restart");
 }
