@@ -57,9 +57,13 @@ pub(crate) struct MirrorOp {
     /// A client write the last copy of its unit refused: it fails (`Unwritable`), and
     /// the member serves on.
     unwritten: bool,
-    /// What its writes carry (every copy gets the same bytes): a refused write is
-    /// tried again from here block by block, to record only the blocks that refuse.
-    source: Option<BufSlice>,
+    /// The writes sent: copy, first sector, and the bytes. A refused write is tried
+    /// again from them block by block, to record only the blocks that refuse; a
+    /// sync's writes to a copy may be pieces of the unit (its listed sectors), and
+    /// only those pieces are its to refuse.
+    written: Vec<(MemberIdx, u64, BufSlice)>,
+    /// Copies whose writes are being (or were) tried again block by block.
+    narrowed: Vec<MemberIdx>,
     /// Copies that refused a client write (a medium error): settled once every copy
     /// has answered (`settle`).
     refused: Vec<MemberIdx>,
@@ -348,7 +352,8 @@ fn new_op(
         mismatch: false,
         client_part,
         unwritten: false,
-        source: None,
+        written: Vec::new(),
+        narrowed: Vec::new(),
         refused: Vec::new(),
         settled: false,
         unrecoverable: false,
@@ -501,7 +506,10 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
     };
     o.pending = u32::try_from(ios.len()).expect("few copies");
     if o.work == Work::Write {
-        o.source = ios.first().map(|&(_, _, buf)| buf);
+        o.written = ios
+            .iter()
+            .map(|&(p, _, buf)| (p.member, p.sector, buf))
+            .collect();
     }
     if ios.is_empty() && o.phase == Phase::Reading {
         // A sync whose copies' logs list the whole unit reads nothing (see `compose`).
@@ -640,34 +648,47 @@ fn known_bad_there(engine: &Engine, o: &MirrorOp, p: &Place) -> bool {
     crate::badblocks::is_known_bad(engine, p.member, p.sector..p.sector + o.seg.sectors)
 }
 
-/// `member` refused its copy of the operation's write of more than one block, and
-/// another copy holds the data: the write is tried again block by block, where its
-/// log has room to record what refuses again. Returns whether it was.
+/// `member` refused its copy of the operation's write, and another copy holds the
+/// data: where a write of its spans more than one block, its writes are tried again
+/// block by block, where its log has room to record what refuses again. Returns
+/// whether they were.
 fn narrow(engine: &mut Engine, op: usize, member: MemberIdx) -> bool {
-    let o = engine.mops.get(op);
-    let Some(source) = o.source else {
-        return false;
-    };
-    let Some(at) = place_of(engine, o, member) else {
-        return false;
-    };
-    let sectors = o.seg.sectors;
     let slot = engine.slot_of(member);
-    if sectors <= crate::badblocks::NARROW_SECTORS
-        || engine.pseudo_role(member).is_some()
+    if engine.pseudo_role(member).is_some()
         || !engine.is_present(member)
         || engine.bad_block_log_capacity(slot) == 0
     {
         return false;
     }
-    let blocks = crate::badblocks::narrow_blocks(at, sectors);
-    engine.mops.get_mut(op).pending += u32::try_from(blocks.len()).expect("few blocks");
-    for block in blocks {
-        let buf = BufSlice {
-            buf: source.buf,
-            offset: source.offset + sectors_to_bytes(block.start - at),
-            len: sectors_to_bytes(block.end - block.start),
-        };
+    let o = engine.mops.get(op);
+    if o.narrowed.contains(&member) {
+        // Another of its writes refused too: all are being tried again already.
+        return true;
+    }
+    let mut retries = Vec::new();
+    let mut pieces = 0;
+    for &(m, at, buf) in &o.written {
+        if m != member {
+            continue;
+        }
+        pieces += 1;
+        let sectors = buf.len as u64 / xraid_layout::SECTOR_BYTES;
+        for block in crate::badblocks::narrow_blocks(at, sectors) {
+            let slice = BufSlice {
+                buf: buf.buf,
+                offset: buf.offset + sectors_to_bytes(block.start - at),
+                len: sectors_to_bytes(block.end - block.start),
+            };
+            retries.push((block, slice));
+        }
+    }
+    if retries.len() <= pieces {
+        return false;
+    }
+    let o = engine.mops.get_mut(op);
+    o.pending += u32::try_from(retries.len()).expect("few blocks");
+    o.narrowed.push(member);
+    for (block, buf) in retries {
         engine.emit(
             member,
             IoKind::Write,
@@ -704,22 +725,20 @@ pub(crate) fn on_retry(
 }
 
 /// `member` refused its copy of the operation's write, and another copy holds the
-/// data: records the range in its bad block log, if it has room.
+/// data: records what was written to it in its bad block log, if it has room.
 fn record_refusal(engine: &mut Engine, op: usize, member: MemberIdx) -> bool {
-    let o = engine.mops.get(op);
-    let Some(at) = place_of(engine, o, member) else {
-        return false;
-    };
-    let sectors = o.seg.sectors;
-    crate::badblocks::record_refusal(engine, member, at..at + sectors)
-}
-
-/// Where `member`'s copy of the operation's sectors starts.
-fn place_of(engine: &Engine, o: &MirrorOp, member: MemberIdx) -> Option<u64> {
-    places(engine, o)
+    let ranges: Vec<std::ops::Range<u64>> = engine
+        .mops
+        .get(op)
+        .written
         .iter()
-        .find(|p| p.member == member)
-        .map(|p| p.sector)
+        .filter(|w| w.0 == member)
+        .map(|&(_, at, buf)| at..at + buf.len as u64 / xraid_layout::SECTOR_BYTES)
+        .collect();
+    !ranges.is_empty()
+        && ranges
+            .into_iter()
+            .all(|r| crate::badblocks::record_refusal(engine, member, r))
 }
 
 /// The last in-sync copy of a client write's unit refused it: the write fails
@@ -949,7 +968,6 @@ fn after_reads(engine: &mut Engine, op: usize) {
                             }
                             engine.mops.get_mut(op).unrecoverable = false;
                         }
-                        engine.mops.get_mut(op).source = Some(good);
                         finish_writes(engine, op, writes);
                         return;
                     }
@@ -1001,7 +1019,6 @@ fn after_reads(engine: &mut Engine, op: usize) {
             writes.push((*p, good));
         }
     }
-    engine.mops.get_mut(op).source = Some(good);
     finish_writes(engine, op, writes);
 }
 
@@ -1010,6 +1027,10 @@ fn finish_writes(engine: &mut Engine, op: usize, writes: Vec<(Place, BufSlice)>)
     let o = engine.mops.get_mut(op);
     o.phase = Phase::Writing;
     o.pending = u32::try_from(writes.len()).expect("few copies");
+    o.written = writes
+        .iter()
+        .map(|&(p, buf)| (p.member, p.sector, buf))
+        .collect();
     if writes.is_empty() {
         finish(engine, op, None);
         return;

@@ -250,6 +250,26 @@ fn a_refused_write_is_narrowed_to_the_blocks_that_refuse_again() {
     assert_eq!(array.engine.member_states()[1], MemberState::Active);
 }
 
+/// A sync rewrites a copy's listed sectors 0..4 from another copy, and the copy
+/// refuses them again: its log keeps 0..4 — not the block 0..8, nor the unit. Its
+/// sectors 4..8 hold data the unit may have been composed from (the first copy not
+/// listed there), and listing them would have the next resync keep another copy's
+/// version of them than the reads returned (RAID-1 seed 18187592623851998032).
+#[test]
+fn a_syncs_refused_rewrite_lists_only_the_sectors_it_rewrote() {
+    let (mut array, data) = filled(Level::Raid1, 2);
+    array.enable_bad_block_logs(512);
+    let x = MemberIdx(0);
+    scribble(&mut array, 0, 0..4);
+    array.engine.set_bad_block_log(x, bad(0..4), 512);
+    array.members[0].write_error_ranges.push(0..4);
+    array.engine.start_sync(SyncKind::Check, 0).expect("check");
+    array.run_sync();
+    assert_eq!(array.engine.member_states()[0], MemberState::Active);
+    assert_eq!(array.engine.bad_blocks(x), bad(0..4));
+    assert!(array.read(0, 16).expect("read") == data[..16 * SECTOR]);
+}
+
 #[test]
 fn without_a_log_the_copy_that_refuses_a_write_is_failed() {
     let (mut array, _) = filled(Level::Raid1, 2);
