@@ -910,38 +910,47 @@ fn settle(engine: &mut Engine, op: usize) {
         }
     }
     let map = engine.geo.stripe_map(stripe);
+    // Members whose refusal is in no log (without room they are failed, if they can
+    // be): they hold none of the operation's rows.
+    let mut unrecorded = Vec::new();
     for (member, ranges) in &refused {
         let recorded = ranges
             .iter()
             .all(|range| crate::badblocks::record_refusal(engine, *member, range.clone()));
         if !recorded {
             engine.write_failed(*member, IoFailed::Medium);
+            unrecorded.push(*member);
         }
     }
-    let refused: Vec<MemberIdx> = refused.into_iter().map(|(m, _)| m).collect();
-    // Members that hold nothing of the operation's rows now.
-    let rows = engine.geo.member_sector(stripe, lo)..engine.geo.member_sector(stripe, hi);
-    let members = (0..map.data_disks())
-        .map(|i| map.data_member(i))
-        .chain([Some(map.p()), map.q()].into_iter().flatten());
-    let unavailable = members
-        .filter(|&m| {
-            !engine.is_present(m)
-                || !engine.in_sync(m, stripe)
-                || crate::badblocks::is_known_bad(engine, m, rows.clone())
-        })
-        .count();
-    // The write's data held by no member of its own (refused, missing, or listed) is
-    // in parity only, and beyond the redundancy now: the write fails.
-    let o = engine.ops.get(op);
-    let only_in_parity = o.segs.iter().any(|seg| {
-        let m = map.data_member(seg.data_index);
-        refused.contains(&m)
-            || !engine.is_present(m)
+    // Band by band (the refusals just listed cut it too, see `listing_cuts`): where
+    // the write's data is held by no member of its own (missing, listed, refused) and
+    // the band is past the redundancy, only parity held it, and that is gone too: the
+    // write fails. Rows each band's redundancy covers are held, wherever the other
+    // bands' refusals are.
+    let parity_count = usize::from(engine.geo.level().parity_count());
+    let holds_nothing = |engine: &Engine, m: MemberIdx, rows: std::ops::Range<u64>| {
+        !engine.is_present(m)
             || !engine.in_sync(m, stripe)
-            || crate::badblocks::is_known_bad(engine, m, rows.clone())
+            || unrecorded.contains(&m)
+            || crate::badblocks::is_known_bad(engine, m, rows)
+    };
+    let cuts = listing_cuts(engine, stripe, lo, hi);
+    let o = engine.ops.get(op);
+    let lost = bands(lo, hi, &cuts).any(|(a, b)| {
+        let rows = engine.geo.member_sector(stripe, a)..engine.geo.member_sector(stripe, b);
+        let unavailable = (0..map.data_disks())
+            .map(|i| map.data_member(i))
+            .chain([Some(map.p()), map.q()].into_iter().flatten())
+            .filter(|&m| holds_nothing(engine, m, rows.clone()))
+            .count();
+        let only_in_parity = o
+            .segs
+            .iter()
+            .filter(|seg| seg.clipped(a, b).is_some())
+            .any(|seg| holds_nothing(engine, map.data_member(seg.data_index), rows.clone()));
+        only_in_parity && unavailable > parity_count
     });
-    if only_in_parity && unavailable > usize::from(engine.geo.level().parity_count()) {
+    if lost {
         engine.ops.get_mut(op).unwritten = true;
     }
 }

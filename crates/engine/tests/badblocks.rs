@@ -733,6 +733,37 @@ fn a_parity_members_refused_write_is_narrowed_to_the_blocks_that_refuse_again() 
     }
 }
 
+/// Two members refuse different blocks of one write (RAID-5; on RAID-6 with a member
+/// missing, a data member and P): every row still has its redundancy, the write
+/// reads back, and it is acknowledged — not failed as if both refusals covered the
+/// whole write (found by a review).
+#[test]
+fn refusals_in_different_blocks_of_a_write_leave_it_whole() {
+    for level in [Level::Raid5, Level::Raid6] {
+        let disks = if level == Level::Raid6 { 5 } else { 4 };
+        let (mut array, _) = filled(level, disks);
+        array.enable_bad_block_logs(512);
+        let map = array.engine.geometry().stripe_map(0);
+        let a = map.data_member(0);
+        let b = if level == Level::Raid6 {
+            array.engine.fail_member(map.data_member(2));
+            map.p()
+        } else {
+            map.data_member(1)
+        };
+        let chunk = u64::from(array.engine.geometry().chunk_sectors());
+        array.members[a.index()].write_error_ranges.push(2..4);
+        array.members[b.index()].write_error_ranges.push(10..12);
+        let new = vec![0x42u8; 2 * chunk as usize * SECTOR];
+        let written = array.write(0, &new);
+        assert_eq!(array.engine.bad_blocks(a), bad(0..8), "{level:?}");
+        assert_eq!(array.engine.bad_blocks(b), bad(8..16), "{level:?}");
+        let got = array.read(0, 2 * chunk).expect("every row is held");
+        assert!(got == new, "{level:?}: reads back new");
+        assert!(written.is_ok(), "{level:?}: {written:?}");
+    }
+}
+
 /// The same on a degraded RAID-5: the refused rows and the missing member's rows of
 /// that stripe are lost — the write fails and reads of them fail, loudly — and the
 /// array goes on (before bad block logs the member was failed, and the array lost).
