@@ -225,6 +225,29 @@ pub(crate) fn narrow_blocks(at: u64, sectors: u64) -> Vec<Range<u64>> {
     blocks
 }
 
+/// The blocks a device's refused writes (first sector, bytes) are tried again in,
+/// each with its bytes; none when every write is one block already (trying it again
+/// whole would tell nothing new).
+pub(crate) fn retry_blocks(
+    writes: impl Iterator<Item = (u64, crate::buffers::BufSlice)>,
+) -> Option<Vec<(Range<u64>, crate::buffers::BufSlice)>> {
+    let mut retries = Vec::new();
+    let mut pieces = 0;
+    for (at, buf) in writes {
+        pieces += 1;
+        let sectors = buf.len as u64 / xraid_layout::SECTOR_BYTES;
+        for block in narrow_blocks(at, sectors) {
+            let slice = crate::buffers::BufSlice {
+                buf: buf.buf,
+                offset: buf.offset + crate::engine::sectors_to_bytes(block.start - at),
+                len: crate::engine::sectors_to_bytes(block.end - block.start),
+            };
+            retries.push((block, slice));
+        }
+    }
+    (retries.len() > pieces).then_some(retries)
+}
+
 /// Whether any device has known bad ranges (most arrays have none: the read path
 /// then skips looking).
 pub(crate) fn any(engine: &Engine) -> bool {

@@ -665,26 +665,14 @@ fn narrow(engine: &mut Engine, op: usize, member: MemberIdx) -> bool {
         // Another of its writes refused too: all are being tried again already.
         return true;
     }
-    let mut retries = Vec::new();
-    let mut pieces = 0;
-    for &(m, at, buf) in &o.written {
-        if m != member {
-            continue;
-        }
-        pieces += 1;
-        let sectors = buf.len as u64 / xraid_layout::SECTOR_BYTES;
-        for block in crate::badblocks::narrow_blocks(at, sectors) {
-            let slice = BufSlice {
-                buf: buf.buf,
-                offset: buf.offset + sectors_to_bytes(block.start - at),
-                len: sectors_to_bytes(block.end - block.start),
-            };
-            retries.push((block, slice));
-        }
-    }
-    if retries.len() <= pieces {
+    let written = o
+        .written
+        .iter()
+        .filter(|w| w.0 == member)
+        .map(|&(_, at, buf)| (at, buf));
+    let Some(retries) = crate::badblocks::retry_blocks(written) else {
         return false;
-    }
+    };
     let o = engine.mops.get_mut(op);
     o.pending += u32::try_from(retries.len()).expect("few blocks");
     o.narrowed.push(member);

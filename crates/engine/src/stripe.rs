@@ -796,26 +796,23 @@ fn writes_answered(engine: &mut Engine, op: usize) {
 /// mirror's, see `mirror::narrow`). Returns whether retries are in flight.
 fn narrow(engine: &mut Engine, op: usize) -> bool {
     let o = engine.ops.get(op);
-    let tried: Vec<MemberIdx> = o
-        .refused
-        .iter()
-        .copied()
-        .filter(|&m| engine.is_present(m) && engine.bad_block_log_capacity(engine.slot_of(m)) > 0)
-        .collect();
+    let mut tried = Vec::new();
     let mut retries = Vec::new();
-    for &(m, at, buf) in o.written.iter().filter(|w| tried.contains(&w.0)) {
-        let sectors = buf.len as u64 / xraid_layout::SECTOR_BYTES;
-        for block in crate::badblocks::narrow_blocks(at, sectors) {
-            let slice = BufSlice {
-                buf: buf.buf,
-                offset: buf.offset + sectors_to_bytes(block.start - at),
-                len: sectors_to_bytes(block.end - block.start),
-            };
-            retries.push((m, block, slice));
+    for &m in &o.refused {
+        if !engine.is_present(m) || engine.bad_block_log_capacity(engine.slot_of(m)) == 0 {
+            continue;
+        }
+        let written = o
+            .written
+            .iter()
+            .filter(|w| w.0 == m)
+            .map(|&(_, at, buf)| (at, buf));
+        if let Some(blocks) = crate::badblocks::retry_blocks(written) {
+            tried.push(m);
+            retries.extend(blocks.into_iter().map(|(block, buf)| (m, block, buf)));
         }
     }
-    let worth_it = retries.len() > o.written.iter().filter(|w| tried.contains(&w.0)).count();
-    if !worth_it {
+    if retries.is_empty() {
         return false;
     }
     let o = engine.ops.get_mut(op);
