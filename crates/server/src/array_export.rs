@@ -373,6 +373,9 @@ impl Worker {
     }
 
     fn serve(&mut self) -> Result<(), DriverError> {
+        // What happened at open (the stripe log's replay, a member failed or a range
+        // listed there) is logged, and recorded, before anything else.
+        self.collect();
         loop {
             let idle = self.small.is_empty() && self.large.is_empty() && !self.busy();
             if idle {

@@ -325,23 +325,23 @@ fn raid5_cut_after_a_write() -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>,
 }
 
 /// Serves `disks` with `fault`, reads the first 4 KiB, which must be `old` or `new`,
-/// and stops; returns what it read and the status after.
+/// and stops; returns what it read, the server's log and the status after.
 fn serve_and_read(
     dir: &Path,
     disks: &Path,
     fault: &str,
     old: &[u8],
     new: &[u8],
-) -> (Vec<u8>, serde_json::Value) {
+) -> (Vec<u8>, String, serde_json::Value) {
     let server = crate::server::Server::tcp(dir, &["--fault", fault, p(disks)]);
     let mut client = crate::nbd_raw::Client::open(server.tcp_addr(), "xraid", false);
     let got = client.read(0, 4096).expect("read after the replay");
     assert!(got == old || got == new, "the write, or what was there");
     client.disconnect();
-    server.stop();
+    let log = server.stop().stderr;
     let status: serde_json::Value =
         serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status json");
-    (got, status)
+    (got, log, status)
 }
 
 /// Power fails after a client's write and before any flush; at the restart the
@@ -354,12 +354,16 @@ fn serve_and_read(
 fn a_member_that_refuses_the_replays_parity_records_it_and_serves_on() {
     require_tool!("mdadm");
     let (dir, disks, old, new) = raid5_cut_after_a_write();
-    let (got, status) = serve_and_read(
+    let (got, log, status) = serve_and_read(
         dir.path(),
         &disks,
         "role=3,write-errors=1M..1028K",
         &old,
         &new,
+    );
+    assert!(
+        log.contains("member 3 refused a write at sectors 0..8"),
+        "one line says so: {log}"
     );
     assert_eq!(status["members"][3]["state"], "active", "{status}");
     assert!(
@@ -399,7 +403,11 @@ fn a_member_that_cannot_record_the_replays_refusal_is_failed_and_the_array_opens
         log.start * SECTOR,
         log.end * SECTOR
     );
-    let (got, status) = serve_and_read(dir.path(), &disks, &fault, &old, &new);
+    let (got, log, status) = serve_and_read(dir.path(), &disks, &fault, &old, &new);
+    assert!(
+        log.contains("member") && log.contains("d3 failed"),
+        "the log names it: {log}"
+    );
     assert_eq!(status["members"][3]["state"], "missing", "{status}");
     assert_eq!(status["degraded"], true, "{status}");
     let read = crate::util::ok_bytes(&["read", "--length", "4096", p(&disks)]);
