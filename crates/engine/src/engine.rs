@@ -61,6 +61,12 @@ pub(crate) enum IoTarget {
     LogCheckpoint { member: MemberIdx },
     /// An I/O of the log's recovery at start.
     LogRecovery { member: MemberIdx },
+    /// A block of a replay write the member refused, tried again: its member sectors.
+    LogReplayRetry {
+        member: MemberIdx,
+        sector: u64,
+        sectors: u64,
+    },
     /// A durable-marker write to a member's ring, or the flush after it.
     LogMarker { member: MemberIdx, flushed: bool },
     /// A write of a batch of log entries to a member's ring, or the flush after it.
@@ -789,6 +795,13 @@ impl Engine {
             IoTarget::LogRecovery { member } => {
                 crate::ppl::on_recovery_io(self, member, result);
             }
+            IoTarget::LogReplayRetry {
+                member,
+                sector,
+                sectors,
+            } => {
+                crate::ppl::on_replay_retry(self, member, sector, sectors, result);
+            }
             IoTarget::LogMarker { member, flushed } => {
                 crate::ppl::on_marker_io(self, member, flushed, result);
             }
@@ -1492,6 +1505,7 @@ fn target_member(target: &IoTarget) -> Option<MemberIdx> {
         | IoTarget::SyncFlush { member }
         | IoTarget::LogCheckpoint { member }
         | IoTarget::LogRecovery { member }
+        | IoTarget::LogReplayRetry { member, .. }
         | IoTarget::LogMarker { member, .. }
         | IoTarget::LogBatch { member }
         | IoTarget::Intent { member, .. }

@@ -360,8 +360,10 @@ struct Replay {
     flushing: Option<BufId>,
     /// The stripe whose parity (and logged rows) are being written.
     writing_stripe: u64,
-    /// The member sectors those writes cover, per role.
-    writing_rows: Vec<(MemberIdx, std::ops::Range<u64>)>,
+    /// Those writes: role, first member sector, and the bytes.
+    writing_rows: Vec<(MemberIdx, u64, BufSlice)>,
+    /// Roles that refused one of them, whose writes are tried again block by block.
+    retried: Vec<MemberIdx>,
     /// The replay is done and flushed, and waits for the driver to record the bad
     /// block lists it changed (see [`lists_recorded`]).
     awaiting_record: bool,
@@ -1359,30 +1361,90 @@ pub(crate) fn on_recovery_io(engine: &mut Engine, member: MemberIdx, result: Res
     }
 }
 
-/// `member` refused a write of the replay. Where its bad block log takes the rows
-/// the replay wrote to it (a medium error; the rows it was rewriting because the
-/// log lists them already are taken at once), it serves on, and what parity now
-/// says of those rows is what reads rebuild; later entries treat them as gone. Else
-/// it is failed when the replay ends (see [`Replay::refused`]).
+/// `member` refused a write of the replay (a medium error). Where its bad block log
+/// takes the rows the replay wrote to it — tried again block by block first, so that
+/// only the blocks refused again go there (the rows it was rewriting because the log
+/// lists them already are taken at once) — it serves on, and what parity now says
+/// of those rows is what reads rebuild; later entries treat them as gone. Else it is
+/// failed when the replay ends (see [`Replay::refused`]).
 fn refused_in_replay(engine: &mut Engine, member: MemberIdx, failure: IoFailed) {
-    let rows: Vec<std::ops::Range<u64>> = replay(engine)
-        .writing_rows
-        .iter()
-        .filter(|(m, _)| *m == member)
-        .map(|(_, rows)| rows.clone())
-        .collect();
-    let listed = failure == IoFailed::Medium
-        && !rows.is_empty()
-        && rows
-            .iter()
-            .all(|r| crate::badblocks::record_refusal(engine, member, r.clone()));
-    if listed {
+    if replay(engine).retried.contains(&member) {
+        // Another of its writes refused too: all are being tried again already.
         return;
     }
+    let writes: Vec<(u64, BufSlice)> = replay(engine)
+        .writing_rows
+        .iter()
+        .filter(|w| w.0 == member)
+        .map(|&(_, at, buf)| (at, buf))
+        .collect();
+    let loggable = failure == IoFailed::Medium
+        && !writes.is_empty()
+        && engine.pseudo_role(member).is_none()
+        && engine.is_present(member)
+        && engine.bad_block_log_capacity(engine.slot_of(member)) > 0;
+    if loggable {
+        if let Some(blocks) = crate::badblocks::retry_blocks(writes.iter().copied()) {
+            let r = replay(engine);
+            r.retried.push(member);
+            r.pending += u32::try_from(blocks.len()).expect("a stripe's rows in blocks");
+            for (block, buf) in blocks {
+                engine.emit_to(
+                    member,
+                    IoKind::Write,
+                    Area::Data,
+                    block.start,
+                    buf,
+                    IoTarget::LogReplayRetry {
+                        member,
+                        sector: block.start,
+                        sectors: block.end - block.start,
+                    },
+                );
+            }
+            return;
+        }
+    }
+    let listed = loggable
+        && writes.iter().all(|&(at, buf)| {
+            let sectors = buf.len as u64 / SECTOR_BYTES;
+            crate::badblocks::record_refusal(engine, member, at..at + sectors)
+        });
+    if !listed {
+        refused_until_the_end(engine, member);
+    }
+}
+
+/// `member` refused a write of the replay its log cannot take: it is failed when the
+/// replay ends.
+fn refused_until_the_end(engine: &mut Engine, member: MemberIdx) {
     let r = replay(engine);
     let refusal = (member, r.writing_stripe);
     if !r.refused.contains(&refusal) {
         r.refused.push(refusal);
+    }
+}
+
+/// A block of a refused replay write, tried again (see `refused_in_replay`),
+/// answered: refused again, it goes into the member's log.
+pub(crate) fn on_replay_retry(
+    engine: &mut Engine,
+    member: MemberIdx,
+    sector: u64,
+    sectors: u64,
+    result: Result<(), IoFailed>,
+) {
+    match result {
+        Ok(()) => {}
+        Err(IoFailed::Gone) => engine.fail(member, FailReason::DeviceGone),
+        Err(IoFailed::Medium)
+            if crate::badblocks::record_refusal(engine, member, sector..sector + sectors) => {}
+        Err(_) => refused_until_the_end(engine, member),
+    }
+    let r = replay(engine);
+    r.pending -= 1;
+    if r.pending == 0 {
+        replay_step(engine);
     }
 }
 
@@ -1472,6 +1534,7 @@ fn scanned(engine: &mut Engine) {
         flushing: None,
         writing_stripe: 0,
         writing_rows: Vec::new(),
+        retried: Vec::new(),
         awaiting_record: false,
         refused: Vec::new(),
     })));
@@ -1519,6 +1582,7 @@ fn replay_step(engine: &mut Engine) {
         if let Some(buf) = replay(engine).writing.take() {
             engine.bufs.free(buf);
             replay(engine).writing_rows.clear();
+            replay(engine).retried.clear();
         }
         if let Some(buf) = replay(engine).flushing.take() {
             // The replayed parity is durable: say so on the rings before clients go on.
@@ -1964,9 +2028,14 @@ fn write_parity(
         .collect();
     let writing_rows = writes
         .iter()
-        .map(|&(m, _, from, to)| {
-            let at = engine.geo.member_sector(entry.stripe, from);
-            (m, at..at + u64::from(to - from))
+        .map(|&(m, k, from, to)| {
+            let range = in_rows(from, to);
+            let buf = BufSlice {
+                buf: out,
+                offset: k * rows + range.start,
+                len: range.len(),
+            };
+            (m, engine.geo.member_sector(entry.stripe, from), buf)
         })
         .collect();
     let r = replay(engine);
