@@ -356,6 +356,10 @@ struct Replay {
     max_seq: u64,
     /// A read of the current entry failed: its parity is left as it is.
     unreadable: bool,
+    /// A member whose rows the current entry was reading vanished meanwhile: the
+    /// entry is planned and read again without it (its rows in the scratch were
+    /// never read).
+    replan: bool,
     /// The final flush, with its empty buffer.
     flushing: Option<BufId>,
     /// The stripe whose parity (and logged rows) are being written.
@@ -1318,6 +1322,9 @@ pub(crate) fn on_recovery_io(engine: &mut Engine, member: MemberIdx, result: Res
         );
         if failure == IoFailed::Gone {
             engine.fail(member, FailReason::DeviceGone);
+            if reading {
+                replay(engine).replan = true;
+            }
         } else if scanning {
             // An unreadable ring is left out below.
             engine.note_read_error(member);
@@ -1531,6 +1538,7 @@ fn scanned(engine: &mut Engine) {
         worked_out: 0,
         max_seq,
         unreadable: false,
+        replan: false,
         flushing: None,
         writing_stripe: 0,
         writing_rows: Vec::new(),
@@ -1603,6 +1611,13 @@ fn replay_step(engine: &mut Engine) {
         }
         if let Some((entry, scratch, plan)) = replay(engine).current.take() {
             let r = replay(engine);
+            if std::mem::take(&mut r.replan) {
+                // Planned with a member that has vanished since: again without it.
+                r.unreadable = false;
+                r.entries.push_front(entry);
+                engine.bufs.free(scratch);
+                continue;
+            }
             if std::mem::take(&mut r.unreadable) {
                 // The changed rows cannot be read: what parity says is all there is.
                 engine.bufs.free(scratch);
