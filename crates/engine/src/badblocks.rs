@@ -248,6 +248,20 @@ pub(crate) fn retry_blocks(
     (retries.len() > pieces).then_some(retries)
 }
 
+/// Sends `blocks` of writes `member` refused to try them again, each with the target
+/// `target` makes of its first sector and length.
+pub(crate) fn send_retries(
+    engine: &mut Engine,
+    member: MemberIdx,
+    blocks: Vec<(Range<u64>, crate::buffers::BufSlice)>,
+    target: impl Fn(u64, u64) -> crate::engine::IoTarget,
+) {
+    for (block, buf) in blocks {
+        let io = target(block.start, block.end - block.start);
+        engine.emit(member, IoKind::Write, block.start, buf, io);
+    }
+}
+
 /// Whether any device has known bad ranges (most arrays have none: the read path
 /// then skips looking).
 pub(crate) fn any(engine: &Engine) -> bool {

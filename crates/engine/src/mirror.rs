@@ -676,20 +676,14 @@ fn narrow(engine: &mut Engine, op: usize, member: MemberIdx) -> bool {
     let o = engine.mops.get_mut(op);
     o.pending += u32::try_from(retries.len()).expect("few blocks");
     o.narrowed.push(member);
-    for (block, buf) in retries {
-        engine.emit(
+    crate::badblocks::send_retries(engine, member, retries, |sector, sectors| {
+        IoTarget::MirrorRetry {
+            op,
             member,
-            IoKind::Write,
-            block.start,
-            buf,
-            IoTarget::MirrorRetry {
-                op,
-                member,
-                sector: block.start,
-                sectors: block.end - block.start,
-            },
-        );
-    }
+            sector,
+            sectors,
+        }
+    });
     true
 }
 

@@ -1395,20 +1395,13 @@ fn refused_in_replay(engine: &mut Engine, member: MemberIdx, failure: IoFailed) 
             let r = replay(engine);
             r.retried.push(member);
             r.pending += u32::try_from(blocks.len()).expect("a stripe's rows in blocks");
-            for (block, buf) in blocks {
-                engine.emit_to(
+            crate::badblocks::send_retries(engine, member, blocks, |sector, sectors| {
+                IoTarget::LogReplayRetry {
                     member,
-                    IoKind::Write,
-                    Area::Data,
-                    block.start,
-                    buf,
-                    IoTarget::LogReplayRetry {
-                        member,
-                        sector: block.start,
-                        sectors: block.end - block.start,
-                    },
-                );
-            }
+                    sector,
+                    sectors,
+                }
+            });
             return;
         }
     }

@@ -796,7 +796,6 @@ fn writes_answered(engine: &mut Engine, op: usize) {
 /// mirror's, see `mirror::narrow`). Returns whether retries are in flight.
 fn narrow(engine: &mut Engine, op: usize) -> bool {
     let o = engine.ops.get(op);
-    let mut tried = Vec::new();
     let mut retries = Vec::new();
     for &m in &o.refused {
         if !engine.is_present(m) || engine.bad_block_log_capacity(engine.slot_of(m)) == 0 {
@@ -808,8 +807,7 @@ fn narrow(engine: &mut Engine, op: usize) -> bool {
             .filter(|w| w.0 == m)
             .map(|&(_, at, buf)| (at, buf));
         if let Some(blocks) = crate::badblocks::retry_blocks(written) {
-            tried.push(m);
-            retries.extend(blocks.into_iter().map(|(block, buf)| (m, block, buf)));
+            retries.push((m, blocks));
         }
     }
     if retries.is_empty() {
@@ -817,23 +815,20 @@ fn narrow(engine: &mut Engine, op: usize) -> bool {
     }
     let o = engine.ops.get_mut(op);
     o.narrowed = Some(Narrowed {
-        tried,
+        tried: retries.iter().map(|(m, _)| *m).collect(),
         refused_again: Vec::new(),
     });
-    o.pending = u32::try_from(retries.len()).expect("a stripe's rows in blocks");
-    for (member, block, buf) in retries {
-        engine.emit(
-            member,
-            IoKind::Write,
-            block.start,
-            buf,
+    let blocks: usize = retries.iter().map(|(_, b)| b.len()).sum();
+    o.pending = u32::try_from(blocks).expect("a stripe's rows in blocks");
+    for (member, blocks) in retries {
+        crate::badblocks::send_retries(engine, member, blocks, |sector, sectors| {
             IoTarget::StripeRetry {
                 op,
                 member,
-                sector: block.start,
-                sectors: block.end - block.start,
-            },
-        );
+                sector,
+                sectors,
+            }
+        });
     }
     true
 }
