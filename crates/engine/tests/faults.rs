@@ -1,7 +1,8 @@
 //! Deterministic fault simulation: thousands of seeds, each a random story told to one
 //! array — client reads, writes and flushes in flight together, members dying and
 //! coming back (or replaced by blank disks and rebuilt), ranges that fail to read,
-//! power cuts that drop what members had not flushed, scrubs — checked after every
+//! power cuts that drop what members had not flushed (and take members with them, at
+//! once or in the middle of the stripe log's replay), scrubs — checked after every
 //! step against an in-memory oracle:
 //!
 //! - no acknowledged write is lost (after a power cut: every sector holds what the last
@@ -134,6 +135,9 @@ struct Story {
     /// and which: a stream of its own, so that the stories told before cuts took two
     /// go on as they did up to such a cut.
     second_victim: SimRng,
+    /// Whether, and when, a member the power cut takes dies only once the stripe log's
+    /// replay is under way (its own stream, so that other stories stay as they were).
+    late_death: SimRng,
     log: Vec<String>,
 }
 
@@ -718,9 +722,15 @@ impl Story {
                 self.half_built.insert(m);
             }
         }
+        // Half the time the last member the cut takes answers the restart and dies
+        // while the replay reads (or writes) the rings and rows: the replay must plan
+        // again without it.
+        let late =
+            (!dies.is_empty() && self.late_death.below(2) == 0).then(|| dies[dies.len() - 1]);
+        let late_steps = self.late_death.below(12);
         let intent = self.intent;
         let restart = |array: &mut SimArray| {
-            for &d in &dies {
+            for &d in dies.iter().filter(|&&d| Some(d) != late) {
                 let member = MemberIdx(d as u16);
                 array.kill_member(member);
                 array.engine.fail_member(member);
@@ -741,6 +751,18 @@ impl Story {
             self.array.power_cut_now_resuming_with(restart);
         } else {
             self.array.power_cut_with(restart);
+        }
+        if let Some(d) = late {
+            for _ in 0..late_steps {
+                if !self.array.engine.log_recovering() || !self.array.step() {
+                    break;
+                }
+            }
+            self.log.push(format!(
+                "member {d} dies during the replay ({} steps in)",
+                late_steps
+            ));
+            self.array.kill_member(MemberIdx(d as u16));
         }
         // With the stripe log, on a whole array, the log's replay alone must leave
         // parity agreeing with the data everywhere (md's PPL answers a crash so, with
@@ -1105,6 +1127,7 @@ fn tell(seed: u64, write_errors: bool) -> Result<(), (String, Vec<String>)> {
         anything_after_cut: vec![false; total / SECTOR],
         half_built: HashSet::new(),
         second_victim: SimRng::new(seed ^ 0x7770),
+        late_death: SimRng::new(seed ^ 0x1a7e),
         intent,
         integrity,
         write_errors,
