@@ -13,11 +13,8 @@
 //! means nothing once it is rebuilt whole. A member coming back to catch up from the
 //! bitmap is rebuilt whole instead when its log lists ranges.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use xraid_driver::ArrayDriver;
-use xraid_engine::{FailReason, MemberState};
 use xraid_format::{
     bad_block_log_sectors, BadBlocks, FormatError, Superblock, MAX_LOG_SECTORS,
     MD_FEATURE_BAD_BLOCKS,
@@ -25,8 +22,6 @@ use xraid_format::{
 use xraid_layout::SECTOR_BYTES;
 use xraid_member::Member;
 
-use crate::assemble::role_idx;
-use crate::create::write_superblock;
 use crate::scan::io_error;
 use crate::ArrayError;
 
@@ -147,64 +142,6 @@ pub(crate) fn store(
     } else {
         sb.feature_map |= MD_FEATURE_BAD_BLOCKS;
     }
-    Ok(())
-}
-
-/// Records the engine's bad block lists at open, while the stripe log's replay waits
-/// for them ([`xraid_engine::Engine::replay_awaits_record`]): each present member's
-/// log and superblock (otherwise as found), then a flush of each. The replay flushed
-/// every member just before, so the lists speak for what it wrote. A member that
-/// cannot take them is failed, as one whose superblock write fails always is (the
-/// others hold its rows); the error says so when that leaves the array beyond its
-/// redundancy.
-pub(crate) fn record_for_replay(
-    driver: &mut ArrayDriver,
-    superblocks: &mut [Option<(PathBuf, Superblock)>],
-    outside: &HashMap<PathBuf, BadBlocks>,
-) -> Result<(), ArrayError> {
-    let (generation, lists) = driver.engine().bad_blocks_snapshot();
-    let mut written = Vec::new();
-    let mut failed = Vec::new();
-    for (role, found) in superblocks.iter_mut().enumerate() {
-        let Some((path, sb)) = found.as_mut() else {
-            continue;
-        };
-        let role = role_idx(role);
-        if driver.engine().member_states()[role.index()] == MemberState::Failed {
-            continue;
-        }
-        let Some(slot) = driver.member(role) else {
-            continue;
-        };
-        let data = lists
-            .get(driver.engine().device_slot(role).index())
-            .cloned()
-            .unwrap_or_default();
-        let kept = outside.get(path).cloned().unwrap_or_default();
-        let member = slot.member.clone();
-        let stored = store(member.as_ref(), sb, &data, &kept, path)
-            .and_then(|()| write_superblock(member.as_ref(), sb, path));
-        match stored {
-            Ok(()) => written.push((role, member, path.clone())),
-            Err(error) => failed.push((role, error)),
-        }
-    }
-    for (role, member, path) in written {
-        if let Err(error) = member.flush() {
-            failed.push((role, io_error(&path, error)));
-        }
-    }
-    for (role, error) in failed {
-        let io = std::io::Error::other(error.to_string());
-        driver.fail_member_on_error(role, FailReason::WriteError, &io);
-        if let Some(lost) = driver.engine().lost_error() {
-            return Err(ArrayError::StateUnrecorded {
-                error: error.to_string(),
-                lost: lost.to_string(),
-            });
-        }
-    }
-    driver.engine_mut().bad_blocks_recorded(generation, lists);
     Ok(())
 }
 

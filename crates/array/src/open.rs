@@ -111,7 +111,7 @@ impl Array {
     /// Opens an assembled array: faults as [`Array::open_with_faults`], and how a crash
     /// in the middle of a parity-level write is made good.
     pub fn open_with(
-        assembled: Assembled,
+        mut assembled: Assembled,
         mode: OpenMode,
         backend: BackendChoice,
         faults: &[MemberFault],
@@ -342,9 +342,11 @@ impl Array {
             driver.engine_mut().set_config(config);
             while driver.engine().log_recovering() {
                 if driver.engine().replay_awaits_record() {
-                    crate::badblocks::record_for_replay(
+                    record_for_replay(
                         &mut driver,
                         &mut superblocks,
+                        &mut assembled.superblock,
+                        &replacements,
                         &bad_outside,
                     )?;
                     continue;
@@ -1112,6 +1114,120 @@ impl Array {
         }
         Ok(None)
     }
+}
+
+/// Records what the stripe log's replay at open changed, while it waits for that
+/// ([`xraid_engine::Engine::replay_awaits_record`]), before the rings may say its
+/// entries are done with: the bad block lists (rows a member refused), and members
+/// failed since the log's recovery began (its ring unreadable, gone, a refusal its
+/// log could not take) as faulty in every other superblock, with a new event count
+/// (`freshest` follows). Each present member's log and superblock (otherwise as
+/// found: the array stays dirty), then a flush of each; the replay flushed every
+/// member just before, so the lists speak for what it wrote. A member that cannot
+/// take them is failed, as one whose superblock write fails always is, and the
+/// others record that in turn; the error says so when that leaves the array beyond
+/// its redundancy. Integrity headers are left as they were: the tables they vouch
+/// for are written at the next barrier, with the next superblocks.
+fn record_for_replay(
+    driver: &mut ArrayDriver,
+    superblocks: &mut [Option<(PathBuf, Superblock)>],
+    freshest: &mut Superblock,
+    replacements: &[Option<(PathBuf, Superblock)>],
+    outside: &std::collections::HashMap<PathBuf, xraid_format::BadBlocks>,
+) -> Result<(), ArrayError> {
+    loop {
+        let states = driver.engine().member_states().to_vec();
+        let (generation, lists) = driver.engine().bad_blocks_snapshot();
+        let failures = driver.engine().replay_failures_to_record();
+        if failures {
+            freshest.events += 1;
+            for (role, state) in states.iter().enumerate() {
+                let failed_dev = superblocks[role]
+                    .as_ref()
+                    .filter(|_| *state == MemberState::Failed)
+                    .map(|(_, sb)| sb.dev_number as usize);
+                let replacement_dev = replacements[role]
+                    .as_ref()
+                    .map(|(_, sb)| sb.dev_number as usize);
+                if let Some(dev) = failed_dev.filter(|&d| Some(d) != replacement_dev) {
+                    if let Some(r) = freshest.dev_roles.get_mut(dev) {
+                        *r = ROLE_FAULTY;
+                    }
+                }
+            }
+        }
+        let utime = crate::members::now_secs();
+        let mut written = Vec::new();
+        let mut failed = Vec::new();
+        for (role, found) in superblocks.iter_mut().enumerate() {
+            let Some((path, sb)) = found.as_mut() else {
+                continue;
+            };
+            let role = role_idx(role);
+            if states[role.index()] == MemberState::Failed {
+                continue;
+            }
+            let Some(slot) = driver.member(role) else {
+                continue;
+            };
+            let data = lists
+                .get(driver.engine().device_slot(role).index())
+                .cloned()
+                .unwrap_or_default();
+            let kept = outside.get(path).cloned().unwrap_or_default();
+            let member = slot.member.clone();
+            let states_from = failures.then_some((&*freshest, utime));
+            match record_member(member.as_ref(), sb, states_from, (&data, &kept), path) {
+                Ok(()) => written.push((role, member, path.clone())),
+                Err(error) => failed.push((role, error)),
+            }
+        }
+        for (role, member, path) in written {
+            if let Err(error) = member.flush() {
+                failed.push((role, crate::scan::io_error(&path, error)));
+            }
+        }
+        if failed.is_empty() {
+            let recorded: Vec<bool> = states.iter().map(|s| *s == MemberState::Failed).collect();
+            let engine = driver.engine_mut();
+            engine.replay_failures_recorded(&recorded);
+            engine.bad_blocks_recorded(generation, lists);
+            return Ok(());
+        }
+        for (role, error) in failed {
+            let io = std::io::Error::other(error.to_string());
+            driver.fail_member_on_error(role, FailReason::WriteError, &io);
+            if let Some(lost) = driver.engine().lost_error() {
+                return Err(ArrayError::StateUnrecorded {
+                    error: error.to_string(),
+                    lost: lost.to_string(),
+                });
+            }
+        }
+        // The superblocks just written count on members failed since: again.
+    }
+}
+
+/// One member's part of [`record_for_replay`]: with `states_from` (members' states
+/// to record, and the time), its superblock takes the freshest's new event count and
+/// role table (its bitmap's event count first, as md moves it: one behind its
+/// superblock reads as stale); its bad block log (inside the data area, and outside
+/// it as found); then the superblock.
+fn record_member(
+    member: &dyn Member,
+    sb: &mut Superblock,
+    states_from: Option<(&Superblock, u64)>,
+    (data, outside): (&xraid_format::BadBlocks, &xraid_format::BadBlocks),
+    path: &std::path::Path,
+) -> Result<(), ArrayError> {
+    if let Some((freshest, utime)) = states_from {
+        crate::bitmap::follow_events(member, sb, freshest.events, path)?;
+        sb.events = freshest.events;
+        sb.utime = utime;
+        sb.dev_roles = freshest.dev_roles.clone();
+    }
+    crate::badblocks::store(member, sb, data, outside, path)?;
+    write_superblock(member, sb, path)
 }
 
 /// Zeroes the stripe-log ring of a device joining the array (an added or returning

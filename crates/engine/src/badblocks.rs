@@ -384,11 +384,27 @@ impl Engine {
 
     /// Whether the stripe log's replay at open is done and flushed and waits for the
     /// driver to record the bad block lists it changed ([`Engine::bad_blocks_snapshot`],
-    /// then [`Engine::bad_blocks_recorded`]): a member that refused the replay's write
-    /// gets the rows listed, and the rings may say the entries are done with only
-    /// once a restart would find them listed. Client requests wait meanwhile, flushes
-    /// too: every member was flushed just before.
+    /// then [`Engine::bad_blocks_recorded`]) and the members failed since the log's
+    /// recovery began ([`Engine::replay_failures_to_record`], then
+    /// [`Engine::replay_failures_recorded`]): a member that refused the replay's write
+    /// gets the rows listed, one failed meanwhile is recorded as faulty, and the rings
+    /// may say the entries are done with only once a restart would find that. Client
+    /// requests wait meanwhile, flushes too: every member was flushed just before.
     pub fn replay_awaits_record(&self) -> bool {
         crate::ppl::awaits_record(self)
+    }
+
+    /// Whether a member failed since the stripe log's recovery began (the states the
+    /// array opened with) and is not recorded so yet.
+    pub fn replay_failures_to_record(&self) -> bool {
+        crate::ppl::failures_to_record(self)
+    }
+
+    /// The driver recorded the members' states in the superblocks: `failed` says,
+    /// per member, whether it was recorded as failed (taken from
+    /// [`Engine::member_states`] before the superblocks were written). A replay
+    /// waiting for the record goes on once the lists are recorded too.
+    pub fn replay_failures_recorded(&mut self, failed: &[bool]) {
+        crate::ppl::failures_recorded(self, failed);
     }
 }

@@ -436,6 +436,11 @@ pub(crate) struct LogState {
     /// covered: (seq, data index, from, to). A later entry's partial parity cannot
     /// count on them (see `stripe::carries_earlier_write`).
     recent: HashMap<u64, Vec<(u64, u16, u32, u32)>>,
+    /// Per member, whether it was failed when the superblocks were last recorded
+    /// (set as the recovery starts, from the states the array opened with): a member
+    /// failed during the recovery must be recorded before the rings say its entries
+    /// are done with (see [`failures_to_record`]).
+    failed_as_recorded: Vec<bool>,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -498,6 +503,7 @@ impl LogState {
             durable_wanted: 0,
             departure_writes: 0,
             recent: HashMap::new(),
+            failed_as_recorded: vec![false; members],
         }
     }
 
@@ -1274,6 +1280,12 @@ fn waiter_done(engine: &mut Engine, waiter: Waiter) {
 /// Reads every active member's ring; client requests wait until the replay is done.
 pub(crate) fn start_recovery(engine: &mut Engine) {
     let n = engine.member_states().len();
+    let failed = failed_members(engine);
+    engine
+        .log
+        .as_mut()
+        .expect("logging is on")
+        .failed_as_recorded = failed;
     let ring = engine.log.as_ref().expect("logging is on").ring;
     let mut bufs = vec![None; n];
     let mut reads = Vec::new();
@@ -1591,11 +1603,14 @@ fn replay_step(engine: &mut Engine) {
             for (member, _) in std::mem::take(&mut replay(engine).refused) {
                 engine.fail(member, FailReason::WriteError);
             }
-            if engine.bad_blocks_to_record() {
+            if engine.bad_blocks_to_record() || failures_to_record(engine) {
                 // Rows the replay's parity counts on as held elsewhere (refused, and
                 // listed) must be listed on disk before the rings say the entries are
                 // done with: a restart in between would find them unlisted, holding
-                // what the member had, and nothing left to replay.
+                // what the member had, and nothing left to replay. So must a member
+                // failed meanwhile (its ring unreadable, a write refused where its log
+                // is full, gone): back as current, it would serve rows the replay
+                // never wrote.
                 replay(engine).awaiting_record = true;
                 return;
             }
@@ -1659,9 +1674,43 @@ pub(crate) fn awaits_record(engine: &Engine) -> bool {
     )
 }
 
-/// The driver recorded the bad block lists: a replay waiting for that goes on.
+/// Per member, whether it is failed now.
+fn failed_members(engine: &Engine) -> Vec<bool> {
+    engine
+        .member_states()
+        .iter()
+        .map(|s| *s == MemberState::Failed)
+        .collect()
+}
+
+/// Whether a member failed since the superblocks last recorded the members' states
+/// (during the stripe log's recovery; see [`LogState::failed_as_recorded`]).
+pub(crate) fn failures_to_record(engine: &Engine) -> bool {
+    let Some(log) = engine.log.as_ref() else {
+        return false;
+    };
+    failed_members(engine)
+        .iter()
+        .zip(&log.failed_as_recorded)
+        .any(|(now, recorded)| *now && !recorded)
+}
+
+/// The driver recorded the members' states as `failed` says them (per member,
+/// recorded as failed); a replay waiting for that goes on, once the lists are
+/// recorded too.
+pub(crate) fn failures_recorded(engine: &mut Engine, failed: &[bool]) {
+    if let Some(log) = engine.log.as_mut() {
+        if failed.len() == log.failed_as_recorded.len() {
+            log.failed_as_recorded = failed.to_vec();
+        }
+    }
+    lists_recorded(engine);
+}
+
+/// The driver recorded the bad block lists: a replay waiting for that goes on, once
+/// the members' failures are recorded too.
 pub(crate) fn lists_recorded(engine: &mut Engine) {
-    if awaits_record(engine) && !engine.bad_blocks_to_record() {
+    if awaits_record(engine) && !engine.bad_blocks_to_record() && !failures_to_record(engine) {
         replay(engine).awaiting_record = false;
         replayed_and_recorded(engine);
     }

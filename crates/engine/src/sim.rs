@@ -189,6 +189,11 @@ pub struct SimArray {
     /// Every device keeps a bad block log with room for this many ranges (see
     /// [`SimArray::enable_bad_block_logs`]).
     bad_block_logs: Option<usize>,
+    /// The members' states as the superblocks last recorded them. The driver records
+    /// a failure before any reply (as `xraid serve` does), so outside the stripe log's
+    /// recovery at open they are the engine's; during it, only when the replay waits
+    /// for the record ([`Engine::replay_awaits_record`]).
+    recorded_states: Vec<MemberState>,
 }
 
 impl SimArray {
@@ -211,6 +216,7 @@ impl SimArray {
             shuffle: true,
             integrity: false,
             bad_block_logs: None,
+            recorded_states: vec![MemberState::Active; n],
         }
     }
 
@@ -227,6 +233,24 @@ impl SimArray {
             let list = self.engine.bad_blocks(slot);
             self.engine.set_bad_block_log(slot, list, capacity);
         }
+    }
+
+    /// The driver records what changed: the members' states (see
+    /// [`SimArray::recorded_states`]), then the bad block lists.
+    fn record(&mut self) {
+        let recovering = self.engine.log_recovering();
+        if !recovering || self.engine.replay_awaits_record() {
+            self.recorded_states = self.engine.member_states().to_vec();
+            if recovering {
+                let failed: Vec<bool> = self
+                    .recorded_states
+                    .iter()
+                    .map(|s| *s == MemberState::Failed)
+                    .collect();
+                self.engine.replay_failures_recorded(&failed);
+            }
+        }
+        self.record_bad_blocks();
     }
 
     /// The driver records the engine's changed bad ranges (added, or made good): a
@@ -433,6 +457,7 @@ impl SimArray {
             if let Some(at) = self.engine.poll_timeout().filter(|at| *at < next) {
                 self.now = Nanos(self.now.0.max(at.0));
                 self.engine.handle_timeout(self.now);
+                self.record();
                 self.collect();
                 return true;
             }
@@ -455,7 +480,7 @@ impl SimArray {
             Err(IoFailed::Gone)
         };
         self.engine.handle_completion(io.id, result, self.now);
-        self.record_bad_blocks();
+        self.record();
         self.collect();
         true
     }
@@ -743,9 +768,15 @@ impl SimArray {
     /// Power fails with I/Os in flight: they never reach their members (a power cut
     /// between two steps of the engine's protocol), then as [`SimArray::power_cut`].
     pub fn power_cut_now(&mut self) {
+        self.power_cut_now_with(|_| {});
+    }
+
+    /// [`SimArray::power_cut_now`], with `restart` run on the new engine as in
+    /// [`SimArray::power_cut_with`].
+    pub fn power_cut_now_with(&mut self, restart: impl FnOnce(&mut SimArray)) {
         self.in_flight.clear();
         self.flush_covers.clear();
-        self.power_cut();
+        self.power_cut_with(restart);
     }
 
     /// [`SimArray::power_cut_now`], where the superblocks had recorded the running
@@ -836,13 +867,22 @@ impl SimArray {
             .iter()
             .map(|&m| self.engine.recovery_recorded(m))
             .collect();
-        let states = before
+        if !self.engine.log_recovering() {
+            // Recorded before any reply (what tests do to the engine directly too).
+            self.recorded_states = before.clone();
+        }
+        let states: Vec<MemberState> = before
             .iter()
-            .map(|s| match s {
-                MemberState::Active => MemberState::Active,
+            .zip(&self.recorded_states)
+            .map(|(s, recorded)| match (s, recorded) {
+                (MemberState::Active, _) => MemberState::Active,
+                // Failed during the stripe log's recovery and not recorded yet: the
+                // superblocks still say it serves, and it comes back so.
+                (MemberState::Failed, MemberState::Active) => MemberState::Active,
                 _ => MemberState::Failed,
             })
             .collect();
+        self.recorded_states = states.clone();
         let config = self.engine.config();
         self.engine = Engine::new(*self.engine.geometry(), states);
         for (r, (list, capacity)) in logs.into_iter().enumerate() {
@@ -859,6 +899,8 @@ impl SimArray {
         // The array comes back dirty: its resync is owed until one completes.
         self.engine.owe_resync();
         restart(self);
+        // What the restart found (a member it failed) is what the open records.
+        self.recorded_states = self.engine.member_states().to_vec();
         if self.integrity {
             let tables = self.tables_from_areas();
             self.engine.enable_integrity(tables, true);

@@ -3,8 +3,8 @@
 //! one flush, and a power cut after that flush and before the stripe writes land has
 //! every entry of the batch replayed.
 
-use xraid_engine::sim::SimArray;
-use xraid_engine::{Area, EngineConfig, Event, IoKind, MemberIdx, Stats, SyncKind};
+use xraid_engine::sim::{SimArray, SimMemberHealth};
+use xraid_engine::{Area, EngineConfig, Event, IoKind, MemberIdx, MemberState, Stats, SyncKind};
 use xraid_layout::{Geometry, Layout, Level};
 
 const SECTOR: usize = 512;
@@ -743,4 +743,62 @@ fn a_member_gone_during_the_replays_read_leaves_parity_right() {
             "seed {seed}: X's untouched chunk reads back right"
         );
     }
+}
+
+/// A member that fails during the stripe log's replay at open (here its parity write
+/// finds it gone) is recorded as faulty before the rings say the replay is done:
+/// back as current after a power cut in between, it would serve parity the replay
+/// never wrote, with nothing left on the rings to replay — and a chunk rebuilt from
+/// that parity when another member goes would come back wrong. Cut at every step of
+/// the replay's end, with the member returning each time.
+#[test]
+fn a_member_failed_during_the_replay_is_recorded_before_the_rings_say_it_is_done() {
+    let (mut recorded, mut back) = (0, 0);
+    for seed in 0..8u64 {
+        for after in 0.. {
+            let (mut array, _) = logged_raid5(1100 + seed);
+            let map = array.engine.geometry().stripe_map(0);
+            let (p, y) = (map.p(), map.data_member(1));
+            // Chunk 1 of stripe 0 written and cut off by the power (P's update too).
+            array.write(16, &vec![0x5cu8; 16 * SECTOR]).expect("write");
+            array.power_cut();
+            while !array
+                .in_flight()
+                .any(|io| io.member == p && io.area == Area::Data && io.kind == IoKind::Write)
+            {
+                assert!(array.step(), "seed {seed}: the replay writes P");
+            }
+            array.kill_member(p);
+            for _ in 0..after {
+                if !array.engine.log_recovering() || !array.step() {
+                    break;
+                }
+            }
+            if !array.engine.log_recovering() {
+                break;
+            }
+            array.role_device_mut(p).health = SimMemberHealth::Healthy;
+            array.power_cut_now();
+            array.run();
+            if array.engine.member_states()[p.index()] == MemberState::Failed {
+                // Recorded as faulty: it stays out.
+                recorded += 1;
+                continue;
+            }
+            // Cut before the record, and so before the rings said the replay was done:
+            // replayed again with P.
+            let whole = array.read(16, 16).expect("read");
+            array.kill_member(y);
+            let degraded = array.read(16, 16).expect("degraded read");
+            assert!(
+                whole == degraded,
+                "seed {seed}, cut {after} steps after P went: chunk 1 rebuilt from P differs from what it read"
+            );
+            back += 1;
+        }
+    }
+    assert!(
+        recorded > 8 && back > 8,
+        "cuts fall on both sides of the record"
+    );
 }
