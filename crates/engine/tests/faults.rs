@@ -27,6 +27,8 @@ static POWER_CUTS: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_MID_RECOVER: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_KILLING: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_KILLING_TWO: AtomicU64 = AtomicU64::new(0);
+/// Power cuts again while the replay after one ran, a member having died in it.
+static POWER_CUTS_IN_REPLAY: AtomicU64 = AtomicU64::new(0);
 /// Client batches run while a resync after a power cut had units still to do.
 static BATCHES_MID_RESYNC: AtomicU64 = AtomicU64::new(0);
 /// Resyncs after a power cut stopped part-way and started again from their checkpoint.
@@ -135,6 +137,8 @@ struct Story {
     /// and which: a stream of its own, so that the stories told before cuts took two
     /// go on as they did up to such a cut.
     second_victim: SimRng,
+    /// Whether the power fails again during a replay a member died in, and when.
+    replay_cut: SimRng,
     /// Whether, and when, a member the power cut takes dies only once the stripe log's
     /// replay is under way (its own stream, so that other stories stay as they were).
     late_death: SimRng,
@@ -710,7 +714,7 @@ impl Story {
         ));
         // A repair's rewrite that the cut undoes leaves its bad range healed in the
         // model, holding the old bytes, which parity need not agree with.
-        let heal_undone =
+        let mut heal_undone =
             (0..2 * roles).any(|m| self.array.slot(MemberIdx(m as u16)).unflushed_heal());
         // The restart finds a replacement that took its role over in the role's first
         // slot; one that had not finished is remembered as half built.
@@ -735,17 +739,7 @@ impl Story {
                 array.kill_member(member);
                 array.engine.fail_member(member);
             }
-            if let Some((chunk_sectors, quiet)) = intent {
-                // The engine's memory is gone: the bits come back from a member's bitmap.
-                let states = array.engine.member_states().to_vec();
-                let first = (0..states.len())
-                    .find(|&m| states[m] == MemberState::Active)
-                    .expect("an active member");
-                let image = array.members[first].bitmap.clone();
-                let setup = intent_setup(&array.engine, chunk_sectors, quiet, Some(image));
-                array.engine.enable_write_intent(setup);
-                array.engine.allow_write_intent_clears(true);
-            }
+            restore_intent(array, intent);
         };
         if mid_recover {
             self.array.power_cut_now_resuming_with(restart);
@@ -763,6 +757,49 @@ impl Story {
                 late_steps
             ));
             self.array.kill_member(MemberIdx(d as u16));
+            // Half the time the power fails again before the replay is done, and the
+            // member answers that restart (a loose cable): recorded as faulty by then,
+            // it stays out; if not, the rings must still owe the replay, which runs
+            // again with it. Back as current after the rings said the replay was done,
+            // it would hold rows the replay never wrote.
+            if self.replay_cut.below(2) == 0 {
+                // Some steps on, or (half the time) a few steps after the rings'
+                // marker that ends the replay went out.
+                let at_marker = self.replay_cut.below(2) == 0;
+                while at_marker
+                    && self.array.engine.log_recovering()
+                    && !self.array.in_flight().any(|io| {
+                        io.area == xraid_engine::Area::Log && io.kind == xraid_engine::IoKind::Write
+                    })
+                {
+                    if !self.array.step() {
+                        break;
+                    }
+                }
+                let more = self.replay_cut.below(if at_marker { 4 } else { 16 });
+                for _ in 0..more {
+                    if !self.array.engine.log_recovering() || !self.array.step() {
+                        break;
+                    }
+                }
+                if self.array.engine.log_recovering() {
+                    self.log.push(format!(
+                        "the power fails again {more} steps on{}; member {d} answers the restart",
+                        if at_marker {
+                            " from the replay's marker"
+                        } else {
+                            ""
+                        }
+                    ));
+                    POWER_CUTS_IN_REPLAY.fetch_add(1, Ordering::Relaxed);
+                    self.array.role_device_mut(MemberIdx(d as u16)).health =
+                        SimMemberHealth::Healthy;
+                    heal_undone |= (0..2 * roles)
+                        .any(|m| self.array.slot(MemberIdx(m as u16)).unflushed_heal());
+                    self.array
+                        .power_cut_now_with(|array| restore_intent(array, intent));
+                }
+            }
         }
         // With the stripe log, on a whole array, the log's replay alone must leave
         // parity agreeing with the data everywhere (md's PPL answers a crash so, with
@@ -1015,6 +1052,23 @@ fn tolerance(geo: &Geometry) -> usize {
 /// A bitmap of `chunk_sectors` per bit over the engine's sync range (array sectors
 /// for RAID-10, member sectors otherwise): blank and written whole, or as found in
 /// `image`.
+/// The write-intent bitmap of a restarted engine (`intent`: the story's chunk size and
+/// quiet time, when it keeps one): the engine's memory is gone, and the bits come back
+/// from a member's bitmap.
+fn restore_intent(array: &mut SimArray, intent: Option<(u64, Nanos)>) {
+    let Some((chunk_sectors, quiet)) = intent else {
+        return;
+    };
+    let states = array.engine.member_states().to_vec();
+    let first = (0..states.len())
+        .find(|&m| states[m] == MemberState::Active)
+        .expect("an active member");
+    let image = array.members[first].bitmap.clone();
+    let setup = intent_setup(&array.engine, chunk_sectors, quiet, Some(image));
+    array.engine.enable_write_intent(setup);
+    array.engine.allow_write_intent_clears(true);
+}
+
 fn intent_setup(
     engine: &Engine,
     chunk_sectors: u64,
@@ -1127,6 +1181,7 @@ fn tell(seed: u64, write_errors: bool) -> Result<(), (String, Vec<String>)> {
         anything_after_cut: vec![false; total / SECTOR],
         half_built: HashSet::new(),
         second_victim: SimRng::new(seed ^ 0x7770),
+        replay_cut: SimRng::new(seed ^ 0x2c07),
         late_death: SimRng::new(seed ^ 0x1a7e),
         intent,
         integrity,
@@ -1240,11 +1295,12 @@ fn thousands_of_fault_stories_lose_nothing() {
         }
     }
     eprintln!(
-        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two), {} client batches while a resync ran, {} resyncs stopped and started again",
+        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two; {} more during the replay after one), {} client batches while a resync ran, {} resyncs stopped and started again",
         POWER_CUTS.load(Ordering::Relaxed),
         POWER_CUTS_MID_RECOVER.load(Ordering::Relaxed),
         POWER_CUTS_KILLING.load(Ordering::Relaxed),
         POWER_CUTS_KILLING_TWO.load(Ordering::Relaxed),
+        POWER_CUTS_IN_REPLAY.load(Ordering::Relaxed),
         BATCHES_MID_RESYNC.load(Ordering::Relaxed),
         RESYNCS_STOPPED.load(Ordering::Relaxed)
     );
