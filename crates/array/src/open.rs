@@ -311,7 +311,7 @@ impl Array {
         // Replacements recorded in the superblocks go on from their checkpoints; set up
         // before the stripe log's replay, which must put parity right on them too.
         let mut left_out = assembled.left_out;
-        let replacements = open_replacements(
+        let mut replacements = open_replacements(
             &mut driver,
             &mut left_out,
             mode,
@@ -346,7 +346,7 @@ impl Array {
                         &mut driver,
                         &mut superblocks,
                         &mut assembled.superblock,
-                        &replacements,
+                        &mut replacements,
                         &bad_outside,
                     )?;
                     continue;
@@ -1118,39 +1118,49 @@ impl Array {
 
 /// Records what the stripe log's replay at open changed, while it waits for that
 /// ([`xraid_engine::Engine::replay_awaits_record`]), before the rings may say its
-/// entries are done with: the bad block lists (rows a member refused), and members
-/// failed since the log's recovery began (its ring unreadable, gone, a refusal its
-/// log could not take) as faulty in every other superblock, with a new event count
-/// (`freshest` follows). Each present member's log and superblock (otherwise as
-/// found: the array stays dirty), then a flush of each; the replay flushed every
-/// member just before, so the lists speak for what it wrote. A member that cannot
-/// take them is failed, as one whose superblock write fails always is, and the
-/// others record that in turn; the error says so when that leaves the array beyond
-/// its redundancy. Integrity headers are left as they were: the tables they vouch
-/// for are written at the next barrier, with the next superblocks.
+/// entries are done with: the bad block lists (rows a member refused), and devices
+/// that stopped serving since the log's recovery began (a member failed — its ring
+/// unreadable, gone, a refusal its log could not take —, a replacement dropped, or a
+/// member whose replacement took its role over) as faulty in every other superblock,
+/// with a new event count (`freshest` follows). Each serving device's log and
+/// superblock (otherwise as found: the array stays dirty, a replacement stays one),
+/// then a flush of each; the replay flushed every member just before, so the lists
+/// speak for what it wrote. A member that cannot take them is failed, as one whose
+/// superblock write fails always is, and the others record that in turn; the error
+/// says so when that leaves the array beyond its redundancy (a replacement being built
+/// that cannot take its superblock fails the open, as at any superblock update).
+/// Integrity headers are left as they were: the tables they vouch for are written at
+/// the next barrier, with the next superblocks.
 fn record_for_replay(
     driver: &mut ArrayDriver,
     superblocks: &mut [Option<(PathBuf, Superblock)>],
     freshest: &mut Superblock,
-    replacements: &[Option<(PathBuf, Superblock)>],
+    replacements: &mut [Option<(PathBuf, Superblock)>],
     outside: &std::collections::HashMap<PathBuf, xraid_format::BadBlocks>,
 ) -> Result<(), ArrayError> {
+    let roles = superblocks.len();
     loop {
-        let states = driver.engine().member_states().to_vec();
+        let serving = driver.engine().serving_devices();
         let (generation, lists) = driver.engine().bad_blocks_snapshot();
         let failures = driver.engine().replay_failures_to_record();
+        // Driver slots as the array opened them: each role's member in the role's
+        // slot, its replacement in the one after the roles.
+        let devices: Vec<(usize, &mut (PathBuf, Superblock))> = superblocks
+            .iter_mut()
+            .enumerate()
+            .chain(
+                replacements
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(r, d)| (roles + r, d)),
+            )
+            .filter_map(|(slot, found)| found.as_mut().map(|d| (slot, d)))
+            .collect();
         if failures {
             freshest.events += 1;
-            for (role, state) in states.iter().enumerate() {
-                let failed_dev = superblocks[role]
-                    .as_ref()
-                    .filter(|_| *state == MemberState::Failed)
-                    .map(|(_, sb)| sb.dev_number as usize);
-                let replacement_dev = replacements[role]
-                    .as_ref()
-                    .map(|(_, sb)| sb.dev_number as usize);
-                if let Some(dev) = failed_dev.filter(|&d| Some(d) != replacement_dev) {
-                    if let Some(r) = freshest.dev_roles.get_mut(dev) {
+            for (slot, (_, sb)) in &devices {
+                if !serving[*slot] {
+                    if let Some(r) = freshest.dev_roles.get_mut(sb.dev_number as usize) {
                         *r = ROLE_FAULTY;
                     }
                 }
@@ -1159,42 +1169,40 @@ fn record_for_replay(
         let utime = crate::members::now_secs();
         let mut written = Vec::new();
         let mut failed = Vec::new();
-        for (role, found) in superblocks.iter_mut().enumerate() {
-            let Some((path, sb)) = found.as_mut() else {
-                continue;
-            };
-            let role = role_idx(role);
-            if states[role.index()] == MemberState::Failed {
+        for (slot, (path, sb)) in devices {
+            if !serving[slot] {
                 continue;
             }
-            let Some(slot) = driver.member(role) else {
+            let Some(device) = driver.slot(xraid_layout::MemberIdx(slot as u16)) else {
                 continue;
             };
-            let data = lists
-                .get(driver.engine().device_slot(role).index())
-                .cloned()
-                .unwrap_or_default();
-            let kept = outside.get(path).cloned().unwrap_or_default();
-            let member = slot.member.clone();
+            let member = device.member.clone();
+            let data = lists.get(slot).cloned().unwrap_or_default();
+            let kept = outside.get(path.as_path()).cloned().unwrap_or_default();
             let states_from = failures.then_some((&*freshest, utime));
             match record_member(member.as_ref(), sb, states_from, (&data, &kept), path) {
-                Ok(()) => written.push((role, member, path.clone())),
-                Err(error) => failed.push((role, error)),
+                Ok(()) => written.push((slot, member, path.clone())),
+                Err(error) => failed.push((slot, error)),
             }
         }
-        for (role, member, path) in written {
+        for (slot, member, path) in written {
             if let Err(error) = member.flush() {
-                failed.push((role, crate::scan::io_error(&path, error)));
+                failed.push((slot, crate::scan::io_error(&path, error)));
             }
         }
         if failed.is_empty() {
-            let recorded: Vec<bool> = states.iter().map(|s| *s == MemberState::Failed).collect();
             let engine = driver.engine_mut();
-            engine.replay_failures_recorded(&recorded);
+            engine.replay_failures_recorded(&serving);
             engine.bad_blocks_recorded(generation, lists);
             return Ok(());
         }
-        for (role, error) in failed {
+        for (slot, error) in failed {
+            let role = role_idx(slot % roles);
+            if driver.engine().device_slot(role).index() != slot {
+                // A replacement being built: as at any superblock update, the error
+                // stands (the engine drops a replacement only on its own I/O errors).
+                return Err(error);
+            }
             let io = std::io::Error::other(error.to_string());
             driver.fail_member_on_error(role, FailReason::WriteError, &io);
             if let Some(lost) = driver.engine().lost_error() {
@@ -1204,7 +1212,7 @@ fn record_for_replay(
                 });
             }
         }
-        // The superblocks just written count on members failed since: again.
+        // The superblocks just written count on devices that failed since: again.
     }
 }
 

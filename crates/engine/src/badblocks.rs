@@ -394,17 +394,34 @@ impl Engine {
         crate::ppl::awaits_record(self)
     }
 
-    /// Whether a member failed since the stripe log's recovery began (the states the
-    /// array opened with) and is not recorded so yet.
+    /// Whether a device stopped serving since the stripe log's recovery began (the
+    /// array as opened) and is not recorded so yet: a member failed, a replacement
+    /// dropped, or a member whose replacement took its role over.
     pub fn replay_failures_to_record(&self) -> bool {
         crate::ppl::failures_to_record(self)
     }
 
-    /// The driver recorded the members' states in the superblocks: `failed` says,
-    /// per member, whether it was recorded as failed (taken from
-    /// [`Engine::member_states`] before the superblocks were written). A replay
-    /// waiting for the record goes on once the lists are recorded too.
-    pub fn replay_failures_recorded(&mut self, failed: &[bool]) {
-        crate::ppl::failures_recorded(self, failed);
+    /// Per driver slot (see [`Engine::device_slot`]), whether its device serves: the
+    /// device of a role whose member is not failed, or a replacement being built.
+    pub fn serving_devices(&self) -> Vec<bool> {
+        let n = self.member_states().len();
+        let mut serving = vec![false; 2 * n];
+        for (r, state) in self.member_states().iter().enumerate() {
+            let role = crate::engine::member_idx(r);
+            if *state != crate::MemberState::Failed {
+                serving[self.device_slot(role).index()] = true;
+            }
+            if self.is_replacing(role) {
+                serving[self.replacement_slot(role).index()] = true;
+            }
+        }
+        serving
+    }
+
+    /// The driver recorded in the superblocks which devices serve: `serving` is
+    /// [`Engine::serving_devices`] as taken before they were written. A replay waiting
+    /// for the record goes on once the lists are recorded too.
+    pub fn replay_failures_recorded(&mut self, serving: &[bool]) {
+        crate::ppl::failures_recorded(self, serving);
     }
 }

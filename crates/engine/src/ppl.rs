@@ -436,11 +436,12 @@ pub(crate) struct LogState {
     /// covered: (seq, data index, from, to). A later entry's partial parity cannot
     /// count on them (see `stripe::carries_earlier_write`).
     recent: HashMap<u64, Vec<(u64, u16, u32, u32)>>,
-    /// Per member, whether it was failed when the superblocks were last recorded
-    /// (set as the recovery starts, from the states the array opened with): a member
-    /// failed during the recovery must be recorded before the rings say its entries
-    /// are done with (see [`failures_to_record`]).
-    failed_as_recorded: Vec<bool>,
+    /// Per driver slot, whether its device served (a role's member, not failed, or a
+    /// replacement being built) when the superblocks were last recorded (set as the
+    /// recovery starts, from the array as opened): a device that stops serving
+    /// during the recovery must be recorded before the rings say its entries are done
+    /// with (see [`failures_to_record`]).
+    serving_as_recorded: Vec<bool>,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -503,7 +504,7 @@ impl LogState {
             durable_wanted: 0,
             departure_writes: 0,
             recent: HashMap::new(),
-            failed_as_recorded: vec![false; members],
+            serving_as_recorded: vec![false; 2 * members],
         }
     }
 
@@ -1280,12 +1281,12 @@ fn waiter_done(engine: &mut Engine, waiter: Waiter) {
 /// Reads every active member's ring; client requests wait until the replay is done.
 pub(crate) fn start_recovery(engine: &mut Engine) {
     let n = engine.member_states().len();
-    let failed = failed_members(engine);
+    let serving = engine.serving_devices();
     engine
         .log
         .as_mut()
         .expect("logging is on")
-        .failed_as_recorded = failed;
+        .serving_as_recorded = serving;
     let ring = engine.log.as_ref().expect("logging is on").ring;
     let mut bufs = vec![None; n];
     let mut reads = Vec::new();
@@ -1674,34 +1675,28 @@ pub(crate) fn awaits_record(engine: &Engine) -> bool {
     )
 }
 
-/// Per member, whether it is failed now.
-fn failed_members(engine: &Engine) -> Vec<bool> {
-    engine
-        .member_states()
-        .iter()
-        .map(|s| *s == MemberState::Failed)
-        .collect()
-}
-
-/// Whether a member failed since the superblocks last recorded the members' states
-/// (during the stripe log's recovery; see [`LogState::failed_as_recorded`]).
+/// Whether a device stopped serving since the superblocks last recorded which did
+/// (during the stripe log's recovery; see [`LogState::serving_as_recorded`]): a
+/// member failed, a replacement dropped, or a member whose replacement took its role
+/// over.
 pub(crate) fn failures_to_record(engine: &Engine) -> bool {
     let Some(log) = engine.log.as_ref() else {
         return false;
     };
-    failed_members(engine)
+    engine
+        .serving_devices()
         .iter()
-        .zip(&log.failed_as_recorded)
-        .any(|(now, recorded)| *now && !recorded)
+        .zip(&log.serving_as_recorded)
+        .any(|(now, recorded)| *recorded && !now)
 }
 
-/// The driver recorded the members' states as `failed` says them (per member,
-/// recorded as failed); a replay waiting for that goes on, once the lists are
-/// recorded too.
-pub(crate) fn failures_recorded(engine: &mut Engine, failed: &[bool]) {
+/// The driver recorded which devices serve as `serving` says (per driver slot, from
+/// [`Engine::serving_devices`] before the superblocks were written); a replay
+/// waiting for that goes on, once the lists are recorded too.
+pub(crate) fn failures_recorded(engine: &mut Engine, serving: &[bool]) {
     if let Some(log) = engine.log.as_mut() {
-        if failed.len() == log.failed_as_recorded.len() {
-            log.failed_as_recorded = failed.to_vec();
+        if serving.len() == log.serving_as_recorded.len() {
+            log.serving_as_recorded = serving.to_vec();
         }
     }
     lists_recorded(engine);

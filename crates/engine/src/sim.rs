@@ -194,6 +194,9 @@ pub struct SimArray {
     /// recovery at open they are the engine's; during it, only when the replay waits
     /// for the record ([`Engine::replay_awaits_record`]).
     recorded_states: Vec<MemberState>,
+    /// While set, the driver records nothing, so that a test sees what the engine does
+    /// while it waits for a record; [`SimArray::record_now`] records.
+    pub defer_records: bool,
 }
 
 impl SimArray {
@@ -217,6 +220,7 @@ impl SimArray {
             integrity: false,
             bad_block_logs: None,
             recorded_states: vec![MemberState::Active; n],
+            defer_records: false,
         }
     }
 
@@ -238,19 +242,25 @@ impl SimArray {
     /// The driver records what changed: the members' states (see
     /// [`SimArray::recorded_states`]), then the bad block lists.
     fn record(&mut self) {
+        if self.defer_records {
+            return;
+        }
         let recovering = self.engine.log_recovering();
         if !recovering || self.engine.replay_awaits_record() {
             self.recorded_states = self.engine.member_states().to_vec();
             if recovering {
-                let failed: Vec<bool> = self
-                    .recorded_states
-                    .iter()
-                    .map(|s| *s == MemberState::Failed)
-                    .collect();
-                self.engine.replay_failures_recorded(&failed);
+                let serving = self.engine.serving_devices();
+                self.engine.replay_failures_recorded(&serving);
             }
         }
         self.record_bad_blocks();
+    }
+
+    /// Records what [`SimArray::defer_records`] held back.
+    pub fn record_now(&mut self) {
+        let deferred = std::mem::replace(&mut self.defer_records, false);
+        self.record();
+        self.defer_records = deferred;
     }
 
     /// The driver records the engine's changed bad ranges (added, or made good): a

@@ -802,3 +802,55 @@ fn a_member_failed_during_the_replay_is_recorded_before_the_rings_say_it_is_done
         "cuts fall on both sides of the record"
     );
 }
+
+/// A replacement being built that the stripe log's replay at open loses (gone as the
+/// replay writes its parity) is recorded before the rings say the replay is done, as a
+/// failed member is: back after a power cut as a replacement copied that far, it would
+/// hold parity the replay never wrote, and take the role over with it.
+#[test]
+fn a_replacement_lost_during_the_replay_is_recorded_before_the_rings_say_it_is_done() {
+    for seed in 0..8u64 {
+        let (mut array, _) = logged_raid5(1200 + seed);
+        let p = array.engine.geometry().stripe_map(0).p();
+        // Its copy is not started: the replacement takes the role's writes meanwhile.
+        array.start_replacement(p).expect("replace P's member");
+        array.write(16, &vec![0x3du8; 16 * SECTOR]).expect("write");
+        array.power_cut_now_resuming();
+        assert!(
+            array.engine.is_replacing(p),
+            "seed {seed}: back after the cut"
+        );
+        array.defer_records = true;
+        let replacement = array.engine.replacement_slot(p);
+        while !array
+            .in_flight()
+            .any(|io| io.member == replacement && io.area == Area::Data && io.kind == IoKind::Write)
+        {
+            assert!(
+                array.step(),
+                "seed {seed}: the replay writes the replacement"
+            );
+        }
+        array.slot_mut(replacement).health = SimMemberHealth::Dead;
+        while array.engine.log_recovering() && !array.engine.replay_awaits_record() {
+            assert!(array.step(), "seed {seed}: the replay goes on");
+        }
+        assert!(!array.engine.is_replacing(p), "seed {seed}: dropped");
+        assert!(
+            array.engine.replay_awaits_record(),
+            "seed {seed}: the replay waits for the record"
+        );
+        assert!(
+            !array
+                .in_flight()
+                .any(|io| io.area == Area::Log && io.kind == IoKind::Write),
+            "seed {seed}: no marker before the record"
+        );
+        array.record_now();
+        array.run();
+        assert!(
+            !array.engine.log_recovering(),
+            "seed {seed}: done once recorded"
+        );
+    }
+}
