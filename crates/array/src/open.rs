@@ -342,17 +342,31 @@ impl Array {
             driver.engine_mut().set_config(config);
             while driver.engine().log_recovering() {
                 if driver.engine().replay_awaits_record() {
-                    record_for_replay(
-                        &mut driver,
-                        &mut superblocks,
-                        &mut assembled.superblock,
-                        &mut replacements,
-                        &bad_outside,
-                    )?;
+                    let found = Found {
+                        superblocks: &mut superblocks,
+                        freshest: &mut assembled.superblock,
+                        replacements: &mut replacements,
+                        recovering: &mut recovering,
+                        left_out: &mut left_out,
+                    };
+                    record_for_replay(&mut driver, found, &bad_outside)?;
                     continue;
                 }
                 driver.pump(true)?;
             }
+            // A take-over after the record (a member lost during the rings' marker,
+            // having taken every write of the replay): the superblocks written next go
+            // to the device that serves the role.
+            take_overs(
+                &driver,
+                Found {
+                    superblocks: &mut superblocks,
+                    freshest: &mut assembled.superblock,
+                    replacements: &mut replacements,
+                    recovering: &mut recovering,
+                    left_out: &mut left_out,
+                },
+            );
         }
         let resync_from = match assembled.superblock.resync_offset {
             u64::MAX => None,
@@ -1121,40 +1135,45 @@ impl Array {
 /// entries are done with: the bad block lists (rows a member refused), and devices
 /// that stopped serving since the log's recovery began (a member failed — its ring
 /// unreadable, gone, a refusal its log could not take —, a replacement dropped, or a
-/// member whose replacement took its role over) as faulty in every other superblock,
-/// with a new event count (`freshest` follows). Each serving device's log and
-/// superblock (otherwise as found: the array stays dirty, a replacement stays one),
-/// then a flush of each; the replay flushed every member just before, so the lists
-/// speak for what it wrote. A member that cannot take them is failed, as one whose
-/// superblock write fails always is, and the others record that in turn; the error
-/// says so when that leaves the array beyond its redundancy (a replacement being built
-/// that cannot take its superblock fails the open, as at any superblock update).
-/// Integrity headers are left as they were: the tables they vouch for are written at
-/// the next barrier, with the next superblocks.
+/// member whose replacement took its role over, [`take_overs`]) as faulty in every
+/// other superblock, with a new event count (`found.freshest` follows). Each serving
+/// device's log and superblock (otherwise as found: the array stays dirty, a
+/// replacement stays one), then a flush of each; the replay flushed every member just
+/// before, so the lists speak for what it wrote. A member that cannot take them is
+/// failed, as one whose superblock write fails always is, and the others record that
+/// in turn; the error says so when that leaves the array beyond its redundancy (a
+/// replacement being built that cannot take its superblock fails the open, as at any
+/// superblock update). Integrity headers follow the superblocks as at any superblock
+/// write: the array stays dirty, and a reopen forgets checksums where writes may have
+/// been cut off.
 fn record_for_replay(
     driver: &mut ArrayDriver,
-    superblocks: &mut [Option<(PathBuf, Superblock)>],
-    freshest: &mut Superblock,
-    replacements: &mut [Option<(PathBuf, Superblock)>],
+    mut found: Found<'_>,
     outside: &std::collections::HashMap<PathBuf, xraid_format::BadBlocks>,
 ) -> Result<(), ArrayError> {
-    let roles = superblocks.len();
+    let roles = found.superblocks.len();
     loop {
-        let serving = driver.engine().serving_devices();
-        let (generation, lists) = driver.engine().bad_blocks_snapshot();
-        let failures = driver.engine().replay_failures_to_record();
-        // Driver slots as the array opened them: each role's member in the role's
-        // slot, its replacement in the one after the roles.
+        take_overs(driver, found.reborrow());
+        let Found {
+            superblocks,
+            freshest,
+            replacements,
+            ..
+        } = found.reborrow();
+        let engine = driver.engine();
+        let serving = engine.serving_devices();
+        let (generation, lists) = engine.bad_blocks_snapshot();
+        let failures = engine.replay_failures_to_record();
+        // Each device found at open with the driver slot it is in now.
+        let slots: Vec<usize> = (0..roles)
+            .map(|r| engine.device_slot(role_idx(r)).index())
+            .chain((0..roles).map(|r| engine.replacement_slot(role_idx(r)).index()))
+            .collect();
         let devices: Vec<(usize, &mut (PathBuf, Superblock))> = superblocks
             .iter_mut()
-            .enumerate()
-            .chain(
-                replacements
-                    .iter_mut()
-                    .enumerate()
-                    .map(|(r, d)| (roles + r, d)),
-            )
-            .filter_map(|(slot, found)| found.as_mut().map(|d| (slot, d)))
+            .chain(replacements.iter_mut())
+            .zip(slots)
+            .filter_map(|(found, slot)| found.as_mut().map(|d| (slot, d)))
             .collect();
         if failures {
             freshest.events += 1;
@@ -1213,6 +1232,60 @@ fn record_for_replay(
             }
         }
         // The superblocks just written count on devices that failed since: again.
+    }
+}
+
+/// What the open found and keeps track of as the stripe log's replay changes it:
+/// the role members' superblocks, the freshest one (the role table and event count to
+/// record), the replacements being built, members being rebuilt and their
+/// checkpoints, and devices left out.
+struct Found<'a> {
+    superblocks: &'a mut [Option<(PathBuf, Superblock)>],
+    freshest: &'a mut Superblock,
+    replacements: &'a mut [Option<(PathBuf, Superblock)>],
+    recovering: &'a mut [Option<u64>],
+    left_out: &'a mut Vec<LeftOut>,
+}
+
+impl Found<'_> {
+    fn reborrow(&mut self) -> Found<'_> {
+        Found {
+            superblocks: self.superblocks,
+            freshest: self.freshest,
+            replacements: self.replacements,
+            recovering: self.recovering,
+            left_out: self.left_out,
+        }
+    }
+}
+
+/// Roles a replacement took over during the open (its member failed while it was
+/// built: [`xraid_engine::Event::ReplacementTookOver`]), taken in as
+/// [`Array::take_events`] takes them: the replacement holds the role from its
+/// checkpoint, and the member it replaced is faulty in the role table and left out.
+fn take_overs(driver: &ArrayDriver, found: Found<'_>) {
+    let engine = driver.engine();
+    for role in 0..found.replacements.len() {
+        if engine.device_slot(role_idx(role)) == role_idx(role) {
+            continue;
+        }
+        let Some((new_path, mut new_sb)) = found.replacements[role].take() else {
+            continue;
+        };
+        new_sb.feature_map &= !MD_FEATURE_REPLACEMENT;
+        new_sb.feature_map |= MD_FEATURE_RECOVERY_OFFSET;
+        found.recovering[role] = Some(new_sb.recovery_offset);
+        if let Some((old_path, old_sb)) = found.superblocks[role].replace((new_path, new_sb)) {
+            if let Some(r) = found.freshest.dev_roles.get_mut(old_sb.dev_number as usize) {
+                *r = ROLE_FAULTY;
+            }
+            found.left_out.push(LeftOut {
+                path: old_path,
+                role: u16::try_from(role).ok(),
+                reason: LeftOutReason::Faulty,
+                superblock: old_sb,
+            });
+        }
     }
 }
 

@@ -1049,9 +1049,6 @@ fn tolerance(geo: &Geometry) -> usize {
     }
 }
 
-/// A bitmap of `chunk_sectors` per bit over the engine's sync range (array sectors
-/// for RAID-10, member sectors otherwise): blank and written whole, or as found in
-/// `image`.
 /// The write-intent bitmap of a restarted engine (`intent`: the story's chunk size and
 /// quiet time, when it keeps one): the engine's memory is gone, and the bits come back
 /// from a member's bitmap.
@@ -1069,6 +1066,9 @@ fn restore_intent(array: &mut SimArray, intent: Option<(u64, Nanos)>) {
     array.engine.allow_write_intent_clears(true);
 }
 
+/// A bitmap of `chunk_sectors` per bit over the engine's sync range (array sectors
+/// for RAID-10, member sectors otherwise): blank and written whole, or as found in
+/// `image`.
 fn intent_setup(
     engine: &Engine,
     chunk_sectors: u64,

@@ -307,13 +307,24 @@ fn a_raid5_member_that_refuses_a_write_records_it_in_its_log_and_serves_on() {
 /// entry to replay at the next open. Stripe 0's parity is on member 3
 /// (left-symmetric); data starts 1 MiB into each member.
 fn raid5_cut_after_a_write() -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>, Vec<u8>) {
+    raid5_cut_after_a_write_with(|_| {}, &[])
+}
+
+/// [`raid5_cut_after_a_write`], with `prepare` run on the disks' folder before the
+/// server starts and `serve_args` given to it.
+fn raid5_cut_after_a_write_with(
+    prepare: impl FnOnce(&Path),
+    serve_args: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>, Vec<u8>) {
     use crate::server::Server;
     let dir = tempdir();
     let disks = crate::server::raid5(dir.path(), "16M");
+    prepare(&disks);
     let rail: Vec<String> = (0..4)
         .map(|role| format!("role={role},power-cut-on-signal"))
         .collect();
-    let mut args: Vec<&str> = rail.iter().flat_map(|f| ["--fault", f.as_str()]).collect();
+    let mut args: Vec<&str> = serve_args.to_vec();
+    args.extend(rail.iter().flat_map(|f| ["--fault", f.as_str()]));
     args.push(p(&disks));
     let server = Server::tcp(dir.path(), &args);
     let mut client = crate::nbd_raw::Client::open(server.tcp_addr(), "xraid", false);
@@ -342,6 +353,27 @@ fn serve_and_read(
     let status: serde_json::Value =
         serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status json");
     (got, log, status)
+}
+
+/// The superblock of `member`.
+fn superblock_of(member: &Path) -> Superblock {
+    let mut bytes = vec![0u8; SUPERBLOCK_BYTES];
+    std::fs::File::open(member)
+        .expect("open member")
+        .read_exact_at(&mut bytes, SUPERBLOCK_OFFSET_BYTES)
+        .expect("read superblock");
+    Superblock::parse(&bytes).expect("md superblock")
+}
+
+/// A fault for the member of role 3 (`member`, the parity of [`raid5_cut_after_a_write`]'s
+/// stripe): it refuses the replay's parity rows and every write to its bad block log.
+fn refusing_parity_and_its_log(member: &Path) -> String {
+    let log = bad_block_log_sectors(&superblock_of(member)).expect("a bad block log");
+    format!(
+        "role=3,write-errors=1M..1028K,write-errors={}..{}",
+        log.start * SECTOR,
+        log.end * SECTOR
+    )
 }
 
 /// Power fails after a client's write and before any flush; at the restart the
@@ -390,19 +422,7 @@ fn a_member_that_refuses_the_replays_parity_records_it_and_serves_on() {
 #[test]
 fn a_member_that_cannot_record_the_replays_refusal_is_failed_and_the_array_opens() {
     let (dir, disks, old, new) = raid5_cut_after_a_write();
-    let member3 = disks.join("d3");
-    let mut bytes = vec![0u8; SUPERBLOCK_BYTES];
-    std::fs::File::open(&member3)
-        .expect("open d3")
-        .read_exact_at(&mut bytes, SUPERBLOCK_OFFSET_BYTES)
-        .expect("read superblock");
-    let sb = Superblock::parse(&bytes).expect("md superblock");
-    let log = bad_block_log_sectors(&sb).expect("a bad block log");
-    let fault = format!(
-        "role=3,write-errors=1M..1028K,write-errors={}..{}",
-        log.start * SECTOR,
-        log.end * SECTOR
-    );
+    let fault = refusing_parity_and_its_log(&disks.join("d3"));
     let (got, log, status) = serve_and_read(dir.path(), &disks, &fault, &old, &new);
     assert!(
         log.contains("member") && log.contains("d3 failed"),
@@ -412,4 +432,70 @@ fn a_member_that_cannot_record_the_replays_refusal_is_failed_and_the_array_opens
     assert_eq!(status["degraded"], true, "{status}");
     let read = crate::util::ok_bytes(&["read", "--length", "4096", p(&disks)]);
     assert!(read == got, "the same after a restart");
+}
+
+/// A member that fails during the stripe log's replay at open while a replacement is
+/// being built for it hands its role to the replacement (md's want_replacement), and
+/// the superblocks written at open go to each device as itself: the replacement holds
+/// the role from its checkpoint, the member is faulty. Before, the open wrote the
+/// member's superblock onto the replacement's device (its device UUID and slot), and a
+/// crash right after the open left a replacement posing as the member. `xraid write`
+/// at an offset past the array's end opens the array and stops there, as a crash would.
+#[test]
+fn a_replacement_that_takes_over_during_the_replay_keeps_its_own_superblock() {
+    let (_dir, disks, old, new) = raid5_cut_after_a_write_with(
+        |disks| {
+            ok(&[
+                "replace",
+                "--no-rebuild",
+                "--size",
+                "16M",
+                p(disks),
+                p(&disks.join("d3")),
+                p(&disks.join("n3")),
+            ]);
+        },
+        // The copy barely moves before the cut.
+        &["--rebuild-min", "1", "--rebuild-max", "1"],
+    );
+    let fault = refusing_parity_and_its_log(&disks.join("d3"));
+    let error = fails(&[
+        "write",
+        "--offset",
+        "1T",
+        "--input",
+        "/dev/null",
+        "--fault",
+        &fault,
+        p(&disks),
+    ]);
+    assert!(error.contains("--offset"), "{error}");
+    let (d0, d3, n3) = (
+        superblock_of(&disks.join("d0")),
+        superblock_of(&disks.join("d3")),
+        superblock_of(&disks.join("n3")),
+    );
+    assert_ne!(n3.device_uuid, d3.device_uuid, "the replacement is itself");
+    assert_eq!(n3.events, d0.events, "and as fresh as the array");
+    assert_eq!(
+        d0.dev_roles[n3.dev_number as usize], 3,
+        "{:?}",
+        d0.dev_roles
+    );
+    assert_eq!(
+        d0.dev_roles[d3.dev_number as usize],
+        xraid_format::ROLE_FAULTY,
+        "{:?}",
+        d0.dev_roles
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status json");
+    let role3 = &status["members"][3];
+    assert!(
+        role3["path"].as_str().is_some_and(|p| p.ends_with("n3")),
+        "{status}"
+    );
+    assert_eq!(role3["state"], "rebuilding", "{status}");
+    let read = crate::util::ok_bytes(&["read", "--length", "4096", p(&disks)]);
+    assert!(read == old || read == new, "the write, or what was there");
 }
