@@ -441,8 +441,9 @@ pub struct Stats {
     pub sync_units: u64,
     /// Resyncs that ran to their end.
     pub resyncs_completed: u64,
-    /// Stripe-log entries the replay could not apply (a member gone or unreadable):
-    /// their stripes may still need a resync.
+    /// Stripe-log entries the replay could not apply (a member gone or unreadable),
+    /// a ring that could not be read counting as one: their stripes may still need a
+    /// resync.
     pub log_entries_skipped: u64,
     /// Stripe-log entries the replay applied with data members gone since the write,
     /// their rows worked out from the entry's partial parity (and partial Q).

@@ -377,6 +377,14 @@ struct Replay {
     /// as for a member gone with the power, the rows of a write the cut tore would come
     /// from parity the cut left stale); in the stripe it refused, it is gone already.
     refused: Vec<(MemberIdx, u64)>,
+    /// Members whose ring failed to read: zeroed whole before the final flush. The
+    /// entries it held are unknown, their seqs too, and new entries may take those
+    /// seqs; read at a later open (the bad sectors rewritten since, or a passing
+    /// error), the old ones would be replayed as new. A member whose ring cannot be
+    /// written either is failed when the replay ends.
+    to_wipe: Vec<MemberIdx>,
+    /// The wipe's writes in flight, with their zeroed buffer.
+    wiping: Option<BufId>,
 }
 
 #[derive(Debug)]
@@ -385,6 +393,8 @@ enum Recovery {
     Scanning {
         bufs: Vec<Option<BufId>>,
         pending: u32,
+        /// Members whose ring failed to read.
+        unreadable: Vec<MemberIdx>,
     },
     Replaying(Box<Replay>),
 }
@@ -1299,8 +1309,11 @@ pub(crate) fn start_recovery(engine: &mut Engine) {
         }
     }
     let pending = u32::try_from(reads.len()).expect("few members");
-    engine.log.as_mut().expect("logging is on").recovery =
-        Some(Recovery::Scanning { bufs, pending });
+    engine.log.as_mut().expect("logging is on").recovery = Some(Recovery::Scanning {
+        bufs,
+        pending,
+        unreadable: Vec::new(),
+    });
     if reads.is_empty() {
         scanned(engine);
         return;
@@ -1339,8 +1352,11 @@ pub(crate) fn on_recovery_io(engine: &mut Engine, member: MemberIdx, result: Res
                 replay(engine).replan = true;
             }
         } else if scanning {
-            // An unreadable ring is left out below.
+            // An unreadable ring is left out below. Whatever entries it held are
+            // unknown: the replay cannot vouch for parity where they were, and a
+            // resync is owed as for an entry it skipped.
             engine.note_read_error(member);
+            engine.stats.log_entries_skipped += 1;
         } else if reading {
             engine.note_read_error(member);
             replay(engine).unreadable = true;
@@ -1355,9 +1371,16 @@ pub(crate) fn on_recovery_io(engine: &mut Engine, member: MemberIdx, result: Res
     }
     let log = engine.log.as_mut().expect("logging is on");
     let (unusable, done) = match &mut log.recovery {
-        Some(Recovery::Scanning { bufs, pending }) => {
+        Some(Recovery::Scanning {
+            bufs,
+            pending,
+            unreadable,
+        }) => {
             // An unreadable ring holds nothing we can use.
             let unusable = if result.is_err() {
+                if result != Err(IoFailed::Gone) {
+                    unreadable.push(member);
+                }
                 bufs[member.index()].take()
             } else {
                 None
@@ -1464,7 +1487,10 @@ pub(crate) fn on_replay_retry(
 /// Every ring is in: collect the entries to replay, oldest first.
 fn scanned(engine: &mut Engine) {
     let log = engine.log.as_mut().expect("logging is on");
-    let Some(Recovery::Scanning { bufs, .. }) = log.recovery.take() else {
+    let Some(Recovery::Scanning {
+        bufs, unreadable, ..
+    }) = log.recovery.take()
+    else {
         return;
     };
     let mut found: Vec<Found> = Vec::new();
@@ -1551,6 +1577,8 @@ fn scanned(engine: &mut Engine) {
         retried: Vec::new(),
         awaiting_record: false,
         refused: Vec::new(),
+        to_wipe: unreadable,
+        wiping: None,
     })));
     replay_step(engine);
 }
@@ -1639,6 +1667,13 @@ fn replay_step(engine: &mut Engine) {
             }
             continue;
         }
+        if let Some(buf) = replay(engine).wiping.take() {
+            engine.bufs.free(buf);
+        }
+        if replay(engine).entries.is_empty() && !replay(engine).to_wipe.is_empty() {
+            wipe_unreadable_rings(engine);
+            return;
+        }
         let Some(entry) = replay(engine).entries.pop_front() else {
             // Replacements took the replayed parity too.
             let members = engine.flush_targets();
@@ -1655,6 +1690,41 @@ fn replay_step(engine: &mut Engine) {
         if read_segments(engine, entry) {
             return;
         }
+    }
+}
+
+/// Zeroes the rings that failed to read (see [`Replay::to_wipe`]), before the final
+/// flush makes that durable.
+fn wipe_unreadable_rings(engine: &mut Engine) {
+    let ring = engine.log.as_ref().expect("logging is on").ring;
+    let members: Vec<MemberIdx> = std::mem::take(&mut replay(engine).to_wipe)
+        .into_iter()
+        .filter(|&m| engine.member_states()[m.index()] != MemberState::Failed)
+        .collect();
+    let len = sectors_to_bytes(ring);
+    let buf = engine.bufs.alloc(len);
+    engine.bufs.get_mut(buf).fill(0);
+    let r = replay(engine);
+    r.wiping = Some(buf);
+    r.pending = u32::try_from(members.len()).expect("few members");
+    if members.is_empty() {
+        replay_step(engine);
+        return;
+    }
+    for m in members {
+        let slice = BufSlice {
+            buf,
+            offset: 0,
+            len,
+        };
+        engine.emit_to(
+            m,
+            IoKind::Write,
+            Area::Log,
+            0,
+            slice,
+            IoTarget::LogRecovery { member: m },
+        );
     }
 }
 

@@ -88,6 +88,8 @@ pub struct SimMember {
     pub write_error_ranges: Vec<Range<u64>>,
     /// Time each of its I/Os takes beyond the others' (a slow disk).
     pub extra_latency: Nanos,
+    /// Reads of its stripe-log ring fail with a medium error.
+    pub ring_unreadable: bool,
     /// Data-area reads it served.
     pub reads: u64,
     /// Which device holds the role (a replacement is a new device): I/O sent to an
@@ -123,6 +125,7 @@ impl SimMember {
             bad_ranges: Vec::new(),
             write_error_ranges: Vec::new(),
             extra_latency: Nanos(0),
+            ring_unreadable: false,
             reads: 0,
             device: 0,
             unflushed: Vec::new(),
@@ -508,6 +511,7 @@ impl SimArray {
         let range = io.sector..io.sector + io.buf.len as u64 / SECTOR_BYTES;
         let data = io.area == Area::Data;
         let bad = data && member.read_fails(&range);
+        let unreadable = bad || (io.area == Area::Log && member.ring_unreadable);
         let write_fails = data
             && member
                 .write_error_ranges
@@ -520,7 +524,7 @@ impl SimArray {
         let bufs = self.engine.buffers_mut();
         match io.kind {
             IoKind::Read => {
-                if bad {
+                if unreadable {
                     return Err(IoFailed::Medium);
                 }
                 bufs.slice_mut(io.buf)

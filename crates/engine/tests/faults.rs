@@ -29,6 +29,8 @@ static POWER_CUTS_KILLING: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_KILLING_TWO: AtomicU64 = AtomicU64::new(0);
 /// Power cuts again while the replay after one ran, a member having died in it.
 static POWER_CUTS_IN_REPLAY: AtomicU64 = AtomicU64::new(0);
+/// Power cuts after which a member's stripe-log ring failed to read.
+static POWER_CUTS_RING_UNREADABLE: AtomicU64 = AtomicU64::new(0);
 /// Client batches run while a resync after a power cut had units still to do.
 static BATCHES_MID_RESYNC: AtomicU64 = AtomicU64::new(0);
 /// Resyncs after a power cut stopped part-way and started again from their checkpoint.
@@ -139,6 +141,8 @@ struct Story {
     second_victim: SimRng,
     /// Whether the power fails again during a replay a member died in, and when.
     replay_cut: SimRng,
+    /// Whether a member's stripe-log ring fails to read at a restart, and whose.
+    ring_error: SimRng,
     /// Whether, and when, a member the power cut takes dies only once the stripe log's
     /// replay is under way (its own stream, so that other stories stay as they were).
     late_death: SimRng,
@@ -732,8 +736,29 @@ impl Story {
         let late =
             (!dies.is_empty() && self.late_death.below(2) == 0).then(|| dies[dies.len() - 1]);
         let late_steps = self.late_death.below(12);
+        // Now and then, on a whole array, a member's ring fails to read at the
+        // restart: the replay cannot vouch for the stripes whose entries it held, and
+        // the resync owed puts them right. (On a degraded array that is a second
+        // fault in those stripes, md's write hole.)
+        for m in 0..roles {
+            self.array.members[m].ring_unreadable = false;
+        }
+        let ring_unreadable = (self.log_on
+            && parity
+            && faulty.is_empty()
+            && dies.is_empty()
+            && self.ring_error.below(6) == 0)
+            .then(|| self.ring_error.below(roles as u64) as usize);
+        if let Some(m) = ring_unreadable {
+            POWER_CUTS_RING_UNREADABLE.fetch_add(1, Ordering::Relaxed);
+            self.log
+                .push(format!("member {m}'s ring fails to read at the restart"));
+        }
         let intent = self.intent;
         let restart = |array: &mut SimArray| {
+            if let Some(m) = ring_unreadable {
+                array.members[m].ring_unreadable = true;
+            }
             for &d in dies.iter().filter(|&&d| Some(d) != late) {
                 let member = MemberIdx(d as u16);
                 array.kill_member(member);
@@ -1182,6 +1207,7 @@ fn tell(seed: u64, write_errors: bool) -> Result<(), (String, Vec<String>)> {
         half_built: HashSet::new(),
         second_victim: SimRng::new(seed ^ 0x7770),
         replay_cut: SimRng::new(seed ^ 0x2c07),
+        ring_error: SimRng::new(seed ^ 0x0e11),
         late_death: SimRng::new(seed ^ 0x1a7e),
         intent,
         integrity,
@@ -1295,12 +1321,13 @@ fn thousands_of_fault_stories_lose_nothing() {
         }
     }
     eprintln!(
-        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two; {} more during the replay after one), {} client batches while a resync ran, {} resyncs stopped and started again",
+        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two; {} more during the replay after one; {} with a ring unreadable at the restart), {} client batches while a resync ran, {} resyncs stopped and started again",
         POWER_CUTS.load(Ordering::Relaxed),
         POWER_CUTS_MID_RECOVER.load(Ordering::Relaxed),
         POWER_CUTS_KILLING.load(Ordering::Relaxed),
         POWER_CUTS_KILLING_TWO.load(Ordering::Relaxed),
         POWER_CUTS_IN_REPLAY.load(Ordering::Relaxed),
+        POWER_CUTS_RING_UNREADABLE.load(Ordering::Relaxed),
         BATCHES_MID_RESYNC.load(Ordering::Relaxed),
         RESYNCS_STOPPED.load(Ordering::Relaxed)
     );
