@@ -368,6 +368,11 @@ impl Array {
                 },
             );
         }
+        // A role taken over at open is rebuilt whole, not from the bitmap.
+        let roles = recovering.len();
+        if (0..roles).any(|r| driver.engine().device_slot(role_idx(r)) != role_idx(r)) {
+            whole_recovery = true;
+        }
         let resync_from = match assembled.superblock.resync_offset {
             u64::MAX => None,
             sector => Some(sector),
@@ -1261,20 +1266,38 @@ impl Found<'_> {
 
 /// Roles a replacement took over during the open (its member failed while it was
 /// built: [`xraid_engine::Event::ReplacementTookOver`]), taken in as
-/// [`Array::take_events`] takes them: the replacement holds the role from its
-/// checkpoint, and the member it replaced is faulty in the role table and left out.
+/// [`Array::take_events`] takes them: the replacement holds the role, and the member
+/// it replaced is faulty in the role table and left out. It is rebuilt whole: the
+/// engine trusts none of it (the take-over forgets its copy's progress), and after
+/// the unclean stop the replay follows, its copy's checkpoint does not cover writes
+/// that reached the member and not it. Replacements the replay dropped
+/// ([`xraid_engine::Event::ReplacementFailed`]) are faulty and left out too.
 fn take_overs(driver: &ArrayDriver, found: Found<'_>) {
     let engine = driver.engine();
     for role in 0..found.replacements.len() {
         if engine.device_slot(role_idx(role)) == role_idx(role) {
+            if !engine.is_replacing(role_idx(role)) {
+                if let Some((path, sb)) = found.replacements[role].take() {
+                    if let Some(r) = found.freshest.dev_roles.get_mut(sb.dev_number as usize) {
+                        *r = ROLE_FAULTY;
+                    }
+                    found.left_out.push(LeftOut {
+                        path,
+                        role: u16::try_from(role).ok(),
+                        reason: LeftOutReason::Faulty,
+                        superblock: sb,
+                    });
+                }
+            }
             continue;
         }
         let Some((new_path, mut new_sb)) = found.replacements[role].take() else {
             continue;
         };
-        new_sb.feature_map &= !MD_FEATURE_REPLACEMENT;
+        new_sb.feature_map &= !(MD_FEATURE_REPLACEMENT | MD_FEATURE_RECOVERY_BITMAP);
         new_sb.feature_map |= MD_FEATURE_RECOVERY_OFFSET;
-        found.recovering[role] = Some(new_sb.recovery_offset);
+        new_sb.recovery_offset = 0;
+        found.recovering[role] = Some(0);
         if let Some((old_path, old_sb)) = found.superblocks[role].replace((new_path, new_sb)) {
             if let Some(r) = found.freshest.dev_roles.get_mut(old_sb.dev_number as usize) {
                 *r = ROLE_FAULTY;
@@ -1684,6 +1707,10 @@ impl Array {
                     {
                         self.let_go(old_path, Some(role.0), old_sb);
                     }
+                    // The engine trusts none of it (its copy's progress is forgotten):
+                    // a recover that starts for it rebuilds it whole, not from the
+                    // bitmap (one already running goes on over every unit).
+                    self.recover_from_bitmap = false;
                     if self.driver.engine().sync_progress().is_none() {
                         self.recover_pending = true;
                     }

@@ -444,3 +444,67 @@ fn a_read_only_export_refuses_a_replace() {
     assert!(!disks.join("n1").exists());
     server.stop();
 }
+
+/// A replacement that waits for a resync (one sync at a time) and then takes its role
+/// over, its member failing first, is rebuilt whole once the resync ends — not only
+/// where the write-intent bitmap has bits set, which is how a member back after a short
+/// absence catches up (found by a review: the take-over left the array recovering
+/// from the bitmap, and the replacement's never-copied chunks would have been served).
+#[test]
+fn a_replacement_that_takes_over_while_waiting_for_a_resync_is_rebuilt_whole() {
+    let dir = tempdir();
+    let disks = crate::server::create_array(dir.path(), "5", 4, "16M", &["--bitmap-chunk", "1M"]);
+    let image = fill(dir.path(), &disks, 40 << 20, 17);
+    let mut expected = std::fs::read(&image).expect("image");
+    // Writes spread over the array, then a kill: the restart owes a resync of those
+    // chunks, paced to last.
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let mut client = crate::nbd_raw::Client::open(server.tcp_addr(), "xraid", false);
+    for i in 0..32u64 {
+        let at = i * (1 << 20) + 8192;
+        let block = random_bytes(4096, 100 + i);
+        assert_eq!(client.write(at, &block), 0, "write");
+        expected[at as usize..at as usize + 4096].copy_from_slice(&block);
+    }
+    server.kill();
+    let server = Server::unix(
+        dir.path(),
+        &["--rebuild-min", "4", "--rebuild-max", "4", p(&disks)],
+    );
+    server.wait_for_log(0, &["resync running"]);
+    ok(&[
+        "replace",
+        "--no-rebuild",
+        "--size",
+        "16M",
+        p(&disks),
+        p(&disks.join("d3")),
+        p(&disks.join("n3")),
+    ]);
+    ok(&["fail", p(&disks), p(&disks.join("d3"))]);
+    let s = status(&disks);
+    assert!(ends_with(&s["members"][3]["path"], "n3"), "{s}");
+    let start = Instant::now();
+    while !server
+        .log_lines()
+        .iter()
+        .any(|l| l.contains("recover done"))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "no recover done: {}",
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.stop();
+    let read = crate::util::ok_bytes(&["read", "--length", "40M", p(&disks)]);
+    let wrong = (0..expected.len())
+        .step_by(4096)
+        .filter(|&at| read[at..at + 4096] != expected[at..at + 4096])
+        .count();
+    assert_eq!(wrong, 0, "4 KiB blocks read back wrong after the recover");
+    let check: serde_json::Value =
+        serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("json");
+    assert_eq!(check["mismatched_units"], 0, "{check}");
+}
