@@ -445,15 +445,7 @@ fn a_member_that_cannot_record_the_replays_refusal_is_failed_and_the_array_opens
 fn a_replacement_that_takes_over_during_the_replay_keeps_its_own_superblock() {
     let (_dir, disks, old, new) = raid5_cut_after_a_write_with(
         |disks| {
-            ok(&[
-                "replace",
-                "--no-rebuild",
-                "--size",
-                "16M",
-                p(disks),
-                p(&disks.join("d3")),
-                p(&disks.join("n3")),
-            ]);
+            crate::replace::replace_without_copy(disks, "d3", "n3");
         },
         // The copy barely moves before the cut.
         &["--rebuild-min", "1", "--rebuild-max", "1"],
@@ -508,15 +500,7 @@ fn cut_with_a_replacement(root: &Path, data: &[u8]) -> (std::path::PathBuf, Vec<
     let input = root.join("data");
     std::fs::write(&input, data).expect("data file");
     ok(&["write", "--offset", "0", "--input", p(&input), p(&disks)]);
-    ok(&[
-        "replace",
-        "--no-rebuild",
-        "--size",
-        "16M",
-        p(&disks),
-        p(&disks.join("d3")),
-        p(&disks.join("n3")),
-    ]);
+    crate::replace::replace_without_copy(&disks, "d3", "n3");
     let rail: Vec<String> = (0..4)
         .map(|role| format!("role={role},power-cut-on-signal"))
         .collect();

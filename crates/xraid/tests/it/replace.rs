@@ -23,6 +23,20 @@ fn fill(dir: &Path, disks: &Path, bytes: usize, seed: u64) -> std::path::PathBuf
     image
 }
 
+/// Records `new` (16M) as the replacement of member `old` of `disks`, its copy not
+/// started (`replace --no-rebuild`): by the server when one serves the array.
+pub(crate) fn replace_without_copy(disks: &Path, old: &str, new: &str) -> String {
+    ok(&[
+        "replace",
+        "--no-rebuild",
+        "--size",
+        "16M",
+        p(disks),
+        p(&disks.join(old)),
+        p(&disks.join(new)),
+    ])
+}
+
 fn ends_with(v: &serde_json::Value, tail: &str) -> bool {
     v.as_str().is_some_and(|s| s.ends_with(tail))
 }
@@ -33,15 +47,7 @@ fn an_offline_replace_of_a_raid5_member_keeps_the_data_and_marks_the_old_one_fau
     let dir = tempdir();
     let disks = raid5(dir.path(), "16M");
     let image = fill(dir.path(), &disks, 45 << 20, 61);
-    let out = ok(&[
-        "replace",
-        "--no-rebuild",
-        "--size",
-        "16M",
-        p(&disks),
-        p(&disks.join("d1")),
-        p(&disks.join("n1")),
-    ]);
+    let out = replace_without_copy(&disks, "d1", "n1");
     assert!(out.contains("replaces"), "{out}");
     // Recorded as md records a replacement: same role, REPLACEMENT + RECOVERY_OFFSET.
     let s = status(&disks);
@@ -305,15 +311,7 @@ fn a_live_replace_under_fio_writes_finishes_and_the_array_scrubs_clean() {
         &["--rebuild-min", "2", "--rebuild-max", "4", p(&disks)],
     );
     let uri = server.uri("xraid");
-    let out = ok(&[
-        "replace",
-        "--no-rebuild",
-        "--size",
-        "16M",
-        p(&disks),
-        p(&disks.join("d2")),
-        p(&disks.join("n2")),
-    ]);
+    let out = replace_without_copy(&disks, "d2", "n2");
     assert!(out.contains("by the server"), "{out}");
     let s = status(&disks);
     assert_eq!(s["served"], true, "{s}");
@@ -376,15 +374,7 @@ fn a_replacement_cut_off_by_a_kill_resumes_from_its_checkpoint() {
         dir.path(),
         &["--rebuild-min", "2", "--rebuild-max", "2", p(&disks)],
     );
-    ok(&[
-        "replace",
-        "--no-rebuild",
-        "--size",
-        "16M",
-        p(&disks),
-        p(&disks.join("d0")),
-        p(&disks.join("n0")),
-    ]);
+    replace_without_copy(&disks, "d0", "n0");
     // The progress reaches the superblocks every 2 seconds.
     let deadline = Instant::now() + Duration::from_secs(60);
     let offset = loop {
@@ -472,15 +462,7 @@ fn a_replacement_that_takes_over_while_waiting_for_a_resync_is_rebuilt_whole() {
         &["--rebuild-min", "4", "--rebuild-max", "4", p(&disks)],
     );
     server.wait_for_log(0, &["resync running"]);
-    ok(&[
-        "replace",
-        "--no-rebuild",
-        "--size",
-        "16M",
-        p(&disks),
-        p(&disks.join("d3")),
-        p(&disks.join("n3")),
-    ]);
+    replace_without_copy(&disks, "d3", "n3");
     ok(&["fail", p(&disks), p(&disks.join("d3"))]);
     let s = status(&disks);
     assert!(ends_with(&s["members"][3]["path"], "n3"), "{s}");
