@@ -83,6 +83,9 @@ const HEADER_FIXED: usize = 72;
 const SEG_BYTES: usize = 12;
 /// A marker: no write, only "every seq up to `durable` is durable".
 const FLAG_MARKER: u32 = 2;
+/// On a marker: the replay (or one before it) could not vouch for parity everywhere,
+/// and no resync has completed since: a later open owes the resync too.
+const FLAG_RESYNC_OWED: u32 = 4;
 /// Sectors of one marker; every ring starts with two marker slots, written in turn so
 /// that a torn marker write leaves the other slot whole.
 const MARKER_SECTORS: u64 = 1;
@@ -175,6 +178,8 @@ struct Found {
     /// The array the entry belongs to ([`crate::EngineConfig::log_tag`]).
     tag: u64,
     marker: bool,
+    /// A marker with [`FLAG_RESYNC_OWED`].
+    resync_owed: bool,
     seq: u64,
     durable: u64,
     stripe: u64,
@@ -327,6 +332,7 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
     let found = Found {
         tag: u64_at(b, 64),
         marker,
+        resync_owed: marker && flags & FLAG_RESYNC_OWED != 0,
         seq: u64_at(b, 8),
         durable: u64_at(b, 16),
         stripe: u64_at(b, 24),
@@ -377,11 +383,15 @@ struct Replay {
     /// as for a member gone with the power, the rows of a write the cut tore would come
     /// from parity the cut left stale); in the stripe it refused, it is gone already.
     refused: Vec<(MemberIdx, u64)>,
-    /// Members whose ring failed to read: zeroed whole before the final flush. The
-    /// entries it held are unknown, their seqs too, and new entries may take those
-    /// seqs; read at a later open (the bad sectors rewritten since, or a passing
-    /// error), the old ones would be replayed as new. A member whose ring cannot be
-    /// written either is failed when the replay ends.
+    /// Members whose ring failed to read: zeroed whole once the rings' marker says
+    /// the replay is done (and, flagged, that the resync it leaves owed is: the ring's
+    /// entries were the only other trace of that), then flushed with a second round
+    /// before client requests go on. The entries it held are unknown, their seqs too,
+    /// and new entries may take those seqs; read at a later open (the bad sectors
+    /// rewritten since, or a passing error), the old ones would be replayed as new.
+    /// Until new entries are written they are what they were: a cut before the wipe
+    /// leaves them to a later replay. A member whose ring cannot be written either is
+    /// failed when the second round ends.
     to_wipe: Vec<MemberIdx>,
     /// The wipe's writes in flight, with their zeroed buffer.
     wiping: Option<BufId>,
@@ -452,6 +462,9 @@ pub(crate) struct LogState {
     /// during the recovery must be recorded before the rings say its entries are done
     /// with (see [`failures_to_record`]).
     serving_as_recorded: Vec<bool>,
+    /// A marker must be written even with nothing new durable: it carries
+    /// [`FLAG_RESYNC_OWED`].
+    marker_owed: bool,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -515,12 +528,13 @@ impl LogState {
             departure_writes: 0,
             recent: HashMap::new(),
             serving_as_recorded: vec![false; 2 * members],
+            marker_owed: false,
         }
     }
 
     /// Whether the rings do not yet say all that is known durable.
     pub(crate) fn needs_marker(&self) -> bool {
-        self.durable > self.persisted
+        self.durable > self.persisted || self.marker_owed
     }
 
     /// What a flush issued now makes durable once it completes: every seq below this.
@@ -713,6 +727,10 @@ pub(crate) fn durable_up_to(engine: &Engine, seq: u64) -> bool {
 /// A marker saying every seq up to `durable` is durable.
 fn marker(engine: &mut Engine, durable: u64) -> BufId {
     let tag = engine.config.log_tag;
+    // During the replay the resync is not owed yet (the driver says so once the
+    // replay is done), but what it skipped already is.
+    let recovering = engine.log.as_ref().is_some_and(|l| l.recovering());
+    let owed = engine.stats.log_entries_skipped > 0 && (engine.resync_owed || recovering);
     let buf = engine.bufs.alloc(sectors_to_bytes(MARKER_SECTORS));
     let b = engine.bufs.get_mut(buf);
     b.fill(0);
@@ -728,7 +746,12 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     };
     header.put(b);
     b[16..24].copy_from_slice(&durable.to_le_bytes());
-    b[44..48].copy_from_slice(&FLAG_MARKER.to_le_bytes());
+    let flags = if owed {
+        FLAG_MARKER | FLAG_RESYNC_OWED
+    } else {
+        FLAG_MARKER
+    };
+    b[44..48].copy_from_slice(&flags.to_le_bytes());
     let sum = checksum(b);
     b[56..64].copy_from_slice(&sum.to_le_bytes());
     buf
@@ -1186,6 +1209,7 @@ pub(crate) fn persist(engine: &mut Engine, waiter: Waiter) {
     let durable = log.durable;
     let slot = log.marker_slot;
     log.marker_slot ^= 1;
+    log.marker_owed = false;
     let members = engine.present_members();
     let buf = marker(engine, durable);
     engine.log.as_mut().expect("logging is on").marker_job = Some(MarkerJob {
@@ -1282,6 +1306,7 @@ fn waiter_done(engine: &mut Engine, waiter: Waiter) {
     match waiter {
         Waiter::Client(req) => engine.request_step_done(req, None),
         Waiter::Checkpoint => after_checkpoint(engine),
+        Waiter::Recovery if !replay(engine).to_wipe.is_empty() => wipe_unreadable_rings(engine),
         Waiter::Recovery => finish_recovery(engine),
     }
 }
@@ -1497,6 +1522,8 @@ fn scanned(engine: &mut Engine) {
     // The marker slot that holds the newest marker (by durable seq), so that the next
     // marker goes to the other one and a torn write cannot take the newest away.
     let mut newest_marker: Option<(u64, u64)> = None;
+    // Whether a marker of the newest durable seq says a resync is still owed.
+    let mut owed: Option<(u64, bool)> = None;
     let tag = engine.config.log_tag;
     for buf in bufs.into_iter().flatten() {
         let bytes = engine.bufs.get(buf);
@@ -1511,6 +1538,13 @@ fn scanned(engine: &mut Engine) {
                         && newest_marker.is_none_or(|(d, _)| entry.durable > d)
                     {
                         newest_marker = Some((entry.durable, slot));
+                    }
+                    if entry.marker && entry.tag == tag {
+                        owed = match owed {
+                            Some((d, o)) if d > entry.durable => Some((d, o)),
+                            Some((d, o)) if d == entry.durable => Some((d, o || entry.resync_owed)),
+                            _ => Some((entry.durable, entry.resync_owed)),
+                        };
                     }
                     found.push(entry);
                     pos += sectors_to_bytes(sectors);
@@ -1559,6 +1593,11 @@ fn scanned(engine: &mut Engine) {
     entries.dedup_by_key(|e| e.seq);
     mark_last_for(&mut entries);
 
+    if owed.is_some_and(|(_, o)| o) {
+        // A replay before this one could not vouch for parity, and no resync has
+        // completed since (the marker says so): it is still owed.
+        engine.stats.log_entries_skipped += 1;
+    }
     let log = engine.log.as_mut().expect("logging is on");
     log.persisted = durable;
     log.recovery = Some(Recovery::Replaying(Box::new(Replay {
@@ -1670,10 +1709,6 @@ fn replay_step(engine: &mut Engine) {
         if let Some(buf) = replay(engine).wiping.take() {
             engine.bufs.free(buf);
         }
-        if replay(engine).entries.is_empty() && !replay(engine).to_wipe.is_empty() {
-            wipe_unreadable_rings(engine);
-            return;
-        }
         let Some(entry) = replay(engine).entries.pop_front() else {
             // Replacements took the replayed parity too.
             let members = engine.flush_targets();
@@ -1693,8 +1728,9 @@ fn replay_step(engine: &mut Engine) {
     }
 }
 
-/// Zeroes the rings that failed to read (see [`Replay::to_wipe`]), before the final
-/// flush makes that durable.
+/// Zeroes the rings that failed to read (see [`Replay::to_wipe`]); the replay's
+/// steps then run again (nothing left to replay: a flush, which makes the wipe
+/// durable, and the records and marker if anything changed).
 fn wipe_unreadable_rings(engine: &mut Engine) {
     let ring = engine.log.as_ref().expect("logging is on").ring;
     let members: Vec<MemberIdx> = std::mem::take(&mut replay(engine).to_wipe)
@@ -1734,6 +1770,9 @@ fn replayed_and_recorded(engine: &mut Engine) {
     let log = engine.log.as_mut().expect("logging is on");
     log.next_seq = max_seq + 1;
     log.durable = max_seq;
+    // What this replay could not vouch for goes on the rings before the entries (or
+    // the ring it could not read) that say so are gone.
+    log.marker_owed = engine.stats.log_entries_skipped > 0;
     persist(engine, Waiter::Recovery);
 }
 
