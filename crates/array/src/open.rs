@@ -339,6 +339,10 @@ impl Array {
             let mut tag = [0u8; 8];
             tag.copy_from_slice(&assembled_uuid[..8]);
             config.log_tag = u64::from_le_bytes(tag);
+            if assembled.superblock.resync_offset != u64::MAX {
+                // Before the replay: its marker says whether a resync is owed.
+                driver.engine_mut().owe_resync();
+            }
             driver.engine_mut().set_config(config);
             while driver.engine().log_recovering() {
                 if driver.engine().replay_awaits_record() {

@@ -492,6 +492,8 @@ pub(crate) enum Waiter {
     Checkpoint,
     /// The end of recovery.
     Recovery,
+    /// Nothing waits: a marker that only clears [`FLAG_RESYNC_OWED`].
+    Nothing,
 }
 
 #[derive(Debug)]
@@ -727,10 +729,9 @@ pub(crate) fn durable_up_to(engine: &Engine, seq: u64) -> bool {
 /// A marker saying every seq up to `durable` is durable.
 fn marker(engine: &mut Engine, durable: u64) -> BufId {
     let tag = engine.config.log_tag;
-    // During the replay the resync is not owed yet (the driver says so once the
-    // replay is done), but what it skipped already is.
-    let recovering = engine.log.as_ref().is_some_and(|l| l.recovering());
-    let owed = engine.stats.log_entries_skipped > 0 && (engine.resync_owed || recovering);
+    // The driver says the resync is owed (the array was not stopped cleanly) before
+    // the replay: a clean array owes none, whatever a stale flag said.
+    let owed = engine.stats.log_entries_skipped > 0 && engine.resync_owed;
     let buf = engine.bufs.alloc(sectors_to_bytes(MARKER_SECTORS));
     let b = engine.bufs.get_mut(buf);
     b.fill(0);
@@ -1308,7 +1309,29 @@ fn waiter_done(engine: &mut Engine, waiter: Waiter) {
         Waiter::Checkpoint => after_checkpoint(engine),
         Waiter::Recovery if !replay(engine).to_wipe.is_empty() => wipe_unreadable_rings(engine),
         Waiter::Recovery => finish_recovery(engine),
+        Waiter::Nothing => {}
     }
+}
+
+/// The owed resync completed (flushed): the rings must stop saying it is owed, even
+/// if nothing is written after it, or a later open owes it again.
+pub(crate) fn resync_completed(engine: &mut Engine) {
+    let Some(log) = engine.log.as_mut() else {
+        return;
+    };
+    if log.recovering() || engine.stats.log_entries_skipped == 0 {
+        return;
+    }
+    // A marker of the same durable seq cannot take the flag back (the scan ORs the
+    // flags of equal markers, the old one stays in the other slot): it says a newer
+    // seq, one no entry takes. With writes not yet durable, the marker their flush
+    // brings (unflagged now) does it.
+    if !log.unfinished.is_empty() || log.durable + 1 != log.next_seq {
+        return;
+    }
+    log.next_seq += 1;
+    log.durable = log.next_seq - 1;
+    persist(engine, Waiter::Nothing);
 }
 
 // ----- recovery -------------------------------------------------------------------
@@ -1593,7 +1616,7 @@ fn scanned(engine: &mut Engine) {
     entries.dedup_by_key(|e| e.seq);
     mark_last_for(&mut entries);
 
-    if owed.is_some_and(|(_, o)| o) {
+    if owed.is_some_and(|(_, o)| o) && engine.resync_owed {
         // A replay before this one could not vouch for parity, and no resync has
         // completed since (the marker says so): it is still owed.
         engine.stats.log_entries_skipped += 1;

@@ -590,6 +590,7 @@ fn finish(engine: &mut Engine) {
     let mirrored = !engine.geo.level().has_parity();
     if s.kind == SyncKind::Resync && completed && s.unrecoverable == 0 && (whole || mirrored) {
         engine.resync_owed = false;
+        crate::ppl::resync_completed(engine);
     }
     engine.push_event(Event::SyncFinished {
         kind: s.kind,

@@ -984,3 +984,82 @@ fn an_unreadable_rings_owed_resync_survives_another_cut() {
         "a second open vouched for parity an earlier unreadable ring left owed (seed, steps): {vouched_but_torn:?}"
     );
 }
+
+/// Once the owed resync has completed, the rings stop saying it is owed, even with
+/// nothing written after it: the resync's end writes an unflagged marker of a newer
+/// seq. Before (found by a review), the replay's flagged marker stayed the newest, and
+/// every later open owed a resync again — its own replay flagging the marker anew.
+#[test]
+fn a_completed_resync_clears_the_rings_flag() {
+    let mut stale = Vec::new();
+    for seed in 0..8u64 {
+        let (mut array, _) = logged_raid5(1300 + seed);
+        let p = array.engine.geometry().stripe_map(0).p();
+        array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
+        array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+        array.run();
+        assert!(array.engine.stats().log_entries_skipped > 0);
+        array.members[p.index()].ring_unreadable = false;
+        array
+            .engine
+            .start_sync(SyncKind::Resync, 0)
+            .expect("resync");
+        array.run_sync();
+        assert!(
+            !array.engine.resync_owed(),
+            "seed {seed}: the resync completed"
+        );
+        // Another cut, nothing written since the resync: nothing can be torn.
+        array.power_cut();
+        array.run();
+        if array.engine.stats().log_entries_skipped > 0 {
+            stale.push(seed);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "a completed resync is owed again after a cut: {stale:?}"
+    );
+}
+
+/// The unreadable ring's member vanishes at every step of the replay's end (during the
+/// wipe, the second round's flush, its marker): the recovery still ends, and reads go
+/// on.
+#[test]
+fn a_member_lost_during_the_wipe_does_not_hang_the_replay() {
+    let mut unfinished = Vec::new();
+    for seed in 0..4u64 {
+        for after in 0..200 {
+            let (mut array, _) = logged_raid5(1300 + seed);
+            let p = array.engine.geometry().stripe_map(0).p();
+            array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
+            array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+            let mut done = false;
+            for _ in 0..after {
+                if !array.engine.log_recovering() || !array.step() {
+                    done = true;
+                    break;
+                }
+            }
+            if done {
+                break;
+            }
+            array.kill_member(p);
+            array.run();
+            for _ in 0..1000 {
+                if !array.engine.log_recovering() || !array.step() {
+                    break;
+                }
+            }
+            if array.engine.log_recovering() {
+                unfinished.push((seed, after));
+            }
+            // Reads go on.
+            array.read(0, 48).expect("read after the replay");
+        }
+    }
+    assert!(
+        unfinished.is_empty(),
+        "the replay never ended (seed, step): {unfinished:?}"
+    );
+}
