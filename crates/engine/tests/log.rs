@@ -41,6 +41,36 @@ fn logged_array(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
     (array, data)
 }
 
+/// Runs a check over the whole array and returns the units it found mismatched.
+fn check_mismatches(array: &mut SimArray) -> u64 {
+    array.take_events();
+    array.engine.start_sync(SyncKind::Check, 0).expect("check");
+    array.run_sync();
+    array
+        .take_events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::SyncFinished {
+                kind: SyncKind::Check,
+                mismatches,
+                ..
+            } => Some(mismatches),
+            _ => None,
+        })
+        .expect("the check ran")
+}
+
+/// [`logged_raid5`] with a write to chunk 1 of stripe 0 cut off by the power, and the
+/// ring of stripe 0's parity member (returned), which holds the write's entry, failing
+/// to read at the restart; the replay has not run yet.
+fn cut_with_an_unreadable_ring(seed: u64) -> (SimArray, MemberIdx) {
+    let (mut array, _) = logged_raid5(seed);
+    let p = array.engine.geometry().stripe_map(0).p();
+    array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
+    array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+    (array, p)
+}
+
 fn delta(after: Stats, before: Stats) -> (u64, u64, u64) {
     (
         after.member_flushes - before.member_flushes,
@@ -865,10 +895,7 @@ fn a_replacement_lost_during_the_replay_is_recorded_before_the_rings_say_it_is_d
 fn an_unreadable_ring_leaves_the_resync_owed() {
     let mut torn = 0;
     for seed in 0..8u64 {
-        let (mut array, _) = logged_raid5(1300 + seed);
-        let p = array.engine.geometry().stripe_map(0).p();
-        array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
-        array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+        let (mut array, p) = cut_with_an_unreadable_ring(1300 + seed);
         array.run();
         assert_eq!(
             array.engine.member_states()[p.index()],
@@ -879,21 +906,7 @@ fn an_unreadable_ring_leaves_the_resync_owed() {
             array.engine.stats().log_entries_skipped > 0,
             "seed {seed}: the replay does not vouch for its stripes"
         );
-        array.take_events();
-        array.engine.start_sync(SyncKind::Check, 0).expect("check");
-        array.run_sync();
-        torn += array
-            .take_events()
-            .into_iter()
-            .find_map(|e| match e {
-                Event::SyncFinished {
-                    kind: SyncKind::Check,
-                    mismatches,
-                    ..
-                } => Some(mismatches),
-                _ => None,
-            })
-            .expect("the check ran");
+        torn += check_mismatches(&mut array);
     }
     assert!(
         torn > 0,
@@ -909,10 +922,7 @@ fn an_unreadable_ring_leaves_the_resync_owed() {
 #[test]
 fn an_unreadable_rings_old_entries_never_come_back() {
     for seed in 0..8u64 {
-        let (mut array, _) = logged_raid5(1400 + seed);
-        let p = array.engine.geometry().stripe_map(0).p();
-        array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
-        array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+        let (mut array, p) = cut_with_an_unreadable_ring(1400 + seed);
         array.run();
         array.take_events();
         // The ring reads again; the power fails again with nothing written since.
@@ -939,10 +949,7 @@ fn an_unreadable_rings_owed_resync_survives_another_cut() {
     let mut cuts = 0;
     for seed in 0..8u64 {
         for after in 0.. {
-            let (mut array, _) = logged_raid5(1300 + seed);
-            let p = array.engine.geometry().stripe_map(0).p();
-            array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
-            array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+            let (mut array, p) = cut_with_an_unreadable_ring(1300 + seed);
             for _ in 0..after {
                 if !array.engine.log_recovering() || !array.step() {
                     break;
@@ -955,21 +962,7 @@ fn an_unreadable_rings_owed_resync_survives_another_cut() {
             cuts += 1;
             array.run();
             let vouched = array.engine.stats().log_entries_skipped == 0;
-            array.take_events();
-            array.engine.start_sync(SyncKind::Check, 0).expect("check");
-            array.run_sync();
-            let mismatches = array
-                .take_events()
-                .into_iter()
-                .find_map(|e| match e {
-                    Event::SyncFinished {
-                        kind: SyncKind::Check,
-                        mismatches,
-                        ..
-                    } => Some(mismatches),
-                    _ => None,
-                })
-                .expect("the check ran");
+            let mismatches = check_mismatches(&mut array);
             if vouched && mismatches > 0 {
                 vouched_but_torn.push((seed, after));
             }
@@ -993,10 +986,7 @@ fn an_unreadable_rings_owed_resync_survives_another_cut() {
 fn a_completed_resync_clears_the_rings_flag() {
     let mut stale = Vec::new();
     for seed in 0..8u64 {
-        let (mut array, _) = logged_raid5(1300 + seed);
-        let p = array.engine.geometry().stripe_map(0).p();
-        array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
-        array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+        let (mut array, p) = cut_with_an_unreadable_ring(1300 + seed);
         array.run();
         assert!(array.engine.stats().log_entries_skipped > 0);
         array.members[p.index()].ring_unreadable = false;
@@ -1030,10 +1020,7 @@ fn a_member_lost_during_the_wipe_does_not_hang_the_replay() {
     let mut unfinished = Vec::new();
     for seed in 0..4u64 {
         for after in 0..200 {
-            let (mut array, _) = logged_raid5(1300 + seed);
-            let p = array.engine.geometry().stripe_map(0).p();
-            array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
-            array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+            let (mut array, p) = cut_with_an_unreadable_ring(1300 + seed);
             let mut done = false;
             for _ in 0..after {
                 if !array.engine.log_recovering() || !array.step() {
