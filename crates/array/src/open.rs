@@ -332,6 +332,13 @@ impl Array {
                 bad_outside.insert(path.clone(), bad.outside);
             }
         }
+        if assembled.superblock.resync_offset != u64::MAX {
+            // Until its resync completes (it may wait for a recover), mirrors read the
+            // copy it will keep and parity is not trusted where the log did not fix it.
+            // Said before the stripe log's replay: its marker says whether a resync is
+            // owed, and a flag an earlier replay left counts only then.
+            driver.engine_mut().owe_resync();
+        }
         if let Some(sectors) = ring {
             // Reads every ring and replays what a crash cut off before anything else.
             let mut config = driver.engine().config();
@@ -339,10 +346,6 @@ impl Array {
             let mut tag = [0u8; 8];
             tag.copy_from_slice(&assembled_uuid[..8]);
             config.log_tag = u64::from_le_bytes(tag);
-            if assembled.superblock.resync_offset != u64::MAX {
-                // Before the replay: its marker says whether a resync is owed.
-                driver.engine_mut().owe_resync();
-            }
             driver.engine_mut().set_config(config);
             while driver.engine().log_recovering() {
                 if driver.engine().replay_awaits_record() {
@@ -401,11 +404,6 @@ impl Array {
             integrity,
             bad_outside,
         };
-        if array.was_dirty() {
-            // Until its resync completes (it may wait for a recover), mirrors read the
-            // copy it will keep and parity is not trusted where the log did not fix it.
-            array.driver.engine_mut().owe_resync();
-        }
         if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
             // The log's replay made parity right: the close marks the array clean.
             array.begin_writes()?;

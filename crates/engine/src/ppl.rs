@@ -1698,10 +1698,10 @@ fn replay_step(engine: &mut Engine) {
                 // Rows the replay's parity counts on as held elsewhere (refused, and
                 // listed) must be listed on disk before the rings say the entries are
                 // done with: a restart in between would find them unlisted, holding
-                // what the member had, and nothing left to replay. So must a member
-                // failed meanwhile (its ring unreadable, a write refused where its log
-                // is full, gone): back as current, it would serve rows the replay
-                // never wrote.
+                // what the member had, and nothing left to replay. So must a device
+                // that stopped serving meanwhile (a member gone, or refusing a write
+                // its log cannot list; a replacement dropped or taking over): back as
+                // current, it would serve rows the replay never wrote.
                 replay(engine).awaiting_record = true;
                 return;
             }
