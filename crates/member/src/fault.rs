@@ -24,6 +24,9 @@ pub struct FaultPlan {
     /// Member byte ranges whose writes fail (reads work): a region that stopped
     /// taking writes, such as a metadata area on a dying disk.
     pub write_error_ranges: Vec<Range<u64>>,
+    /// Member byte ranges whose reads fail (writes work): a disk's pending sectors,
+    /// unreadable until rewritten, here for as long as the plan holds.
+    pub read_error_ranges: Vec<Range<u64>>,
     /// I/Os that succeed before the error ranges (both kinds) begin to fail.
     pub errors_after: Option<u64>,
     /// Added to every I/O.
@@ -74,6 +77,9 @@ impl FromStr for MemberFault {
                 "write-errors" => plan
                     .write_error_ranges
                     .push(parse_range(value).map_err(bad)?),
+                "read-errors" => plan
+                    .read_error_ranges
+                    .push(parse_range(value).map_err(bad)?),
                 "errors-after" => {
                     plan.errors_after = Some(value.parse().map_err(|_| bad("a count of I/Os"))?)
                 }
@@ -99,7 +105,7 @@ impl FromStr for MemberFault {
                 "power-cut-on-signal" => plan.on_machine_power = true,
                 _ => {
                     return Err(format!(
-                        "fault '{spec}': unknown '{key}' (use role=N with fail-now, fail-after=N, errors=START..END, write-errors=START..END, errors-after=N, latency=Nms, stall-after=N, stall=Ns, flips=START..END, lose=START..END, power-cut-after=N, power-cut-on-signal)"
+                        "fault '{spec}': unknown '{key}' (use role=N with fail-now, fail-after=N, errors=START..END, write-errors=START..END, read-errors=START..END, errors-after=N, latency=Nms, stall-after=N, stall=Ns, flips=START..END, lose=START..END, power-cut-after=N, power-cut-on-signal)"
                     ))
                 }
             }
@@ -129,6 +135,7 @@ impl std::fmt::Display for FaultPlan {
         }
         parts.extend(ranges("errors", &self.error_ranges));
         parts.extend(ranges("write-errors", &self.write_error_ranges));
+        parts.extend(ranges("read-errors", &self.read_error_ranges));
         if let Some(n) = self.errors_after {
             parts.push(format!("errors-after={n}"));
         }
@@ -302,6 +309,7 @@ impl FaultyMember {
             let hits = |e: &Range<u64>| e.start < r.end && r.start < e.end;
             if self.plan.error_ranges.iter().any(hits)
                 || (write && self.plan.write_error_ranges.iter().any(hits))
+                || (!write && self.plan.read_error_ranges.iter().any(hits))
             {
                 return Err(io::Error::other("injected I/O error in a bad range"));
             }
@@ -481,6 +489,17 @@ mod tests {
     }
 
     #[test]
+    fn read_errors_fail_reads_only() {
+        let f: MemberFault = "role=1,read-errors=4K..8K".parse().expect("valid");
+        assert_eq!(f.plan.read_error_ranges, vec![4096..8192]);
+        let m = member(f.plan);
+        let mut buf = [0u8; 512];
+        m.write_at(&buf, 4096).expect("writes of the range work");
+        assert!(m.read_at(&mut buf, 4096 + 512).is_err(), "reads fail there");
+        m.read_at(&mut buf, 8192).expect("reads elsewhere work");
+    }
+
+    #[test]
     fn write_errors_fail_writes_only_and_from_the_io_errors_after_says() {
         let f: MemberFault = "role=2,write-errors=4K..8K,errors-after=2"
             .parse()
@@ -508,7 +527,7 @@ mod tests {
 
     #[test]
     fn a_plan_prints_as_the_spec_that_makes_it() {
-        let spec = "role=3,fail-after=7,errors=4096..8192,write-errors=0..512,errors-after=2,latency=5ms,stall-after=9,stall=2000ms,flips=0..4096,lose=8192..12288,power-cut-after=11,power-cut-on-signal";
+        let spec = "role=3,fail-after=7,errors=4096..8192,write-errors=0..512,read-errors=512..1024,errors-after=2,latency=5ms,stall-after=9,stall=2000ms,flips=0..4096,lose=8192..12288,power-cut-after=11,power-cut-on-signal";
         let f: MemberFault = spec.parse().expect("valid");
         assert_eq!(format!("role=3,{}", f.plan), spec);
         let again: MemberFault = format!("role=3,{}", f.plan).parse().expect("valid");

@@ -331,7 +331,8 @@ pub struct ServeArgs {
     pub tls_key: Option<PathBuf>,
     /// Inject faults into a member, for demonstrations and tests: `role=N` with
     /// `fail-now`, `fail-after=IOS`, `errors=START..END` (member bytes, K/M/G),
-    /// `write-errors=START..END` (writes there fail), `errors-after=IOS` (the error
+    /// `write-errors=START..END` (writes there fail), `read-errors=START..END` (reads
+    /// there fail), `errors-after=IOS` (the error
     /// ranges begin to fail only after that many I/Os), `latency=MSms`, `stall-after=IOS` [`stall=Ns`], `flips=START..END` (silent bit
     /// flips), `lose=START..END` (writes dropped silently), `power-cut-after=IOS`
     /// (unflushed writes undone, then gone) or `power-cut-on-signal` (SIGUSR1 cuts the
