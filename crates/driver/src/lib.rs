@@ -88,6 +88,9 @@ impl MemberFailure {
                 "it took a write the last in-sync copy refused, and would disagree with it"
                     .to_owned()
             }
+            (_, FailReason::TornParity) => {
+                "a crash may have torn its parity where a member is missing, the stripe log's entries for it are lost, and its bad block log had no room to list them".to_owned()
+            }
             (_, FailReason::Stalled) => {
                 "an I/O did not complete within the stall timeout".to_owned()
             }

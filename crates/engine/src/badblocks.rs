@@ -174,6 +174,23 @@ pub(crate) fn record_lost(engine: &mut Engine, role: MemberIdx, sectors: Range<u
     list(engine, role, sectors, event)
 }
 
+/// A crash may have torn `role`'s parity rows `sectors` where a data member is
+/// missing, and the stripe-log entries that would put them right are lost: they
+/// go into its log, so that rebuilding the missing rows from them fails loudly.
+/// Returns whether they did (a log with room).
+pub(crate) fn record_torn_parity(
+    engine: &mut Engine,
+    role: MemberIdx,
+    sectors: Range<u64>,
+) -> bool {
+    let event = crate::Event::TornParityListed {
+        member: role,
+        sector: sectors.start,
+        sectors: sectors.end - sectors.start,
+    };
+    list(engine, role, sectors, event)
+}
+
 fn list(engine: &mut Engine, role: MemberIdx, sectors: Range<u64>, event: crate::Event) -> bool {
     if engine.pseudo_role(role).is_some() {
         return false;

@@ -250,6 +250,10 @@ pub enum FailReason {
     /// being rebuilt, or was that copy's replacement): left out, so that the copies
     /// cannot disagree.
     Diverged,
+    /// Its parity in stripes a crash may have torn, where a data member is missing
+    /// and the stripe log's entries were lost, had to be listed as bad, and its bad
+    /// block log had no room (see [`Event::TornParityListed`]).
+    TornParity,
 }
 
 /// Something the driver should know (and record in superblocks or logs).
@@ -330,6 +334,16 @@ pub enum Event {
     /// listed in bad block logs). They went into its own log — reads of them fail —
     /// and the rebuild goes on around them.
     LostInRebuild {
+        member: MemberIdx,
+        sector: u64,
+        sectors: u64,
+    },
+    /// A crash may have torn `member`'s parity rows `sector..sector + sectors` in a
+    /// stripe where a data member is missing, and the stripe-log entries that would
+    /// put them right were on rings that failed to read (md's write hole, a second
+    /// fault there). They went into its bad block log: the missing member's rows
+    /// there read (and rebuild) as errors, never as what that parity says.
+    TornParityListed {
         member: MemberIdx,
         sector: u64,
         sectors: u64,

@@ -465,6 +465,14 @@ pub(crate) struct LogState {
     /// A marker must be written even with nothing new durable: it carries
     /// [`FLAG_RESYNC_OWED`].
     marker_owed: bool,
+    /// Members whose rings' entries the recovery lost: those that failed to read, or
+    /// every member where a marker says an earlier replay left a resync owed (that
+    /// ring is wiped, which one unknown). Where they held a stripe's only entries and
+    /// a data member is missing there, parity may be torn past what the replay can
+    /// put right (see [`list_torn_beyond_redundancy`]); kept until the resync owed
+    /// completes, since a data member leaving meanwhile makes the stripes it has not
+    /// reached yet the same second fault.
+    lost_rings: Vec<MemberIdx>,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -531,6 +539,7 @@ impl LogState {
             recent: HashMap::new(),
             serving_as_recorded: vec![false; 2 * members],
             marker_owed: false,
+            lost_rings: Vec::new(),
         }
     }
 
@@ -829,6 +838,7 @@ pub(crate) fn member_left(engine: &mut Engine) {
     if engine.log.as_ref().is_none_or(LogState::recovering) {
         return;
     }
+    torn_by_a_departure(engine);
     let marked = crate::stripe::mark_writes_durable_soon(engine);
     let log = engine.log.as_mut().expect("logging is on");
     log.departure_writes += marked;
@@ -1319,7 +1329,11 @@ pub(crate) fn resync_completed(engine: &mut Engine) {
     let Some(log) = engine.log.as_mut() else {
         return;
     };
-    if log.recovering() || engine.stats.log_entries_skipped == 0 {
+    if log.recovering() {
+        return;
+    }
+    log.lost_rings.clear();
+    if engine.stats.log_entries_skipped == 0 {
         return;
     }
     // A marker of the same durable seq cannot take the flag back (the scan ORs the
@@ -1616,12 +1630,16 @@ fn scanned(engine: &mut Engine) {
     entries.dedup_by_key(|e| e.seq);
     mark_last_for(&mut entries);
 
+    let mut lost_rings = unreadable.clone();
     if owed.is_some_and(|(_, o)| o) && engine.resync_owed {
         // A replay before this one could not vouch for parity, and no resync has
-        // completed since (the marker says so): it is still owed.
+        // completed since (the marker says so): it is still owed. Which ring it lost
+        // went with the wipe: any may have held the entries.
         engine.stats.log_entries_skipped += 1;
+        lost_rings = (0..engine.member_states().len()).map(member_idx).collect();
     }
     let log = engine.log.as_mut().expect("logging is on");
+    log.lost_rings = lost_rings;
     log.persisted = durable;
     log.recovery = Some(Recovery::Replaying(Box::new(Replay {
         entries: entries.into(),
@@ -1694,6 +1712,16 @@ fn replay_step(engine: &mut Engine) {
             for (member, _) in std::mem::take(&mut replay(engine).refused) {
                 engine.fail(member, FailReason::WriteError);
             }
+            // Run again after the wipe's round: a member may have left since.
+            let lost = engine
+                .log
+                .as_ref()
+                .expect("logging is on")
+                .lost_rings
+                .clone();
+            if !lost.is_empty() {
+                list_torn_beyond_redundancy(engine, &lost, 0);
+            }
             if engine.bad_blocks_to_record() || failures_to_record(engine) {
                 // Rows the replay's parity counts on as held elsewhere (refused, and
                 // listed) must be listed on disk before the rings say the entries are
@@ -1749,6 +1777,71 @@ fn replay_step(engine: &mut Engine) {
             return;
         }
     }
+}
+
+/// A crash may have torn the parity of any stripe a write was under way in (its
+/// write-intent bit set, or anywhere without a bitmap). Where every present parity
+/// member's ring is among `lost` (their entries are gone: nothing replayed there)
+/// and a data member is missing or not rebuilt there, that member's rows would be
+/// rebuilt from that parity: right or wrong, nobody can tell — md's write hole, a
+/// second fault in the stripe. Such parity rows go into their members' bad block
+/// logs, so that rebuilding the missing rows fails loudly instead (a write over them
+/// too, as over any stripe listed past its redundancy); a member whose log has no
+/// room is failed, which is as loud. Recorded before the rings' marker, as every
+/// list the replay changes.
+fn list_torn_beyond_redundancy(engine: &mut Engine, lost: &[MemberIdx], from: u64) {
+    let whole = engine
+        .member_states()
+        .iter()
+        .all(|&s| s == MemberState::Active);
+    if whole && !crate::badblocks::any(engine) {
+        return;
+    }
+    let geo = engine.geo;
+    let total = geo.stripes();
+    let mut unlisted: Vec<MemberIdx> = Vec::new();
+    let mut stripe = crate::intent::next_dirty_unit(engine, from, total);
+    while stripe < total {
+        let map = geo.stripe_map(stripe);
+        let rows = geo.member_sector(stripe, 0)..geo.member_sector(stripe + 1, 0);
+        // A member holds its rows here unless it is out of sync or lists some of them.
+        let holds = |m: MemberIdx| {
+            engine.in_sync(m, stripe) && !crate::badblocks::is_known_bad(engine, m, rows.clone())
+        };
+        let parity: Vec<MemberIdx> = [Some(map.p()), map.q()]
+            .into_iter()
+            .flatten()
+            .filter(|&p| holds(p))
+            .collect();
+        let data_missing = (0..map.data_disks()).any(|i| !holds(map.data_member(i)));
+        if data_missing && !parity.is_empty() && parity.iter().all(|p| lost.contains(p)) {
+            for p in parity {
+                if !unlisted.contains(&p)
+                    && !crate::badblocks::record_torn_parity(engine, p, rows.clone())
+                {
+                    unlisted.push(p);
+                }
+            }
+        }
+        stripe = crate::intent::next_dirty_unit(engine, stripe + 1, total);
+    }
+    for member in unlisted {
+        engine.fail(member, FailReason::TornParity);
+    }
+}
+
+/// A member left while a resync the replay left owed has stripes still to do (see
+/// [`LogState::lost_rings`]): those past it are listed as at open.
+fn torn_by_a_departure(engine: &mut Engine) {
+    let lost = match engine.log.as_ref() {
+        Some(log) if !log.lost_rings.is_empty() && !log.recovering() => log.lost_rings.clone(),
+        _ => return,
+    };
+    let from = engine
+        .sync_progress()
+        .filter(|p| p.kind == crate::SyncKind::Resync)
+        .map_or(0, |p| p.done_below);
+    list_torn_beyond_redundancy(engine, &lost, from);
 }
 
 /// Zeroes the rings that failed to read (see [`Replay::to_wipe`]); the replay's
@@ -2270,6 +2363,8 @@ fn finish_recovery(engine: &mut Engine) {
     }
     log.recent.clear();
     let held: Vec<(Request, Nanos)> = log.held.drain(..).collect();
+    // A member that left as the rings' marker went out.
+    torn_by_a_departure(engine);
     engine.push_event(Event::LogRecovered {
         replayed: r.replayed,
         worked_out: r.worked_out,

@@ -31,6 +31,10 @@ static POWER_CUTS_KILLING_TWO: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_IN_REPLAY: AtomicU64 = AtomicU64::new(0);
 /// Power cuts after which a member's stripe-log ring failed to read.
 static POWER_CUTS_RING_UNREADABLE: AtomicU64 = AtomicU64::new(0);
+/// Of those, cuts of an array degraded then (or losing a member with the power).
+static POWER_CUTS_RING_LOST_DEGRADED: AtomicU64 = AtomicU64::new(0);
+/// Stories whose reads after a power cut found sectors lost, loudly.
+static CUTS_LOSING_SECTORS: AtomicU64 = AtomicU64::new(0);
 /// Client batches run while a resync after a power cut had units still to do.
 static BATCHES_MID_RESYNC: AtomicU64 = AtomicU64::new(0);
 /// Resyncs after a power cut stopped part-way and started again from their checkpoint.
@@ -143,6 +147,9 @@ struct Story {
     replay_cut: SimRng,
     /// Whether a member's stripe-log ring fails to read at a restart, and whose.
     ring_error: SimRng,
+    /// The same for a restart of a degraded array, or one a member dies with (a
+    /// stream of its own, so that the stories told before such cuts stay as they were).
+    degraded_ring_error: SimRng,
     /// Whether, and when, a member the power cut takes dies only once the stripe log's
     /// replay is under way (its own stream, so that other stories stay as they were).
     late_death: SimRng,
@@ -333,6 +340,29 @@ impl Story {
         }
     }
 
+    /// Reads the whole array. Past the redundancy a loud error is an answer too: then
+    /// sector by sector, so that every sector that still reads is checked; the second
+    /// vector says which failed.
+    fn read_all(&mut self) -> Result<(Vec<u8>, Vec<bool>), EngineError> {
+        let total = self.array.engine.array_sectors();
+        match self.array.read(0, total) {
+            Ok(got) => Ok((got, vec![false; total as usize])),
+            Err(e) if !self.within_redundancy() && loud(&e) => {
+                let mut got = vec![0u8; total as usize * SECTOR];
+                let mut lost = vec![false; total as usize];
+                for s in 0..total {
+                    match self.array.read(s, 1) {
+                        Ok(bytes) => got[s as usize * SECTOR..][..SECTOR].copy_from_slice(&bytes),
+                        Err(e) if loud(&e) => lost[s as usize] = true,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok((got, lost))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Runs any sync to its end, then checks every sector (where redundancy allows).
     fn settle(&mut self) -> Result<(), String> {
         self.finish_sync()?;
@@ -350,12 +380,16 @@ impl Story {
                 events
             );
         }
-        let total = self.array.engine.array_sectors();
-        match self.array.read(0, total) {
-            Ok(got) => self.oracle.expect(0, &got),
-            Err(e) if !self.within_redundancy() && loud(&e) => Ok(()),
-            Err(e) => Err(format!("whole-array read failed: {e}")),
+        let (got, lost) = self
+            .read_all()
+            .map_err(|e| format!("whole-array read failed: {e}"))?;
+        for (s, &lost) in lost.iter().enumerate() {
+            if !lost {
+                self.oracle
+                    .expect(s as u64, &got[s * SECTOR..(s + 1) * SECTOR])?;
+            }
         }
+        Ok(())
     }
 
     fn finish_sync(&mut self) -> Result<(), String> {
@@ -736,21 +770,29 @@ impl Story {
         let late =
             (!dies.is_empty() && self.late_death.below(2) == 0).then(|| dies[dies.len() - 1]);
         let late_steps = self.late_death.below(12);
-        // Now and then, on a whole array, a member's ring fails to read at the
-        // restart: the replay cannot vouch for the stripes whose entries it held, and
-        // the resync owed puts them right. (On a degraded array that is a second
-        // fault in those stripes, md's write hole.)
+        // Now and then a member's ring fails to read at the restart: the replay
+        // cannot vouch for the stripes whose entries it held. On a whole array the
+        // resync owed puts them right; on a degraded one (or one a member dies with)
+        // that is a second fault in those stripes, md's write hole, and reads of the
+        // missing member's rows there must fail loudly, never return wrong data.
         for m in 0..roles {
             self.array.members[m].ring_unreadable = false;
         }
-        let ring_unreadable = (self.log_on
-            && parity
-            && faulty.is_empty()
-            && dies.is_empty()
-            && self.ring_error.below(6) == 0)
-            .then(|| self.ring_error.below(roles as u64) as usize);
+        let ring_unreadable = if faulty.is_empty() && dies.is_empty() {
+            (self.log_on && parity && self.ring_error.below(6) == 0)
+                .then(|| self.ring_error.below(roles as u64) as usize)
+        } else {
+            let present: Vec<usize> = (0..roles)
+                .filter(|m| !failed.contains(m) && !dies.contains(m))
+                .collect();
+            (self.log_on && parity && !present.is_empty() && self.degraded_ring_error.below(6) == 0)
+                .then(|| present[self.degraded_ring_error.below(present.len() as u64) as usize])
+        };
         if let Some(m) = ring_unreadable {
             POWER_CUTS_RING_UNREADABLE.fetch_add(1, Ordering::Relaxed);
+            if !faulty.is_empty() || !dies.is_empty() {
+                POWER_CUTS_RING_LOST_DEGRADED.fetch_add(1, Ordering::Relaxed);
+            }
             self.log
                 .push(format!("member {m}'s ring fails to read at the restart"));
         }
@@ -879,10 +921,8 @@ impl Story {
         }
         // Every sector holds what was durable or something written since; from now
         // on that is what the array holds.
-        let total = self.array.engine.array_sectors();
-        let got = self
-            .array
-            .read(0, total)
+        let (got, lost) = self
+            .read_all()
             .map_err(|e| format!("read after power cut: {e}"))?;
         if std::env::var("XRAID_TRACE").is_ok() {
             let events = self.array.take_events();
@@ -916,7 +956,10 @@ impl Story {
                     &self.oracle.current[at..at + 8]
                 );
             }
-            if !same && !self.oracle.maybe[s].contains(&hash(bytes)) && !self.anything_after_cut[s]
+            if !same
+                && !lost[s]
+                && !self.oracle.maybe[s].contains(&hash(bytes))
+                && !self.anything_after_cut[s]
             {
                 return Err(format!(
                     "after a power cut sector {s} holds data never written there"
@@ -924,8 +967,20 @@ impl Story {
             }
         }
         self.anything_after_cut.fill(false);
-        self.oracle.current = got;
+        // What failed to read is lost, loudly: nothing is promised of it any more.
+        for (s, &lost) in lost.iter().enumerate() {
+            if lost {
+                self.oracle.unknown[s] = true;
+            } else {
+                self.oracle.current[s * SECTOR..(s + 1) * SECTOR]
+                    .copy_from_slice(&got[s * SECTOR..(s + 1) * SECTOR]);
+            }
+        }
         self.oracle.flushed();
+        if lost.contains(&true) {
+            CUTS_LOSING_SECTORS.fetch_add(1, Ordering::Relaxed);
+            return Err("over redundancy: sectors lost after a power cut".into());
+        }
         self.active_at_flush = self.active_now();
         // Clients go on while the resync runs: their writes and reads meet units it has
         // done and units it has yet to reach.
@@ -1208,6 +1263,7 @@ fn tell(seed: u64, write_errors: bool) -> Result<(), (String, Vec<String>)> {
         second_victim: SimRng::new(seed ^ 0x7770),
         replay_cut: SimRng::new(seed ^ 0x2c07),
         ring_error: SimRng::new(seed ^ 0x0e11),
+        degraded_ring_error: SimRng::new(seed ^ 0x0e12),
         late_death: SimRng::new(seed ^ 0x1a7e),
         intent,
         integrity,
@@ -1321,13 +1377,15 @@ fn thousands_of_fault_stories_lose_nothing() {
         }
     }
     eprintln!(
-        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two; {} more during the replay after one; {} with a ring unreadable at the restart), {} client batches while a resync ran, {} resyncs stopped and started again",
+        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two; {} more during the replay after one; {} with a ring unreadable at the restart, {} of those degraded; {} leaving sectors lost, loudly), {} client batches while a resync ran, {} resyncs stopped and started again",
         POWER_CUTS.load(Ordering::Relaxed),
         POWER_CUTS_MID_RECOVER.load(Ordering::Relaxed),
         POWER_CUTS_KILLING.load(Ordering::Relaxed),
         POWER_CUTS_KILLING_TWO.load(Ordering::Relaxed),
         POWER_CUTS_IN_REPLAY.load(Ordering::Relaxed),
         POWER_CUTS_RING_UNREADABLE.load(Ordering::Relaxed),
+        POWER_CUTS_RING_LOST_DEGRADED.load(Ordering::Relaxed),
+        CUTS_LOSING_SECTORS.load(Ordering::Relaxed),
         BATCHES_MID_RESYNC.load(Ordering::Relaxed),
         RESYNCS_STOPPED.load(Ordering::Relaxed)
     );

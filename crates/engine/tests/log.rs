@@ -1050,3 +1050,175 @@ fn a_member_lost_during_the_wipe_does_not_hang_the_replay() {
         "the replay never ended (seed, step): {unfinished:?}"
     );
 }
+
+/// A degraded [`logged_raid5`] (the member holding stripe 0's third data chunk gone
+/// and failed), with bad block logs when `logs`, a write to stripe 0's second chunk
+/// cut off by the power, and the ring of stripe 0's parity member, which holds the
+/// write's entry, failing to read at the restart; the replay has run. Returns the
+/// array, the data before the write, the parity member and the missing one.
+fn degraded_cut_with_an_unreadable_ring(
+    seed: u64,
+    logs: bool,
+) -> (SimArray, Vec<u8>, MemberIdx, MemberIdx) {
+    let (mut array, data) = logged_raid5(seed);
+    if logs {
+        array.enable_bad_block_logs(64);
+    }
+    let map = array.engine.geometry().stripe_map(0);
+    let (p, gone) = (map.p(), map.data_member(2));
+    array.kill_member(gone);
+    array.engine.fail_member(gone);
+    array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
+    array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+    array.run();
+    (array, data, p, gone)
+}
+
+/// md's write hole with a second fault: a degraded RAID-5 whose stripe-log entry for
+/// a torn write is lost with its ring. The missing member's rows in the stripes whose
+/// entries that ring held would be rebuilt from parity the cut may have torn; they
+/// read as errors instead, never as wrong data (the parity rows go into the parity
+/// member's bad block log, or without one the member is failed), and everything else
+/// reads back. Before 2026-11-26 they were rebuilt silently: on some seeds, wrong.
+#[test]
+fn a_lost_ring_on_a_degraded_array_loses_the_missing_rows_loudly() {
+    for logs in [true, false] {
+        for seed in 0..8u64 {
+            let (mut array, data, p, gone) =
+                degraded_cut_with_an_unreadable_ring(1700 + seed, logs);
+            // Stripe 0: the missing chunk is lost, loudly; the written one holds the
+            // write or what was there; the untouched one reads back.
+            match array.read(32, 16) {
+                Err(
+                    xraid_engine::EngineError::Unreadable { .. }
+                    | xraid_engine::EngineError::DataLost { .. },
+                ) => {}
+                Err(e) => panic!("seed {seed}, logs {logs}: the missing rows read as {e}"),
+                Ok(got) => panic!(
+                    "seed {seed}, logs {logs}: the missing rows read back, {}",
+                    if got == data[32 * SECTOR..48 * SECTOR] {
+                        "right"
+                    } else {
+                        "WRONG"
+                    }
+                ),
+            }
+            let events = array.take_events();
+            let listed = events.iter().any(|e| {
+                matches!(e, Event::TornParityListed { member, sector: 0, sectors: 16 } if *member == p)
+            });
+            assert_eq!(
+                listed, logs,
+                "seed {seed}, logs {logs}: stripe 0's parity listed"
+            );
+            assert_eq!(
+                array.engine.member_states()[p.index()] == MemberState::Failed,
+                !logs,
+                "seed {seed}, logs {logs}: without a log the parity member is failed"
+            );
+            if !logs {
+                // Two members out of a RAID-5: the array answers nothing (as md,
+                // which would not start it).
+                assert!(matches!(
+                    array.read(0, 16),
+                    Err(xraid_engine::EngineError::DataLost { .. })
+                ));
+                continue;
+            }
+            let written = array.read(16, 16).expect("the written chunk reads");
+            assert!(
+                written == vec![0x6bu8; 16 * SECTOR] || written == data[16 * SECTOR..32 * SECTOR],
+                "seed {seed}: the written chunk holds the write or the old data"
+            );
+            assert_eq!(
+                array.read(0, 16).expect("read"),
+                data[..16 * SECTOR],
+                "seed {seed}: stripe 0's first chunk"
+            );
+            // A stripe whose parity (and entries) are elsewhere is whole.
+            let geo = *array.engine.geometry();
+            for stripe in 1..geo.stripes() {
+                let map = geo.stripe_map(stripe);
+                let Some(i) = (0..3).find(|&i| map.data_member(i) == gone) else {
+                    continue;
+                };
+                let at = stripe * 48 + u64::from(i) * 16;
+                let got = array.read(at, 16);
+                let want = &data[at as usize * SECTOR..][..16 * SECTOR];
+                if map.p() != p {
+                    let got = got.expect("a stripe the lost ring held no entry of");
+                    assert_eq!(got, want, "seed {seed}, stripe {stripe}");
+                } else {
+                    // Its parity is listed too (no bitmap says where writes were).
+                    assert!(got.is_err(), "seed {seed}, stripe {stripe}: read {got:?}");
+                }
+            }
+        }
+    }
+}
+
+/// The same second fault after the open: a whole array whose ring failed to read at
+/// the restart owes a resync; a data member that leaves before the resync reaches a
+/// stripe the lost ring held entries of leaves its rows there lost, loudly — and
+/// once the resync has completed, rebuilt from parity it made right.
+#[test]
+fn a_member_lost_before_the_owed_resync_loses_its_rows_loudly() {
+    for seed in 0..8u64 {
+        let (mut array, _) = logged_raid5(1800 + seed);
+        array.enable_bad_block_logs(64);
+        let map = array.engine.geometry().stripe_map(0);
+        let (p, gone) = (map.p(), map.data_member(2));
+        let before = array.read(32, 16).expect("read");
+        array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
+        array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+        array.run();
+        assert!(array.engine.stats().log_entries_skipped > 0);
+        array.take_events();
+        array.kill_member(gone);
+        array.engine.fail_member(gone);
+        array.run();
+        match array.read(32, 16) {
+            Err(xraid_engine::EngineError::Unreadable { .. }) => {}
+            Ok(got) => panic!(
+                "seed {seed}: the missing rows read back, {}",
+                if got == before { "right" } else { "WRONG" }
+            ),
+            Err(e) => panic!("seed {seed}: {e}"),
+        }
+        let listed = array.take_events().iter().any(
+            |e| matches!(e, Event::TornParityListed { member, sector: 0, .. } if *member == p),
+        );
+        assert!(
+            listed,
+            "seed {seed}: stripe 0's parity listed as the member leaves"
+        );
+    }
+
+    // After the resync: nothing is listed, and the rows are rebuilt right.
+    for seed in 0..4u64 {
+        let (mut array, _) = logged_raid5(1900 + seed);
+        array.enable_bad_block_logs(64);
+        let map = array.engine.geometry().stripe_map(0);
+        let (p, gone) = (map.p(), map.data_member(2));
+        let before = array.read(32, 16).expect("read");
+        array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
+        array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+        array.run();
+        array
+            .engine
+            .start_sync_where_dirty(SyncKind::Resync, 0)
+            .expect("resync");
+        array.run_sync();
+        array.kill_member(gone);
+        array.engine.fail_member(gone);
+        array.run();
+        assert!(
+            !array
+                .take_events()
+                .iter()
+                .any(|e| matches!(e, Event::TornParityListed { .. })),
+            "seed {seed}: nothing listed after the resync"
+        );
+        assert_eq!(array.read(32, 16).expect("rebuilt"), before, "seed {seed}");
+    }
+}

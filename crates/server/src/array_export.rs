@@ -260,9 +260,15 @@ pub(crate) fn spawn(
             p.total_units
         ));
     } else if array.was_dirty() && array.stripe_log_sectors().is_some() {
-        log::info(&format!(
-            "array '{name}' was not stopped cleanly and is degraded: the stripe log put parity right where writes were cut off"
-        ));
+        if array.driver().engine().stats().log_entries_skipped == 0 {
+            log::info(&format!(
+                "array '{name}' was not stopped cleanly and is degraded: the stripe log put parity right where writes were cut off"
+            ));
+        } else {
+            log::error(&format!(
+                "array '{name}' was not stopped cleanly and is degraded, and the stripe log could not replay all it held (a ring or rows failed to read): where that leaves a missing member's data unknown, it is listed as lost and reads as an error"
+            ));
+        }
     } else if array.resync_pending() {
         log::error(&format!(
             "array '{name}' was not stopped cleanly and is degraded: parity cannot be checked against the missing member (md's write hole); the resync follows once a member takes its place and is rebuilt"
@@ -993,6 +999,30 @@ impl Worker {
         self.parts.insert(rid, Part { job, release });
     }
 
+    /// One line per member for the parity rows listed as possibly torn (see
+    /// [`Event::TornParityListed`]): how many stripes, and the sectors they span.
+    fn log_torn_parity(&self, events: &[Event]) {
+        let mut per_member: std::collections::BTreeMap<u16, (u64, u64, u64)> =
+            std::collections::BTreeMap::new();
+        for event in events {
+            if let Event::TornParityListed {
+                member,
+                sector,
+                sectors,
+            } = *event
+            {
+                let e = per_member.entry(member.0).or_insert((0, u64::MAX, 0));
+                *e = (e.0 + 1, e.1.min(sector), e.2.max(sector + sectors));
+            }
+        }
+        for (member, (stripes, first, end)) in per_member {
+            log::error(&format!(
+                "array '{}': member {member} holds parity that a crash may have torn where another member is missing, in {stripes} stripe(s) within sectors {first}..{end}, and the stripe log's entries for them could not be read; those rows go into its bad block log, so that the missing member's data there reads as an error (lost), never as wrong data",
+                self.name
+            ));
+        }
+    }
+
     /// Takes the engine's replies and finishes the jobs they complete.
     fn collect(&mut self) {
         // Before any reply goes out: a read sent after a write's ack must not reach
@@ -1018,6 +1048,7 @@ impl Worker {
                 Vec::new()
             }
         };
+        self.log_torn_parity(&events);
         for event in events {
             match event {
                 Event::ReplacementDone { role, .. } => log::info(&format!(
@@ -1161,7 +1192,8 @@ impl Worker {
                     member.0,
                     sector + sectors
                 )),
-                Event::MemberFailed { .. } => {}
+                // Said once per member below: one stripe each, and they come many at a time.
+                Event::TornParityListed { .. } | Event::MemberFailed { .. } => {}
             }
         }
         // A write a copy refused is acknowledged on the strength of its bad block log:
