@@ -137,10 +137,25 @@ impl StripeOp {
 
 /// Whether the stripe-log entry of write `o` keeps member `m`'s rows although `m`
 /// takes the write: rebuilt here only in memory so far (see `sync::rebuilt_unrecorded`).
+/// So does a full-band write for a member whose log lists rows there (see
+/// [`rewrites_band`]): until the write is durable and the list recorded, a restart
+/// finds them listed, and the replay puts the logged rows back.
 fn log_keeps_rows(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
     engine.log.is_some()
         && !o.bad.contains(&m)
-        && crate::sync::rebuilt_unrecorded(engine, m, o.stripe)
+        && (crate::sync::rebuilt_unrecorded(engine, m, o.stripe)
+            || (rewrites_band(engine, o) && listed_here(engine, o, m)))
+}
+
+/// Whether client write `o` covers every data chunk's rows lo..hi: it reads nothing,
+/// and every member it reaches ends up holding its data or parity made from it alone.
+/// A member whose log lists rows there takes such a write like any other (which makes
+/// them good): rows lost past the redundancy — a rebuild past listed rows, a lost
+/// stripe-log ring on a degraded array — can be written again (md clears listed
+/// blocks a write reaches the same way).
+fn rewrites_band(engine: &Engine, o: &StripeOp) -> bool {
+    o.purpose == Purpose::Write
+        && (0..engine.geo.data_disks()).all(|i| wholly_covered(&o.segs, i, o.lo, o.hi))
 }
 
 /// Whether the stripe-log entry of write `o` must carry data chunk `data_index`'s rows
@@ -159,7 +174,9 @@ fn carries_earlier_write(engine: &Engine, o: &StripeOp, data_index: u16) -> bool
 /// whose log lists some is planned around as a missing one — a write's log entry
 /// carries its rows, as a missing member's — and gets its rows rebuilt and rewritten.
 fn op_live(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
-    engine.in_sync(m, o.stripe) && !o.bad.contains(&m) && !listed_here(engine, o, m)
+    engine.in_sync(m, o.stripe)
+        && !o.bad.contains(&m)
+        && (!listed_here(engine, o, m) || rewrites_band(engine, o))
 }
 
 /// A recover unit past the redundancy because other members' logs list rows of it:

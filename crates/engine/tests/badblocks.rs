@@ -912,3 +912,25 @@ fn a_member_that_refuses_the_replays_write_is_listed_not_failed() {
         );
     }
 }
+
+/// Rows listed on two members of a RAID-5 stripe are lost (loudly); a write that
+/// overwrites the whole band needs none of them, goes through, and makes them good.
+#[test]
+fn rows_lost_beyond_the_redundancy_can_be_written_again() {
+    let (mut array, _) = filled(Level::Raid5, 4);
+    array.enable_bad_block_logs(512);
+    let map = array.engine.geometry().stripe_map(0);
+    let (a, b) = (map.data_member(0), map.data_member(1));
+    array.engine.set_bad_block_log(a, bad(0..8), 512);
+    array.engine.set_bad_block_log(b, bad(0..8), 512);
+    assert!(matches!(
+        array.read(0, 8),
+        Err(EngineError::Unreadable { .. })
+    ));
+    let new = vec![0x5cu8; 48 * SECTOR];
+    array
+        .write(0, &new)
+        .expect("a full-stripe write needs nothing listed");
+    assert!(array.read(0, 48).expect("read") == new);
+    assert!(array.engine.bad_blocks(a).is_empty() && array.engine.bad_blocks(b).is_empty());
+}

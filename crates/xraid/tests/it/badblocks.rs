@@ -606,7 +606,8 @@ fn a_replacement_dropped_during_the_replay_lets_the_array_open() {
 /// taking the write's entry with it. d1's chunk of stripe 0 would be rebuilt
 /// from parity the cut may have torn: it reads as an error instead (d3's parity rows
 /// there go into its bad block log, recorded where mdadm sees them, and one line of
-/// the server's log says so); a stripe whose parity is elsewhere reads as before.
+/// the server's log says so); a stripe whose parity is elsewhere reads as before, and
+/// a write over the whole of stripe 0 makes it whole again.
 #[test]
 fn a_lost_ring_on_a_degraded_array_reads_the_missing_rows_as_errors() {
     require_tool!("mdadm");
@@ -632,6 +633,17 @@ fn a_lost_ring_on_a_degraded_array_reads_the_missing_rows_as_errors() {
     client
         .read(192 << 10, 192 << 10)
         .expect("stripe 1 (parity on d2) reads");
+    // A write over the whole stripe needs nothing lost and puts it right.
+    let whole = crate::util::random_bytes(192 << 10, 72);
+    assert_eq!(
+        client.write(0, &whole),
+        0,
+        "a full-stripe write goes through"
+    );
+    assert_eq!(
+        client.read(0, 192 << 10).expect("stripe 0 reads again"),
+        whole
+    );
     client.disconnect();
     let log = server.stop().stderr;
     assert!(
