@@ -1157,6 +1157,22 @@ fn a_lost_ring_on_a_degraded_array_loses_the_missing_rows_loudly() {
     }
 }
 
+/// A whole [`logged_raid5`] with bad block logs, a write to stripe 0's second chunk
+/// cut off by the power, and stripe 0's parity member's ring failing to read at the
+/// restart; the replay has run. Returns the array, the parity member, the member
+/// holding stripe 0's third chunk and that chunk's contents.
+fn whole_cut_with_a_lost_ring(seed: u64) -> (SimArray, MemberIdx, MemberIdx, Vec<u8>) {
+    let (mut array, _) = logged_raid5(seed);
+    array.enable_bad_block_logs(64);
+    let map = array.engine.geometry().stripe_map(0);
+    let (p, gone) = (map.p(), map.data_member(2));
+    let before = array.read(32, 16).expect("read");
+    array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
+    array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
+    array.run();
+    (array, p, gone, before)
+}
+
 /// The same second fault after the open: a whole array whose ring failed to read at
 /// the restart owes a resync; a data member that leaves before the resync reaches a
 /// stripe the lost ring held entries of leaves its rows there lost, loudly — and
@@ -1164,14 +1180,7 @@ fn a_lost_ring_on_a_degraded_array_loses_the_missing_rows_loudly() {
 #[test]
 fn a_member_lost_before_the_owed_resync_loses_its_rows_loudly() {
     for seed in 0..8u64 {
-        let (mut array, _) = logged_raid5(1800 + seed);
-        array.enable_bad_block_logs(64);
-        let map = array.engine.geometry().stripe_map(0);
-        let (p, gone) = (map.p(), map.data_member(2));
-        let before = array.read(32, 16).expect("read");
-        array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
-        array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
-        array.run();
+        let (mut array, p, gone, before) = whole_cut_with_a_lost_ring(1800 + seed);
         assert!(array.engine.stats().log_entries_skipped > 0);
         array.take_events();
         array.kill_member(gone);
@@ -1196,14 +1205,7 @@ fn a_member_lost_before_the_owed_resync_loses_its_rows_loudly() {
 
     // After the resync: nothing is listed, and the rows are rebuilt right.
     for seed in 0..4u64 {
-        let (mut array, _) = logged_raid5(1900 + seed);
-        array.enable_bad_block_logs(64);
-        let map = array.engine.geometry().stripe_map(0);
-        let (p, gone) = (map.p(), map.data_member(2));
-        let before = array.read(32, 16).expect("read");
-        array.write(16, &vec![0x6bu8; 16 * SECTOR]).expect("write");
-        array.power_cut_with(|array| array.members[p.index()].ring_unreadable = true);
-        array.run();
+        let (mut array, _, gone, before) = whole_cut_with_a_lost_ring(1900 + seed);
         array
             .engine
             .start_sync_where_dirty(SyncKind::Resync, 0)
