@@ -332,12 +332,16 @@ impl Array {
                 bad_outside.insert(path.clone(), bad.outside);
             }
         }
-        if assembled.superblock.resync_offset != u64::MAX {
+        match assembled.superblock.resync_offset {
+            u64::MAX => {}
             // Until its resync completes (it may wait for a recover), mirrors read the
             // copy it will keep and parity is not trusted where the log did not fix it.
             // Said before the stripe log's replay: its marker says whether a resync is
-            // owed, and a flag an earlier replay left counts only then.
-            driver.engine_mut().owe_resync();
+            // owed, and a flag an earlier replay left counts only then. The superblocks
+            // say 0 while the array runs: anything else is where a clean stop left
+            // the resync.
+            0 => driver.engine_mut().owe_resync(),
+            from => driver.engine_mut().owe_resync_after_a_clean_stop(from),
         }
         if let Some(sectors) = ring {
             // Reads every ring and replays what a crash cut off before anything else.

@@ -191,11 +191,32 @@ pub(crate) fn record_torn_parity(
     list(engine, role, sectors, event)
 }
 
+/// [`record_torn_parity`] on the replacement being built for `role`: it may have
+/// copied those parity rows already, and would serve them unlisted once it takes the
+/// role. Said by the role's own event. Returns whether they went into its log.
+pub(crate) fn record_torn_parity_on_replacement(
+    engine: &mut Engine,
+    role: MemberIdx,
+    sectors: Range<u64>,
+) -> bool {
+    let slot = engine.replacement_slot(role);
+    list_slot(engine, slot, sectors, None)
+}
+
 fn list(engine: &mut Engine, role: MemberIdx, sectors: Range<u64>, event: crate::Event) -> bool {
     if engine.pseudo_role(role).is_some() {
         return false;
     }
     let slot = engine.slot_of(role);
+    list_slot(engine, slot, sectors, Some(event))
+}
+
+fn list_slot(
+    engine: &mut Engine,
+    slot: MemberIdx,
+    sectors: Range<u64>,
+    event: Option<crate::Event>,
+) -> bool {
     let known = &mut engine.known_bad;
     let i = slot.index();
     let Some(&capacity) = known.capacity.get(i) else {
@@ -220,7 +241,9 @@ fn list(engine: &mut Engine, role: MemberIdx, sectors: Range<u64>, event: crate:
     known.generation += 1;
     let generation = known.generation;
     known.added.push((generation, i, sectors.clone()));
-    engine.push_event(event);
+    if let Some(event) = event {
+        engine.push_event(event);
+    }
     true
 }
 
@@ -291,6 +314,14 @@ pub(crate) fn is_known_bad(engine: &Engine, member: MemberIdx, sectors: Range<u6
         .known_bad
         .list(engine.slot_of(member))
         .is_some_and(|l| l.overlaps(sectors))
+}
+
+/// Whether role `member`'s device is known bad in every sector of `sectors`.
+pub(crate) fn is_all_known_bad(engine: &Engine, member: MemberIdx, sectors: Range<u64>) -> bool {
+    engine
+        .known_bad
+        .list(engine.slot_of(member))
+        .is_some_and(|l| l.covers(sectors))
 }
 
 /// The parts of `sectors` of role `member`'s device that are not known bad, lowest

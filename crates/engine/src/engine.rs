@@ -153,6 +153,10 @@ pub struct Engine {
     /// The array was stopped uncleanly and no resync has completed since (see
     /// [`Engine::owe_resync`]).
     pub(crate) resync_owed: bool,
+    /// The resync owed was left by a clean stop, which recorded it done below this
+    /// unit (md's resync_offset): nothing was cut off since (see
+    /// [`Engine::owe_resync_after_a_clean_stop`]).
+    pub(crate) resync_after_clean_stop: Option<u64>,
     /// The partial-parity log, when on (RAID-4/5/6 with `log_sectors`).
     pub(crate) log: Option<crate::ppl::LogState>,
     /// The write-intent bitmap, when on.
@@ -217,6 +221,7 @@ impl Engine {
             rebuilt_floor: vec![0; roles],
             recorded_floor: vec![0; roles],
             resync_owed: false,
+            resync_after_clean_stop: None,
             log: None,
             intent: None,
             integrity: None,
@@ -1111,6 +1116,17 @@ impl Engine {
     /// is owed for parity.
     pub fn owe_resync(&mut self) {
         self.resync_owed = true;
+        self.resync_after_clean_stop = None;
+    }
+
+    /// [`Engine::owe_resync`] where the array was stopped cleanly with its resync
+    /// done below member sector `member_sector` (md's resync_offset, recorded by the
+    /// stop): every write was durable then, so the stripe log's rings lost nothing a
+    /// crash cut off, and what the resync did below that point stands.
+    pub fn owe_resync_after_a_clean_stop(&mut self, member_sector: u64) {
+        self.resync_owed = true;
+        let unit = member_sector / crate::sync::unit_sectors(self).max(1);
+        self.resync_after_clean_stop = Some(unit);
     }
 
     /// Whether a resync is owed (see [`Engine::owe_resync`]) and has not completed.

@@ -1065,6 +1065,7 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
             let outcome = UnitOutcome {
                 mismatch: o.mismatch,
                 unrecoverable: error.is_some() || o.unrecoverable,
+                new_loss: error.is_some() || o.unrecoverable,
             };
             crate::sync::unit_done(engine, o.unit, outcome);
         }

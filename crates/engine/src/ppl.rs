@@ -473,6 +473,9 @@ pub(crate) struct LogState {
     /// completes, since a data member leaving meanwhile makes the stripes it has not
     /// reached yet the same second fault.
     lost_rings: Vec<MemberIdx>,
+    /// The first stripe they may have left torn: 0, or where the resync a clean stop
+    /// left owed had got to (see [`Engine::owe_resync_after_a_clean_stop`]).
+    lost_from: u64,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -540,6 +543,7 @@ impl LogState {
             serving_as_recorded: vec![false; 2 * members],
             marker_owed: false,
             lost_rings: Vec::new(),
+            lost_from: 0,
         }
     }
 
@@ -1341,6 +1345,10 @@ pub(crate) fn resync_completed(engine: &mut Engine) {
     // seq, one no entry takes. With writes not yet durable, the marker their flush
     // brings (unflagged now) does it.
     if !log.unfinished.is_empty() || log.durable + 1 != log.next_seq {
+        // Not at the next client flush, which may be long in coming: a cut before it
+        // would leave the flag, and a later open would count every ring as lost.
+        log.durable_wanted = log.durable_wanted.max(log.next_seq.saturating_sub(1));
+        start_checkpoint(engine);
         return;
     }
     log.next_seq += 1;
@@ -1630,7 +1638,13 @@ fn scanned(engine: &mut Engine) {
     entries.dedup_by_key(|e| e.seq);
     mark_last_for(&mut entries);
 
-    let mut lost_rings = unreadable.clone();
+    // A clean stop left nothing to replay: a ring that fails to read now lost nothing.
+    let unclean = engine.resync_owed && engine.resync_after_clean_stop.is_none();
+    let mut lost_rings = if unclean {
+        unreadable.clone()
+    } else {
+        Vec::new()
+    };
     if owed.is_some_and(|(_, o)| o) && engine.resync_owed {
         // A replay before this one could not vouch for parity, and no resync has
         // completed since (the marker says so): it is still owed. Which ring it lost
@@ -1640,6 +1654,7 @@ fn scanned(engine: &mut Engine) {
     }
     let log = engine.log.as_mut().expect("logging is on");
     log.lost_rings = lost_rings;
+    log.lost_from = engine.resync_after_clean_stop.unwrap_or(0);
     log.persisted = durable;
     log.recovery = Some(Recovery::Replaying(Box::new(Replay {
         entries: entries.into(),
@@ -1720,7 +1735,8 @@ fn replay_step(engine: &mut Engine) {
                 .lost_rings
                 .clone();
             if !lost.is_empty() {
-                list_torn_beyond_redundancy(engine, &lost, 0);
+                let from = engine.log.as_ref().expect("logging is on").lost_from;
+                list_torn_beyond_redundancy(engine, &lost, from);
             }
             if engine.bad_blocks_to_record() || failures_to_record(engine) {
                 // Rows the replay's parity counts on as held elsewhere (refused, and
@@ -1800,18 +1816,30 @@ fn list_torn_beyond_redundancy(engine: &mut Engine, lost: &[MemberIdx], from: u6
     let geo = engine.geo;
     let total = geo.stripes();
     let mut unlisted: Vec<MemberIdx> = Vec::new();
+    let mut drop: Vec<MemberIdx> = Vec::new();
     let mut stripe = crate::intent::next_dirty_unit(engine, from, total);
     while stripe < total {
         let map = geo.stripe_map(stripe);
+        // Most stripes keep their entries on a ring that read: the cheap test first
+        // (the walk may visit every stripe of a large array).
+        if !lost.contains(&map.p()) && map.q().is_none_or(|q| !lost.contains(&q)) {
+            stripe = crate::intent::next_dirty_unit(engine, stripe + 1, total);
+            continue;
+        }
         let rows = geo.member_sector(stripe, 0)..geo.member_sector(stripe + 1, 0);
         // A member holds its rows here unless it is out of sync or lists some of them.
         let holds = |m: MemberIdx| {
             engine.in_sync(m, stripe) && !crate::badblocks::is_known_bad(engine, m, rows.clone())
         };
+        // A parity member that lists a few rows here still serves the others: it
+        // counts (and is listed whole) unless its log lists all of them already.
         let parity: Vec<MemberIdx> = [Some(map.p()), map.q()]
             .into_iter()
             .flatten()
-            .filter(|&p| holds(p))
+            .filter(|&p| {
+                engine.in_sync(p, stripe)
+                    && !crate::badblocks::is_all_known_bad(engine, p, rows.clone())
+            })
             .collect();
         let data_missing = (0..map.data_disks()).any(|i| !holds(map.data_member(i)));
         if data_missing && !parity.is_empty() && parity.iter().all(|p| lost.contains(p)) {
@@ -1821,9 +1849,24 @@ fn list_torn_beyond_redundancy(engine: &mut Engine, lost: &[MemberIdx], from: u6
                 {
                     unlisted.push(p);
                 }
+                // A replacement being built may hold a copy of those rows already.
+                if let Some(r) = engine.replacement_of(p) {
+                    if !drop.contains(&r)
+                        && !crate::badblocks::record_torn_parity_on_replacement(
+                            engine,
+                            p,
+                            rows.clone(),
+                        )
+                    {
+                        drop.push(r);
+                    }
+                }
             }
         }
         stripe = crate::intent::next_dirty_unit(engine, stripe + 1, total);
+    }
+    for replacement in drop {
+        engine.fail(replacement, FailReason::TornParity);
     }
     for member in unlisted {
         engine.fail(member, FailReason::TornParity);
@@ -1833,14 +1876,16 @@ fn list_torn_beyond_redundancy(engine: &mut Engine, lost: &[MemberIdx], from: u6
 /// A member left while a resync the replay left owed has stripes still to do (see
 /// [`LogState::lost_rings`]): those past it are listed as at open.
 fn torn_by_a_departure(engine: &mut Engine) {
-    let lost = match engine.log.as_ref() {
-        Some(log) if !log.lost_rings.is_empty() && !log.recovering() => log.lost_rings.clone(),
+    let (lost, from) = match engine.log.as_ref() {
+        Some(log) if !log.lost_rings.is_empty() && !log.recovering() => {
+            (log.lost_rings.clone(), log.lost_from)
+        }
         _ => return,
     };
     let from = engine
         .sync_progress()
         .filter(|p| p.kind == crate::SyncKind::Resync)
-        .map_or(0, |p| p.done_below);
+        .map_or(from, |p| p.done_below.max(from));
     list_torn_beyond_redundancy(engine, &lost, from);
 }
 

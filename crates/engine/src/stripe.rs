@@ -118,6 +118,9 @@ pub(crate) struct StripeOp {
     narrowed: Option<Narrowed>,
     /// A client write whose rows a refusal left beyond the redundancy: it fails.
     unwritten: bool,
+    /// Past the redundancy only where bad block logs list rows: a loss already
+    /// recorded, and loud (a sync unit that found it has nothing new to report).
+    listed_loss: bool,
 }
 
 /// Refused writes of an operation, tried again in blocks (`narrow`).
@@ -517,6 +520,7 @@ fn insert_op(
         refused: Vec::new(),
         narrowed: None,
         unwritten: false,
+        listed_loss: false,
     })
 }
 
@@ -553,12 +557,14 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
         // Past the redundancy because of members that are gone: the array is. Because
         // of reads that failed, or rows a member's bad block log lists: these rows.
         let array_wide = o.bad.is_empty() && !missing.iter().any(|&m| listed_here(engine, o, m));
+        let listed_loss = o.bad.is_empty() && !array_wide;
         let error = if array_wide {
             engine.data_lost(parity_count)
         } else {
             let (sector, end) = op_extent(engine, o);
             EngineError::Unreadable { sector, end }
         };
+        engine.ops.get_mut(op).listed_loss = listed_loss;
         finish(engine, op, Some(error));
         return;
     }
@@ -1703,6 +1709,7 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
             let outcome = UnitOutcome {
                 mismatch: o.mismatch,
                 unrecoverable: error.is_some(),
+                new_loss: error.is_some() && !o.listed_loss,
             };
             crate::sync::unit_done(engine, o.stripe, outcome);
         }

@@ -56,6 +56,8 @@ pub(crate) struct SyncState {
     failed_units: BTreeSet<u64>,
     mismatches: u64,
     unrecoverable: u64,
+    /// Of those, units lost for another reason than rows logs list already.
+    new_losses: u64,
     cancelled: bool,
     /// Earliest time the next unit may be issued.
     next_launch: Nanos,
@@ -204,6 +206,7 @@ impl Engine {
             failed_units: BTreeSet::new(),
             mismatches: 0,
             unrecoverable: 0,
+            new_losses: 0,
             cancelled: false,
             next_launch: self.now(),
             flushing: None,
@@ -464,6 +467,9 @@ pub(crate) fn next_wakeup(engine: &Engine) -> Option<Nanos> {
 pub(crate) struct UnitOutcome {
     pub(crate) mismatch: bool,
     pub(crate) unrecoverable: bool,
+    /// Unrecoverable for another reason than rows bad block logs list already (a
+    /// loss recorded before, which a resync cannot and need not put right).
+    pub(crate) new_loss: bool,
 }
 
 /// Sync unit `unit` is done as one more operation (see [`SyncState::split_units`]).
@@ -483,6 +489,7 @@ pub(crate) fn unit_done(engine: &mut Engine, unit: u64, outcome: UnitOutcome) {
         if let Some((running, found)) = s.split_units.get_mut(&unit) {
             found.mismatch |= outcome.mismatch;
             found.unrecoverable |= outcome.unrecoverable;
+            found.new_loss |= outcome.new_loss;
             *running -= 1;
             if *running > 0 {
                 return;
@@ -499,6 +506,7 @@ pub(crate) fn unit_done(engine: &mut Engine, unit: u64, outcome: UnitOutcome) {
         }
         s.mismatches += u64::from(outcome.mismatch);
         s.unrecoverable += u64::from(outcome.unrecoverable);
+        s.new_losses += u64::from(outcome.new_loss);
     }
     // The caller's completion path pumps afterwards.
 }
@@ -549,7 +557,10 @@ fn finish(engine: &mut Engine) {
         engine.bufs.free(buf);
     }
     let completed = !s.cancelled && s.next >= s.total;
-    if s.kind == SyncKind::Resync && completed && s.unrecoverable == 0 {
+    // A resync that went over everything has put right all it could: units past the
+    // redundancy only where logs list rows are lost, loudly, whatever parity says.
+    let resynced = s.kind == SyncKind::Resync && completed && s.new_losses == 0;
+    if resynced {
         engine.stats.resyncs_completed += 1;
     }
     if s.kind == SyncKind::Recover && completed && s.unrecoverable == 0 {
@@ -578,17 +589,14 @@ fn finish(engine: &mut Engine) {
     // Stripe writes held for the takeover log to the replacements' rings now.
     crate::ppl::release_takeover_holds(engine);
     let whole = engine.is_whole();
-    if matches!(s.kind, SyncKind::Resync | SyncKind::Recover)
-        && completed
-        && s.unrecoverable == 0
-        && whole
-    {
+    let recovered = s.kind == SyncKind::Recover && completed && s.unrecoverable == 0;
+    if (resynced || recovered) && whole {
         crate::intent::sync_completed(engine, s.kind);
     }
     // The copies present now agree. Parity on an array that is not whole could not be
     // checked: it stays owed there.
     let mirrored = !engine.geo.level().has_parity();
-    if s.kind == SyncKind::Resync && completed && s.unrecoverable == 0 && (whole || mirrored) {
+    if resynced && (whole || mirrored) {
         engine.resync_owed = false;
         crate::ppl::resync_completed(engine);
     }
