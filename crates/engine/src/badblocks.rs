@@ -316,6 +316,21 @@ pub(crate) fn is_known_bad(engine: &Engine, member: MemberIdx, sectors: Range<u6
         .is_some_and(|l| l.overlaps(sectors))
 }
 
+/// Whether role `member`'s device is known bad anywhere in `sectors` as a restart
+/// would find it (the list last recorded, with every range added since): ranges made
+/// good since the last record still count.
+pub(crate) fn is_durably_known_bad(
+    engine: &Engine,
+    member: MemberIdx,
+    sectors: Range<u64>,
+) -> bool {
+    engine
+        .known_bad
+        .durable
+        .get(engine.slot_of(member).index())
+        .is_some_and(|l| l.overlaps(sectors))
+}
+
 /// Whether role `member`'s device is known bad in every sector of `sectors`.
 pub(crate) fn is_all_known_bad(engine: &Engine, member: MemberIdx, sectors: Range<u64>) -> bool {
     engine

@@ -86,6 +86,14 @@ const FLAG_MARKER: u32 = 2;
 /// On a marker: the replay (or one before it) could not vouch for parity everywhere,
 /// and no resync has completed since: a later open owes the resync too.
 const FLAG_RESYNC_OWED: u32 = 4;
+/// On a flagged marker: which members' rings were lost (a mask at byte 72) and which
+/// members were missing when the stripes those rings held were last listed (a mask
+/// at byte 80). Without it (older markers, or more than 64 members) every ring counts
+/// as lost and no member as listed for.
+const FLAG_MASKS: u32 = 8;
+const MASKS_AT: usize = HEADER_FIXED;
+/// A flagged marker's masks: lost rings, and members their stripes are listed for.
+type RingMasks = (u64, u64);
 /// Sectors of one marker; every ring starts with two marker slots, written in turn so
 /// that a torn marker write leaves the other slot whole.
 const MARKER_SECTORS: u64 = 1;
@@ -180,6 +188,8 @@ struct Found {
     marker: bool,
     /// A marker with [`FLAG_RESYNC_OWED`].
     resync_owed: bool,
+    /// A flagged marker's masks ([`FLAG_MASKS`]): lost rings, members listed for.
+    masks: Option<(u64, u64)>,
     seq: u64,
     durable: u64,
     stripe: u64,
@@ -333,6 +343,8 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
         tag: u64_at(b, 64),
         marker,
         resync_owed: marker && flags & FLAG_RESYNC_OWED != 0,
+        masks: (marker && flags & FLAG_MASKS != 0)
+            .then(|| (u64_at(b, MASKS_AT), u64_at(b, MASKS_AT + 8))),
         seq: u64_at(b, 8),
         durable: u64_at(b, 16),
         stripe: u64_at(b, 24),
@@ -476,6 +488,15 @@ pub(crate) struct LogState {
     /// The first stripe they may have left torn: 0, or where the resync a clean stop
     /// left owed had got to (see [`Engine::owe_resync_after_a_clean_stop`]).
     lost_from: u64,
+    /// Members missing (not active) when the stripes the lost rings held were last
+    /// listed: their stripes are listed already (or were made good since by the
+    /// resync), so a later walk lists only for members that went missing after.
+    /// Persisted on flagged markers ([`FLAG_MASKS`]).
+    listed_for: u64,
+    /// The walks the open owes, each with the rings it counts lost and the members it
+    /// counts listed for: this open's unreadable rings (all missing members count),
+    /// and what a flagged marker says an earlier replay lost.
+    open_walks: Vec<(Vec<MemberIdx>, u64)>,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -544,6 +565,8 @@ impl LogState {
             marker_owed: false,
             lost_rings: Vec::new(),
             lost_from: 0,
+            listed_for: 0,
+            open_walks: Vec::new(),
         }
     }
 
@@ -745,6 +768,11 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     // The driver says the resync is owed (the array was not stopped cleanly) before
     // the replay: a clean array owes none, whatever a stale flag said.
     let owed = engine.stats.log_entries_skipped > 0 && engine.resync_owed;
+    let masks = engine
+        .log
+        .as_ref()
+        .and_then(|l| Some((mask_of(&l.lost_rings)?, l.listed_for)))
+        .filter(|_| owed && engine.member_states().len() <= 64);
     let buf = engine.bufs.alloc(sectors_to_bytes(MARKER_SECTORS));
     let b = engine.bufs.get_mut(buf);
     b.fill(0);
@@ -760,11 +788,16 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     };
     header.put(b);
     b[16..24].copy_from_slice(&durable.to_le_bytes());
-    let flags = if owed {
+    let mut flags = if owed {
         FLAG_MARKER | FLAG_RESYNC_OWED
     } else {
         FLAG_MARKER
     };
+    if let Some((lost, listed_for)) = masks {
+        flags |= FLAG_MASKS;
+        b[MASKS_AT..MASKS_AT + 8].copy_from_slice(&lost.to_le_bytes());
+        b[MASKS_AT + 8..MASKS_AT + 16].copy_from_slice(&listed_for.to_le_bytes());
+    }
     b[44..48].copy_from_slice(&flags.to_le_bytes());
     let sum = checksum(b);
     b[56..64].copy_from_slice(&sum.to_le_bytes());
@@ -1337,6 +1370,7 @@ pub(crate) fn resync_completed(engine: &mut Engine) {
         return;
     }
     log.lost_rings.clear();
+    log.listed_for = 0;
     if engine.stats.log_entries_skipped == 0 {
         return;
     }
@@ -1568,7 +1602,7 @@ fn scanned(engine: &mut Engine) {
     // marker goes to the other one and a torn write cannot take the newest away.
     let mut newest_marker: Option<(u64, u64)> = None;
     // Whether a marker of the newest durable seq says a resync is still owed.
-    let mut owed: Option<(u64, bool)> = None;
+    let mut owed: Option<(u64, bool, Option<RingMasks>)> = None;
     let tag = engine.config.log_tag;
     for buf in bufs.into_iter().flatten() {
         let bytes = engine.bufs.get(buf);
@@ -1585,10 +1619,24 @@ fn scanned(engine: &mut Engine) {
                         newest_marker = Some((entry.durable, slot));
                     }
                     if entry.marker && entry.tag == tag {
+                        // Flagged markers' masks: a flagged one without them knows
+                        // nothing of which ring (every ring counts lost).
+                        let masks = |e: &Found| {
+                            if e.resync_owed {
+                                e.masks
+                            } else {
+                                Some((0, u64::MAX))
+                            }
+                        };
                         owed = match owed {
-                            Some((d, o)) if d > entry.durable => Some((d, o)),
-                            Some((d, o)) if d == entry.durable => Some((d, o || entry.resync_owed)),
-                            _ => Some((entry.durable, entry.resync_owed)),
+                            Some((d, o, m)) if d > entry.durable => Some((d, o, m)),
+                            Some((d, o, m)) if d == entry.durable => Some((
+                                d,
+                                o || entry.resync_owed,
+                                m.zip(masks(&entry))
+                                    .map(|((l1, f1), (l2, f2))| (l1 | l2, f1 & f2)),
+                            )),
+                            _ => Some((entry.durable, entry.resync_owed, masks(&entry))),
                         };
                     }
                     found.push(entry);
@@ -1640,20 +1688,41 @@ fn scanned(engine: &mut Engine) {
 
     // A clean stop left nothing to replay: a ring that fails to read now lost nothing.
     let unclean = engine.resync_owed && engine.resync_after_clean_stop.is_none();
-    let mut lost_rings = if unclean {
+    let lost_now = if unclean {
         unreadable.clone()
     } else {
         Vec::new()
     };
-    if owed.is_some_and(|(_, o)| o) && engine.resync_owed {
+    let members = engine.member_states().len();
+    let mut open_walks = vec![(lost_now.clone(), 0)];
+    let mut listed_for = 0;
+    if let Some((_, true, masks)) = owed.filter(|_| engine.resync_owed) {
         // A replay before this one could not vouch for parity, and no resync has
-        // completed since (the marker says so): it is still owed. Which ring it lost
-        // went with the wipe: any may have held the entries.
+        // completed since (the marker says so): it is still owed. The marker says
+        // which rings it lost (went with the wipe) and for which missing members their
+        // stripes are listed; one that does not counts every ring lost.
         engine.stats.log_entries_skipped += 1;
-        lost_rings = (0..engine.member_states().len()).map(member_idx).collect();
+        let (lost, listed) = masks.unwrap_or((u64::MAX, 0));
+        let earlier: Vec<MemberIdx> = (0..members)
+            .filter(|&m| m >= 64 || lost & (1 << m) != 0)
+            .map(member_idx)
+            .collect();
+        listed_for = listed;
+        open_walks.push((earlier, listed));
     }
+    let mut lost_rings: Vec<MemberIdx> = Vec::new();
+    for (lost, _) in &open_walks {
+        for &m in lost {
+            if !lost_rings.contains(&m) {
+                lost_rings.push(m);
+            }
+        }
+    }
+    open_walks.retain(|(lost, _)| !lost.is_empty());
     let log = engine.log.as_mut().expect("logging is on");
     log.lost_rings = lost_rings;
+    log.listed_for = listed_for;
+    log.open_walks = open_walks;
     log.lost_from = engine.resync_after_clean_stop.unwrap_or(0);
     log.persisted = durable;
     log.recovery = Some(Recovery::Replaying(Box::new(Replay {
@@ -1728,16 +1797,7 @@ fn replay_step(engine: &mut Engine) {
                 engine.fail(member, FailReason::WriteError);
             }
             // Run again after the wipe's round: a member may have left since.
-            let lost = engine
-                .log
-                .as_ref()
-                .expect("logging is on")
-                .lost_rings
-                .clone();
-            if !lost.is_empty() {
-                let from = engine.log.as_ref().expect("logging is on").lost_from;
-                list_torn_beyond_redundancy(engine, &lost, from);
-            }
+            walks_at_open(engine);
             if engine.bad_blocks_to_record() || failures_to_record(engine) {
                 // Rows the replay's parity counts on as held elsewhere (refused, and
                 // listed) must be listed on disk before the rings say the entries are
@@ -1805,7 +1865,12 @@ fn replay_step(engine: &mut Engine) {
 /// too, as over any stripe listed past its redundancy); a member whose log has no
 /// room is failed, which is as loud. Recorded before the rings' marker, as every
 /// list the replay changes.
-fn list_torn_beyond_redundancy(engine: &mut Engine, lost: &[MemberIdx], from: u64) {
+fn list_torn_beyond_redundancy(
+    engine: &mut Engine,
+    lost: &[MemberIdx],
+    from: u64,
+    listed_for: u64,
+) {
     let whole = engine
         .member_states()
         .iter()
@@ -1841,7 +1906,17 @@ fn list_torn_beyond_redundancy(engine: &mut Engine, lost: &[MemberIdx], from: u6
                     && !crate::badblocks::is_all_known_bad(engine, p, rows.clone())
             })
             .collect();
-        let data_missing = (0..map.data_disks()).any(|i| !holds(map.data_member(i)));
+        // A member missing when these rings' stripes were last listed had them listed
+        // then: only one that went missing since, or lists rows, makes it new.
+        let listed_then = |m: MemberIdx| {
+            m.index() < 64
+                && listed_for & (1 << m.index()) != 0
+                && engine.member_states()[m.index()] != MemberState::Active
+                && !crate::badblocks::is_known_bad(engine, m, rows.clone())
+        };
+        let data_missing = (0..map.data_disks())
+            .map(|i| map.data_member(i))
+            .any(|m| !holds(m) && !listed_then(m));
         if data_missing && !parity.is_empty() && parity.iter().all(|p| lost.contains(p)) {
             for p in parity {
                 if !unlisted.contains(&p)
@@ -1876,9 +1951,9 @@ fn list_torn_beyond_redundancy(engine: &mut Engine, lost: &[MemberIdx], from: u6
 /// A member left while a resync the replay left owed has stripes still to do (see
 /// [`LogState::lost_rings`]): those past it are listed as at open.
 fn torn_by_a_departure(engine: &mut Engine) {
-    let (lost, from) = match engine.log.as_ref() {
+    let (lost, from, listed_for) = match engine.log.as_ref() {
         Some(log) if !log.lost_rings.is_empty() && !log.recovering() => {
-            (log.lost_rings.clone(), log.lost_from)
+            (log.lost_rings.clone(), log.lost_from, log.listed_for)
         }
         _ => return,
     };
@@ -1886,7 +1961,48 @@ fn torn_by_a_departure(engine: &mut Engine) {
         .sync_progress()
         .filter(|p| p.kind == crate::SyncKind::Resync)
         .map_or(from, |p| p.done_below.max(from));
-    list_torn_beyond_redundancy(engine, &lost, from);
+    list_torn_beyond_redundancy(engine, &lost, from, listed_for);
+    let missing = missing_mask(engine);
+    engine.log.as_mut().expect("logging is on").listed_for = missing;
+}
+
+/// The walks the open owes (see [`LogState::open_walks`]); run at each of the
+/// replay's ends and when it is over, for members that leave meanwhile. The last run
+/// (`done`) counts every member missing then as listed for.
+fn walks_at_open(engine: &mut Engine) {
+    let (walks, from) = match engine.log.as_ref() {
+        Some(log) => (log.open_walks.clone(), log.lost_from),
+        None => return,
+    };
+    for (lost, listed_for) in walks {
+        list_torn_beyond_redundancy(engine, &lost, from, listed_for);
+    }
+}
+
+/// Members not active now, as a mask ([`FLAG_MASKS`]; all bits past 64 members).
+fn missing_mask(engine: &Engine) -> u64 {
+    let states = engine.member_states();
+    if states.len() > 64 {
+        return u64::MAX;
+    }
+    (0..states.len())
+        .filter(|&m| states[m] != MemberState::Active)
+        .fold(0, |mask, m| mask | 1 << m)
+}
+
+/// `members` as a mask, if every one fits in 64 bits.
+fn mask_of(members: &[MemberIdx]) -> Option<u64> {
+    members.iter().try_fold(0u64, |mask, m| {
+        (m.index() < 64).then(|| mask | 1 << m.index())
+    })
+}
+
+/// Whether rings are counted lost (see [`LogState::lost_rings`]).
+pub(crate) fn rings_lost(engine: &Engine) -> bool {
+    engine
+        .log
+        .as_ref()
+        .is_some_and(|l| !l.lost_rings.is_empty())
 }
 
 /// Zeroes the rings that failed to read (see [`Replay::to_wipe`]); the replay's
@@ -2408,8 +2524,16 @@ fn finish_recovery(engine: &mut Engine) {
     }
     log.recent.clear();
     let held: Vec<(Request, Nanos)> = log.held.drain(..).collect();
-    // A member that left as the rings' marker went out.
-    torn_by_a_departure(engine);
+    // A member that left as the rings' marker went out; from now on, members missing
+    // now are listed for.
+    walks_at_open(engine);
+    let missing = missing_mask(engine);
+    if let Some(log) = engine.log.as_mut() {
+        log.open_walks.clear();
+        if !log.lost_rings.is_empty() {
+            log.listed_for = missing;
+        }
+    }
     engine.push_event(Event::LogRecovered {
         replayed: r.replayed,
         worked_out: r.worked_out,

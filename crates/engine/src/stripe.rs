@@ -147,7 +147,18 @@ fn log_keeps_rows(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
     engine.log.is_some()
         && !o.bad.contains(&m)
         && (crate::sync::rebuilt_unrecorded(engine, m, o.stripe)
-            || (rewrites_band(engine, o) && listed_here(engine, o, m)))
+            || durably_listed_here(engine, o, m))
+}
+
+/// Whether a restart would find `m`'s bad block log listing rows of operation `o`:
+/// listed now, or made good since the lists were last recorded (the replay would
+/// then take `m` for gone there and work its rows out, not read them).
+fn durably_listed_here(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
+    crate::badblocks::is_durably_known_bad(
+        engine,
+        m,
+        engine.geo.member_sector(o.stripe, o.lo)..engine.geo.member_sector(o.stripe, o.hi),
+    )
 }
 
 /// Whether client write `o` covers every data chunk's rows lo..hi: it reads nothing,
@@ -159,6 +170,35 @@ fn log_keeps_rows(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
 fn rewrites_band(engine: &Engine, o: &StripeOp) -> bool {
     o.purpose == Purpose::Write
         && (0..engine.geo.data_disks()).all(|i| wholly_covered(&o.segs, i, o.lo, o.hi))
+        && listed_rows_fit_the_log(engine, o)
+        // While stripe-log rings are counted lost, a later walk may list the stripe's
+        // parity again (it cannot know a write made it good): the rows stay lost
+        // until the owed resync completes.
+        && !crate::ppl::rings_lost(engine)
+}
+
+/// Whether the stripe-log entry of a whole-band write can carry the rows of every
+/// data member that is listed here or cannot take it: beyond the redundancy that can
+/// be more than the bound a ring is sized for (`ppl::log_entry_max_sectors`), and an
+/// entry that does not fit the ring goes out unlogged (`build_log_entry`) — a power cut then leaves torn
+/// parity that a missing member is rebuilt from. Such a write is planned around the
+/// listed members as before (it fails, loudly).
+fn listed_rows_fit_the_log(engine: &Engine, o: &StripeOp) -> bool {
+    if engine.log.is_none() {
+        return true;
+    }
+    let map = engine.geo.stripe_map(o.stripe);
+    let carried = (0..map.data_disks())
+        .map(|i| map.data_member(i))
+        .filter(|&m| {
+            !engine.in_sync(m, o.stripe)
+                || o.bad.contains(&m)
+                || listed_here(engine, o, m)
+                || crate::sync::rebuilt_unrecorded(engine, m, o.stripe)
+        })
+        .count();
+    let records = carried + usize::from(map.data_disks());
+    crate::ppl::fits(engine, carried, records, o.lo, o.hi)
 }
 
 /// Whether the stripe-log entry of write `o` must carry data chunk `data_index`'s rows
@@ -369,8 +409,14 @@ fn listing_cuts(engine: &Engine, stripe: u64, lo: u32, hi: u32) -> Vec<u32> {
     let mut cuts: Vec<u32> = (0..engine.geo.raid_disks())
         .map(MemberIdx)
         .flat_map(|m| crate::badblocks::split(engine, m, rows.clone()).1)
-        .flat_map(|listed| [listed.start, listed.end])
-        .map(|at| u32::try_from(at - base).expect("within the stripe") / block * block)
+        .flat_map(|listed| {
+            let row = |at: u64| u32::try_from(at - base).expect("within the stripe");
+            // The blocks holding listed rows: a start rounds down, an end up.
+            [
+                row(listed.start) / block * block,
+                row(listed.end).next_multiple_of(block),
+            ]
+        })
         .filter(|&row| lo < row && row < hi)
         .collect();
     cuts.sort_unstable();

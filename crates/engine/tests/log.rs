@@ -1225,25 +1225,47 @@ fn a_member_lost_before_the_owed_resync_loses_its_rows_loudly() {
     }
 }
 
-/// Rows lost that way can be written again: a write over the whole stripe reads
-/// nothing, and the listed parity member takes its parity (which makes its rows good);
-/// the missing member's rows then read back as written. Cut off by the power at any
-/// step, the stripe reads as the write or as before it (the missing rows lost,
-/// loudly), never as anything else.
+/// Rows lost that way stay lost while the rings are counted lost — a whole-stripe
+/// write over them fails, loudly (a later walk could not know it made them good) —
+/// and can be written again once the missing member is replaced and the owed resync
+/// has completed: a write over the whole stripe reads nothing, and the listed members
+/// take it (which makes their rows good). Cut off by the power at any step, the
+/// stripe reads as the write or as before it (the lost rows loudly), never as
+/// anything else.
 #[test]
 fn rows_a_lost_ring_lost_can_be_written_again() {
     for seed in 0..64u64 {
         let (mut array, _, p, gone) = degraded_cut_with_an_unreadable_ring(2000 + seed, true);
-        // What the present members hold now (the cut write, or what was there).
+        let mut new = vec![0u8; 48 * SECTOR];
+        array.rng().fill(&mut new);
+        assert!(
+            array.write(0, &new).is_err(),
+            "seed {seed}: no write over the lost rows while the rings are counted lost"
+        );
+        // The missing member replaced and rebuilt (around the lost rows), the owed
+        // resync run: the array is whole and the rings are not counted lost any more.
+        array.return_member(gone, true).expect("a new disk");
+        array
+            .engine
+            .start_sync(SyncKind::Recover, 0)
+            .expect("recover");
+        array.run_sync();
+        array
+            .engine
+            .start_sync_where_dirty(SyncKind::Resync, 0)
+            .expect("resync");
+        array.run_sync();
+        assert!(
+            !array.engine.resync_owed(),
+            "seed {seed}: the resync completed"
+        );
+        // What the members hold now (chunk 2, the new disk's, is lost).
         let mut before = vec![0u8; 48 * SECTOR];
-        // (the missing member holds chunk 2)
         for i in [0usize, 1] {
             let at = i * 16;
             before[at * SECTOR..][..16 * SECTOR]
                 .copy_from_slice(&array.read(at as u64, 16).expect("a present chunk"));
         }
-        let mut new = vec![0u8; 48 * SECTOR];
-        array.rng().fill(&mut new);
         // Seeds 0..8 let the write finish; the others cut the power some steps in.
         let steps = (seed >= 8).then(|| array.rng().below(24));
         array.start_write(0, &new);
@@ -1264,7 +1286,7 @@ fn rows_a_lost_ring_lost_can_be_written_again() {
                         break;
                     }
                 }
-                array.power_cut_now_with(|array| array.kill_member(gone));
+                array.power_cut_now();
                 array.run();
             }
         }
@@ -1287,6 +1309,48 @@ fn rows_a_lost_ring_lost_can_be_written_again() {
                     "seed {seed}: chunk {i}: {e}"
                 ),
             }
+        }
+    }
+}
+
+/// After a ring was lost on a degraded array, a later restart (every ring reading)
+/// lists nothing new: the rings' marker says which ring was lost and for which
+/// missing member its stripes are listed already. Before, it counted every ring as
+/// lost, and every stripe written while degraded lost the missing member's rows.
+#[test]
+fn a_later_restart_lists_only_what_the_lost_ring_held() {
+    for seed in 0..8u64 {
+        let (mut array, data, p, gone) = degraded_cut_with_an_unreadable_ring(2200 + seed, true);
+        let listed = array.engine.bad_blocks(p).sectors();
+        // Writes to stripes whose parity is elsewhere, flushed; a power cut.
+        let geo = *array.engine.geometry();
+        let others: Vec<u64> = (1..geo.stripes())
+            .filter(|&s| geo.stripe_map(s).p() != p)
+            .collect();
+        let mut expect = data.clone();
+        for &s in &others {
+            let at = s as usize * 48;
+            let chunk = vec![(s as u8) ^ 0x5a; 48 * SECTOR];
+            array
+                .write(at as u64, &chunk)
+                .expect("a stripe the lost ring held nothing of");
+            expect[at * SECTOR..][..48 * SECTOR].copy_from_slice(&chunk);
+        }
+        array.flush().expect("flush");
+        array.power_cut_with(|array| array.kill_member(gone));
+        array.run();
+        assert_eq!(
+            array.engine.bad_blocks(p).sectors(),
+            listed,
+            "seed {seed}: nothing more listed"
+        );
+        for &s in &others {
+            let at = s * 48;
+            assert_eq!(
+                array.read(at, 48).expect("still whole"),
+                expect[at as usize * SECTOR..][..48 * SECTOR],
+                "seed {seed}, stripe {s}"
+            );
         }
     }
 }
