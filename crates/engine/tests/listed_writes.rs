@@ -4,29 +4,13 @@
 //! whose entry would not fit the ring, and banding around listings not aligned to the
 //! checksum blocks.
 
+mod common;
+use common::{logged_array, SECTOR};
+
 use xraid_engine::sim::SimArray;
 use xraid_engine::{EngineConfig, EngineError, Event, MemberIdx, SyncKind};
 use xraid_format::BadBlocks;
 use xraid_layout::{Geometry, Layout, Level};
-
-const SECTOR: usize = 512;
-
-fn logged_array(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
-    let geo = Geometry::new(level, Layout::default_for(level), disks, 16, 256).expect("geometry");
-    let mut array = SimArray::new(geo, seed);
-    array.engine.set_config(EngineConfig {
-        log_sectors: 256,
-        fua_writes: seed % 2 == 1,
-        ..EngineConfig::default()
-    });
-    array.run();
-    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
-    array.rng().fill(&mut data);
-    array.write(0, &data).expect("fill");
-    array.flush().expect("flush");
-    array.take_events();
-    (array, data)
-}
 
 fn list_rows_of_stripe0(array: &mut SimArray, role: MemberIdx) {
     let geo = *array.engine.geometry();

@@ -3,11 +3,12 @@
 //! one flush, and a power cut after that flush and before the stripe writes land has
 //! every entry of the batch replayed.
 
-use xraid_engine::sim::{SimArray, SimMemberHealth};
-use xraid_engine::{Area, EngineConfig, Event, IoKind, MemberIdx, MemberState, Stats, SyncKind};
-use xraid_layout::{Geometry, Layout, Level};
+mod common;
+use common::{logged_array, SECTOR};
 
-const SECTOR: usize = 512;
+use xraid_engine::sim::{SimArray, SimMemberHealth};
+use xraid_engine::{Area, Event, IoKind, MemberIdx, MemberState, Stats, SyncKind};
+use xraid_layout::{Geometry, Level};
 
 /// A 4-member RAID-5 of 16 stripes of 16-sector chunks (48 data sectors a stripe),
 /// logging, filled with random data and flushed.
@@ -18,27 +19,6 @@ fn logged_raid5(seed: u64) -> (SimArray, Vec<u8>) {
 /// [`logged_raid5`] with `disks` members.
 fn logged_raid5_of(disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
     logged_array(Level::Raid5, disks, seed)
-}
-
-/// An array of `level` and `disks` members as [`logged_raid5`] makes one; on odd
-/// seeds its log batches go out as durable (FUA) writes.
-fn logged_array(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
-    let geo = Geometry::new(level, Layout::default_for(level), disks, 16, 256).expect("geometry");
-    let mut array = SimArray::new(geo, seed);
-    array.engine.set_config(EngineConfig {
-        log_sectors: 256,
-        // Batches as a write and a flush, or (odd seeds) as one durable write each.
-        fua_writes: seed % 2 == 1,
-        ..EngineConfig::default()
-    });
-    array.run();
-    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
-    array.rng().fill(&mut data);
-    array.write(0, &data).expect("fill");
-    array.flush().expect("flush");
-    // The (empty) replay at the start is not the one a test looks for.
-    array.take_events();
-    (array, data)
 }
 
 /// Runs a check over the whole array and returns the units it found mismatched.

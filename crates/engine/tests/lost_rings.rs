@@ -4,28 +4,12 @@
 //! and a replacement that copied the torn parity before the listing. Each test
 //! failed then.
 
+mod common;
+use common::{logged_array, SECTOR};
+
 use xraid_engine::sim::SimArray;
-use xraid_engine::{Engine, EngineConfig, Event, MemberIdx, MemberState};
-use xraid_layout::{Geometry, Layout, Level};
-
-const SECTOR: usize = 512;
-
-fn logged_array(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
-    let geo = Geometry::new(level, Layout::default_for(level), disks, 16, 256).expect("geometry");
-    let mut array = SimArray::new(geo, seed);
-    array.engine.set_config(EngineConfig {
-        log_sectors: 256,
-        fua_writes: seed % 2 == 1,
-        ..EngineConfig::default()
-    });
-    array.run();
-    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
-    array.rng().fill(&mut data);
-    array.write(0, &data).expect("fill");
-    array.flush().expect("flush");
-    array.take_events();
-    (array, data)
-}
+use xraid_engine::{Engine, Event, MemberIdx, MemberState};
+use xraid_layout::Level;
 
 /// A clean stop and restart (as the driver opens an array whose superblocks say
 /// clean: no resync owed), with `ring` unreadable at the restart.

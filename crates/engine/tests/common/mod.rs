@@ -1,0 +1,29 @@
+//! Helpers shared by the engine's integration tests.
+
+use xraid_engine::sim::SimArray;
+use xraid_engine::EngineConfig;
+use xraid_layout::{Geometry, Layout, Level};
+
+pub const SECTOR: usize = 512;
+
+/// An array of `level` and `disks` members, 16-sector chunks and 256 member
+/// sectors, logging (a 256-sector ring), filled with random data and flushed;
+/// on odd seeds its log batches go out as durable (FUA) writes.
+pub fn logged_array(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
+    let geo = Geometry::new(level, Layout::default_for(level), disks, 16, 256).expect("geometry");
+    let mut array = SimArray::new(geo, seed);
+    array.engine.set_config(EngineConfig {
+        log_sectors: 256,
+        // Batches as a write and a flush, or (odd seeds) as one durable write each.
+        fua_writes: seed % 2 == 1,
+        ..EngineConfig::default()
+    });
+    array.run();
+    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
+    array.rng().fill(&mut data);
+    array.write(0, &data).expect("fill");
+    array.flush().expect("flush");
+    // The (empty) replay at the start is not the one a test looks for.
+    array.take_events();
+    (array, data)
+}
