@@ -1961,8 +1961,8 @@ fn torn_by_a_departure(engine: &mut Engine) {
         .sync_progress()
         .filter(|p| p.kind == crate::SyncKind::Resync)
         .map_or(from, |p| p.done_below.max(from));
-    list_torn_beyond_redundancy(engine, &lost, from, listed_for);
     let missing = missing_mask(engine);
+    list_torn_beyond_redundancy(engine, &lost, from, listed_for);
     engine.log.as_mut().expect("logging is on").listed_for = missing;
 }
 
@@ -1974,8 +1974,17 @@ fn walks_at_open(engine: &mut Engine) {
         Some(log) => (log.open_walks.clone(), log.lost_from),
         None => return,
     };
+    // Every member missing as the walks start is listed for once they are done (on
+    // the new rings' stripes too): what the next marker says. Not one the walks fail
+    // (no log room): its stripes as a data member were not walked.
+    let missing = missing_mask(engine);
     for (lost, listed_for) in walks {
         list_torn_beyond_redundancy(engine, &lost, from, listed_for);
+    }
+    if let Some(log) = engine.log.as_mut() {
+        if !log.lost_rings.is_empty() {
+            log.listed_for = missing;
+        }
     }
 }
 
@@ -2527,12 +2536,8 @@ fn finish_recovery(engine: &mut Engine) {
     // A member that left as the rings' marker went out; from now on, members missing
     // now are listed for.
     walks_at_open(engine);
-    let missing = missing_mask(engine);
     if let Some(log) = engine.log.as_mut() {
         log.open_walks.clear();
-        if !log.lost_rings.is_empty() {
-            log.listed_for = missing;
-        }
     }
     engine.push_event(Event::LogRecovered {
         replayed: r.replayed,
