@@ -477,9 +477,9 @@ pub(crate) struct LogState {
     /// A marker must be written even with nothing new durable: it carries
     /// [`FLAG_RESYNC_OWED`].
     marker_owed: bool,
-    /// Members whose rings' entries the recovery lost: those that failed to read, or
-    /// every member where a marker says an earlier replay left a resync owed (that
-    /// ring is wiped, which one unknown). Where they held a stripe's only entries and
+    /// Members whose rings' entries the recovery lost: those that failed to read at
+    /// an unclean open, and those a flagged marker says an earlier replay lost (every
+    /// member, for a marker without [`FLAG_MASKS`]). Where they held a stripe's only entries and
     /// a data member is missing there, parity may be torn past what the replay can
     /// put right (see [`list_torn_beyond_redundancy`]); kept until the resync owed
     /// completes, since a data member leaving meanwhile makes the stripes it has not
