@@ -398,8 +398,8 @@ fn a_listing_does_not_leave_every_ring_lost_forever() {
 /// the superblocks (resync_offset), and the next open owes the resync from there. The
 /// sim cannot stop cleanly with a resync pending, so a power cut with every write
 /// flushed stands in for it (nothing is in flight: nothing new is torn). At the next
-/// open a member is missing: the marker's flag counts every ring as lost, and the
-/// walk starts where the resync got to (`Engine::owe_resync_after_a_clean_stop`), so
+/// open a member is missing: the flagged marker names the lost ring, and the walk
+/// starts where the resync got to (`Engine::owe_resync_after_a_clean_stop`), so
 /// the stripes it had put right keep the missing member's rows (before: from stripe 0).
 #[test]
 fn stripes_the_owed_resync_had_done_before_a_stop_keep_the_missing_rows() {
