@@ -302,6 +302,12 @@ pub(crate) fn send_retries(
     }
 }
 
+/// Whether ranges were added since the driver last recorded the lists (the
+/// simulator records those at once even while it holds back lists made good).
+pub(crate) fn additions_pending(engine: &Engine) -> bool {
+    !engine.known_bad.added.is_empty()
+}
+
 /// Whether any device has known bad ranges (most arrays have none: the read path
 /// then skips looking).
 pub(crate) fn any(engine: &Engine) -> bool {

@@ -1917,8 +1917,14 @@ fn list_torn_beyond_redundancy(
         let data_missing = (0..map.data_disks())
             .map(|i| map.data_member(i))
             .any(|m| !holds(m) && !listed_then(m));
-        if data_missing && !parity.is_empty() && parity.iter().all(|p| lost.contains(p)) {
-            for p in parity {
+        // Any present parity member whose ring is lost may be torn: another parity
+        // member vouches for the stripe only if it was there to replay the entries,
+        // and one rebuilt since (from data, so right itself) did not put the torn one
+        // right — a RAID-6 read rebuilding through P would still get it wrong. Only the
+        // lost ones are listed: the stripe reads through the others.
+        let torn: Vec<MemberIdx> = parity.into_iter().filter(|p| lost.contains(p)).collect();
+        if data_missing && !torn.is_empty() {
+            for p in torn {
                 if !unlisted.contains(&p)
                     && !crate::badblocks::record_torn_parity(engine, p, rows.clone())
                 {

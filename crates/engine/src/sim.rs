@@ -200,6 +200,9 @@ pub struct SimArray {
     /// While set, the driver records nothing, so that a test sees what the engine does
     /// while it waits for a record; [`SimArray::record_now`] records.
     pub defer_records: bool,
+    /// With `defer_records`: ranges added are still recorded at once (as the driver
+    /// records them, with a flush, before any reply); only lists made good wait.
+    pub defer_only_clears: bool,
 }
 
 impl SimArray {
@@ -224,6 +227,7 @@ impl SimArray {
             bad_block_logs: None,
             recorded_states: vec![MemberState::Active; n],
             defer_records: false,
+            defer_only_clears: false,
         }
     }
 
@@ -245,7 +249,9 @@ impl SimArray {
     /// The driver records what changed: the members' states (see
     /// [`SimArray::recorded_states`]), then the bad block lists.
     fn record(&mut self) {
-        if self.defer_records {
+        if self.defer_records
+            && !(self.defer_only_clears && crate::badblocks::additions_pending(&self.engine))
+        {
             return;
         }
         let recovering = self.engine.log_recovering();
