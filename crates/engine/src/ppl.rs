@@ -1973,8 +1973,8 @@ fn torn_by_a_departure(engine: &mut Engine) {
 }
 
 /// The walks the open owes (see [`LogState::open_walks`]); run at each of the
-/// replay's ends and when it is over, for members that leave meanwhile. The last run
-/// (`done`) counts every member missing then as listed for.
+/// replay's ends and when it is over, for members that leave meanwhile. Each run
+/// counts every member missing as it starts as listed for.
 fn walks_at_open(engine: &mut Engine) {
     let (walks, from) = match engine.log.as_ref() {
         Some(log) => (log.open_walks.clone(), log.lost_from),

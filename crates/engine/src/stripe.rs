@@ -154,11 +154,7 @@ fn log_keeps_rows(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
 /// listed now, or made good since the lists were last recorded (the replay would
 /// then take `m` for gone there and work its rows out, not read them).
 fn durably_listed_here(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
-    crate::badblocks::is_durably_known_bad(
-        engine,
-        m,
-        engine.geo.member_sector(o.stripe, o.lo)..engine.geo.member_sector(o.stripe, o.hi),
-    )
+    crate::badblocks::is_durably_known_bad(engine, m, op_rows(engine, o))
 }
 
 /// Whether client write `o` covers every data chunk's rows lo..hi: it reads nothing,
@@ -236,7 +232,7 @@ fn lost_in_rebuild(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> boo
     {
         return false;
     }
-    let rows = engine.geo.member_sector(o.stripe, o.lo)..engine.geo.member_sector(o.stripe, o.hi);
+    let rows = op_rows(engine, o);
     let targets: Vec<MemberIdx> = missing
         .iter()
         .copied()
@@ -250,12 +246,12 @@ fn lost_in_rebuild(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> boo
 
 /// Whether `m`'s bad block log lists any of operation `o`'s rows.
 fn listed_here(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
-    crate::badblocks::any(engine)
-        && crate::badblocks::is_known_bad(
-            engine,
-            m,
-            engine.geo.member_sector(o.stripe, o.lo)..engine.geo.member_sector(o.stripe, o.hi),
-        )
+    crate::badblocks::any(engine) && crate::badblocks::is_known_bad(engine, m, op_rows(engine, o))
+}
+
+/// The member sectors of operation `o`'s rows lo..hi (any member's).
+fn op_rows(engine: &Engine, o: &StripeOp) -> std::ops::Range<u64> {
+    engine.geo.member_sector(o.stripe, o.lo)..engine.geo.member_sector(o.stripe, o.hi)
 }
 
 /// Splits a segment at chunk boundaries. Reads of members in sync go straight to the
