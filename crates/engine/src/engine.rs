@@ -157,6 +157,13 @@ pub struct Engine {
     /// unit (md's resync_offset): nothing was cut off since (see
     /// [`Engine::owe_resync_after_a_clean_stop`]).
     pub(crate) resync_after_clean_stop: Option<u64>,
+    /// A resync has gone over the whole array since it was opened: parity is in doubt
+    /// nowhere (see `sync::parity_in_doubt`), even where the resync stays owed.
+    pub(crate) resync_passed: bool,
+    /// Per stripe whose parity is in doubt, the rows (chunk offsets, sorted, apart)
+    /// whose parity a client write has computed afresh from every data chunk since
+    /// the open: no longer in doubt (see `sync::parity_in_doubt`).
+    pub(crate) fresh_parity: HashMap<u64, Vec<(u32, u32)>>,
     /// The partial-parity log, when on (RAID-4/5/6 with `log_sectors`).
     pub(crate) log: Option<crate::ppl::LogState>,
     /// The write-intent bitmap, when on.
@@ -222,6 +229,8 @@ impl Engine {
             recorded_floor: vec![0; roles],
             resync_owed: false,
             resync_after_clean_stop: None,
+            resync_passed: false,
+            fresh_parity: HashMap::new(),
             log: None,
             intent: None,
             integrity: None,

@@ -367,6 +367,20 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Whether some chunk overlapping sync unit `unit` had its bit set when the bitmap
+    /// was loaded and no resync has completed since: a write may have been cut off
+    /// there. Without a bitmap, anywhere.
+    pub(crate) fn unit_dirty_at_load(&self, unit: u64) -> bool {
+        let Some(wi) = self.intent.as_ref() else {
+            return true;
+        };
+        let per = crate::sync::unit_sectors(self);
+        let (first, end) = chunk_span(wi, unit * per..(unit + 1) * per);
+        (first..end).any(|c| wi.is_pinned(c))
+    }
+}
+
 /// Whether the round in flight clears bits (its flush makes the quiet chunks' data
 /// durable first).
 pub(crate) fn clearing(engine: &Engine) -> bool {

@@ -66,7 +66,7 @@
 //! the partial parity of rows lo..hi, carried; 4: the partial Q of rows lo..hi,
 //! carried), from u32, to u32 — then the carried rows, in record order.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use xraid_layout::{MemberIdx, SECTOR_BYTES};
 
@@ -91,6 +91,11 @@ const FLAG_RESYNC_OWED: u32 = 4;
 /// at byte 80). Without it (older markers, or more than 64 members) every ring counts
 /// as lost and no member as listed for.
 const FLAG_MASKS: u32 = 8;
+/// On a flagged marker with masks: entries were skipped besides the lost rings'
+/// (rows that failed to read), in stripes the marker does not name: until the owed
+/// resync completes no stripe's parity is vouched for (see [`vouches_for`]). A
+/// flagged marker without masks counts so too.
+const FLAG_SKIPPED: u32 = 16;
 const MASKS_AT: usize = HEADER_FIXED;
 /// A flagged marker's masks: lost rings, and members their stripes are listed for.
 type RingMasks = (u64, u64);
@@ -190,6 +195,9 @@ struct Found {
     resync_owed: bool,
     /// A flagged marker's masks ([`FLAG_MASKS`]): lost rings, members listed for.
     masks: Option<(u64, u64)>,
+    /// A flagged marker says entries were skipped in stripes it does not name
+    /// ([`FLAG_SKIPPED`], or no masks at all).
+    skipped_elsewhere: bool,
     seq: u64,
     durable: u64,
     stripe: u64,
@@ -345,6 +353,9 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
         resync_owed: marker && flags & FLAG_RESYNC_OWED != 0,
         masks: (marker && flags & FLAG_MASKS != 0)
             .then(|| (u64_at(b, MASKS_AT), u64_at(b, MASKS_AT + 8))),
+        skipped_elsewhere: marker
+            && flags & FLAG_RESYNC_OWED != 0
+            && (flags & FLAG_MASKS == 0 || flags & FLAG_SKIPPED != 0),
         seq: u64_at(b, 8),
         durable: u64_at(b, 16),
         stripe: u64_at(b, 24),
@@ -497,6 +508,16 @@ pub(crate) struct LogState {
     /// counts listed for: this open's unreadable rings (all missing members count),
     /// and what a flagged marker says an earlier replay lost.
     open_walks: Vec<(Vec<MemberIdx>, u64)>,
+    /// Stripes whose entries the replay skipped (rows it could not read, or more
+    /// gone than an entry answers for), with the rows lo..hi they spanned: their
+    /// parity is what the cut left there, until the owed resync reaches them (see
+    /// [`vouches_for`]) — unless a later entry of the stripe over those rows is
+    /// replayed, which makes parity agree with what it takes the rows to be.
+    skipped_stripes: BTreeMap<u64, (u32, u32)>,
+    /// An earlier replay skipped entries (a flagged marker says so) and which stripes
+    /// they were in went with it: no stripe's parity is vouched for until the owed
+    /// resync completes.
+    vouches_nowhere: bool,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -567,6 +588,8 @@ impl LogState {
             lost_from: 0,
             listed_for: 0,
             open_walks: Vec::new(),
+            skipped_stripes: BTreeMap::new(),
+            vouches_nowhere: false,
         }
     }
 
@@ -773,6 +796,7 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
         .as_ref()
         .and_then(|l| Some((mask_of(&l.lost_rings)?, l.listed_for)))
         .filter(|_| owed && engine.member_states().len() <= 64);
+    let skipped = skipped_elsewhere(engine);
     let buf = engine.bufs.alloc(sectors_to_bytes(MARKER_SECTORS));
     let b = engine.bufs.get_mut(buf);
     b.fill(0);
@@ -793,6 +817,9 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     } else {
         FLAG_MARKER
     };
+    if owed && skipped {
+        flags |= FLAG_SKIPPED;
+    }
     if let Some((lost, listed_for)) = masks {
         flags |= FLAG_MASKS;
         b[MASKS_AT..MASKS_AT + 8].copy_from_slice(&lost.to_le_bytes());
@@ -1363,21 +1390,51 @@ fn waiter_done(engine: &mut Engine, waiter: Waiter) {
 /// The owed resync completed (flushed): the rings must stop saying it is owed, even
 /// if nothing is written after it, or a later open owes it again.
 pub(crate) fn resync_completed(engine: &mut Engine) {
+    if engine.log.as_ref().is_none_or(LogState::recovering) {
+        return;
+    }
+    clear_doubts(engine);
+    if engine.stats.log_entries_skipped > 0 {
+        newer_marker(engine);
+    }
+}
+
+/// A resync went over the whole array of one that is not whole, where it stays owed:
+/// parity is in doubt nowhere any more — it agrees with the data, or what it could
+/// not make agree is listed (see `stripe::through_parity_in_doubt`). The rings'
+/// markers stop naming lost rings and skipped entries, or a later open would doubt
+/// (and list) them again.
+pub(crate) fn resync_passed(engine: &mut Engine) {
+    if engine.log.as_ref().is_none_or(LogState::recovering) {
+        return;
+    }
+    if clear_doubts(engine) {
+        newer_marker(engine);
+    }
+}
+
+/// Forgets what the replay could not vouch for; returns whether there was any.
+fn clear_doubts(engine: &mut Engine) -> bool {
+    let Some(log) = engine.log.as_mut() else {
+        return false;
+    };
+    let doubted =
+        !log.lost_rings.is_empty() || !log.skipped_stripes.is_empty() || log.vouches_nowhere;
+    log.lost_rings.clear();
+    log.listed_for = 0;
+    log.skipped_stripes.clear();
+    log.vouches_nowhere = false;
+    doubted
+}
+
+/// Gets a marker saying what the log knows now onto the rings. One of the same
+/// durable seq cannot take a flag back (the scan ORs the flags of equal markers, the
+/// old one stays in the other slot): it says a newer seq, one no entry takes. With
+/// writes not yet durable, the marker their flush brings does it.
+fn newer_marker(engine: &mut Engine) {
     let Some(log) = engine.log.as_mut() else {
         return;
     };
-    if log.recovering() {
-        return;
-    }
-    log.lost_rings.clear();
-    log.listed_for = 0;
-    if engine.stats.log_entries_skipped == 0 {
-        return;
-    }
-    // A marker of the same durable seq cannot take the flag back (the scan ORs the
-    // flags of equal markers, the old one stays in the other slot): it says a newer
-    // seq, one no entry takes. With writes not yet durable, the marker their flush
-    // brings (unflagged now) does it.
     if !log.unfinished.is_empty() || log.durable + 1 != log.next_seq {
         // Not at the next client flush, which may be long in coming: a cut before it
         // would leave the flag, and a later open would count every ring as lost.
@@ -1603,6 +1660,7 @@ fn scanned(engine: &mut Engine) {
     let mut newest_marker: Option<(u64, u64)> = None;
     // Whether a marker of the newest durable seq says a resync is still owed.
     let mut owed: Option<(u64, bool, Option<RingMasks>)> = None;
+    let mut skipped_before = (0, false);
     let tag = engine.config.log_tag;
     for buf in bufs.into_iter().flatten() {
         let bytes = engine.bufs.get(buf);
@@ -1617,6 +1675,14 @@ fn scanned(engine: &mut Engine) {
                         && newest_marker.is_none_or(|(d, _)| entry.durable > d)
                     {
                         newest_marker = Some((entry.durable, slot));
+                    }
+                    if entry.marker && entry.tag == tag && entry.durable >= skipped_before.0 {
+                        // The newest markers' say (OR'd over equal ones, as below).
+                        skipped_before = if entry.durable > skipped_before.0 {
+                            (entry.durable, entry.skipped_elsewhere)
+                        } else {
+                            (entry.durable, skipped_before.1 || entry.skipped_elsewhere)
+                        };
                     }
                     if entry.marker && entry.tag == tag {
                         // Flagged markers' masks: a flagged one without them knows
@@ -1696,12 +1762,14 @@ fn scanned(engine: &mut Engine) {
     let members = engine.member_states().len();
     let mut open_walks = vec![(lost_now.clone(), 0)];
     let mut listed_for = 0;
+    let mut vouches_nowhere = false;
     if let Some((_, true, masks)) = owed.filter(|_| engine.resync_owed) {
         // A replay before this one could not vouch for parity, and no resync has
         // completed since (the marker says so): it is still owed. The marker says
         // which rings it lost (went with the wipe) and for which missing members their
         // stripes are listed; one that does not counts every ring lost.
         engine.stats.log_entries_skipped += 1;
+        vouches_nowhere = skipped_before.1;
         let (lost, listed) = masks.unwrap_or((u64::MAX, 0));
         let earlier: Vec<MemberIdx> = (0..members)
             .filter(|&m| m >= 64 || lost & (1 << m) != 0)
@@ -1723,6 +1791,8 @@ fn scanned(engine: &mut Engine) {
     log.lost_rings = lost_rings;
     log.listed_for = listed_for;
     log.open_walks = open_walks;
+    log.vouches_nowhere = vouches_nowhere;
+    log.skipped_stripes.clear();
     log.lost_from = engine.resync_after_clean_stop.unwrap_or(0);
     log.persisted = durable;
     log.recovery = Some(Recovery::Replaying(Box::new(Replay {
@@ -1824,7 +1894,7 @@ fn replay_step(engine: &mut Engine) {
             if std::mem::take(&mut r.unreadable) {
                 // The changed rows cannot be read: what parity says is all there is.
                 engine.bufs.free(scratch);
-                engine.stats.log_entries_skipped += 1;
+                skipped(engine, &entry);
                 continue;
             }
             r.replayed += 1;
@@ -1954,6 +2024,24 @@ fn list_torn_beyond_redundancy(
     }
 }
 
+/// Parity member `p`'s rows `rows` may be torn (see [`crate::sync::parity_in_doubt`])
+/// and a data member's rows there cannot be read: they go into `p`'s log (and its
+/// replacement's, which may have copied them), as [`list_torn_beyond_redundancy`]
+/// lists them at open; a device whose log has no room is failed.
+pub(crate) fn list_parity_in_doubt(engine: &mut Engine, p: MemberIdx, rows: std::ops::Range<u64>) {
+    if !crate::badblocks::record_torn_parity(engine, p, rows.clone()) {
+        engine.fail(p, FailReason::TornParity);
+        return;
+    }
+    if engine.replacement_of(p).is_some()
+        && !crate::badblocks::record_torn_parity_on_replacement(engine, p, rows)
+    {
+        if let Some(r) = engine.replacement_of(p) {
+            engine.fail(r, FailReason::TornParity);
+        }
+    }
+}
+
 /// A member left while a resync the replay left owed has stripes still to do (see
 /// [`LogState::lost_rings`]): those past it are listed as at open.
 fn torn_by_a_departure(engine: &mut Engine) {
@@ -2009,6 +2097,55 @@ fn missing_mask(engine: &Engine) -> u64 {
 fn mask_of(members: &[MemberIdx]) -> Option<u64> {
     members.iter().try_fold(0u64, |mask, m| {
         (m.index() < 64).then(|| mask | 1 << m.index())
+    })
+}
+
+/// The replay skipped an entry of `stripe`: a resync is owed, and until it reaches
+/// the stripe its parity is what the cut left.
+fn skipped(engine: &mut Engine, entry: &Found) {
+    engine.stats.log_entries_skipped += 1;
+    if let Some(log) = engine.log.as_mut() {
+        let band = log
+            .skipped_stripes
+            .entry(entry.stripe)
+            .or_insert((entry.lo, entry.hi));
+        *band = (band.0.min(entry.lo), band.1.max(entry.hi));
+    }
+}
+
+/// The replay writes parity for `entry` (a later one than any skipped in its stripe,
+/// in seq order): where it spans the skipped rows, parity there agrees again.
+fn replayed_over_skipped(engine: &mut Engine, entry: &Found) {
+    if let Some(log) = engine.log.as_mut() {
+        if let Some(&(lo, hi)) = log.skipped_stripes.get(&entry.stripe) {
+            if entry.lo <= lo && hi <= entry.hi {
+                log.skipped_stripes.remove(&entry.stripe);
+            }
+        }
+    }
+}
+
+/// Whether entries were skipped in stripes a marker could not name: this replay's
+/// (see [`LogState::skipped_stripes`]) or an earlier one's.
+fn skipped_elsewhere(engine: &Engine) -> bool {
+    engine
+        .log
+        .as_ref()
+        .is_some_and(|l| l.vouches_nowhere || !l.skipped_stripes.is_empty())
+}
+
+/// Whether the replay vouches for parity member `parity`'s rows of `stripe`: every
+/// entry that may have been cut off there was replayed (or there was none). Not for
+/// a stripe one of its entries was skipped in, nor where `parity`'s ring was lost
+/// (it held the stripe's only entries there; see [`LogState::lost_rings`]), nor
+/// anywhere while an earlier replay's skipped entries are unknown. Meaningful while
+/// the resync the replay leaves owed has not reached the stripe.
+pub(crate) fn vouches_for(engine: &Engine, stripe: u64, parity: MemberIdx) -> bool {
+    engine.log.as_ref().is_some_and(|l| {
+        !l.recovering()
+            && !l.vouches_nowhere
+            && !l.skipped_stripes.contains_key(&stripe)
+            && !l.lost_rings.contains(&parity)
     })
 }
 
@@ -2403,9 +2540,10 @@ fn write_parity(
         // More gone than the entry and parity answer for: the rows are unknown and
         // parity cannot be recomputed; leave it as it is.
         engine.bufs.free(scratch);
-        engine.stats.log_entries_skipped += 1;
+        skipped(engine, entry);
         return false;
     };
+    replayed_over_skipped(engine, entry);
     engine.stats.log_partial_parity_replays += u64::from(worked_out);
     replay(engine).worked_out += u64::from(worked_out);
     let data_disks = map.data_disks();

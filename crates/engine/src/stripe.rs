@@ -244,6 +244,122 @@ fn lost_in_rebuild(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> boo
             .all(|&m| crate::badblocks::record_lost(engine, m, rows.clone()))
 }
 
+/// Operation `op` would rebuild a data member's rows (one of `missing`, which it
+/// needs) through parity a power cut may have torn and nothing has put right yet
+/// (`sync::parity_in_doubt`): what that gives back may never have been written —
+/// md's write hole, met by a read error or a listing before the resync got there.
+/// Where another parity member is trusted (a RAID-6 whose other ring was lost), the
+/// ones in doubt are listed for the operation's rows, as a lost ring's are at open,
+/// and it is planned again, around them. Else the rows are lost, loudly: a client
+/// request fails (`Unreadable`); a resync lists the parity in doubt (the rows it
+/// cannot make agree outlive it, past the redundancy) and goes on; a recover lists
+/// what it cannot rebuild on the members it builds. Returns whether the operation
+/// was dealt with here.
+fn through_parity_in_doubt(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> bool {
+    let o = engine.ops.get(op);
+    let map = engine.geo.stripe_map(o.stripe);
+    let rebuilds_data = (0..map.data_disks()).any(|i| {
+        missing.contains(&map.data_member(i))
+            && (o.purpose != Purpose::Write || !wholly_covered(&o.segs, i, o.lo, o.hi))
+    });
+    if !rebuilds_data {
+        return false;
+    }
+    let doubted: Vec<MemberIdx> = crate::sync::parity_in_doubt(engine, o.stripe, (o.lo, o.hi))
+        .into_iter()
+        .filter(|p| !missing.contains(p))
+        .collect();
+    if doubted.is_empty() {
+        return false;
+    }
+    let block = xraid_format::BLOCK_SECTORS as u32;
+    if matches!(o.purpose, Purpose::Sync(_)) && !o.bad.is_empty() && o.hi - o.lo > block {
+        read_again_in_blocks(engine, op);
+        return true;
+    }
+    let rows = op_rows(engine, o);
+    let parity_count = usize::from(engine.geo.level().parity_count());
+    let trusted_left = missing.len() + doubted.len() <= parity_count;
+    match o.purpose {
+        _ if trusted_left => {
+            for &p in &doubted {
+                crate::ppl::list_parity_in_doubt(engine, p, rows.clone());
+            }
+            let o = engine.ops.get(op);
+            if doubted.iter().all(|&p| !op_live(engine, o, p)) {
+                start(engine, op);
+            } else {
+                // Still served unlisted (not expected: listed or failed above).
+                let (sector, end) = op_extent(engine, o);
+                finish(engine, op, Some(EngineError::Unreadable { sector, end }));
+            }
+        }
+        Purpose::Read | Purpose::Write | Purpose::Sync(SyncKind::Check) => {
+            let (sector, end) = op_extent(engine, o);
+            finish(engine, op, Some(EngineError::Unreadable { sector, end }));
+        }
+        Purpose::Sync(SyncKind::Recover) => {
+            let targets: Vec<MemberIdx> = missing
+                .iter()
+                .copied()
+                .filter(|&m| engine.member_states()[m.index()] == MemberState::Rebuilding)
+                .collect();
+            let listed = !engine.any_replacing()
+                && !targets.is_empty()
+                && targets
+                    .iter()
+                    .all(|&m| crate::badblocks::record_lost(engine, m, rows.clone()));
+            let (sector, end) = op_extent(engine, engine.ops.get(op));
+            let error = (!listed).then_some(EngineError::Unreadable { sector, end });
+            finish(engine, op, error);
+        }
+        Purpose::Sync(_) => {
+            for p in doubted {
+                crate::ppl::list_parity_in_doubt(engine, p, rows.clone());
+            }
+            let (sector, end) = op_extent(engine, engine.ops.get(op));
+            engine.ops.get_mut(op).listed_loss = true;
+            finish(engine, op, Some(EngineError::Unreadable { sector, end }));
+        }
+    }
+    true
+}
+
+/// A sync operation some member failed to read for, where what cannot be rebuilt is
+/// lost (see [`through_parity_in_doubt`]): it is cut into 4 KiB blocks, each read
+/// again, so that only the blocks that fail again are lost (md's stripes are a page
+/// each, to the same end).
+fn read_again_in_blocks(engine: &mut Engine, op: usize) {
+    let block = xraid_format::BLOCK_SECTORS as u32;
+    let o = engine.ops.get(op);
+    let (owner, purpose, stripe, lo, hi) = (o.owner, o.purpose, o.stripe, o.lo, o.hi);
+    let cuts: Vec<u32> = (lo / block + 1..)
+        .map(|b| b * block)
+        .take_while(|&row| row < hi)
+        .collect();
+    let first_end = cuts.first().copied().unwrap_or(hi);
+    {
+        let o = engine.ops.get_mut(op);
+        o.hi = first_end;
+        o.bad.clear();
+        let scratch = o.scratch.take();
+        if let Some(buf) = scratch {
+            engine.bufs.free(buf);
+        }
+    }
+    let mut next = Vec::new();
+    for (a, b) in bands(first_end, hi, cuts.get(1..).unwrap_or_default()) {
+        if a == b {
+            continue;
+        }
+        crate::sync::unit_split(engine, stripe);
+        let band = insert_op(engine, owner, purpose, stripe, Vec::new(), a, b, Vec::new());
+        next.push(Holder::Stripe(band));
+    }
+    engine.lock_next(stripe, &next);
+    start(engine, op);
+}
+
 /// Whether `m`'s bad block log lists any of operation `o`'s rows.
 fn listed_here(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
     crate::badblocks::any(engine) && crate::badblocks::is_known_bad(engine, m, op_rows(engine, o))
@@ -590,6 +706,9 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
             .filter(|&m| !op_live(engine, o, m))
             .collect()
     };
+    if through_parity_in_doubt(engine, op, &missing) {
+        return;
+    }
     if missing.len() > parity_count && lost_in_rebuild(engine, op, &missing) {
         finish(engine, op, None);
         return;
@@ -1731,6 +1850,15 @@ fn read_modify_write(
 /// Ends an operation: frees its scratch, reports to its owner and hands the stripe
 /// to the next in line.
 fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
+    let o = engine.ops.get(op);
+    let fresh = o.purpose == Purpose::Write
+        && error.is_none()
+        && matches!(o.plan, Plan::ReconstructWrite | Plan::Reconstruct)
+        && o.phase == Phase::Writing;
+    if fresh {
+        let (stripe, lo, hi) = (o.stripe, o.lo, o.hi);
+        crate::sync::parity_made_fresh(engine, stripe, lo, hi);
+    }
     let o = engine.ops.remove(op);
     if let Some(buf) = o.scratch {
         engine.bufs.free(buf);

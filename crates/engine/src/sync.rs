@@ -126,6 +126,65 @@ pub(crate) fn awaiting_resync(engine: &Engine, unit: u64) -> bool {
     }
 }
 
+/// The present parity members of `stripe` whose rows may not agree with its data: a
+/// power cut may have torn a write there (the write-intent bitmap, if any, had the
+/// stripe's bit set when it was loaded), no resync has reached the stripe since, and
+/// the stripe log does not vouch for them ([`crate::ppl::vouches_for`]), in rows
+/// `rows` (chunk offsets) no client write has computed parity for afresh since. A data
+/// member's rows rebuilt through them may be what was never written. Without the
+/// log, only while the array is whole: a degraded array stopped uncleanly without it
+/// has md's write hole (its missing members' rows come from such parity, as md's
+/// would), and the server warns of it at open.
+pub(crate) fn parity_in_doubt(engine: &Engine, stripe: u64, rows: (u32, u32)) -> Vec<MemberIdx> {
+    if !engine.geo.level().has_parity()
+        || made_fresh(engine, stripe, rows)
+        || engine.resync_passed
+        || engine
+            .resync_after_clean_stop
+            .is_some_and(|done| stripe < done)
+        || !awaiting_resync(engine, stripe)
+        || !engine.unit_dirty_at_load(stripe)
+        || (engine.log.is_none() && !engine.is_whole())
+    {
+        return Vec::new();
+    }
+    let map = engine.geo.stripe_map(stripe);
+    [Some(map.p()), map.q()]
+        .into_iter()
+        .flatten()
+        .filter(|&p| engine.in_sync(p, stripe))
+        .filter(|&p| !crate::ppl::vouches_for(engine, stripe, p))
+        .collect()
+}
+
+/// Whether client writes since the open computed parity afresh over all of `rows`
+/// of `stripe` (see [`parity_made_fresh`]).
+fn made_fresh(engine: &Engine, stripe: u64, (lo, hi): (u32, u32)) -> bool {
+    engine
+        .fresh_parity
+        .get(&stripe)
+        .is_some_and(|bands| bands.iter().any(|&(a, b)| a <= lo && hi <= b))
+}
+
+/// A client write computed `stripe`'s parity over rows lo..hi from every data
+/// chunk (reconstruct-write): where parity was in doubt there, it no longer is.
+pub(crate) fn parity_made_fresh(engine: &mut Engine, stripe: u64, lo: u32, hi: u32) {
+    if parity_in_doubt(engine, stripe, (lo, hi)).is_empty() {
+        return;
+    }
+    let bands = engine.fresh_parity.entry(stripe).or_default();
+    bands.push((lo, hi));
+    bands.sort_unstable();
+    let mut merged: Vec<(u32, u32)> = Vec::with_capacity(bands.len());
+    for &(a, b) in bands.iter() {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    *bands = merged;
+}
+
 /// The stripe log's replay read every entry it found: parity agrees with the data
 /// wherever a crash could have torn a write.
 fn log_replayed_every_entry(engine: &Engine) -> bool {
@@ -562,6 +621,11 @@ fn finish(engine: &mut Engine) {
     let resynced = s.kind == SyncKind::Resync && completed && s.new_losses == 0;
     if resynced {
         engine.stats.resyncs_completed += 1;
+        // Where parity was in doubt it now agrees with the data, or the rows it
+        // could not make agree are listed (see `stripe::through_parity_in_doubt`) —
+        // on an array that is not whole too, where the resync stays owed.
+        engine.resync_passed = true;
+        engine.fresh_parity = HashMap::new();
     }
     if s.kind == SyncKind::Recover && completed && s.unrecoverable == 0 {
         let roles = engine.member_states().len();
@@ -599,6 +663,14 @@ fn finish(engine: &mut Engine) {
     if resynced && (whole || mirrored) {
         engine.resync_owed = false;
         crate::ppl::resync_completed(engine);
+    } else if resynced {
+        crate::ppl::resync_passed(engine);
+    }
+    // The sync's flush made every write finished before it durable: the stripe log's
+    // rings say so too (a checkpoint), or a power cut soon after would have the
+    // replay take their entries for writes it may have torn.
+    if engine.log.as_ref().is_some_and(|l| !l.recovering()) {
+        crate::ppl::start_checkpoint(engine);
     }
     engine.push_event(Event::SyncFinished {
         kind: s.kind,

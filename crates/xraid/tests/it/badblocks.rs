@@ -659,3 +659,47 @@ fn a_lost_ring_on_a_degraded_array_reads_the_missing_rows_as_errors() {
         "mdadm sees the list: {listed}"
     );
 }
+
+/// md's write hole met by a read error: a RAID-5 without the stripe log, its power cut
+/// after a write to stripe 0, served again with d1's rows of that stripe failing to
+/// read before the resync has put parity right. Rebuilt through that parity they may
+/// be what was never written (md returns them so); xraid answers with an error, the
+/// resync lists the parity rows it cannot make agree (mdadm sees them), and the rows
+/// stay lost — loudly — while the rest of the array reads back.
+#[test]
+fn a_read_error_in_a_stripe_a_cut_may_have_torn_fails_loudly() {
+    require_tool!("mdadm");
+    let (dir, disks, old, new) = raid5_cut_after_a_write_with(|_| {}, &["--consistency", "resync"]);
+    // d1's first 4 KiB of data (its chunk of stripe 0), 1 MiB in.
+    let fault = format!("role=1,read-errors={}..{}", 1 << 20, (1 << 20) + 4096);
+    let server = crate::server::Server::tcp(
+        dir.path(),
+        &["--consistency", "resync", "--fault", &fault, p(&disks)],
+    );
+    let mut client = crate::nbd_raw::Client::open(server.tcp_addr(), "xraid", false);
+    assert!(
+        client.read(64 << 10, 4096).is_err(),
+        "d1's failing rows read as an error, not as rebuilt through parity in doubt"
+    );
+    let written = client.read(0, 4096).expect("d0's chunk reads");
+    assert!(
+        written == old || written == new,
+        "the write, or what was there"
+    );
+    server.wait_for_log(0, &["resync done"]);
+    assert!(client.read(64 << 10, 4096).is_err(), "after the resync too");
+    client
+        .read((64 << 10) + 4096, 60 << 10)
+        .expect("the rest of d1's chunk reads");
+    client.disconnect();
+    let log = server.stop().stderr;
+    assert!(
+        log.contains("member 3 holds parity that a crash may have torn"),
+        "one line says so: {log}"
+    );
+    let listed = mdadm_badblocks(&disks.join("d3"));
+    assert!(
+        listed.lines().any(|l| l.contains(" for 8 sectors")),
+        "mdadm sees the parity rows listed: {listed}"
+    );
+}
