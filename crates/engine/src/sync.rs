@@ -137,14 +137,14 @@ pub(crate) fn awaiting_resync(engine: &Engine, unit: u64) -> bool {
 /// would), and the server warns of it at open.
 pub(crate) fn parity_in_doubt(engine: &Engine, stripe: u64, rows: (u32, u32)) -> Vec<MemberIdx> {
     if !engine.geo.level().has_parity()
-        || made_fresh(engine, stripe, rows)
         || engine.resync_passed
         || engine
             .resync_after_clean_stop
             .is_some_and(|done| stripe < done)
         || !awaiting_resync(engine, stripe)
-        || !engine.unit_dirty_at_load(stripe)
         || (engine.log.is_none() && !engine.is_whole())
+        || !engine.unit_dirty_at_load(stripe)
+        || made_fresh(engine, stripe, rows)
     {
         return Vec::new();
     }
