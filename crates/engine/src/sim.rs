@@ -249,8 +249,12 @@ impl SimArray {
     /// The driver records what changed: the members' states (see
     /// [`SimArray::recorded_states`]), then the bad block lists.
     fn record(&mut self) {
+        // With only lists made good held back, a replay waiting for the record gets it
+        // (the driver makes it then).
         if self.defer_records
-            && !(self.defer_only_clears && crate::badblocks::additions_pending(&self.engine))
+            && !(self.defer_only_clears
+                && (crate::badblocks::additions_pending(&self.engine)
+                    || self.engine.replay_awaits_record()))
         {
             return;
         }

@@ -321,6 +321,8 @@ impl Story {
         };
         match flushed {
             Ok(()) => {
+                // The driver records what a flush made durable (lists made good too).
+                self.array.record_now();
                 if let Some(p) = record.filter(|p| p.done_below > 0) {
                     self.array.engine.set_recovery_recorded(p.done_below);
                 }
@@ -1240,6 +1242,12 @@ fn tell(seed: u64, write_errors: bool) -> Result<(), (String, Vec<String>)> {
     if logs {
         array.enable_bad_block_logs(512);
     }
+    // Half the stories record lists made good as the driver does, after a flush and
+    // with the engine going on meanwhile (here: at the next client flush, or with the
+    // next range added), so that a power cut can come first; the others at once.
+    let late_records = logs && SimRng::new(seed ^ 0x1ec0).below(2) == 0;
+    array.defer_records = late_records;
+    array.defer_only_clears = late_records;
     let total = geo.array_sectors() as usize * SECTOR;
     let mut initial = vec![0u8; total];
     array.rng().fill(&mut initial);
@@ -1271,7 +1279,7 @@ fn tell(seed: u64, write_errors: bool) -> Result<(), (String, Vec<String>)> {
         flipped: HashSet::new(),
         ever_flipped: HashSet::new(),
         log: vec![format!(
-            "{:?} {:?} {} disks, chunk {} sectors, {} member sectors, log ring {} sectors, bitmap {intent:?}, integrity {integrity}, bad block logs {logs}",
+            "{:?} {:?} {} disks, chunk {} sectors, {} member sectors, log ring {} sectors, bitmap {intent:?}, integrity {integrity}, bad block logs {logs}, lists made good recorded late {late_records}",
             geo.level(),
             geo.layout(),
             geo.raid_disks(),
