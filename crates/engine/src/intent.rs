@@ -358,26 +358,25 @@ impl Engine {
     /// Whether some chunk overlapping sync unit `unit` has its bit set: with a bitmap,
     /// syncs started by [`Engine::start_sync_where_dirty`] skip the others.
     pub(crate) fn unit_dirty(&self, unit: u64) -> bool {
-        let Some(wi) = self.intent.as_ref() else {
-            return true;
-        };
-        let per = crate::sync::unit_sectors(self);
-        let (first, end) = chunk_span(wi, unit * per..(unit + 1) * per);
-        (first..end).any(|c| wi.bit(c))
+        self.any_chunk_of_unit(unit, WriteIntent::bit)
     }
-}
 
-impl Engine {
     /// Whether some chunk overlapping sync unit `unit` had its bit set when the bitmap
     /// was loaded and no resync has completed since: a write may have been cut off
     /// there. Without a bitmap, anywhere.
     pub(crate) fn unit_dirty_at_load(&self, unit: u64) -> bool {
+        self.any_chunk_of_unit(unit, WriteIntent::is_pinned)
+    }
+
+    /// Whether `test` holds for some bitmap chunk overlapping sync unit `unit` (true
+    /// without a bitmap).
+    fn any_chunk_of_unit(&self, unit: u64, test: impl Fn(&WriteIntent, u64) -> bool) -> bool {
         let Some(wi) = self.intent.as_ref() else {
             return true;
         };
         let per = crate::sync::unit_sectors(self);
         let (first, end) = chunk_span(wi, unit * per..(unit + 1) * per);
-        (first..end).any(|c| wi.is_pinned(c))
+        (first..end).any(|c| test(wi, c))
     }
 }
 

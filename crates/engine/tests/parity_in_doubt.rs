@@ -3,12 +3,13 @@
 //! Rebuilt through that parity they may be what was never written; the engine
 //! answers with an error instead (`sync::parity_in_doubt`,
 //! `stripe::through_parity_in_doubt`), and once the resync has passed, with what
-//! the member's rows were, or a loss its bad block logs keep. Each test but the last
-//! two read wrong data before (about half of the seeds: those whose cut tore the
-//! write).
+//! the member's rows were, or a loss its bad block logs keep. The tests of reads
+//! before the resync, of the resync and the replacement after it, and the stories
+//! read wrong data before (about half the seeds of each, those whose cut tore the
+//! write); the others check that trusted parity is still used.
 
 mod common;
-use common::{logged_array, SECTOR};
+use common::{filled_array, logged_array, SECTOR};
 
 use xraid_engine::sim::SimArray;
 use xraid_engine::{EngineConfig, Event, MemberIdx, MemberState, SyncKind};
@@ -25,30 +26,13 @@ enum Cut {
     EntrySkipped,
 }
 
-/// Like [`logged_array`], without the stripe log.
-fn unlogged_array(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
-    let geo = Geometry::new(level, Layout::default_for(level), disks, 16, 256).expect("geometry");
-    let mut array = SimArray::new(geo, seed);
-    array.engine.set_config(EngineConfig {
-        log_sectors: 0,
-        ..EngineConfig::default()
-    });
-    array.run();
-    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
-    array.rng().fill(&mut data);
-    array.write(0, &data).expect("fill");
-    array.flush().expect("flush");
-    array.take_events();
-    (array, data)
-}
-
 /// An array of `level` with bad block logs, whose write to data chunk 0's rows 0..8
 /// of stripe 0 the power cuts off (`cut`); data chunk 1's member then fails to read
 /// those rows. Returns the array, its data before the write, the write's bytes and
 /// the failing member.
 fn torn_stripe(level: Level, cut: Cut, seed: u64) -> (SimArray, Vec<u8>, Vec<u8>, MemberIdx) {
     let (mut array, data) = match cut {
-        Cut::Unlogged => unlogged_array(level, 5, seed),
+        Cut::Unlogged => filled_array(level, 5, seed, 0),
         _ => logged_array(level, 5, seed),
     };
     array.enable_bad_block_logs(64);

@@ -10,10 +10,16 @@ pub const SECTOR: usize = 512;
 /// sectors, logging (a 256-sector ring), filled with random data and flushed;
 /// on odd seeds its log batches go out as durable (FUA) writes.
 pub fn logged_array(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
+    filled_array(level, disks, seed, 256)
+}
+
+/// [`logged_array`] with a ring of `log_sectors` (0: no stripe log).
+#[allow(dead_code)]
+pub fn filled_array(level: Level, disks: u16, seed: u64, log_sectors: u64) -> (SimArray, Vec<u8>) {
     let geo = Geometry::new(level, Layout::default_for(level), disks, 16, 256).expect("geometry");
     let mut array = SimArray::new(geo, seed);
     array.engine.set_config(EngineConfig {
-        log_sectors: 256,
+        log_sectors,
         // Batches as a write and a flush, or (odd seeds) as one durable write each.
         fua_writes: seed % 2 == 1,
         ..EngineConfig::default()
