@@ -2134,19 +2134,32 @@ fn skipped_elsewhere(engine: &Engine) -> bool {
         .is_some_and(|l| l.vouches_nowhere || !l.skipped_stripes.is_empty())
 }
 
-/// Whether the replay vouches for parity member `parity`'s rows of `stripe`: every
-/// entry that may have been cut off there was replayed (or there was none). Not for
-/// a stripe one of its entries was skipped in, nor where `parity`'s ring was lost
-/// (it held the stripe's only entries there; see [`LogState::lost_rings`]), nor
-/// anywhere while an earlier replay's skipped entries are unknown. Meaningful while
-/// the resync the replay leaves owed has not reached the stripe.
-pub(crate) fn vouches_for(engine: &Engine, stripe: u64, parity: MemberIdx) -> bool {
-    engine.log.as_ref().is_some_and(|l| {
-        !l.recovering()
-            && !l.vouches_nowhere
-            && !l.skipped_stripes.contains_key(&stripe)
-            && !l.lost_rings.contains(&parity)
-    })
+/// Whether the replay vouches for parity member `parity`'s rows lo..hi of `stripe`:
+/// every entry that may have been cut off there was replayed (or there was none). Not
+/// over rows of an entry it skipped in the stripe, nor where `parity`'s ring was lost
+/// (it held the stripe's only entries there; see [`LogState::lost_rings`]) — doubts
+/// it pins to the stripe — nor, with `unpinned`, anywhere while an earlier replay's
+/// skipped entries are unknown (a flagged marker says so), nor anywhere without the
+/// log. Meaningful while the resync the replay leaves owed has not reached the stripe.
+pub(crate) fn vouches_for(
+    engine: &Engine,
+    stripe: u64,
+    (lo, hi): (u32, u32),
+    parity: MemberIdx,
+    unpinned: bool,
+) -> bool {
+    let Some(l) = engine.log.as_ref() else {
+        return !unpinned;
+    };
+    let skipped = l
+        .skipped_stripes
+        .get(&stripe)
+        .is_some_and(|&(a, b)| a < hi && lo < b);
+    let in_doubt = l.recovering()
+        || skipped
+        || l.lost_rings.contains(&parity)
+        || (unpinned && l.vouches_nowhere);
+    !in_doubt
 }
 
 /// Whether rings are counted lost (see [`LogState::lost_rings`]).

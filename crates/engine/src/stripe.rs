@@ -258,24 +258,42 @@ fn lost_in_rebuild(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> boo
 fn through_parity_in_doubt(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> bool {
     let o = engine.ops.get(op);
     let map = engine.geo.stripe_map(o.stripe);
-    let rebuilds_data = (0..map.data_disks()).any(|i| {
-        missing.contains(&map.data_member(i))
-            && (o.purpose != Purpose::Write || !wholly_covered(&o.segs, i, o.lo, o.hi))
-    });
-    if !rebuilds_data {
+    let needed: Vec<MemberIdx> = (0..map.data_disks())
+        .filter(|&i| o.purpose != Purpose::Write || !wholly_covered(&o.segs, i, o.lo, o.hi))
+        .map(|i| map.data_member(i))
+        .filter(|m| missing.contains(m))
+        .collect();
+    if needed.is_empty() {
         return false;
     }
-    let doubted: Vec<MemberIdx> = crate::sync::parity_in_doubt(engine, o.stripe, (o.lo, o.hi))
-        .into_iter()
-        .filter(|p| !missing.contains(p))
-        .collect();
+    // Rows that fail to read count against any doubt; rows whose only copy is parity
+    // (listed, or a missing member's) only against doubts the log pins to the stripe.
+    let unpinned = needed.iter().any(|m| o.bad.contains(m));
+    let doubted: Vec<MemberIdx> =
+        crate::sync::parity_in_doubt(engine, o.stripe, (o.lo, o.hi), unpinned)
+            .into_iter()
+            .filter(|p| !missing.contains(p))
+            .collect();
     if doubted.is_empty() {
         return false;
     }
-    let block = xraid_format::BLOCK_SECTORS as u32;
-    if matches!(o.purpose, Purpose::Sync(_)) && !o.bad.is_empty() && o.hi - o.lo > block {
-        read_again_in_blocks(engine, op);
-        return true;
+    if matches!(o.purpose, Purpose::Sync(_)) {
+        // What a sync cannot rebuild stays lost: only where it must be. Rows a
+        // client write made fresh are rebuilt, and where a member failed to read,
+        // only the blocks that fail again are lost (md's stripes are a page each).
+        let mut cuts = crate::sync::fresh_edges(engine, o.stripe, (o.lo, o.hi));
+        if !o.bad.is_empty() {
+            let block = xraid_format::BLOCK_SECTORS as u32;
+            cuts.extend(
+                (o.lo / block + 1..)
+                    .map(|b| b * block)
+                    .take_while(|&row| row < o.hi),
+            );
+        }
+        if !cuts.is_empty() {
+            plan_again_in_bands(engine, op, cuts);
+            return true;
+        }
     }
     let rows = op_rows(engine, o);
     let parity_count = usize::from(engine.geo.level().parity_count());
@@ -325,22 +343,17 @@ fn through_parity_in_doubt(engine: &mut Engine, op: usize, missing: &[MemberIdx]
     true
 }
 
-/// A sync operation some member failed to read for, where what cannot be rebuilt is
-/// lost (see [`through_parity_in_doubt`]): it is cut into 4 KiB blocks, each read
-/// again, so that only the blocks that fail again are lost (md's stripes are a page
-/// each, to the same end).
-fn read_again_in_blocks(engine: &mut Engine, op: usize) {
-    let block = xraid_format::BLOCK_SECTORS as u32;
+/// Cuts sync operation `op` at `cuts` (rows inside it): it keeps the first band and
+/// each other becomes an operation of its own, next in line for the stripe, all read
+/// again (see [`through_parity_in_doubt`]).
+fn plan_again_in_bands(engine: &mut Engine, op: usize, mut cuts: Vec<u32>) {
+    cuts.sort_unstable();
+    cuts.dedup();
     let o = engine.ops.get(op);
-    let (owner, purpose, stripe, lo, hi) = (o.owner, o.purpose, o.stripe, o.lo, o.hi);
-    let cuts: Vec<u32> = (lo / block + 1..)
-        .map(|b| b * block)
-        .take_while(|&row| row < hi)
-        .collect();
-    let first_end = cuts.first().copied().unwrap_or(hi);
+    let (owner, purpose, stripe, hi) = (o.owner, o.purpose, o.stripe, o.hi);
     {
         let o = engine.ops.get_mut(op);
-        o.hi = first_end;
+        o.hi = cuts[0];
         o.bad.clear();
         let scratch = o.scratch.take();
         if let Some(buf) = scratch {
@@ -348,10 +361,7 @@ fn read_again_in_blocks(engine: &mut Engine, op: usize) {
         }
     }
     let mut next = Vec::new();
-    for (a, b) in bands(first_end, hi, cuts.get(1..).unwrap_or_default()) {
-        if a == b {
-            continue;
-        }
+    for (a, b) in bands(cuts[0], hi, &cuts[1..]) {
         crate::sync::unit_split(engine, stripe);
         let band = insert_op(engine, owner, purpose, stripe, Vec::new(), a, b, Vec::new());
         next.push(Holder::Stripe(band));

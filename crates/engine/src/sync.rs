@@ -126,23 +126,30 @@ pub(crate) fn awaiting_resync(engine: &Engine, unit: u64) -> bool {
     }
 }
 
-/// The present parity members of `stripe` whose rows may not agree with its data: a
-/// power cut may have torn a write there (the write-intent bitmap, if any, had the
-/// stripe's bit set when it was loaded), no resync has reached the stripe since, and
-/// the stripe log does not vouch for them ([`crate::ppl::vouches_for`]), in rows
-/// `rows` (chunk offsets) no client write has computed parity for afresh since. A data
-/// member's rows rebuilt through them may be what was never written. Without the
-/// log, only while the array is whole: a degraded array stopped uncleanly without it
-/// has md's write hole (its missing members' rows come from such parity, as md's
-/// would), and the server warns of it at open.
-pub(crate) fn parity_in_doubt(engine: &Engine, stripe: u64, rows: (u32, u32)) -> Vec<MemberIdx> {
+/// The present parity members of `stripe` whose rows lo..hi (`rows`, chunk offsets)
+/// may not agree with its data: a power cut may have torn a write there (the
+/// write-intent bitmap, if any, had the stripe's bit set when it was loaded), no
+/// resync has reached the stripe since, no client write has computed their parity
+/// afresh since ([`parity_made_fresh`]), and the stripe log does not vouch for them
+/// ([`crate::ppl::vouches_for`]). A data member's rows rebuilt through them may be
+/// what was never written. With `unpinned`, doubts the log cannot pin to the stripe
+/// count too: every stripe without the log (md's write hole), every one while an
+/// earlier replay's skipped entries are unknown — for rows that fail to read; rows
+/// whose only copy is parity (a member's refused write, listed; a missing member)
+/// would be lost for good by such a broad doubt, and rebuilding them is what md does.
+pub(crate) fn parity_in_doubt(
+    engine: &Engine,
+    stripe: u64,
+    rows: (u32, u32),
+    unpinned: bool,
+) -> Vec<MemberIdx> {
     if !engine.geo.level().has_parity()
         || engine.resync_passed
         || engine
             .resync_after_clean_stop
             .is_some_and(|done| stripe < done)
         || !awaiting_resync(engine, stripe)
-        || (engine.log.is_none() && !engine.is_whole())
+        || (engine.log.is_none() && !unpinned)
         || !engine.unit_dirty_at_load(stripe)
         || made_fresh(engine, stripe, rows)
     {
@@ -153,7 +160,20 @@ pub(crate) fn parity_in_doubt(engine: &Engine, stripe: u64, rows: (u32, u32)) ->
         .into_iter()
         .flatten()
         .filter(|&p| engine.in_sync(p, stripe))
-        .filter(|&p| !crate::ppl::vouches_for(engine, stripe, p))
+        .filter(|&p| !crate::ppl::vouches_for(engine, stripe, rows, p, unpinned))
+        .collect()
+}
+
+/// Where rows lo..hi of `stripe` cross the edges of rows made fresh (see
+/// [`parity_made_fresh`]): an operation cut there asks of each band alone.
+pub(crate) fn fresh_edges(engine: &Engine, stripe: u64, (lo, hi): (u32, u32)) -> Vec<u32> {
+    engine
+        .fresh_parity
+        .get(&stripe)
+        .into_iter()
+        .flatten()
+        .flat_map(|&(a, b)| [a, b])
+        .filter(|&row| lo < row && row < hi)
         .collect()
 }
 
@@ -169,7 +189,7 @@ fn made_fresh(engine: &Engine, stripe: u64, (lo, hi): (u32, u32)) -> bool {
 /// A client write computed `stripe`'s parity over rows lo..hi from every data
 /// chunk (reconstruct-write): where parity was in doubt there, it no longer is.
 pub(crate) fn parity_made_fresh(engine: &mut Engine, stripe: u64, lo: u32, hi: u32) {
-    if parity_in_doubt(engine, stripe, (lo, hi)).is_empty() {
+    if parity_in_doubt(engine, stripe, (lo, hi), true).is_empty() {
         return;
     }
     let bands = engine.fresh_parity.entry(stripe).or_default();
