@@ -96,6 +96,14 @@ const FLAG_MASKS: u32 = 8;
 /// resync completes no stripe's parity is vouched for (see [`vouches_for`]). A
 /// flagged marker without masks counts so too.
 const FLAG_SKIPPED: u32 = 16;
+/// On a flagged marker: the stripes (and rows) whose entries were skipped, a count at
+/// [`SKIPS_AT`] and then up to [`SKIPS_MAX`] records of stripe (u64), lo and hi (u32):
+/// their parity stays in doubt at the next open (see [`vouches_for`]). More than fit
+/// set [`FLAG_SKIPPED`] instead.
+const FLAG_SKIP_LIST: u32 = 32;
+const SKIPS_AT: usize = MASKS_AT + 16;
+const SKIP_BYTES: usize = 16;
+const SKIPS_MAX: usize = (512 - SKIPS_AT - 8) / SKIP_BYTES;
 const MASKS_AT: usize = HEADER_FIXED;
 /// A flagged marker's masks: lost rings, and members their stripes are listed for.
 type RingMasks = (u64, u64);
@@ -198,6 +206,8 @@ struct Found {
     /// A flagged marker says entries were skipped in stripes it does not name
     /// ([`FLAG_SKIPPED`], or no masks at all).
     skipped_elsewhere: bool,
+    /// A flagged marker's skipped stripes and rows ([`FLAG_SKIP_LIST`]).
+    skips: Vec<(u64, u32, u32)>,
     seq: u64,
     durable: u64,
     stripe: u64,
@@ -356,6 +366,17 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
         skipped_elsewhere: marker
             && flags & FLAG_RESYNC_OWED != 0
             && (flags & FLAG_MASKS == 0 || flags & FLAG_SKIPPED != 0),
+        skips: if marker && flags & FLAG_RESYNC_OWED != 0 && flags & FLAG_SKIP_LIST != 0 {
+            let count = (u32_at(b, SKIPS_AT) as usize).min(SKIPS_MAX);
+            (0..count)
+                .map(|i| {
+                    let at = SKIPS_AT + 8 + i * SKIP_BYTES;
+                    (u64_at(b, at), u32_at(b, at + 8), u32_at(b, at + 12))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
         seq: u64_at(b, 8),
         durable: u64_at(b, 16),
         stripe: u64_at(b, 24),
@@ -797,6 +818,17 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
         .and_then(|l| Some((mask_of(&l.lost_rings)?, l.listed_for)))
         .filter(|_| owed && engine.member_states().len() <= 64);
     let skipped = skipped_elsewhere(engine);
+    let skips: Vec<(u64, u32, u32)> = engine
+        .log
+        .as_ref()
+        .filter(|_| owed)
+        .map(|l| {
+            l.skipped_stripes
+                .iter()
+                .map(|(&stripe, &(lo, hi))| (stripe, lo, hi))
+                .collect()
+        })
+        .unwrap_or_default();
     let buf = engine.bufs.alloc(sectors_to_bytes(MARKER_SECTORS));
     let b = engine.bufs.get_mut(buf);
     b.fill(0);
@@ -819,6 +851,17 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     };
     if owed && skipped {
         flags |= FLAG_SKIPPED;
+    }
+    if !skips.is_empty() && !skipped {
+        flags |= FLAG_SKIP_LIST;
+        let count = u32::try_from(skips.len()).expect("fits a marker");
+        b[SKIPS_AT..SKIPS_AT + 4].copy_from_slice(&count.to_le_bytes());
+        for (i, &(stripe, lo, hi)) in skips.iter().enumerate() {
+            let at = SKIPS_AT + 8 + i * SKIP_BYTES;
+            b[at..at + 8].copy_from_slice(&stripe.to_le_bytes());
+            b[at + 8..at + 12].copy_from_slice(&lo.to_le_bytes());
+            b[at + 12..at + 16].copy_from_slice(&hi.to_le_bytes());
+        }
     }
     if let Some((lost, listed_for)) = masks {
         flags |= FLAG_MASKS;
@@ -1661,6 +1704,7 @@ fn scanned(engine: &mut Engine) {
     // Whether a marker of the newest durable seq says a resync is still owed.
     let mut owed: Option<(u64, bool, Option<RingMasks>)> = None;
     let mut skipped_before = (0, false);
+    let mut skips_before: Vec<(u64, u32, u32)> = Vec::new();
     let tag = engine.config.log_tag;
     for buf in bufs.into_iter().flatten() {
         let bytes = engine.bufs.get(buf);
@@ -1678,11 +1722,13 @@ fn scanned(engine: &mut Engine) {
                     }
                     if entry.marker && entry.tag == tag && entry.durable >= skipped_before.0 {
                         // The newest markers' say (OR'd over equal ones, as below).
-                        skipped_before = if entry.durable > skipped_before.0 {
-                            (entry.durable, entry.skipped_elsewhere)
+                        if entry.durable > skipped_before.0 {
+                            skipped_before = (entry.durable, entry.skipped_elsewhere);
+                            skips_before.clone_from(&entry.skips);
                         } else {
-                            (entry.durable, skipped_before.1 || entry.skipped_elsewhere)
-                        };
+                            skipped_before.1 |= entry.skipped_elsewhere;
+                            skips_before.extend(entry.skips.iter().copied());
+                        }
                     }
                     if entry.marker && entry.tag == tag {
                         // Flagged markers' masks: a flagged one without them knows
@@ -1763,6 +1809,7 @@ fn scanned(engine: &mut Engine) {
     let mut open_walks = vec![(lost_now.clone(), 0)];
     let mut listed_for = 0;
     let mut vouches_nowhere = false;
+    let mut skipped_earlier: Vec<(u64, u32, u32)> = Vec::new();
     if let Some((_, true, masks)) = owed.filter(|_| engine.resync_owed) {
         // A replay before this one could not vouch for parity, and no resync has
         // completed since (the marker says so): it is still owed. The marker says
@@ -1770,6 +1817,7 @@ fn scanned(engine: &mut Engine) {
         // stripes are listed; one that does not counts every ring lost.
         engine.stats.log_entries_skipped += 1;
         vouches_nowhere = skipped_before.1;
+        skipped_earlier = std::mem::take(&mut skips_before);
         let (lost, listed) = masks.unwrap_or((u64::MAX, 0));
         let earlier: Vec<MemberIdx> = (0..members)
             .filter(|&m| m >= 64 || lost & (1 << m) != 0)
@@ -1793,6 +1841,10 @@ fn scanned(engine: &mut Engine) {
     log.open_walks = open_walks;
     log.vouches_nowhere = vouches_nowhere;
     log.skipped_stripes.clear();
+    for (stripe, lo, hi) in skipped_earlier {
+        let band = log.skipped_stripes.entry(stripe).or_insert((lo, hi));
+        *band = (band.0.min(lo), band.1.max(hi));
+    }
     log.lost_from = engine.resync_after_clean_stop.unwrap_or(0);
     log.persisted = durable;
     log.recovery = Some(Recovery::Replaying(Box::new(Replay {
@@ -2131,7 +2183,7 @@ fn skipped_elsewhere(engine: &Engine) -> bool {
     engine
         .log
         .as_ref()
-        .is_some_and(|l| l.vouches_nowhere || !l.skipped_stripes.is_empty())
+        .is_some_and(|l| l.vouches_nowhere || l.skipped_stripes.len() > SKIPS_MAX)
 }
 
 /// Whether the replay vouches for parity member `parity`'s rows lo..hi of `stripe`:
