@@ -2155,31 +2155,14 @@ fn mask_of(members: &[MemberIdx]) -> Option<u64> {
 /// The replay skipped an entry of `stripe`: a resync is owed, and until it reaches
 /// the stripe its parity is what the cut left.
 fn skipped(engine: &mut Engine, entry: &Found) {
-    skipped_rows(engine, entry.stripe, entry.lo, entry.hi);
-}
-
-/// [`skipped`], for rows lo..hi of `stripe`.
-fn skipped_rows(engine: &mut Engine, stripe: u64, lo: u32, hi: u32) {
     engine.stats.log_entries_skipped += 1;
     if let Some(log) = engine.log.as_mut() {
-        let band = log.skipped_stripes.entry(stripe).or_insert((lo, hi));
-        *band = (band.0.min(lo), band.1.max(hi));
+        let band = log
+            .skipped_stripes
+            .entry(entry.stripe)
+            .or_insert((entry.lo, entry.hi));
+        *band = (band.0.min(entry.lo), band.1.max(entry.hi));
     }
-}
-
-/// The rows (a hull) where `plan` works a gone chunk's covered rows out from parity
-/// while the entry's write covered another chunk there too: parity and that chunk
-/// may each hold the write or not (the cut), and the rows worked out may then be
-/// neither what was there nor what was written — unknown, and left in doubt.
-fn unknowable_rows(entry: &Found, plan: &WorkOut, data_disks: u16) -> Option<(u32, u32)> {
-    plan.pieces
-        .iter()
-        .filter(|p| {
-            !p.covered.is_empty()
-                && (0..data_disks).any(|i| !p.covered.contains(&i) && entry.writes(i, p.from, p.to))
-        })
-        .map(|p| (p.from, p.to))
-        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
 }
 
 /// The replay writes parity for `entry` (a later one than any skipped in its stripe,
@@ -2610,9 +2593,6 @@ fn write_parity(
         let start = sectors_to_bytes(u64::from(from - lo));
         start..start + sectors_to_bytes(u64::from(to - from))
     };
-    let unknowable = plan
-        .as_ref()
-        .and_then(|p| unknowable_rows(entry, p, map.data_disks()));
     let worked_out = {
         let data = engine.bufs.get_mut(scratch);
         for (i, logged) in entry.logged() {
@@ -2629,9 +2609,6 @@ fn write_parity(
         return false;
     };
     replayed_over_skipped(engine, entry);
-    if let Some((from, to)) = unknowable {
-        skipped_rows(engine, entry.stripe, from, to);
-    }
     engine.stats.log_partial_parity_replays += u64::from(worked_out);
     replay(engine).worked_out += u64::from(worked_out);
     let data_disks = map.data_disks();

@@ -347,12 +347,9 @@ impl Story {
     /// vector says which failed.
     fn read_all(&mut self) -> Result<(Vec<u8>, Vec<bool>), EngineError> {
         let total = self.array.engine.array_sectors();
-        // Sectors a power cut may have left holding anything may also be lost,
-        // loudly: the stripe log's replay cannot always work them out.
-        let unknowable = self.anything_after_cut.contains(&true);
         match self.array.read(0, total) {
             Ok(got) => Ok((got, vec![false; total as usize])),
-            Err(e) if (!self.within_redundancy() || unknowable) && loud(&e) => {
+            Err(e) if !self.within_redundancy() && loud(&e) => {
                 let mut got = vec![0u8; total as usize * SECTOR];
                 let mut lost = vec![false; total as usize];
                 for s in 0..total {
@@ -742,16 +739,6 @@ impl Story {
         for &d in &dies {
             self.mark_unflushed_on(d);
         }
-        // So are those of a member whose log lists rows (refused writes): the replay
-        // works its rows out as a gone member's, and where a cut-off write covered
-        // another chunk too they are unknown (parity and that chunk each hold the
-        // write or not).
-        for m in (0..roles).filter(|_| parity) {
-            let slot = self.array.engine.device_slot(MemberIdx(m as u16));
-            if !self.array.engine.bad_blocks(slot).is_empty() {
-                self.mark_unflushed_on(m);
-            }
-        }
         self.log.push(format!(
             "power cut{}{} (faulty members {faulty:?}, engine states {:?}, recorded units {:?})",
             if mid_recover { " mid-recover" } else { "" },
@@ -980,13 +967,6 @@ impl Story {
                     "after a power cut sector {s} holds data never written there"
                 ));
             }
-        }
-        let lost_knowable = lost
-            .iter()
-            .zip(&self.anything_after_cut)
-            .any(|(&lost, &anything)| lost && !anything);
-        if lost_knowable && self.within_redundancy() {
-            return Err("a power cut within the redundancy lost sectors it could not tear".into());
         }
         self.anything_after_cut.fill(false);
         // What failed to read is lost, loudly: nothing is promised of it any more.
