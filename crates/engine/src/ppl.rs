@@ -530,11 +530,12 @@ pub(crate) struct LogState {
     /// and what a flagged marker says an earlier replay lost.
     open_walks: Vec<(Vec<MemberIdx>, u64)>,
     /// Stripes whose entries the replay skipped (rows it could not read, or more
-    /// gone than an entry answers for), with the rows lo..hi they spanned: their
-    /// parity is what the cut left there, until the owed resync reaches them (see
-    /// [`vouches_for`]) — unless a later entry of the stripe over those rows is
-    /// replayed, which makes parity agree with what it takes the rows to be.
-    skipped_stripes: BTreeMap<u64, (u32, u32)>,
+    /// gone than an entry answers for), with the rows they spanned (sorted bands,
+    /// apart): their parity is what the cut left there, until the owed resync reaches
+    /// them (see [`vouches_for`]) — unless a later entry over those rows is replayed
+    /// from the data alone, or a client write computes their parity afresh, either of
+    /// which makes parity agree with the data there.
+    skipped_stripes: BTreeMap<u64, Vec<(u32, u32)>>,
     /// An earlier replay skipped entries (a flagged marker says so) and which stripes
     /// they were in went with it: no stripe's parity is vouched for until the owed
     /// resync completes.
@@ -825,7 +826,7 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
         .map(|l| {
             l.skipped_stripes
                 .iter()
-                .map(|(&stripe, &(lo, hi))| (stripe, lo, hi))
+                .flat_map(|(&stripe, bands)| bands.iter().map(move |&(lo, hi)| (stripe, lo, hi)))
                 .collect()
         })
         .unwrap_or_default();
@@ -852,7 +853,9 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     if owed && skipped {
         flags |= FLAG_SKIPPED;
     }
-    if !skips.is_empty() && !skipped {
+    if !skips.is_empty() {
+        // Past the room, the first ones still: the rest count as unknown (above).
+        let skips = &skips[..skips.len().min(SKIPS_MAX)];
         flags |= FLAG_SKIP_LIST;
         let count = u32::try_from(skips.len()).expect("fits a marker");
         b[SKIPS_AT..SKIPS_AT + 4].copy_from_slice(&count.to_le_bytes());
@@ -1842,8 +1845,7 @@ fn scanned(engine: &mut Engine) {
     log.vouches_nowhere = vouches_nowhere;
     log.skipped_stripes.clear();
     for (stripe, lo, hi) in skipped_earlier {
-        let band = log.skipped_stripes.entry(stripe).or_insert((lo, hi));
-        *band = (band.0.min(lo), band.1.max(hi));
+        add_band(log.skipped_stripes.entry(stripe).or_default(), lo, hi);
     }
     log.lost_from = engine.resync_after_clean_stop.unwrap_or(0);
     log.persisted = durable;
@@ -2157,33 +2159,57 @@ fn mask_of(members: &[MemberIdx]) -> Option<u64> {
 fn skipped(engine: &mut Engine, entry: &Found) {
     engine.stats.log_entries_skipped += 1;
     if let Some(log) = engine.log.as_mut() {
-        let band = log
-            .skipped_stripes
-            .entry(entry.stripe)
-            .or_insert((entry.lo, entry.hi));
-        *band = (band.0.min(entry.lo), band.1.max(entry.hi));
+        add_band(
+            log.skipped_stripes.entry(entry.stripe).or_default(),
+            entry.lo,
+            entry.hi,
+        );
     }
 }
 
-/// The replay writes parity for `entry` (a later one than any skipped in its stripe,
-/// in seq order): where it spans the skipped rows, parity there agrees again.
-fn replayed_over_skipped(engine: &mut Engine, entry: &Found) {
+/// Parity of rows lo..hi of `stripe` agrees with the data again: the replay wrote it
+/// from the data alone (a later entry, none of whose rows it worked out from parity
+/// in doubt), or a client write computed it afresh (see `sync::parity_made_fresh`).
+pub(crate) fn parity_agrees_again(engine: &mut Engine, stripe: u64, lo: u32, hi: u32) {
     if let Some(log) = engine.log.as_mut() {
-        if let Some(&(lo, hi)) = log.skipped_stripes.get(&entry.stripe) {
-            if entry.lo <= lo && hi <= entry.hi {
-                log.skipped_stripes.remove(&entry.stripe);
+        if let Some(bands) = log.skipped_stripes.get_mut(&stripe) {
+            remove_band(bands, lo, hi);
+            if bands.is_empty() {
+                log.skipped_stripes.remove(&stripe);
             }
         }
     }
 }
 
+/// Adds rows lo..hi to `bands` (sorted, apart), merging what touches.
+fn add_band(bands: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
+    bands.push((lo, hi));
+    bands.sort_unstable();
+    let mut merged: Vec<(u32, u32)> = Vec::with_capacity(bands.len());
+    for &(a, b) in bands.iter() {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    *bands = merged;
+}
+
+/// Takes rows lo..hi out of `bands`.
+fn remove_band(bands: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
+    *bands = bands
+        .iter()
+        .flat_map(|&(a, b)| [(a, b.min(lo)), (a.max(hi), b)])
+        .filter(|&(a, b)| a < b)
+        .collect();
+}
+
 /// Whether entries were skipped in stripes a marker could not name: this replay's
 /// (see [`LogState::skipped_stripes`]) or an earlier one's.
 fn skipped_elsewhere(engine: &Engine) -> bool {
-    engine
-        .log
-        .as_ref()
-        .is_some_and(|l| l.vouches_nowhere || l.skipped_stripes.len() > SKIPS_MAX)
+    engine.log.as_ref().is_some_and(|l| {
+        l.vouches_nowhere || l.skipped_stripes.values().map(Vec::len).sum::<usize>() > SKIPS_MAX
+    })
 }
 
 /// Whether the replay vouches for parity member `parity`'s rows lo..hi of `stripe`:
@@ -2206,7 +2232,7 @@ pub(crate) fn vouches_for(
     let skipped = l
         .skipped_stripes
         .get(&stripe)
-        .is_some_and(|&(a, b)| a < hi && lo < b);
+        .is_some_and(|bands| bands.iter().any(|&(a, b)| a < hi && lo < b));
     let in_doubt = l.recovering()
         || skipped
         || l.lost_rings.contains(&parity)
@@ -2593,6 +2619,9 @@ fn write_parity(
         let start = sectors_to_bytes(u64::from(from - lo));
         start..start + sectors_to_bytes(u64::from(to - from))
     };
+    // Rows worked out from parity (a gone chunk the write covered) are what parity
+    // says: where parity is in doubt, they are too.
+    let from_parity = plan.as_ref().is_some_and(|p| p.read_parity);
     let worked_out = {
         let data = engine.bufs.get_mut(scratch);
         for (i, logged) in entry.logged() {
@@ -2608,7 +2637,9 @@ fn write_parity(
         skipped(engine, entry);
         return false;
     };
-    replayed_over_skipped(engine, entry);
+    if !from_parity {
+        parity_agrees_again(engine, entry.stripe, entry.lo, entry.hi);
+    }
     engine.stats.log_partial_parity_replays += u64::from(worked_out);
     replay(engine).worked_out += u64::from(worked_out);
     let data_disks = map.data_disks();

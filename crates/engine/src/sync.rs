@@ -192,6 +192,9 @@ pub(crate) fn parity_made_fresh(engine: &mut Engine, stripe: u64, lo: u32, hi: u
     if parity_in_doubt(engine, stripe, (lo, hi), true).is_empty() {
         return;
     }
+    // A skipped entry's doubt is over there too, for good (the rings' next marker
+    // no longer names those rows).
+    crate::ppl::parity_agrees_again(engine, stripe, lo, hi);
     let bands = engine.fresh_parity.entry(stripe).or_default();
     bands.push((lo, hi));
     bands.sort_unstable();
