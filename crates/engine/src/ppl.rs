@@ -2182,7 +2182,7 @@ pub(crate) fn parity_agrees_again(engine: &mut Engine, stripe: u64, lo: u32, hi:
 }
 
 /// Adds rows lo..hi to `bands` (sorted, apart), merging what touches.
-fn add_band(bands: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
+pub(crate) fn add_band(bands: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
     bands.push((lo, hi));
     bands.sort_unstable();
     let mut merged: Vec<(u32, u32)> = Vec::with_capacity(bands.len());

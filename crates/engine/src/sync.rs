@@ -195,17 +195,7 @@ pub(crate) fn parity_made_fresh(engine: &mut Engine, stripe: u64, lo: u32, hi: u
     // A skipped entry's doubt is over there too, for good (the rings' next marker
     // no longer names those rows).
     crate::ppl::parity_agrees_again(engine, stripe, lo, hi);
-    let bands = engine.fresh_parity.entry(stripe).or_default();
-    bands.push((lo, hi));
-    bands.sort_unstable();
-    let mut merged: Vec<(u32, u32)> = Vec::with_capacity(bands.len());
-    for &(a, b) in bands.iter() {
-        match merged.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => merged.push((a, b)),
-        }
-    }
-    *bands = merged;
+    crate::ppl::add_band(engine.fresh_parity.entry(stripe).or_default(), lo, hi);
 }
 
 /// The stripe log's replay read every entry it found: parity agrees with the data

@@ -9,7 +9,7 @@
 //! write); the others check that trusted parity is still used.
 
 mod common;
-use common::{filled_array, logged_array, SECTOR};
+use common::{cut_with_rows_unreadable_at_the_replay, filled_array, logged_array, SECTOR};
 
 use xraid_engine::sim::SimArray;
 use xraid_engine::{EngineConfig, Event, MemberIdx, MemberState, SyncKind};
@@ -496,10 +496,7 @@ fn a_skipped_entrys_doubt_outlives_another_cut() {
         let (unreadable, gone) = (map.data_member(1), map.data_member(2));
         let rows = geo.member_sector(0, 0)..geo.member_sector(0, 8);
         array.write(0, &vec![0x6bu8; 8 * SECTOR]).expect("write");
-        let r = rows.clone();
-        array.power_cut_with(move |a| a.members[unreadable.index()].bad_ranges.push(r));
-        array.run();
-        array.members[unreadable.index()].bad_ranges.clear();
+        cut_with_rows_unreadable_at_the_replay(&mut array, unreadable, rows.clone());
         // Chunk 2's member goes, and the power fails again before any resync.
         array.kill_member(gone);
         array.engine.fail_member(gone);

@@ -7,7 +7,7 @@
 //! the reason): see docs/RELIABILITY.md, "Not done yet".
 
 mod common;
-use common::{filled_array, logged_array, SECTOR};
+use common::{cut_with_rows_unreadable_at_the_replay, filled_array, logged_array, SECTOR};
 
 use xraid_engine::sim::SimArray;
 use xraid_engine::{EngineConfig, MemberState, SyncKind};
@@ -164,10 +164,7 @@ fn refused_write_survives_a_second_cut_after_a_skipped_entry_elsewhere() {
         let rows = geo.member_sector(stripe, 0)..geo.member_sector(stripe, 8);
         let at = stripe * geo.stripe_data_sectors();
         array.write(at, &vec![0x6bu8; 8 * SECTOR]).expect("write");
-        let r = rows.clone();
-        array.power_cut_with(move |a| a.members[failing.index()].bad_ranges.push(r));
-        array.run();
-        array.members[failing.index()].bad_ranges.clear();
+        cut_with_rows_unreadable_at_the_replay(&mut array, failing, rows.clone());
         if let Err(e) = refused_then_cut_again_no_first_cut(array, Level::Raid5) {
             failed.push(format!("seed {seed}: {e}"));
         }
@@ -250,10 +247,7 @@ fn a_read_error_outside_a_skipped_entrys_rows_is_rebuilt() {
             // A write to data chunk 0's rows 0..8, cut off; the replay cannot read
             // chunk 1's rows 0..8 and skips the entry (rows 0..8).
             array.write(0, &vec![0x6bu8; 8 * SECTOR]).expect("write");
-            let r = rows.clone();
-            array.power_cut_with(move |a| a.members[skipping.index()].bad_ranges.push(r));
-            array.run();
-            array.members[skipping.index()].bad_ranges.clear();
+            cut_with_rows_unreadable_at_the_replay(&mut array, skipping, rows.clone());
             assert!(array.engine.resync_owed());
             // Data chunk 0's member fails to read rows 8..16 — rows no entry spanned,
             // whose parity nobody touched since the fill was flushed.
@@ -300,10 +294,7 @@ fn a_recover_keeps_rows_a_degraded_write_gave_fresh_parity() {
         // A write to data chunk 0's rows 0..16, cut off; the replay cannot read chunk
         // 1's rows and skips the entry: stripe 0's parity is in doubt (all rows).
         array.write(0, &vec![0x6bu8; 16 * SECTOR]).expect("write");
-        let r = rows.clone();
-        array.power_cut_with(move |a| a.members[skipping.index()].bad_ranges.push(r));
-        array.run();
-        array.members[skipping.index()].bad_ranges.clear();
+        cut_with_rows_unreadable_at_the_replay(&mut array, skipping, rows.clone());
         // Data chunk 2's member fails; a write to its rows 8..16 is acknowledged,
         // held in parity alone, which it computed afresh (reconstruct-write).
         let d = map.data_member(2);

@@ -6,7 +6,7 @@
 //! more cases it found are older and still open (ignored below, with the reason).
 
 mod common;
-use common::{logged_array, SECTOR};
+use common::{cut_with_rows_unreadable_at_the_replay, logged_array, SECTOR};
 
 use xraid_engine::sim::SimArray;
 use xraid_engine::{EngineConfig, SyncKind};
@@ -36,10 +36,7 @@ fn a_replay_over_a_restored_doubt_does_not_work_a_gone_chunk_out_of_torn_parity(
         // Cut 1 under a write to chunk 0 rows 0..8; chunk 1's rows fail to read at the
         // replay, which skips the entry: stripe 0 rows 0..8 in doubt, P maybe torn.
         array.write(0, &vec![0x6bu8; 8 * SECTOR]).expect("write");
-        let r = rows.clone();
-        array.power_cut_with(move |a| a.members[unreadable.index()].bad_ranges.push(r));
-        array.run();
-        array.members[unreadable.index()].bad_ranges.clear();
+        cut_with_rows_unreadable_at_the_replay(&mut array, unreadable, rows.clone());
         // A write to chunk 2 rows 0..8 only (acknowledged, not flushed), and the
         // power fails again, chunk 2's member dying with it.
         let new = vec![0x5au8; 8 * SECTOR];
@@ -286,10 +283,7 @@ fn rows_a_flushed_write_made_fresh_are_not_doubted_after_another_cut() {
         let (unreadable, gone) = (map.data_member(1), map.data_member(2));
         let rows = geo.member_sector(0, 0)..geo.member_sector(0, 8);
         array.write(0, &vec![0x6bu8; 8 * SECTOR]).expect("write");
-        let r = rows.clone();
-        array.power_cut_with(move |a| a.members[unreadable.index()].bad_ranges.push(r));
-        array.run();
-        array.members[unreadable.index()].bad_ranges.clear();
+        cut_with_rows_unreadable_at_the_replay(&mut array, unreadable, rows.clone());
         // Parity of rows 0..8 computed afresh from every chunk, and flushed.
         let new = vec![0x5au8; 8 * SECTOR];
         array.write(0, &new).expect("write");

@@ -1,7 +1,7 @@
 //! Helpers shared by the engine's integration tests.
 
 use xraid_engine::sim::SimArray;
-use xraid_engine::EngineConfig;
+use xraid_engine::{EngineConfig, MemberIdx};
 use xraid_layout::{Geometry, Layout, Level};
 
 pub const SECTOR: usize = 512;
@@ -32,4 +32,20 @@ pub fn filled_array(level: Level, disks: u16, seed: u64, log_sectors: u64) -> (S
     // The (empty) replay at the start is not the one a test looks for.
     array.take_events();
     (array, data)
+}
+
+/// A power cut after which `member`'s sectors `rows` fail to read while the stripe
+/// log replays (an entry that needs them is skipped), and read again afterwards.
+#[allow(dead_code)]
+pub fn cut_with_rows_unreadable_at_the_replay(
+    array: &mut SimArray,
+    member: MemberIdx,
+    rows: std::ops::Range<u64>,
+) {
+    let bad = rows.clone();
+    array.power_cut_with(move |a| a.members[member.index()].bad_ranges.push(bad));
+    array.run();
+    array.members[member.index()]
+        .bad_ranges
+        .retain(|r| *r != rows);
 }
