@@ -227,18 +227,29 @@ fn op_live(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
 fn lost_in_rebuild(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> bool {
     let o = engine.ops.get(op);
     if o.purpose != Purpose::Sync(SyncKind::Recover)
-        || engine.any_replacing()
         || !missing.iter().any(|&m| listed_here(engine, o, m))
     {
         return false;
     }
     let rows = op_rows(engine, o);
+    list_lost_on_rebuilt_members(engine, missing, rows)
+}
+
+/// The members being rebuilt among `missing` cannot get rows `rows`: they go into
+/// their logs (lost, read as errors). Returns whether they did: not while a
+/// replacement is built, nor where a log has no room.
+fn list_lost_on_rebuilt_members(
+    engine: &mut Engine,
+    missing: &[MemberIdx],
+    rows: std::ops::Range<u64>,
+) -> bool {
     let targets: Vec<MemberIdx> = missing
         .iter()
         .copied()
         .filter(|&m| engine.member_states()[m.index()] == MemberState::Rebuilding)
         .collect();
-    !targets.is_empty()
+    !engine.any_replacing()
+        && !targets.is_empty()
         && targets
             .iter()
             .all(|&m| crate::badblocks::record_lost(engine, m, rows.clone()))
@@ -317,16 +328,7 @@ fn through_parity_in_doubt(engine: &mut Engine, op: usize, missing: &[MemberIdx]
             finish(engine, op, Some(EngineError::Unreadable { sector, end }));
         }
         Purpose::Sync(SyncKind::Recover) => {
-            let targets: Vec<MemberIdx> = missing
-                .iter()
-                .copied()
-                .filter(|&m| engine.member_states()[m.index()] == MemberState::Rebuilding)
-                .collect();
-            let listed = !engine.any_replacing()
-                && !targets.is_empty()
-                && targets
-                    .iter()
-                    .all(|&m| crate::badblocks::record_lost(engine, m, rows.clone()));
+            let listed = list_lost_on_rebuilt_members(engine, missing, rows);
             let (sector, end) = op_extent(engine, engine.ops.get(op));
             let error = (!listed).then_some(EngineError::Unreadable { sector, end });
             finish(engine, op, error);
