@@ -929,7 +929,17 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
     .map(|(_, name)| *name)
     .collect();
     let tag = format!("RAID-{level}{degraded}{what}, XRAID_CRASH_SEED={seed:#x}");
-    eprintln!("crash loop: {tag}, {rounds} rounds");
+    // The last rounds' server logs, kept outside the test's folder (which goes when a
+    // round fails) until the loop passes.
+    let last_logs_path = std::path::PathBuf::from(format!(
+        "/var/tmp/xraid-crash-loop-{}-{seed:x}.log",
+        std::process::id()
+    ));
+    let mut last_logs: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    eprintln!(
+        "crash loop: {tag}, {rounds} rounds (the last rounds' server logs: {})",
+        last_logs_path.display()
+    );
     let started = Instant::now();
     let dir = tempdir();
     let disks = create(dir.path(), level, members, integrity);
@@ -1117,6 +1127,12 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
             stop.store(true, Ordering::Relaxed);
             text
         });
+        last_logs.push_back(format!("==== {tag}, round {round}\n{text}"));
+        if last_logs.len() > 3 {
+            last_logs.pop_front();
+        }
+        let kept = last_logs.iter().cloned().collect::<Vec<_>>().join("\n");
+        std::fs::write(&last_logs_path, kept).expect("keep the last rounds' logs");
         assert!(
             !text.contains("disagrees with its checksums"),
             "{tag}, round {round}: a block was taken for corrupt:\n{text}"
@@ -1193,6 +1209,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
          first at byte {:?}",
         read.iter().zip(&before).position(|(a, b)| a != b)
     );
+    let _ = std::fs::remove_file(&last_logs_path);
     eprintln!(
         "crash loop: {tag}: {rounds} rounds in {:.1} s; {total_writes} writes, \
          {total_acked} acked, {total_durable} durable; {total_rolled_back} sectors lost \
