@@ -10,8 +10,8 @@ mod common;
 use common::{cut_with_rows_unreadable_at_the_replay, filled_array, logged_array, SECTOR};
 
 use xraid_engine::sim::SimArray;
-use xraid_engine::{EngineConfig, MemberState, SyncKind};
-use xraid_layout::{Geometry, Layout, Level};
+use xraid_engine::{MemberState, SyncKind};
+use xraid_layout::{Geometry, Level};
 
 /// [`filled_array`] without the stripe log.
 fn unlogged(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
@@ -355,18 +355,8 @@ fn a_recover_keeps_rows_a_degraded_write_gave_fresh_parity() {
 fn unlogged_raid6_losing_a_member_after_open_still_refuses_torn_rebuilds() {
     let mut wrong = Vec::new();
     for seed in 0..32u64 {
-        let level = Level::Raid6;
-        let geo = Geometry::new(level, Layout::default_for(level), 6, 16, 256).expect("geometry");
-        let mut array = SimArray::new(geo, 9900 + seed);
-        array.engine.set_config(EngineConfig {
-            log_sectors: 0,
-            ..EngineConfig::default()
-        });
-        array.run();
-        let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
-        array.rng().fill(&mut data);
-        array.write(0, &data).expect("fill");
-        array.flush().expect("flush");
+        let (mut array, data) = unlogged(Level::Raid6, 6, 9900 + seed);
+        let geo = *array.engine.geometry();
         let map = geo.stripe_map(0);
         // A write to data chunk 0's rows 0..8, cut off: stripe 0 may be torn.
         array.write(0, &vec![0x6bu8; 8 * SECTOR]).expect("write");

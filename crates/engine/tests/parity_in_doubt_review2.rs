@@ -6,10 +6,9 @@
 //! more cases it found are older and still open (ignored below, with the reason).
 
 mod common;
-use common::{cut_with_rows_unreadable_at_the_replay, logged_array, SECTOR};
+use common::{cut_with_rows_unreadable_at_the_replay, filled_array_on, logged_array, SECTOR};
 
-use xraid_engine::sim::SimArray;
-use xraid_engine::{EngineConfig, SyncKind};
+use xraid_engine::SyncKind;
 use xraid_layout::{Geometry, Layout, Level, MemberIdx};
 
 /// Whether `got` is neither `old` nor `new`, sector by sector.
@@ -137,18 +136,7 @@ fn raid6_two_covered_chunks_dying_with_the_power_read_old_or_new() {
 fn skipped_in_stripes(n: u64, seed: u64) -> Vec<u64> {
     let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 1024)
         .expect("geometry");
-    let mut array = SimArray::new(geo, seed);
-    array.engine.set_config(EngineConfig {
-        log_sectors: 512,
-        fua_writes: seed % 2 == 1,
-        ..EngineConfig::default()
-    });
-    array.run();
-    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
-    array.rng().fill(&mut data);
-    array.write(0, &data).expect("fill");
-    array.flush().expect("flush");
-    array.take_events();
+    let (mut array, data) = filled_array_on(geo, seed, 512);
     array.enable_bad_block_logs(64);
     let stripe_sectors = 16 * u64::from(geo.data_disks());
     for s in 0..n {

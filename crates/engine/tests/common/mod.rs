@@ -17,6 +17,12 @@ pub fn logged_array(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) 
 #[allow(dead_code)]
 pub fn filled_array(level: Level, disks: u16, seed: u64, log_sectors: u64) -> (SimArray, Vec<u8>) {
     let geo = Geometry::new(level, Layout::default_for(level), disks, 16, 256).expect("geometry");
+    filled_array_on(geo, seed, log_sectors)
+}
+
+/// [`filled_array`] of geometry `geo`.
+#[allow(dead_code)]
+pub fn filled_array_on(geo: Geometry, seed: u64, log_sectors: u64) -> (SimArray, Vec<u8>) {
     let mut array = SimArray::new(geo, seed);
     array.engine.set_config(EngineConfig {
         log_sectors,
