@@ -2081,11 +2081,17 @@ fn list_torn_beyond_redundancy(
 /// Parity member `p`'s rows `rows` may be torn (see [`crate::sync::parity_in_doubt`])
 /// and a data member's rows there cannot be read: they go into `p`'s log (and its
 /// replacement's, which may have copied them), as [`list_torn_beyond_redundancy`]
-/// lists them at open; a device whose log has no room is failed.
-pub(crate) fn list_parity_in_doubt(engine: &mut Engine, p: MemberIdx, rows: std::ops::Range<u64>) {
+/// lists them at open. Returns whether `p`'s log took them: one without room keeps
+/// serving (a doubt is no reason to lose a member; the caller fails what needed the
+/// rows instead), while a replacement whose log has none is dropped, as it would
+/// serve the rows unlisted once it took the role.
+pub(crate) fn list_parity_in_doubt(
+    engine: &mut Engine,
+    p: MemberIdx,
+    rows: std::ops::Range<u64>,
+) -> bool {
     if !crate::badblocks::record_torn_parity(engine, p, rows.clone()) {
-        engine.fail(p, FailReason::TornParity);
-        return;
+        return false;
     }
     if engine.replacement_of(p).is_some()
         && !crate::badblocks::record_torn_parity_on_replacement(engine, p, rows)
@@ -2094,6 +2100,7 @@ pub(crate) fn list_parity_in_doubt(engine: &mut Engine, p: MemberIdx, rows: std:
             engine.fail(r, FailReason::TornParity);
         }
     }
+    true
 }
 
 /// A member left while a resync the replay left owed has stripes still to do (see

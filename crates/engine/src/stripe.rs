@@ -311,14 +311,14 @@ fn through_parity_in_doubt(engine: &mut Engine, op: usize, missing: &[MemberIdx]
     let trusted_left = missing.len() + doubted.len() <= parity_count;
     match o.purpose {
         _ if trusted_left => {
-            for &p in &doubted {
-                crate::ppl::list_parity_in_doubt(engine, p, rows.clone());
-            }
+            let listed = doubted
+                .iter()
+                .all(|&p| crate::ppl::list_parity_in_doubt(engine, p, rows.clone()));
             let o = engine.ops.get(op);
-            if doubted.iter().all(|&p| !op_live(engine, o, p)) {
+            if listed && doubted.iter().all(|&p| !op_live(engine, o, p)) {
                 start(engine, op);
             } else {
-                // Still served unlisted (not expected: listed or failed above).
+                // A log without room: the rows cannot be planned around.
                 let (sector, end) = op_extent(engine, o);
                 finish(engine, op, Some(EngineError::Unreadable { sector, end }));
             }
@@ -334,11 +334,13 @@ fn through_parity_in_doubt(engine: &mut Engine, op: usize, missing: &[MemberIdx]
             finish(engine, op, error);
         }
         Purpose::Sync(_) => {
-            for p in doubted {
-                crate::ppl::list_parity_in_doubt(engine, p, rows.clone());
-            }
+            // Where a log has no room the loss stays unrecorded: the resync does not
+            // complete, and the doubt stays (loud) until one does.
+            let listed = doubted
+                .into_iter()
+                .all(|p| crate::ppl::list_parity_in_doubt(engine, p, rows.clone()));
             let (sector, end) = op_extent(engine, engine.ops.get(op));
-            engine.ops.get_mut(op).listed_loss = true;
+            engine.ops.get_mut(op).listed_loss = listed;
             finish(engine, op, Some(EngineError::Unreadable { sector, end }));
         }
     }

@@ -515,3 +515,42 @@ fn a_skipped_entrys_doubt_outlives_another_cut() {
     );
     assert!(errors > 0, "no read was refused");
 }
+
+/// A parity member whose bad block log has no room for the rows in doubt keeps
+/// serving: the resync leaves the loss unrecorded and stays owed, and the rows read
+/// as errors meanwhile (a doubt is no reason to lose a member; before, it was failed,
+/// and on a RAID-6 under churn a second such failure would lose the array).
+#[test]
+fn a_full_log_keeps_its_parity_member_serving() {
+    for seed in 0..8u64 {
+        let (mut array, _, _, _) = torn_stripe(Level::Raid5, Cut::Unlogged, 7700 + seed);
+        let geo = *array.engine.geometry();
+        let p = geo.stripe_map(0).p();
+        // P's log is full: one range, past the stripes (no sync makes it good), and
+        // room for no more.
+        let mut full = xraid_engine::BadBlocks::new();
+        let past = geo.member_sectors() + 8;
+        full.add(past..past + 1);
+        let slot = array.engine.device_slot(p);
+        array.engine.set_bad_block_log(slot, full, 1);
+        array
+            .engine
+            .start_sync(SyncKind::Resync, 0)
+            .expect("resync");
+        array.run_sync();
+        assert_eq!(
+            array.engine.member_states()[p.index()],
+            MemberState::Active,
+            "seed {seed}: P serves on"
+        );
+
+        assert!(
+            array.engine.resync_owed(),
+            "seed {seed}: the resync stays owed"
+        );
+        assert!(
+            array.read(16, 8).is_err(),
+            "seed {seed}: the rows read as errors"
+        );
+    }
+}
