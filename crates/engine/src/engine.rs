@@ -303,6 +303,16 @@ impl Engine {
         self.stats
     }
 
+    /// Sectors of data the array has lost beyond its redundancy without a member
+    /// saying so: rows of a member that died with the power under a write the stripe
+    /// log could not work out (see `unknown`). They read as errors until written.
+    pub fn unknown_sectors(&self) -> u64 {
+        crate::unknown::all(self)
+            .iter()
+            .map(|&(_, _, lo, hi)| u64::from(hi - lo))
+            .sum()
+    }
+
     pub fn member_states(&self) -> &[MemberState] {
         &self.members
     }

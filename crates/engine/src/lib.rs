@@ -51,6 +51,7 @@ pub mod sim;
 mod slab;
 mod stripe;
 mod sync;
+mod unknown;
 
 pub use buffers::{BufId, BufSlice, Buffers, IoBuf, IoBufPool, BUF_ALIGN};
 pub use engine::Engine;
@@ -282,8 +283,14 @@ pub enum Event {
     /// The stripe log was read at start and `replayed` entries of writes cut off by a
     /// crash made parity agree with the data again; in `worked_out` of them a data
     /// member present for the write was gone, and its rows were worked out from the
-    /// entry's partial parity (and P).
-    LogRecovered { replayed: u64, worked_out: u64 },
+    /// entry's partial parity (and P). `unknown` sectors of such members could not
+    /// be worked out (the write changed another chunk of their rows too): they read
+    /// as errors until written (see [`Engine::unknown_sectors`]).
+    LogRecovered {
+        replayed: u64,
+        worked_out: u64,
+        unknown: u64,
+    },
     /// A sync ran to its end (`completed`) or was cancelled.
     SyncFinished {
         kind: SyncKind,

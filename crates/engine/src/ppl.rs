@@ -101,6 +101,14 @@ const FLAG_SKIPPED: u32 = 16;
 /// their parity stays in doubt at the next open (see [`vouches_for`]). More than fit
 /// set [`FLAG_SKIPPED`] instead.
 const FLAG_SKIP_LIST: u32 = 32;
+/// On any marker: rows of data members whose contents nobody knows (see
+/// [`crate::unknown`]), as records among the skipped bands' (first, so that they
+/// always fit while there is room), their stripe field tagged with
+/// [`UNKNOWN_RECORD`] and the role in bits 48..63.
+const FLAG_UNKNOWN_ROWS: u32 = 64;
+const UNKNOWN_RECORD: u64 = 1 << 63;
+/// The largest stripe an unknown-rows record names (bits 0..48).
+const UNKNOWN_STRIPE_MAX: u64 = (1 << 48) - 1;
 const SKIPS_AT: usize = MASKS_AT + 16;
 const SKIP_BYTES: usize = 16;
 const SKIPS_MAX: usize = (512 - SKIPS_AT - 8) / SKIP_BYTES;
@@ -208,6 +216,8 @@ struct Found {
     skipped_elsewhere: bool,
     /// A flagged marker's skipped stripes and rows ([`FLAG_SKIP_LIST`]).
     skips: Vec<(u64, u32, u32)>,
+    /// A marker's unknown rows ([`FLAG_UNKNOWN_ROWS`]): stripe, role, lo, hi.
+    unknown: Vec<(u64, u16, u32, u32)>,
     seq: u64,
     durable: u64,
     stripe: u64,
@@ -219,6 +229,9 @@ struct Found {
     /// The rows of lo..hi that no later entry of the replay covers (set when the
     /// replay collects its entries): only these does the replay write.
     last_for: Vec<(u32, u32)>,
+    /// The rows earlier entries of the replay in the same stripe wrote: (data index,
+    /// from, to). Parity may or may not hold those writes.
+    earlier: Vec<(u16, u32, u32)>,
 }
 
 impl Found {
@@ -367,11 +380,18 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
             && flags & FLAG_RESYNC_OWED != 0
             && (flags & FLAG_MASKS == 0 || flags & FLAG_SKIPPED != 0),
         skips: if marker && flags & FLAG_RESYNC_OWED != 0 && flags & FLAG_SKIP_LIST != 0 {
-            let count = (u32_at(b, SKIPS_AT) as usize).min(SKIPS_MAX);
-            (0..count)
-                .map(|i| {
-                    let at = SKIPS_AT + 8 + i * SKIP_BYTES;
-                    (u64_at(b, at), u32_at(b, at + 8), u32_at(b, at + 12))
+            marker_records(b)
+                .filter(|&(stripe, ..)| stripe & UNKNOWN_RECORD == 0)
+                .collect()
+        } else {
+            Vec::new()
+        },
+        unknown: if marker && flags & FLAG_UNKNOWN_ROWS != 0 {
+            marker_records(b)
+                .filter(|&(stripe, ..)| stripe & UNKNOWN_RECORD != 0)
+                .map(|(stripe, lo, hi)| {
+                    let role = (stripe >> 48 & 0x7fff) as u16;
+                    (stripe & UNKNOWN_STRIPE_MAX, role, lo, hi)
                 })
                 .collect()
         } else {
@@ -385,8 +405,19 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
         segs,
         payload: b[sectors_to_bytes(head)..bytes].to_vec(),
         last_for: Vec::new(),
+        earlier: Vec::new(),
     };
     Some((found, total))
+}
+
+/// A flagged marker's records ([`FLAG_SKIP_LIST`], [`FLAG_UNKNOWN_ROWS`]): stripe,
+/// lo, hi.
+fn marker_records(b: &[u8]) -> impl Iterator<Item = (u64, u32, u32)> + '_ {
+    let count = (u32_at(b, SKIPS_AT) as usize).min(SKIPS_MAX);
+    (0..count).map(move |i| {
+        let at = SKIPS_AT + 8 + i * SKIP_BYTES;
+        (u64_at(b, at), u32_at(b, at + 8), u32_at(b, at + 12))
+    })
 }
 
 /// A replay in progress.
@@ -540,6 +571,9 @@ pub(crate) struct LogState {
     /// they were in went with it: no stripe's parity is vouched for until the owed
     /// resync completes.
     vouches_nowhere: bool,
+    /// Rows of data members whose contents the replay could not work out (see
+    /// [`crate::unknown`]); named on every marker ([`FLAG_UNKNOWN_ROWS`]).
+    pub(crate) unknown_rows: crate::unknown::UnknownRows,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -612,6 +646,7 @@ impl LogState {
             open_walks: Vec::new(),
             skipped_stripes: BTreeMap::new(),
             vouches_nowhere: false,
+            unknown_rows: BTreeMap::new(),
         }
     }
 
@@ -818,7 +853,13 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
         .as_ref()
         .and_then(|l| Some((mask_of(&l.lost_rings)?, l.listed_for)))
         .filter(|_| owed && engine.member_states().len() <= 64);
-    let skipped = skipped_elsewhere(engine);
+    // Unknown rows first: nothing else says where they are. Skipped bands take the
+    // room left, and past it count as unknown (above).
+    let unknown: Vec<(u64, u16, u32, u32)> = crate::unknown::all(engine)
+        .into_iter()
+        .filter(|&(stripe, role, ..)| stripe <= UNKNOWN_STRIPE_MAX && role < 0x8000)
+        .take(SKIPS_MAX)
+        .collect();
     let skips: Vec<(u64, u32, u32)> = engine
         .log
         .as_ref()
@@ -830,6 +871,8 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
                 .collect()
         })
         .unwrap_or_default();
+    let room = SKIPS_MAX - unknown.len();
+    let skipped = skipped_elsewhere(engine) || skips.len() > room;
     let buf = engine.bufs.alloc(sectors_to_bytes(MARKER_SECTORS));
     let b = engine.bufs.get_mut(buf);
     b.fill(0);
@@ -853,19 +896,26 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     if owed && skipped {
         flags |= FLAG_SKIPPED;
     }
+    let skips = &skips[..skips.len().min(room)];
     if !skips.is_empty() {
-        // Past the room, the first ones still: the rest count as unknown (above).
-        let skips = &skips[..skips.len().min(SKIPS_MAX)];
         flags |= FLAG_SKIP_LIST;
-        let count = u32::try_from(skips.len()).expect("fits a marker");
-        b[SKIPS_AT..SKIPS_AT + 4].copy_from_slice(&count.to_le_bytes());
-        for (i, &(stripe, lo, hi)) in skips.iter().enumerate() {
-            let at = SKIPS_AT + 8 + i * SKIP_BYTES;
-            b[at..at + 8].copy_from_slice(&stripe.to_le_bytes());
-            b[at + 8..at + 12].copy_from_slice(&lo.to_le_bytes());
-            b[at + 12..at + 16].copy_from_slice(&hi.to_le_bytes());
-        }
     }
+    if !unknown.is_empty() {
+        flags |= FLAG_UNKNOWN_ROWS;
+    }
+    let records = unknown
+        .iter()
+        .map(|&(stripe, role, lo, hi)| (UNKNOWN_RECORD | u64::from(role) << 48 | stripe, lo, hi))
+        .chain(skips.iter().copied());
+    let mut count = 0u32;
+    for (i, (stripe, lo, hi)) in records.enumerate() {
+        let at = SKIPS_AT + 8 + i * SKIP_BYTES;
+        b[at..at + 8].copy_from_slice(&stripe.to_le_bytes());
+        b[at + 8..at + 12].copy_from_slice(&lo.to_le_bytes());
+        b[at + 12..at + 16].copy_from_slice(&hi.to_le_bytes());
+        count += 1;
+    }
+    b[SKIPS_AT..SKIPS_AT + 4].copy_from_slice(&count.to_le_bytes());
     if let Some((lost, listed_for)) = masks {
         flags |= FLAG_MASKS;
         b[MASKS_AT..MASKS_AT + 8].copy_from_slice(&lost.to_le_bytes());
@@ -1708,6 +1758,7 @@ fn scanned(engine: &mut Engine) {
     let mut owed: Option<(u64, bool, Option<RingMasks>)> = None;
     let mut skipped_before = (0, false);
     let mut skips_before: Vec<(u64, u32, u32)> = Vec::new();
+    let mut unknown_before: Vec<(u64, u16, u32, u32)> = Vec::new();
     let tag = engine.config.log_tag;
     for buf in bufs.into_iter().flatten() {
         let bytes = engine.bufs.get(buf);
@@ -1728,9 +1779,11 @@ fn scanned(engine: &mut Engine) {
                         if entry.durable > skipped_before.0 {
                             skipped_before = (entry.durable, entry.skipped_elsewhere);
                             skips_before.clone_from(&entry.skips);
+                            unknown_before.clone_from(&entry.unknown);
                         } else {
                             skipped_before.1 |= entry.skipped_elsewhere;
                             skips_before.extend(entry.skips.iter().copied());
+                            unknown_before.extend(entry.unknown.iter().copied());
                         }
                     }
                     if entry.marker && entry.tag == tag {
@@ -1847,6 +1900,15 @@ fn scanned(engine: &mut Engine) {
     for (stripe, lo, hi) in skipped_earlier {
         add_band(log.skipped_stripes.entry(stripe).or_default(), lo, hi);
     }
+    // Unknown rows stay so until a write covers them, resync or none.
+    log.unknown_rows.clear();
+    let roles = members;
+    for (stripe, role, lo, hi) in unknown_before {
+        let hi = hi.min(geo.chunk_sectors());
+        if stripe < geo.stripes() && usize::from(role) < roles && lo < hi {
+            add_band(log.unknown_rows.entry((stripe, role)).or_default(), lo, hi);
+        }
+    }
     log.lost_from = engine.resync_after_clean_stop.unwrap_or(0);
     log.persisted = durable;
     log.recovery = Some(Recovery::Replaying(Box::new(Replay {
@@ -1883,6 +1945,55 @@ fn mark_last_for(entries: &mut [Found]) {
         e.last_for = rows_outside(later, e.lo, e.hi);
         later.push((e.lo, e.hi));
     }
+    let mut written: HashMap<u64, Vec<(u16, u32, u32)>> = HashMap::new();
+    for e in entries.iter_mut() {
+        let before = written.entry(e.stripe).or_default();
+        e.earlier.clone_from(before);
+        before.extend(
+            e.segs
+                .iter()
+                .filter(|s| s.kind == SegKind::Written)
+                .map(|s| (s.data_index, s.lo, s.hi)),
+        );
+    }
+}
+
+/// Rows of the gone chunks `plan` works out from parity that nobody can know (see
+/// [`crate::unknown`]): where the write covered a gone chunk and parity may also hold,
+/// or lack, another change in those rows — another chunk the same write covered, or
+/// one an earlier entry of the replay wrote. With only the one chunk changed, parity
+/// as the cut left it gives its old rows or its new ones (sector by sector) and both
+/// are right. Only the rows the entry decides ([`Found::last_for`]), and only of
+/// members gone since the write: rows a present member's log lists it refused, and
+/// drivers make every completed write durable before they record a listing (a cut
+/// before that finds the rows unlisted, holding the old data).
+fn unknowable(engine: &Engine, entry: &Found, plan: &WorkOut) -> Vec<(u16, u32, u32)> {
+    let map = engine.geo.stripe_map(entry.stripe);
+    let data_disks = map.data_disks();
+    let mut out = Vec::new();
+    for piece in plan.pieces.iter().filter(|p| !p.covered.is_empty()) {
+        let (from, to) = (piece.from, piece.to);
+        let gone = |g: u16| !holds_for_replay(engine, map.data_member(g), entry.stripe);
+        for &g in piece.covered.iter().filter(|&&g| gone(g)) {
+            let changed_too = |i: u16| i != g && entry.writes(i, from, to);
+            let unsure = piece.covered.len() > 1
+                || (0..data_disks).any(changed_too)
+                || entry
+                    .earlier
+                    .iter()
+                    .any(|&(i, a, b)| i != g && a < to && from < b);
+            if !unsure {
+                continue;
+            }
+            for &(a, b) in &entry.last_for {
+                let (a, b) = (a.max(from), b.min(to));
+                if a < b {
+                    out.push((g, a, b));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The parts of lo..hi outside every range of `ranges` (an empty range leaves it whole).
@@ -2203,7 +2314,7 @@ pub(crate) fn add_band(bands: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
 }
 
 /// Takes rows lo..hi out of `bands`.
-fn remove_band(bands: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
+pub(crate) fn remove_band(bands: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
     *bands = bands
         .iter()
         .flat_map(|&(a, b)| [(a, b.min(lo)), (a.max(hi), b)])
@@ -2629,6 +2740,10 @@ fn write_parity(
     // Rows worked out from parity (a gone chunk the write covered) are what parity
     // says: where parity is in doubt, they are too.
     let from_parity = plan.as_ref().is_some_and(|p| p.read_parity);
+    let unknown = plan
+        .as_ref()
+        .map(|p| unknowable(engine, entry, p))
+        .unwrap_or_default();
     let worked_out = {
         let data = engine.bufs.get_mut(scratch);
         for (i, logged) in entry.logged() {
@@ -2646,6 +2761,20 @@ fn write_parity(
     };
     if !from_parity {
         parity_agrees_again(engine, entry.stripe, entry.lo, entry.hi);
+    }
+    for &(g, a, b) in &unknown {
+        crate::unknown::add(engine, entry.stripe, map.data_member(g), a, b);
+    }
+    // Rows an entry carries are what they were after its write: where an earlier
+    // replay left them unknown, its write made them known again.
+    for (i, _) in entry.logged() {
+        let (from, to) = entry.written(i);
+        for &(a, b) in &entry.last_for {
+            let (a, b) = (a.max(from), b.min(to));
+            if a < b {
+                crate::unknown::known_again(engine, entry.stripe, map.data_member(i), a, b);
+            }
+        }
     }
     engine.stats.log_partial_parity_replays += u64::from(worked_out);
     replay(engine).worked_out += u64::from(worked_out);
@@ -2786,9 +2915,11 @@ fn finish_recovery(engine: &mut Engine) {
     if let Some(log) = engine.log.as_mut() {
         log.open_walks.clear();
     }
+    let unknown = engine.unknown_sectors();
     engine.push_event(Event::LogRecovered {
         replayed: r.replayed,
         worked_out: r.worked_out,
+        unknown,
     });
     for (req, now) in held {
         engine.handle_request(req, now);
@@ -2919,5 +3050,49 @@ mod tests {
             torn[at] ^= 0x10;
             assert!(parse(&torn).is_none(), "byte {at}");
         }
+    }
+
+    /// A marker names the unknown rows first, whatever the resync owes; skipped bands
+    /// take the room left, and those that do not fit count as unknown elsewhere.
+    #[test]
+    fn a_marker_names_unknown_rows_before_skipped_bands() {
+        let geo = xraid_layout::Geometry::new(
+            xraid_layout::Level::Raid5,
+            xraid_layout::Layout::default_for(xraid_layout::Level::Raid5),
+            4,
+            16,
+            4096,
+        )
+        .expect("geometry");
+        let mut engine = Engine::new(geo, vec![MemberState::Active; 4]);
+        engine.set_config(crate::EngineConfig {
+            log_sectors: 256,
+            ..crate::EngineConfig::default()
+        });
+        crate::unknown::add(&mut engine, 7, MemberIdx(2), 0, 8);
+        crate::unknown::add(&mut engine, 200, MemberIdx(3), 4, 16);
+        // Without a resync owed, skipped bands are not named; unknown rows are.
+        let buf = marker(&mut engine, 9);
+        let (found, _) = parse(engine.bufs.get(buf)).expect("a marker");
+        engine.bufs.free(buf);
+        assert_eq!(found.unknown, vec![(7, 2, 0, 8), (200, 3, 4, 16)]);
+        assert!(found.skips.is_empty() && !found.resync_owed);
+        // Owed, with more skipped bands than the room the unknown rows leave.
+        engine.resync_owed = true;
+        engine.stats.log_entries_skipped = 1;
+        for stripe in 0..SKIPS_MAX as u64 {
+            let log = engine.log.as_mut().expect("logging");
+            add_band(log.skipped_stripes.entry(stripe).or_default(), 0, 4);
+        }
+        let buf = marker(&mut engine, 10);
+        let (found, _) = parse(engine.bufs.get(buf)).expect("a marker");
+        engine.bufs.free(buf);
+        assert_eq!(found.unknown.len(), 2);
+        assert_eq!(found.skips.len(), SKIPS_MAX - 2);
+        assert_eq!(found.skips[0], (0, 0, 4));
+        assert!(
+            found.skipped_elsewhere,
+            "the bands left out count as unknown"
+        );
     }
 }

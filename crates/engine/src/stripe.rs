@@ -374,6 +374,23 @@ fn plan_again_in_bands(engine: &mut Engine, op: usize, mut cuts: Vec<u32>) {
     start(engine, op);
 }
 
+/// Whether client read `o` asks for rows nobody knows (see [`crate::unknown`]): lost,
+/// and loudly, whatever parity would make of them.
+fn reads_unknown_rows(engine: &Engine, o: &StripeOp) -> bool {
+    o.purpose == Purpose::Read && {
+        let map = engine.geo.stripe_map(o.stripe);
+        o.segs.iter().any(|s| {
+            crate::unknown::any_in(
+                engine,
+                o.stripe,
+                map.data_member(s.data_index),
+                s.start,
+                s.end,
+            )
+        })
+    }
+}
+
 /// Whether `m`'s bad block log lists any of operation `o`'s rows.
 fn listed_here(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
     crate::badblocks::any(engine) && crate::badblocks::is_known_bad(engine, m, op_rows(engine, o))
@@ -411,7 +428,9 @@ pub(crate) fn submit(engine: &mut Engine, req: usize, seg: Segment) {
             .geo
             .stripe_map(pos.stripe)
             .data_member(pos.data_index);
-        if !seg.write && engine.in_sync(member, pos.stripe) {
+        // Rows nobody knows go the long way, to fail there.
+        let known = || !crate::unknown::any_in(engine, pos.stripe, member, piece.start, piece.end);
+        if !seg.write && engine.in_sync(member, pos.stripe) && known() {
             let buf = BufSlice {
                 buf: client,
                 offset: buf_off,
@@ -710,6 +729,11 @@ fn op_extent(engine: &Engine, o: &StripeOp) -> (u64, u64) {
 pub(crate) fn start(engine: &mut Engine, op: usize) {
     if engine.ops.get(op).phase == Phase::Queued {
         cut_at_listings(engine, op);
+    }
+    if reads_unknown_rows(engine, engine.ops.get(op)) {
+        let (sector, end) = op_extent(engine, engine.ops.get(op));
+        finish(engine, op, Some(EngineError::Unreadable { sector, end }));
+        return;
     }
     let parity_count = usize::from(engine.geo.level().parity_count());
     let raid_disks = usize::from(engine.geo.raid_disks());
@@ -1872,6 +1896,26 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
     if fresh {
         let (stripe, lo, hi) = (o.stripe, o.lo, o.hi);
         crate::sync::parity_made_fresh(engine, stripe, lo, hi);
+    }
+    let o = engine.ops.get(op);
+    let written = o.purpose == Purpose::Write && error.is_none() && o.phase == Phase::Writing;
+    if written
+        && engine
+            .log
+            .as_ref()
+            .is_some_and(|l| !l.unknown_rows.is_empty())
+    {
+        // The write's rows hold its data now (parity too, on a missing member).
+        let map = engine.geo.stripe_map(o.stripe);
+        let rows: Vec<(MemberIdx, u32, u32)> = o
+            .segs
+            .iter()
+            .map(|s| (map.data_member(s.data_index), s.start, s.end))
+            .collect();
+        let stripe = o.stripe;
+        for (m, a, b) in rows {
+            crate::unknown::known_again(engine, stripe, m, a, b);
+        }
     }
     let o = engine.ops.remove(op);
     if let Some(buf) = o.scratch {

@@ -35,6 +35,9 @@ static POWER_CUTS_RING_UNREADABLE: AtomicU64 = AtomicU64::new(0);
 static POWER_CUTS_RING_LOST_DEGRADED: AtomicU64 = AtomicU64::new(0);
 /// Stories whose reads after a power cut found sectors lost, loudly.
 static CUTS_LOSING_SECTORS: AtomicU64 = AtomicU64::new(0);
+/// Of those, cuts whose lost sectors include rows of a member that died with the
+/// power under a write the replay could not work out.
+static CUTS_LOSING_UNKNOWN_ROWS: AtomicU64 = AtomicU64::new(0);
 /// Client batches run while a resync after a power cut had units still to do.
 static BATCHES_MID_RESYNC: AtomicU64 = AtomicU64::new(0);
 /// Resyncs after a power cut stopped part-way and started again from their checkpoint.
@@ -119,10 +122,11 @@ struct Story {
     active_at_flush: Vec<bool>,
     /// A power cut cut a recover short: the resync follows once it is done.
     resync_owed: bool,
-    /// Sectors a power cut may have left holding anything: those written since the
-    /// last flush on a member that died with the power (their write may or may not
-    /// have reached it, and no redundancy says which; md's PPL leaves them so too).
-    anything_after_cut: Vec<bool>,
+    /// Sectors a power cut may have left unknown: those written since the last flush
+    /// on a member that died with the power (their write may or may not have reached
+    /// it, and where it changed another chunk too no redundancy says which; md's PPL
+    /// leaves them wrong). They read old or new, or fail loudly: then lost.
+    unknown_after_cut: Vec<bool>,
     /// Roles whose device is a replacement that took the role over part way through
     /// its copy and did not finish it, moved to the role's first slot by a power cut:
     /// if it comes back, it is rebuilt whole (see `return_member`).
@@ -349,7 +353,13 @@ impl Story {
         let total = self.array.engine.array_sectors();
         match self.array.read(0, total) {
             Ok(got) => Ok((got, vec![false; total as usize])),
-            Err(e) if !self.within_redundancy() && loud(&e) => {
+            // So is one after a power cut that took a member under a write, where the
+            // replay could not know its rows (checked in `resync_after_cut`). (The
+            // read itself may list rows: the redundancy is told after it.)
+            Err(e)
+                if (!self.within_redundancy() || self.unknown_after_cut.contains(&true))
+                    && loud(&e) =>
+            {
                 let mut got = vec![0u8; total as usize * SECTOR];
                 let mut lost = vec![false; total as usize];
                 for s in 0..total {
@@ -896,7 +906,7 @@ impl Story {
     }
 
     /// Marks the array sectors on data member `member` written since the last flush as
-    /// ones the coming power cut may leave holding anything.
+    /// ones the coming power cut may leave unknown (lost, loudly).
     fn mark_unflushed_on(&mut self, member: usize) {
         let geo = *self.array.engine.geometry();
         let chunk = u64::from(geo.chunk_sectors());
@@ -908,7 +918,7 @@ impl Story {
             let stripe = s as u64 / per_stripe;
             let data_index = ((s as u64 % per_stripe) / chunk) as u16;
             if geo.stripe_map(stripe).data_member(data_index).index() == member {
-                self.anything_after_cut[s] = true;
+                self.unknown_after_cut[s] = true;
             }
         }
     }
@@ -958,17 +968,23 @@ impl Story {
                     &self.oracle.current[at..at + 8]
                 );
             }
-            if !same
-                && !lost[s]
-                && !self.oracle.maybe[s].contains(&hash(bytes))
-                && !self.anything_after_cut[s]
-            {
+            if !same && !lost[s] && !self.oracle.maybe[s].contains(&hash(bytes)) {
                 return Err(format!(
                     "after a power cut sector {s} holds data never written there"
                 ));
             }
+            // Within the redundancy only a member dying under a write loses rows.
+            if lost[s] && self.within_redundancy() && !self.unknown_after_cut[s] {
+                return Err(format!(
+                    "after a power cut sector {s} is lost within the redundancy"
+                ));
+            }
         }
-        self.anything_after_cut.fill(false);
+        let unknown_lost = lost
+            .iter()
+            .zip(&self.unknown_after_cut)
+            .any(|(&l, &u)| l && u);
+        self.unknown_after_cut.fill(false);
         // What failed to read is lost, loudly: nothing is promised of it any more.
         for (s, &lost) in lost.iter().enumerate() {
             if lost {
@@ -981,6 +997,9 @@ impl Story {
         self.oracle.flushed();
         if lost.contains(&true) {
             CUTS_LOSING_SECTORS.fetch_add(1, Ordering::Relaxed);
+            if unknown_lost {
+                CUTS_LOSING_UNKNOWN_ROWS.fetch_add(1, Ordering::Relaxed);
+            }
             return Err("over redundancy: sectors lost after a power cut".into());
         }
         self.active_at_flush = self.active_now();
@@ -1266,7 +1285,7 @@ fn tell(seed: u64, write_errors: bool) -> Result<(), (String, Vec<String>)> {
         died_since_flush: false,
         active_at_flush: vec![true; usize::from(geo.raid_disks())],
         resync_owed: false,
-        anything_after_cut: vec![false; total / SECTOR],
+        unknown_after_cut: vec![false; total / SECTOR],
         half_built: HashSet::new(),
         second_victim: SimRng::new(seed ^ 0x7770),
         replay_cut: SimRng::new(seed ^ 0x2c07),
@@ -1385,7 +1404,7 @@ fn thousands_of_fault_stories_lose_nothing() {
         }
     }
     eprintln!(
-        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two; {} more during the replay after one; {} with a ring unreadable at the restart, {} of those degraded; {} leaving sectors lost, loudly), {} client batches while a resync ran, {} resyncs stopped and started again",
+        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two; {} more during the replay after one; {} with a ring unreadable at the restart, {} of those degraded; {} leaving sectors lost, loudly, {} of those a dying member's unknowable rows), {} client batches while a resync ran, {} resyncs stopped and started again",
         POWER_CUTS.load(Ordering::Relaxed),
         POWER_CUTS_MID_RECOVER.load(Ordering::Relaxed),
         POWER_CUTS_KILLING.load(Ordering::Relaxed),
@@ -1394,6 +1413,7 @@ fn thousands_of_fault_stories_lose_nothing() {
         POWER_CUTS_RING_UNREADABLE.load(Ordering::Relaxed),
         POWER_CUTS_RING_LOST_DEGRADED.load(Ordering::Relaxed),
         CUTS_LOSING_SECTORS.load(Ordering::Relaxed),
+        CUTS_LOSING_UNKNOWN_ROWS.load(Ordering::Relaxed),
         BATCHES_MID_RESYNC.load(Ordering::Relaxed),
         RESYNCS_STOPPED.load(Ordering::Relaxed)
     );

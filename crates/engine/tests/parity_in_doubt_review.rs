@@ -392,7 +392,6 @@ fn unlogged_raid6_losing_a_member_after_open_still_refuses_torn_rebuilds() {
 // the other way round), that gives rows never written (old0 ^ old1 ^ new1), silently.
 
 #[test]
-#[ignore = "older than the rule: the replay works a gone chunk's covered rows out from parity the cut may have torn (RELIABILITY.md, Not done yet)"]
 fn a_member_dying_with_the_power_under_a_two_chunk_write_reads_old_or_new() {
     let mut wrong = Vec::new();
     for seed in 0..64u64 {

@@ -66,7 +66,6 @@ fn a_replay_over_a_restored_doubt_does_not_work_a_gone_chunk_out_of_torn_parity(
 /// chunk 0's member dies with the power. The second entry carries chunk 1's new rows,
 /// and chunk 0 is worked out from P — which may still be what it was before both.
 #[test]
-#[ignore = "older than the rule: the replay works a gone chunk's covered rows out from parity the cut may have torn (RELIABILITY.md, Not done yet)"]
 fn a_gone_chunk_worked_out_under_an_earlier_entrys_write_reads_old_or_new() {
     let mut wrong = Vec::new();
     for seed in 0..64u64 {
@@ -100,7 +99,6 @@ fn a_gone_chunk_worked_out_under_an_earlier_entrys_write_reads_old_or_new() {
 /// with the power: they are worked out from P and Q as the cut left them, which may
 /// hold the write in one and not the other.
 #[test]
-#[ignore = "older than the rule: the replay works a gone chunk's covered rows out from parity the cut may have torn (RELIABILITY.md, Not done yet)"]
 fn raid6_two_covered_chunks_dying_with_the_power_read_old_or_new() {
     let mut wrong = Vec::new();
     for seed in 0..64u64 {

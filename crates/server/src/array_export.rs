@@ -617,6 +617,8 @@ impl Worker {
             "integrity": engine.integrity_on(),
             "checksum_mismatches": engine.stats().checksum_mismatches,
             "lost_requests": self.losses,
+            // Rows a member that died with the power under a write left unknowable.
+            "unknown_sectors": engine.unknown_sectors(),
             "io": io_counters(&engine.stats()),
         })
     }
@@ -1114,12 +1116,20 @@ impl Worker {
                 Event::LogRecovered {
                     replayed,
                     worked_out,
+                    unknown,
                 } => log::info(&format!(
-                    "array '{}': stripe log read; {replayed} writes cut off by a crash replayed{}",
+                    "array '{}': stripe log read; {replayed} writes cut off by a crash replayed{}{}",
                     self.name,
                     if worked_out > 0 {
                         format!(
                             "; in {worked_out} a member gone since was worked out from the partial parity"
+                        )
+                    } else {
+                        String::new()
+                    },
+                    if unknown > 0 {
+                        format!(
+                            "; {unknown} sectors of members gone with the power cannot be known (a cut-off write changed them and another chunk of their rows) and read as errors until written"
                         )
                     } else {
                         String::new()

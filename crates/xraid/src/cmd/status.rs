@@ -332,6 +332,12 @@ fn print_live(s: &serde_json::Value) {
             "          Lost : {lost} requests answered EIO for data the array could not read or keep (the server's log names them)"
         );
     }
+    let unknown = s["unknown_sectors"].as_u64().unwrap_or(0);
+    if unknown > 0 {
+        println!(
+            "       Unknown : {unknown} sectors a member took with it when it died with the power under a write; they read as errors until written (docs/RELIABILITY.md)"
+        );
+    }
     println!();
     // Room for latencies up to 9999.99 ms.
     println!("    Role  State                          Latency  Path");
