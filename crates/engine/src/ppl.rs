@@ -2031,6 +2031,7 @@ fn replay_step(engine: &mut Engine) {
             for (member, _) in std::mem::take(&mut replay(engine).refused) {
                 engine.fail(member, FailReason::WriteError);
             }
+            spill_unknown_rows(engine);
             // Run again after the wipe's round: a member may have left since.
             walks_at_open(engine);
             if engine.bad_blocks_to_record() || failures_to_record(engine) {
@@ -2270,6 +2271,33 @@ fn mask_of(members: &[MemberIdx]) -> Option<u64> {
     members.iter().try_fold(0u64, |mask, m| {
         (m.index() < 64).then(|| mask | 1 << m.index())
     })
+}
+
+/// More unknown rows than a marker names ([`SKIPS_MAX`] bands): the rest go into
+/// their stripes' parity members' bad block logs, as a lost ring's stripes do, which
+/// outlive any restart — the rows then read as lost past the redundancy (a write over
+/// the whole band makes them good), and a rebuild lists them on the member it builds.
+/// Rows no log has room for stay named in memory only, until the next restart.
+/// Recorded before the rings' marker, as every list the replay changes.
+fn spill_unknown_rows(engine: &mut Engine) {
+    let all = crate::unknown::all(engine);
+    for &(stripe, role, lo, hi) in all.iter().skip(SKIPS_MAX) {
+        let geo = engine.geo;
+        let map = geo.stripe_map(stripe);
+        let rows = geo.member_sector(stripe, lo)..geo.member_sector(stripe, hi);
+        let parity: Vec<MemberIdx> = [Some(map.p()), map.q()]
+            .into_iter()
+            .flatten()
+            .filter(|&p| engine.is_present(p))
+            .collect();
+        let listed = !parity.is_empty()
+            && parity
+                .into_iter()
+                .all(|p| list_parity_in_doubt(engine, p, rows.clone()));
+        if listed {
+            crate::unknown::known_again(engine, stripe, member_idx(usize::from(role)), lo, hi);
+        }
+    }
 }
 
 /// The replay skipped an entry of `stripe`: a resync is owed, and until it reaches

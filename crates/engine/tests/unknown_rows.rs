@@ -4,11 +4,11 @@
 //! the member is rebuilt — until a write covers them; every other row reads right.
 
 mod common;
-use common::{logged_array, SECTOR};
+use common::{filled_array_on, logged_array, SECTOR};
 
 use xraid_engine::sim::SimArray;
 use xraid_engine::{EngineError, MemberState, SyncKind};
-use xraid_layout::{Level, MemberIdx};
+use xraid_layout::{Geometry, Layout, Level, MemberIdx};
 
 /// Whether `got` is neither `old` nor `new`, sector by sector.
 fn neither(got: &[u8], old: &[u8], new: &[u8]) -> bool {
@@ -152,5 +152,74 @@ fn a_one_chunk_write_under_a_dying_member_reads_old_or_new() {
         // One chunk changed: parity as the cut left it gives old or new, both right.
         let got = array.read(0, 16).expect("a single change is known");
         assert!(!neither(&got, &old[..16 * SECTOR], &new), "seed {seed}");
+    }
+}
+
+/// More unknown bands than a marker names (26): the rest go into the parity members'
+/// bad block logs, so that every one of them still reads as an error after another
+/// power cut.
+#[test]
+fn more_unknown_rows_than_a_marker_names_outlive_another_cut() {
+    for seed in 0..4u64 {
+        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 4, 16, 1024)
+            .expect("geometry");
+        let (mut array, old) = filled_array_on(geo, 7_400 + seed, 512);
+        array.enable_bad_block_logs(64);
+        let dying = geo.stripe_map(0).data_member(0);
+        let stripe_sectors = geo.stripe_data_sectors();
+        // Every stripe written whole, none of it flushed.
+        let mut new = vec![0u8; (geo.stripes() * stripe_sectors) as usize * SECTOR];
+        array.rng().fill(&mut new);
+        for stripe in 0..geo.stripes() {
+            let at = (stripe * stripe_sectors) as usize * SECTOR;
+            let len = stripe_sectors as usize * SECTOR;
+            array
+                .write(stripe * stripe_sectors, &new[at..at + len])
+                .expect("write");
+        }
+        array.power_cut_with(|a| {
+            a.kill_member(dying);
+            a.engine.fail_member(dying);
+        });
+        array.run();
+        // The dying member's chunk in each stripe where it holds data.
+        let chunk = u64::from(geo.chunk_sectors());
+        let its_chunks: Vec<u64> = (0..geo.stripes())
+            .filter_map(|stripe| {
+                let map = geo.stripe_map(stripe);
+                (0..map.data_disks())
+                    .find(|&i| map.data_member(i) == dying)
+                    .map(|i| stripe * stripe_sectors + u64::from(i) * chunk)
+            })
+            .collect();
+        assert!(its_chunks.len() > 26, "more bands than a marker names");
+        let check = |array: &mut SimArray, when: &str| {
+            for &at in &its_chunks {
+                assert!(
+                    array.read(at, chunk).is_err(),
+                    "seed {seed}: sector {at} readable {when}"
+                );
+            }
+        };
+        check(&mut array, "after the cut");
+        array.flush().expect("flush");
+        array.power_cut();
+        array.run();
+        check(&mut array, "after a second cut");
+        // Every other chunk reads old or new.
+        for stripe in 0..geo.stripes() {
+            for i in 0..u64::from(geo.data_disks()) {
+                let at = stripe * stripe_sectors + i * chunk;
+                if its_chunks.contains(&at) {
+                    continue;
+                }
+                let got = array.read(at, chunk).expect("another member's chunk");
+                let r = at as usize * SECTOR..(at + chunk) as usize * SECTOR;
+                assert!(
+                    !neither(&got, &old[r.clone()], &new[r]),
+                    "seed {seed}: sector {at}"
+                );
+            }
+        }
     }
 }
