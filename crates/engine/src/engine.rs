@@ -104,8 +104,8 @@ pub(crate) struct ReqState {
     /// The engine made `buf` itself (a flush's empty buffer) and frees it at the end.
     own_buf: bool,
     /// For a flush with the log on: the log entries below this seq are durable once it
-    /// succeeds.
-    log_covers: Option<u64>,
+    /// succeeds; and its flush round (see `ppl::LogState::flushed_round`).
+    log_covers: Option<(u64, u64)>,
     /// The write-intent chunks a write is counted in on, while it runs.
     intent: Option<(u64, u64)>,
     /// A [`RequestKind::Checkpoint`]: its flushes wait for the checksum tables.
@@ -307,10 +307,7 @@ impl Engine {
     /// saying so: rows of a member that died with the power under a write the stripe
     /// log could not work out (see `unknown`). They read as errors until written.
     pub fn unknown_sectors(&self) -> u64 {
-        crate::unknown::all(self)
-            .iter()
-            .map(|&(_, _, lo, hi)| u64::from(hi - lo))
-            .sum()
+        crate::unknown::sectors(self)
     }
 
     pub fn member_states(&self) -> &[MemberState] {
@@ -1003,7 +1000,10 @@ impl Engine {
     }
 
     fn submit_flush(&mut self, req: usize) {
-        let covers = self.log.as_ref().map(crate::ppl::LogState::flush_covers);
+        let covers = self
+            .log
+            .as_mut()
+            .map(|log| (log.flush_covers(), log.begin_flush_round()));
         self.reqs.get_mut(req).log_covers = covers;
         // Replacements too: what a client made durable must be durable on the device
         // that will hold the role.
@@ -1472,9 +1472,9 @@ impl Engine {
         if state.pending == 0 {
             // A flush with the log on: what it made durable goes on the rings (a marker)
             // before the client hears of it, or a crash could replay durable entries.
-            if let (Some(covers), None) = (state.log_covers.take(), &state.error) {
+            if let (Some((covers, round)), None) = (state.log_covers.take(), &state.error) {
                 if let Some(log) = self.log.as_mut() {
-                    log.flushed(covers);
+                    log.flushed_round(covers, round);
                     if log.needs_marker() {
                         self.reqs.get_mut(req).pending = 1;
                         crate::ppl::persist(self, crate::ppl::Waiter::Client(req));

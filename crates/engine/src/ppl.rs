@@ -102,10 +102,16 @@ const FLAG_SKIPPED: u32 = 16;
 /// set [`FLAG_SKIPPED`] instead.
 const FLAG_SKIP_LIST: u32 = 32;
 /// On any marker: rows of data members whose contents nobody knows (see
-/// [`crate::unknown`]), as records among the skipped bands' (first, so that they
-/// always fit while there is room), their stripe field tagged with
-/// [`UNKNOWN_RECORD`] and the role in bits 48..63.
+/// [`crate::unknown`]), as records in the room the skipped bands leave, their stripe
+/// field tagged with [`UNKNOWN_RECORD`] and the role in bits 48..63. A marker's seq
+/// field numbers it: of the newest markers, the one numbered highest names them.
 const FLAG_UNKNOWN_ROWS: u32 = 64;
+/// On any marker: unknown rows its records had no room for, as one span — every row
+/// of the roles in a mask (u32 at byte [`SPAN_ROLES_AT`]: bit r for role r, bit 31
+/// for every role from 31 on) in stripes from the u64 at byte 24 to the one at byte
+/// 32 (fields an entry's stripe, lo and hi take).
+const FLAG_UNKNOWN_SPAN: u32 = 128;
+const SPAN_ROLES_AT: usize = SKIPS_AT + 4;
 const UNKNOWN_RECORD: u64 = 1 << 63;
 /// The largest stripe an unknown-rows record names (bits 0..48).
 const UNKNOWN_STRIPE_MAX: u64 = (1 << 48) - 1;
@@ -218,6 +224,9 @@ struct Found {
     skips: Vec<(u64, u32, u32)>,
     /// A marker's unknown rows ([`FLAG_UNKNOWN_ROWS`]): stripe, role, lo, hi.
     unknown: Vec<(u64, u16, u32, u32)>,
+    /// A marker's span of unknown rows ([`FLAG_UNKNOWN_SPAN`]): roles mask, first and
+    /// last stripe.
+    span: Option<(u32, u64, u64)>,
     seq: u64,
     durable: u64,
     stripe: u64,
@@ -397,6 +406,8 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
         } else {
             Vec::new()
         },
+        span: (marker && flags & FLAG_UNKNOWN_SPAN != 0)
+            .then(|| (u32_at(b, SPAN_ROLES_AT), u64_at(b, 24), u64_at(b, 32))),
         seq: u64_at(b, 8),
         durable: u64_at(b, 16),
         stripe: u64_at(b, 24),
@@ -499,7 +510,7 @@ pub(crate) struct LogState {
     pub(crate) waiters: VecDeque<usize>,
     /// A checkpoint flush in flight: the seqs it covers (below), flushes pending, and
     /// the empty buffer they carry.
-    checkpoint: Option<(u64, u32, BufId)>,
+    checkpoint: Option<(u64, u32, BufId, u64)>,
     recovery: Option<Recovery>,
     /// Client requests that arrived during recovery.
     held: VecDeque<(Request, Nanos)>,
@@ -573,7 +584,13 @@ pub(crate) struct LogState {
     vouches_nowhere: bool,
     /// Rows of data members whose contents the replay could not work out (see
     /// [`crate::unknown`]); named on every marker ([`FLAG_UNKNOWN_ROWS`]).
-    pub(crate) unknown_rows: crate::unknown::UnknownRows,
+    pub(crate) unknown: crate::unknown::Unknown,
+    /// Flush rounds begun (client flushes and checkpoints): a write over unknown rows
+    /// is durable once a round begun after it completes.
+    pub(crate) flush_round: u64,
+    /// The last marker's number: of two markers of one durable seq, the higher
+    /// number says the unknown rows as they are now.
+    marker_number: u64,
 }
 
 /// Entries of several stripe writes on their way to one member's ring: written with as
@@ -646,7 +663,9 @@ impl LogState {
             open_walks: Vec::new(),
             skipped_stripes: BTreeMap::new(),
             vouches_nowhere: false,
-            unknown_rows: BTreeMap::new(),
+            unknown: crate::unknown::Unknown::default(),
+            flush_round: 0,
+            marker_number: 0,
         }
     }
 
@@ -668,6 +687,22 @@ impl LogState {
             writes.retain(|&(seq, ..)| seq > durable);
             !writes.is_empty()
         });
+    }
+
+    /// Flush round `round`, begun when `covers` was current, has completed: what it
+    /// made durable, and the unknown rows writes before it made known (a marker owed
+    /// that no longer names them).
+    pub(crate) fn flushed_round(&mut self, covers: u64, round: u64) {
+        self.flushed(covers);
+        if crate::unknown::flush_round_done(&mut self.unknown, round) {
+            self.marker_owed = true;
+        }
+    }
+
+    /// Begins a flush round: its number.
+    pub(crate) fn begin_flush_round(&mut self) -> u64 {
+        self.flush_round += 1;
+        self.flush_round
     }
 
     pub(crate) fn recovering(&self) -> bool {
@@ -842,25 +877,9 @@ pub(crate) fn durable_up_to(engine: &Engine, seq: u64) -> bool {
     engine.log.as_ref().is_none_or(|l| l.durable >= seq)
 }
 
-/// A marker saying every seq up to `durable` is durable.
-fn marker(engine: &mut Engine, durable: u64) -> BufId {
-    let tag = engine.config.log_tag;
-    // The driver says the resync is owed (the array was not stopped cleanly) before
-    // the replay: a clean array owes none, whatever a stale flag said.
-    let owed = engine.stats.log_entries_skipped > 0 && engine.resync_owed;
-    let masks = engine
-        .log
-        .as_ref()
-        .and_then(|l| Some((mask_of(&l.lost_rings)?, l.listed_for)))
-        .filter(|_| owed && engine.member_states().len() <= 64);
-    // Unknown rows first: nothing else says where they are. Skipped bands take the
-    // room left, and past it count as unknown (above).
-    let unknown: Vec<(u64, u16, u32, u32)> = crate::unknown::all(engine)
-        .into_iter()
-        .filter(|&(stripe, role, ..)| stripe <= UNKNOWN_STRIPE_MAX && role < 0x8000)
-        .take(SKIPS_MAX)
-        .collect();
-    let skips: Vec<(u64, u32, u32)> = engine
+/// The skipped bands a marker names, where a resync is `owed`: (stripe, lo, hi).
+fn skip_records(engine: &Engine, owed: bool) -> Vec<(u64, u32, u32)> {
+    engine
         .log
         .as_ref()
         .filter(|_| owed)
@@ -870,9 +889,60 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
                 .flat_map(|(&stripe, bands)| bands.iter().map(move |&(lo, hi)| (stripe, lo, hi)))
                 .collect()
         })
-        .unwrap_or_default();
-    let room = SKIPS_MAX - unknown.len();
-    let skipped = skipped_elsewhere(engine) || skips.len() > room;
+        .unwrap_or_default()
+}
+
+/// Whether a marker written now says a resync is owed.
+fn resync_owed_now(engine: &Engine) -> bool {
+    engine.stats.log_entries_skipped > 0 && engine.resync_owed
+}
+
+/// A marker saying every seq up to `durable` is durable.
+fn marker(engine: &mut Engine, durable: u64) -> BufId {
+    let tag = engine.config.log_tag;
+    // The driver says the resync is owed (the array was not stopped cleanly) before
+    // the replay: a clean array owes none, whatever a stale flag said.
+    let owed = resync_owed_now(engine);
+    let masks = engine
+        .log
+        .as_ref()
+        .and_then(|l| Some((mask_of(&l.lost_rings)?, l.listed_for)))
+        .filter(|_| owed && engine.member_states().len() <= 64);
+    // Skipped bands first (past the room they count as unknown, above); unknown rows
+    // take the room left, and past it go into one span (the replay makes that rare:
+    // see `spill_unknown_rows`).
+    let skips = skip_records(engine, owed);
+    let skipped = skipped_elsewhere(engine) || skips.len() > SKIPS_MAX;
+    let skips = &skips[..skips.len().min(SKIPS_MAX)];
+    let room = SKIPS_MAX - skips.len();
+    let named = crate::unknown::named(engine);
+    let (unknown, unnamed): (Vec<_>, Vec<_>) =
+        named
+            .into_iter()
+            .enumerate()
+            .partition(|&(k, (stripe, role, ..))| {
+                k < room && stripe <= UNKNOWN_STRIPE_MAX && role < 0x8000
+            });
+    let unknown: Vec<(u64, u16, u32, u32)> = unknown.into_iter().map(|(_, u)| u).collect();
+    let span = unnamed
+        .into_iter()
+        .map(|(_, (stripe, role, ..))| (role, stripe, stripe))
+        .chain(crate::unknown::spans(engine))
+        .fold(
+            None,
+            |span: Option<(u32, u64, u64)>, (role, first, last)| {
+                let bit = 1u32 << u32::from(role).min(31);
+                Some(match span {
+                    None => (bit, first, last),
+                    Some((roles, a, b)) => (roles | bit, a.min(first), b.max(last)),
+                })
+            },
+        );
+    let number = {
+        let log = engine.log.as_mut().expect("logging is on");
+        log.marker_number += 1;
+        log.marker_number
+    };
     let buf = engine.bufs.alloc(sectors_to_bytes(MARKER_SECTORS));
     let b = engine.bufs.get_mut(buf);
     b.fill(0);
@@ -887,6 +957,7 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
         tag,
     };
     header.put(b);
+    b[8..16].copy_from_slice(&number.to_le_bytes());
     b[16..24].copy_from_slice(&durable.to_le_bytes());
     let mut flags = if owed {
         FLAG_MARKER | FLAG_RESYNC_OWED
@@ -896,17 +967,25 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     if owed && skipped {
         flags |= FLAG_SKIPPED;
     }
-    let skips = &skips[..skips.len().min(room)];
     if !skips.is_empty() {
         flags |= FLAG_SKIP_LIST;
     }
     if !unknown.is_empty() {
         flags |= FLAG_UNKNOWN_ROWS;
     }
-    let records = unknown
-        .iter()
-        .map(|&(stripe, role, lo, hi)| (UNKNOWN_RECORD | u64::from(role) << 48 | stripe, lo, hi))
-        .chain(skips.iter().copied());
+    if let Some((roles, first, last)) = span {
+        flags |= FLAG_UNKNOWN_SPAN;
+        b[24..32].copy_from_slice(&first.to_le_bytes());
+        b[32..40].copy_from_slice(&last.to_le_bytes());
+        b[SPAN_ROLES_AT..SPAN_ROLES_AT + 4].copy_from_slice(&roles.to_le_bytes());
+    }
+    let records =
+        skips
+            .iter()
+            .copied()
+            .chain(unknown.iter().map(|&(stripe, role, lo, hi)| {
+                (UNKNOWN_RECORD | u64::from(role) << 48 | stripe, lo, hi)
+            }));
     let mut count = 0u32;
     for (i, (stripe, lo, hi)) in records.enumerate() {
         let at = SKIPS_AT + 8 + i * SKIP_BYTES;
@@ -1308,10 +1387,12 @@ pub(crate) fn start_checkpoint(engine: &mut Engine) {
     let buf = engine.bufs.alloc(0);
     let log = engine.log.as_mut().expect("logging is on");
     let covers = log.flush_covers();
+    let round = log.begin_flush_round();
     log.checkpoint = Some((
         covers,
         u32::try_from(members.len()).expect("few members"),
         buf,
+        round,
     ));
     if members.is_empty() {
         checkpoint_done(engine);
@@ -1330,7 +1411,7 @@ pub(crate) fn on_checkpoint_flush(
         engine.fail(member, FailReason::WriteError);
     }
     let log = engine.log.as_mut().expect("logging is on");
-    let Some((_, pending, _)) = &mut log.checkpoint else {
+    let Some((_, pending, _, _)) = &mut log.checkpoint else {
         return;
     };
     *pending -= 1;
@@ -1341,8 +1422,8 @@ pub(crate) fn on_checkpoint_flush(
 
 fn checkpoint_done(engine: &mut Engine) {
     let log = engine.log.as_mut().expect("logging is on");
-    if let Some((covers, _, buf)) = log.checkpoint.take() {
-        log.flushed(covers);
+    if let Some((covers, _, buf, round)) = log.checkpoint.take() {
+        log.flushed_round(covers, round);
         engine.bufs.free(buf);
     }
     persist(engine, Waiter::Checkpoint);
@@ -1758,7 +1839,9 @@ fn scanned(engine: &mut Engine) {
     let mut owed: Option<(u64, bool, Option<RingMasks>)> = None;
     let mut skipped_before = (0, false);
     let mut skips_before: Vec<(u64, u32, u32)> = Vec::new();
-    let mut unknown_before: Vec<(u64, u16, u32, u32)> = Vec::new();
+    type UnknownNamed = ((u64, u64), Vec<(u64, u16, u32, u32)>, Vec<(u32, u64, u64)>);
+    let mut unknown_before: Option<UnknownNamed> = None;
+    let mut marker_number = 0;
     let tag = engine.config.log_tag;
     for buf in bufs.into_iter().flatten() {
         let bytes = engine.bufs.get(buf);
@@ -1779,12 +1862,25 @@ fn scanned(engine: &mut Engine) {
                         if entry.durable > skipped_before.0 {
                             skipped_before = (entry.durable, entry.skipped_elsewhere);
                             skips_before.clone_from(&entry.skips);
-                            unknown_before.clone_from(&entry.unknown);
                         } else {
                             skipped_before.1 |= entry.skipped_elsewhere;
                             skips_before.extend(entry.skips.iter().copied());
-                            unknown_before.extend(entry.unknown.iter().copied());
                         }
+                    }
+                    if entry.marker && entry.tag == tag {
+                        // The unknown rows of the newest marker, by durable seq and
+                        // then number (every ring got the same one: all of them).
+                        let key = (entry.durable, entry.seq);
+                        if unknown_before.as_ref().is_none_or(|(k, ..)| key > *k) {
+                            unknown_before = Some((key, entry.unknown.clone(), Vec::new()));
+                        }
+                        if let Some((k, rows, spans)) = unknown_before.as_mut() {
+                            if *k == key {
+                                rows.extend(entry.unknown.iter().copied());
+                                spans.extend(entry.span);
+                            }
+                        }
+                        marker_number = marker_number.max(entry.seq);
                     }
                     if entry.marker && entry.tag == tag {
                         // Flagged markers' masks: a flagged one without them knows
@@ -1901,14 +1997,26 @@ fn scanned(engine: &mut Engine) {
         add_band(log.skipped_stripes.entry(stripe).or_default(), lo, hi);
     }
     // Unknown rows stay so until a write covers them, resync or none.
-    log.unknown_rows.clear();
-    let roles = members;
-    for (stripe, role, lo, hi) in unknown_before {
+    log.marker_number = marker_number;
+    crate::unknown::clear(&mut log.unknown);
+    let (named, spans) = unknown_before
+        .map(|(_, named, spans)| (named, spans))
+        .unwrap_or_default();
+    for (stripe, role, lo, hi) in named {
         let hi = hi.min(geo.chunk_sectors());
-        if stripe < geo.stripes() && usize::from(role) < roles && lo < hi {
-            add_band(log.unknown_rows.entry((stripe, role)).or_default(), lo, hi);
+        if stripe < geo.stripes() && usize::from(role) < members && lo < hi {
+            crate::unknown::add(engine, stripe, member_idx(usize::from(role)), lo, hi);
         }
     }
+    for (roles, first, last) in spans {
+        let last = last.min(geo.stripes().saturating_sub(1));
+        for role in (0..members).filter(|&r| roles & 1 << r.min(31) != 0) {
+            if first <= last {
+                crate::unknown::add_span(engine, role as u16, first, last);
+            }
+        }
+    }
+    let log = engine.log.as_mut().expect("logging is on");
     log.lost_from = engine.resync_after_clean_stop.unwrap_or(0);
     log.persisted = durable;
     log.recovery = Some(Recovery::Replaying(Box::new(Replay {
@@ -2273,15 +2381,20 @@ fn mask_of(members: &[MemberIdx]) -> Option<u64> {
     })
 }
 
-/// More unknown rows than a marker names ([`SKIPS_MAX`] bands): the rest go into
+/// More unknown rows than a marker names (the room the skipped bands leave of
+/// [`SKIPS_MAX`] records): the rest go into
 /// their stripes' parity members' bad block logs, as a lost ring's stripes do, which
 /// outlive any restart — the rows then read as lost past the redundancy (a write over
 /// the whole band makes them good), and a rebuild lists them on the member it builds.
-/// Rows no log has room for stay named in memory only, until the next restart.
-/// Recorded before the rings' marker, as every list the replay changes.
+/// Rows no log has room for go into the markers' span. Recorded before the rings'
+/// marker, as every list the replay changes.
 fn spill_unknown_rows(engine: &mut Engine) {
-    let all = crate::unknown::all(engine);
-    for &(stripe, role, lo, hi) in all.iter().skip(SKIPS_MAX) {
+    let room = SKIPS_MAX
+        - skip_records(engine, resync_owed_now(engine))
+            .len()
+            .min(SKIPS_MAX);
+    let named = crate::unknown::named(engine);
+    for &(stripe, role, lo, hi) in named.iter().skip(room) {
         let geo = engine.geo;
         let map = geo.stripe_map(stripe);
         let rows = geo.member_sector(stripe, lo)..geo.member_sector(stripe, hi);
@@ -3080,10 +3193,11 @@ mod tests {
         }
     }
 
-    /// A marker names the unknown rows first, whatever the resync owes; skipped bands
-    /// take the room left, and those that do not fit count as unknown elsewhere.
+    /// A marker names the unknown rows whatever the resync owes, in the room the
+    /// skipped bands leave; what does not fit goes into one span, more than was lost
+    /// but never less; and a newer marker of the same durable seq says them afresh.
     #[test]
-    fn a_marker_names_unknown_rows_before_skipped_bands() {
+    fn a_marker_names_unknown_rows_in_the_room_skipped_bands_leave() {
         let geo = xraid_layout::Geometry::new(
             xraid_layout::Level::Raid5,
             xraid_layout::Layout::default_for(xraid_layout::Level::Raid5),
@@ -3101,26 +3215,28 @@ mod tests {
         crate::unknown::add(&mut engine, 200, MemberIdx(3), 4, 16);
         // Without a resync owed, skipped bands are not named; unknown rows are.
         let buf = marker(&mut engine, 9);
-        let (found, _) = parse(engine.bufs.get(buf)).expect("a marker");
+        let (first, _) = parse(engine.bufs.get(buf)).expect("a marker");
         engine.bufs.free(buf);
-        assert_eq!(found.unknown, vec![(7, 2, 0, 8), (200, 3, 4, 16)]);
-        assert!(found.skips.is_empty() && !found.resync_owed);
-        // Owed, with more skipped bands than the room the unknown rows leave.
+        assert_eq!(first.unknown, vec![(7, 2, 0, 8), (200, 3, 4, 16)]);
+        assert!(first.skips.is_empty() && !first.resync_owed && first.span.is_none());
+        // Owed, with skipped bands leaving room for one unknown band: the other goes
+        // into the span, and every skipped band is named.
         engine.resync_owed = true;
         engine.stats.log_entries_skipped = 1;
-        for stripe in 0..SKIPS_MAX as u64 {
+        for stripe in 0..SKIPS_MAX as u64 - 1 {
             let log = engine.log.as_mut().expect("logging");
             add_band(log.skipped_stripes.entry(stripe).or_default(), 0, 4);
         }
-        let buf = marker(&mut engine, 10);
-        let (found, _) = parse(engine.bufs.get(buf)).expect("a marker");
+        let buf = marker(&mut engine, 9);
+        let (second, _) = parse(engine.bufs.get(buf)).expect("a marker");
         engine.bufs.free(buf);
-        assert_eq!(found.unknown.len(), 2);
-        assert_eq!(found.skips.len(), SKIPS_MAX - 2);
-        assert_eq!(found.skips[0], (0, 0, 4));
+        assert_eq!(second.skips.len(), SKIPS_MAX - 1);
+        assert!(!second.skipped_elsewhere);
+        assert_eq!(second.unknown, vec![(7, 2, 0, 8)]);
+        assert_eq!(second.span, Some((1 << 3, 200, 200)));
         assert!(
-            found.skipped_elsewhere,
-            "the bands left out count as unknown"
+            second.seq > first.seq,
+            "numbered: the newer one says the rows"
         );
     }
 }

@@ -1899,12 +1899,12 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
     }
     let o = engine.ops.get(op);
     let written = o.purpose == Purpose::Write && error.is_none() && o.phase == Phase::Writing;
-    if written
-        && engine
-            .log
-            .as_ref()
-            .is_some_and(|l| !l.unknown_rows.is_empty())
-    {
+    let flush_round = engine
+        .log
+        .as_ref()
+        .filter(|_| crate::unknown::any(engine))
+        .map(|l| l.flush_round);
+    if let Some(round) = flush_round.filter(|_| written) {
         // The write's rows hold its data now (parity too, on a missing member).
         let map = engine.geo.stripe_map(o.stripe);
         let rows: Vec<(MemberIdx, u32, u32)> = o
@@ -1914,7 +1914,7 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
             .collect();
         let stripe = o.stripe;
         for (m, a, b) in rows {
-            crate::unknown::known_again(engine, stripe, m, a, b);
+            crate::unknown::written_over(engine, stripe, m, a, b, round);
         }
     }
     let o = engine.ops.remove(op);

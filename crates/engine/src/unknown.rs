@@ -9,68 +9,219 @@
 //! loss beyond the redundancy, reported as such — until a client write covers the
 //! rows again.
 //!
-//! The rows are kept per stripe and role, in the log's state, and named on the rings'
-//! markers (see `ppl`'s `FLAG_UNKNOWN_ROWS`), so that they outlive a restart.
+//! The rows are kept per stripe and role in the log's state, and named on the rings'
+//! markers (see `ppl`'s `FLAG_UNKNOWN_ROWS`), so that they outlive a restart. A write
+//! over them makes them known to reads at once, and to the markers only once a flush
+//! that began after it has completed: until then a cut may undo it. Where the markers
+//! have no room left, the rows they cannot name are kept as a *span*, every row of a
+//! role in a range of stripes (see `ppl`'s `FLAG_UNKNOWN_SPAN`): more than was lost,
+//! but never less.
+
+use std::collections::BTreeMap;
 
 use xraid_layout::MemberIdx;
 
 use crate::Engine;
 
-/// Bands of rows (sorted, apart) per (stripe, role).
-pub(crate) type UnknownRows = std::collections::BTreeMap<(u64, u16), Vec<(u32, u32)>>;
+/// The unknown rows of an array.
+#[derive(Debug, Default)]
+pub(crate) struct Unknown {
+    /// Bands of rows (sorted, apart) per (stripe, role).
+    bands: BTreeMap<(u64, u16), Vec<(u32, u32)>>,
+    /// Whole rows of a role over a range of stripes: (role, first stripe) to the last.
+    spans: BTreeMap<(u16, u64), u64>,
+    /// Rows a client write made known, which the markers still name until a flush
+    /// that began after the write (a round above the first field) has completed.
+    written: Vec<(u64, u64, u16, u32, u32)>,
+}
 
-fn rows(engine: &Engine) -> Option<&UnknownRows> {
+impl Unknown {
+    fn is_empty(&self) -> bool {
+        self.bands.is_empty() && self.spans.is_empty() && self.written.is_empty()
+    }
+
+    /// The span of `role` holding `stripe`, if any: its first stripe.
+    fn span_at(&self, role: u16, stripe: u64) -> Option<u64> {
+        self.spans
+            .range(..=(role, stripe))
+            .next_back()
+            .filter(|(&(r, _), &last)| r == role && stripe <= last)
+            .map(|(&(_, first), _)| first)
+    }
+
+    /// Takes `stripe` out of the span of `role` that holds it, as a whole-rows band.
+    fn break_span(&mut self, role: u16, stripe: u64, chunk: u32) {
+        let Some(first) = self.span_at(role, stripe) else {
+            return;
+        };
+        let last = self.spans.remove(&(role, first)).unwrap_or(first);
+        if first < stripe {
+            self.spans.insert((role, first), stripe - 1);
+        }
+        if stripe < last {
+            self.spans.insert((role, stripe + 1), last);
+        }
+        crate::ppl::add_band(self.bands.entry((stripe, role)).or_default(), 0, chunk);
+    }
+
+    fn remove(&mut self, stripe: u64, role: u16, lo: u32, hi: u32) {
+        if let Some(bands) = self.bands.get_mut(&(stripe, role)) {
+            crate::ppl::remove_band(bands, lo, hi);
+            if bands.is_empty() {
+                self.bands.remove(&(stripe, role));
+            }
+        }
+    }
+}
+
+fn state(engine: &Engine) -> Option<&Unknown> {
     engine
         .log
         .as_ref()
-        .map(|l| &l.unknown_rows)
-        .filter(|r| !r.is_empty())
+        .map(|l| &l.unknown)
+        .filter(|u| !u.is_empty())
+}
+
+/// Whether any rows are unknown (or were, to the markers).
+pub(crate) fn any(engine: &Engine) -> bool {
+    state(engine).is_some()
 }
 
 /// Rows lo..hi of role `member` in `stripe` hold what parity says, which may never
 /// have been written.
 pub(crate) fn add(engine: &mut Engine, stripe: u64, member: MemberIdx, lo: u32, hi: u32) {
     if let Some(log) = engine.log.as_mut() {
-        let bands = log
-            .unknown_rows
-            .entry((stripe, member.index() as u16))
-            .or_default();
-        crate::ppl::add_band(bands, lo, hi);
+        let role = member.index() as u16;
+        crate::ppl::add_band(log.unknown.bands.entry((stripe, role)).or_default(), lo, hi);
     }
 }
 
-/// Rows lo..hi of role `member` in `stripe` are known again: a write covered them.
+/// Every row of `role` in stripes first..=last is unknown (a marker's span).
+pub(crate) fn add_span(engine: &mut Engine, role: u16, first: u64, last: u64) {
+    if let Some(log) = engine.log.as_mut() {
+        let span = log.unknown.spans.entry((role, first)).or_insert(last);
+        *span = (*span).max(last);
+    }
+}
+
+/// Rows lo..hi of role `member` in `stripe` are known again, durably: the replay
+/// wrote what an entry carried there.
 pub(crate) fn known_again(engine: &mut Engine, stripe: u64, member: MemberIdx, lo: u32, hi: u32) {
-    let Some(log) = engine.log.as_mut() else {
+    let chunk = engine.geo.chunk_sectors();
+    if let Some(log) = engine.log.as_mut() {
+        let role = member.index() as u16;
+        log.unknown.break_span(role, stripe, chunk);
+        log.unknown.remove(stripe, role, lo, hi);
+    }
+}
+
+/// A client write covered rows lo..hi of role `member` in `stripe`: reads get them
+/// now; the markers name them until a flush that began after it has completed
+/// (`flush_round` is the number of the last flush round begun).
+pub(crate) fn written_over(
+    engine: &mut Engine,
+    stripe: u64,
+    member: MemberIdx,
+    lo: u32,
+    hi: u32,
+    flush_round: u64,
+) {
+    let chunk = engine.geo.chunk_sectors();
+    let role = member.index() as u16;
+    let Some(u) = engine.log.as_mut().map(|l| &mut l.unknown) else {
         return;
     };
-    let key = (stripe, member.index() as u16);
-    if let Some(bands) = log.unknown_rows.get_mut(&key) {
-        crate::ppl::remove_band(bands, lo, hi);
-        if bands.is_empty() {
-            log.unknown_rows.remove(&key);
-        }
+    u.break_span(role, stripe, chunk);
+    let Some(bands) = u.bands.get(&(stripe, role)) else {
+        return;
+    };
+    let covered: Vec<(u32, u32)> = bands
+        .iter()
+        .map(|&(a, b)| (a.max(lo), b.min(hi)))
+        .filter(|&(a, b)| a < b)
+        .collect();
+    for &(a, b) in &covered {
+        u.written.push((flush_round, stripe, role, a, b));
     }
+    u.remove(stripe, role, lo, hi);
+}
+
+/// Flush round `round` completed: writes made before it began are durable, and the
+/// markers may stop naming their rows. Returns whether any were.
+pub(crate) fn flush_round_done(unknown: &mut Unknown, round: u64) -> bool {
+    let before = unknown.written.len();
+    unknown.written.retain(|&(after, ..)| after >= round);
+    unknown.written.len() != before
 }
 
 /// Whether any of rows lo..hi of role `member` in `stripe` are unknown.
 pub(crate) fn any_in(engine: &Engine, stripe: u64, member: MemberIdx, lo: u32, hi: u32) -> bool {
-    rows(engine)
-        .and_then(|r| r.get(&(stripe, member.index() as u16)))
-        .is_some_and(|bands| bands.iter().any(|&(a, b)| a < hi && lo < b))
+    let Some(u) = state(engine) else {
+        return false;
+    };
+    let role = member.index() as u16;
+    u.span_at(role, stripe).is_some()
+        || u.bands
+            .get(&(stripe, role))
+            .is_some_and(|bands| bands.iter().any(|&(a, b)| a < hi && lo < b))
 }
 
-/// Every unknown band: (stripe, role, lo, hi), in stripe order.
-pub(crate) fn all(engine: &Engine) -> Vec<(u64, u16, u32, u32)> {
-    rows(engine)
-        .map(|r| {
-            r.iter()
-                .flat_map(|(&(stripe, m), bands)| {
-                    bands.iter().map(move |&(a, b)| (stripe, m, a, b))
-                })
-                .collect()
+/// Every unknown band the markers name: (stripe, role, lo, hi), in stripe order —
+/// those reads see and those written over since the last flush.
+pub(crate) fn named(engine: &Engine) -> Vec<(u64, u16, u32, u32)> {
+    let Some(u) = state(engine) else {
+        return Vec::new();
+    };
+    let mut bands: BTreeMap<(u64, u16), Vec<(u32, u32)>> = u.bands.clone();
+    for &(_, stripe, role, lo, hi) in &u.written {
+        crate::ppl::add_band(bands.entry((stripe, role)).or_default(), lo, hi);
+    }
+    bands
+        .into_iter()
+        .flat_map(|((stripe, role), bands)| {
+            bands.into_iter().map(move |(a, b)| (stripe, role, a, b))
         })
+        .collect()
+}
+
+/// The spans: (role, first stripe, last stripe).
+pub(crate) fn spans(engine: &Engine) -> Vec<(u16, u64, u64)> {
+    state(engine)
+        .map(|u| u.spans.iter().map(|(&(r, f), &l)| (r, f, l)).collect())
         .unwrap_or_default()
+}
+
+/// Sectors of data reads cannot get (see [`Engine::unknown_sectors`]).
+pub(crate) fn sectors(engine: &Engine) -> u64 {
+    let Some(u) = state(engine) else {
+        return 0;
+    };
+    let chunk = u64::from(engine.geo.chunk_sectors());
+    let bands: u64 = u
+        .bands
+        .values()
+        .flatten()
+        .map(|&(a, b)| u64::from(b - a))
+        .sum();
+    // A span's stripes where its role holds parity hold no data to lose.
+    let geo = engine.geo;
+    let holds_data = |role: u16, stripe: u64| {
+        let map = geo.stripe_map(stripe);
+        (0..map.data_disks()).any(|i| map.data_member(i).index() == usize::from(role))
+    };
+    let spans: u64 = u
+        .spans
+        .iter()
+        .map(|(&(role, first), &last)| {
+            (first..=last).filter(|&s| holds_data(role, s)).count() as u64 * chunk
+        })
+        .sum();
+    bands + spans
+}
+
+/// Forgets every unknown row (a scan about to restore them from the markers).
+pub(crate) fn clear(unknown: &mut Unknown) {
+    *unknown = Unknown::default();
 }
 
 #[cfg(test)]
@@ -100,11 +251,51 @@ mod tests {
         assert!(any_in(&e, 3, m, 11, 16));
         assert!(!any_in(&e, 3, m, 12, 16));
         assert!(!any_in(&e, 3, MemberIdx(1), 0, 16));
-        assert_eq!(all(&e), vec![(3, 2, 0, 12), (4, 2, 0, 4)]);
+        assert_eq!(named(&e), vec![(3, 2, 0, 12), (4, 2, 0, 4)]);
         known_again(&mut e, 3, m, 2, 6);
-        assert_eq!(all(&e), vec![(3, 2, 0, 2), (3, 2, 6, 12), (4, 2, 0, 4)]);
+        assert_eq!(named(&e), vec![(3, 2, 0, 2), (3, 2, 6, 12), (4, 2, 0, 4)]);
         known_again(&mut e, 4, m, 0, 16);
         known_again(&mut e, 3, m, 0, 16);
-        assert!(all(&e).is_empty());
+        assert!(named(&e).is_empty());
+        assert_eq!(sectors(&e), 0);
+    }
+
+    #[test]
+    fn rows_written_over_stay_named_until_a_later_flush_round_completes() {
+        let mut e = logged_engine();
+        let m = MemberIdx(1);
+        add(&mut e, 5, m, 0, 16);
+        written_over(&mut e, 5, m, 4, 8, 7);
+        assert!(
+            !any_in(&e, 5, m, 4, 8),
+            "reads get the written rows at once"
+        );
+        assert_eq!(
+            named(&e),
+            vec![(5, 1, 0, 16)],
+            "the markers still name them"
+        );
+        let u = &mut e.log.as_mut().expect("log").unknown;
+        assert!(!flush_round_done(u, 7), "a round begun before the write");
+        assert!(flush_round_done(u, 8));
+        assert_eq!(named(&e), vec![(5, 1, 0, 4), (5, 1, 8, 16)]);
+    }
+
+    #[test]
+    fn a_span_breaks_where_rows_are_written() {
+        let mut e = logged_engine();
+        let m = MemberIdx(3);
+        add_span(&mut e, 3, 10, 20);
+        assert!(any_in(&e, 10, m, 0, 1) && any_in(&e, 20, m, 15, 16));
+        assert!(!any_in(&e, 21, m, 0, 16) && !any_in(&e, 9, m, 0, 16));
+        // Role 3 holds P in one stripe of four (4 members): 8 of the 11 hold data.
+        let data_stripes = (10..=20u64)
+            .filter(|&s| e.geometry().stripe_map(s).p() != m)
+            .count() as u64;
+        assert_eq!(sectors(&e), data_stripes * 16);
+        written_over(&mut e, 15, m, 0, 16, 0);
+        assert!(!any_in(&e, 15, m, 0, 16));
+        assert!(any_in(&e, 14, m, 0, 16) && any_in(&e, 16, m, 0, 16));
+        assert_eq!(spans(&e), vec![(3, 10, 14), (3, 16, 20)]);
     }
 }
