@@ -227,9 +227,18 @@ pub fn assemble_anyway(paths: &[PathBuf], options: &OpenOptions) -> Result<Assem
         // A spare holds no data: its event count does not matter (md's own spares are
         // not rewritten by every event either).
         let spare = role == Some(ROLE_SPARE) && recorded != Some(ROLE_FAULTY);
+        // md's margin of one event: a member one behind missed only the last
+        // superblock update, which a crash cut off part way (its write reached some
+        // members and not others; the kernel's super_1_validate and mdadm's
+        // event_margin both allow it). It counts if the freshest role table still
+        // gives it its own role: a member that update failed, or that was away for
+        // it, is recorded faulty there.
+        let cut_off_update = m.superblock.events + 1 == freshest.events
+            && role.is_some_and(|r| usize::from(r) < raid_disks)
+            && recorded == role;
         let reason = if spare {
             Some(LeftOutReason::Spare)
-        } else if m.superblock.events < freshest.events {
+        } else if m.superblock.events < freshest.events && !cut_off_update {
             Some(LeftOutReason::Stale {
                 events: m.superblock.events,
                 freshest: freshest.events,
