@@ -102,17 +102,15 @@ const FLAG_SKIPPED: u32 = 16;
 /// set [`FLAG_SKIPPED`] instead.
 const FLAG_SKIP_LIST: u32 = 32;
 /// On any marker: rows of data members whose contents nobody knows (see
-/// [`crate::unknown`]), as records in the room the skipped bands leave, their stripe
-/// field tagged with [`UNKNOWN_RECORD`] and the role in bits 48..63. A marker's seq
-/// field numbers it: of the newest markers, the one numbered highest names them.
+/// [`crate::unknown`]), as records in the room the skipped bands leave (one per role
+/// at least, first), their stripe field tagged with [`UNKNOWN_RECORD`] (and
+/// [`UNKNOWN_SPAN`]) and the role in bits 48..62. A marker's seq field numbers it: of
+/// the newest markers, the one numbered highest names them.
 const FLAG_UNKNOWN_ROWS: u32 = 64;
-/// On any marker: unknown rows its records had no room for, as one span — every row
-/// of the roles in a mask (u32 at byte [`SPAN_ROLES_AT`]: bit r for role r, bit 31
-/// for every role from 31 on) in stripes from the u64 at byte 24 to the one at byte
-/// 32 (fields an entry's stripe, lo and hi take).
-const FLAG_UNKNOWN_SPAN: u32 = 128;
-const SPAN_ROLES_AT: usize = SKIPS_AT + 4;
 const UNKNOWN_RECORD: u64 = 1 << 63;
+/// An unknown-rows record that is a *span*: every row of its role from its stripe to
+/// the stripe its lo (low half) and hi (high half) fields say.
+const UNKNOWN_SPAN: u64 = 1 << 62;
 /// The largest stripe an unknown-rows record names (bits 0..48).
 const UNKNOWN_STRIPE_MAX: u64 = (1 << 48) - 1;
 const SKIPS_AT: usize = MASKS_AT + 16;
@@ -222,11 +220,8 @@ struct Found {
     skipped_elsewhere: bool,
     /// A flagged marker's skipped stripes and rows ([`FLAG_SKIP_LIST`]).
     skips: Vec<(u64, u32, u32)>,
-    /// A marker's unknown rows ([`FLAG_UNKNOWN_ROWS`]): stripe, role, lo, hi.
-    unknown: Vec<(u64, u16, u32, u32)>,
-    /// A marker's span of unknown rows ([`FLAG_UNKNOWN_SPAN`]): roles mask, first and
-    /// last stripe.
-    span: Option<(u32, u64, u64)>,
+    /// A marker's unknown rows ([`FLAG_UNKNOWN_ROWS`]).
+    unknown: Vec<crate::unknown::Named>,
     seq: u64,
     durable: u64,
     stripe: u64,
@@ -398,16 +393,11 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
         unknown: if marker && flags & FLAG_UNKNOWN_ROWS != 0 {
             marker_records(b)
                 .filter(|&(stripe, ..)| stripe & UNKNOWN_RECORD != 0)
-                .map(|(stripe, lo, hi)| {
-                    let role = (stripe >> 48 & 0x7fff) as u16;
-                    (stripe & UNKNOWN_STRIPE_MAX, role, lo, hi)
-                })
+                .map(decode_unknown)
                 .collect()
         } else {
             Vec::new()
         },
-        span: (marker && flags & FLAG_UNKNOWN_SPAN != 0)
-            .then(|| (u32_at(b, SPAN_ROLES_AT), u64_at(b, 24), u64_at(b, 32))),
         seq: u64_at(b, 8),
         durable: u64_at(b, 16),
         stripe: u64_at(b, 24),
@@ -877,6 +867,49 @@ pub(crate) fn durable_up_to(engine: &Engine, seq: u64) -> bool {
     engine.log.as_ref().is_none_or(|l| l.durable >= seq)
 }
 
+/// A marker record of unknown rows (see [`FLAG_UNKNOWN_ROWS`]); none for a stripe or
+/// role past what a record holds (not met: 2^48 stripes, 2^14 roles).
+fn encode_unknown(named: crate::unknown::Named) -> Option<(u64, u32, u32)> {
+    use crate::unknown::Named;
+    let tag = |role: u16, stripe: u64, span: bool| {
+        (role < 1 << 14 && stripe <= UNKNOWN_STRIPE_MAX).then(|| {
+            UNKNOWN_RECORD | if span { UNKNOWN_SPAN } else { 0 } | u64::from(role) << 48 | stripe
+        })
+    };
+    match named {
+        Named::Band {
+            stripe,
+            role,
+            lo,
+            hi,
+        } => Some((tag(role, stripe, false)?, lo, hi)),
+        Named::Span { role, first, last } => {
+            let last = last.min(UNKNOWN_STRIPE_MAX);
+            Some((tag(role, first, true)?, last as u32, (last >> 32) as u32))
+        }
+    }
+}
+
+/// The record [`encode_unknown`] made.
+fn decode_unknown((field, lo, hi): (u64, u32, u32)) -> crate::unknown::Named {
+    let role = (field >> 48 & 0x3fff) as u16;
+    let stripe = field & UNKNOWN_STRIPE_MAX;
+    if field & UNKNOWN_SPAN != 0 {
+        crate::unknown::Named::Span {
+            role,
+            first: stripe,
+            last: u64::from(lo) | u64::from(hi) << 32,
+        }
+    } else {
+        crate::unknown::Named::Band {
+            stripe,
+            role,
+            lo,
+            hi,
+        }
+    }
+}
+
 /// The skipped bands a marker names, where a resync is `owed`: (stripe, lo, hi).
 fn skip_records(engine: &Engine, owed: bool) -> Vec<(u64, u32, u32)> {
     engine
@@ -909,35 +942,18 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
         .and_then(|l| Some((mask_of(&l.lost_rings)?, l.listed_for)))
         .filter(|_| owed && engine.member_states().len() <= 64);
     // Skipped bands first (past the room they count as unknown, above); unknown rows
-    // take the room left, and past it go into one span (the replay makes that rare:
-    // see `spill_unknown_rows`).
+    // take the room left — one record per role at least, before any skipped band —
+    // merged into spans past it (the replay makes that rare: `spill_unknown_rows`).
     let skips = skip_records(engine, owed);
-    let skipped = skipped_elsewhere(engine) || skips.len() > SKIPS_MAX;
-    let skips = &skips[..skips.len().min(SKIPS_MAX)];
-    let room = SKIPS_MAX - skips.len();
-    let named = crate::unknown::named(engine);
-    let (unknown, unnamed): (Vec<_>, Vec<_>) =
-        named
-            .into_iter()
-            .enumerate()
-            .partition(|&(k, (stripe, role, ..))| {
-                k < room && stripe <= UNKNOWN_STRIPE_MAX && role < 0x8000
-            });
-    let unknown: Vec<(u64, u16, u32, u32)> = unknown.into_iter().map(|(_, u)| u).collect();
-    let span = unnamed
+    let room = SKIPS_MAX - skips.len().min(SKIPS_MAX);
+    let unknown: Vec<(u64, u32, u32)> = crate::unknown::records(engine, room)
+        .0
         .into_iter()
-        .map(|(_, (stripe, role, ..))| (role, stripe, stripe))
-        .chain(crate::unknown::spans(engine))
-        .fold(
-            None,
-            |span: Option<(u32, u64, u64)>, (role, first, last)| {
-                let bit = 1u32 << u32::from(role).min(31);
-                Some(match span {
-                    None => (bit, first, last),
-                    Some((roles, a, b)) => (roles | bit, a.min(first), b.max(last)),
-                })
-            },
-        );
+        .filter_map(encode_unknown)
+        .take(SKIPS_MAX)
+        .collect();
+    let skipped = skipped_elsewhere(engine) || skips.len() + unknown.len() > SKIPS_MAX;
+    let skips = &skips[..skips.len().min(SKIPS_MAX - unknown.len())];
     let number = {
         let log = engine.log.as_mut().expect("logging is on");
         log.marker_number += 1;
@@ -973,19 +989,7 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     if !unknown.is_empty() {
         flags |= FLAG_UNKNOWN_ROWS;
     }
-    if let Some((roles, first, last)) = span {
-        flags |= FLAG_UNKNOWN_SPAN;
-        b[24..32].copy_from_slice(&first.to_le_bytes());
-        b[32..40].copy_from_slice(&last.to_le_bytes());
-        b[SPAN_ROLES_AT..SPAN_ROLES_AT + 4].copy_from_slice(&roles.to_le_bytes());
-    }
-    let records =
-        skips
-            .iter()
-            .copied()
-            .chain(unknown.iter().map(|&(stripe, role, lo, hi)| {
-                (UNKNOWN_RECORD | u64::from(role) << 48 | stripe, lo, hi)
-            }));
+    let records = skips.iter().chain(&unknown).copied();
     let mut count = 0u32;
     for (i, (stripe, lo, hi)) in records.enumerate() {
         let at = SKIPS_AT + 8 + i * SKIP_BYTES;
@@ -1834,13 +1838,12 @@ fn scanned(engine: &mut Engine) {
     let mut found: Vec<Found> = Vec::new();
     // The marker slot that holds the newest marker (by durable seq), so that the next
     // marker goes to the other one and a torn write cannot take the newest away.
-    let mut newest_marker: Option<(u64, u64)> = None;
+    let mut newest_marker: Option<((u64, u64), u64)> = None;
     // Whether a marker of the newest durable seq says a resync is still owed.
     let mut owed: Option<(u64, bool, Option<RingMasks>)> = None;
     let mut skipped_before = (0, false);
     let mut skips_before: Vec<(u64, u32, u32)> = Vec::new();
-    type UnknownNamed = ((u64, u64), Vec<(u64, u16, u32, u32)>, Vec<(u32, u64, u64)>);
-    let mut unknown_before: Option<UnknownNamed> = None;
+    let mut unknown_before: Option<((u64, u64), Vec<crate::unknown::Named>)> = None;
     let mut marker_number = 0;
     let tag = engine.config.log_tag;
     for buf in bufs.into_iter().flatten() {
@@ -1853,9 +1856,9 @@ fn scanned(engine: &mut Engine) {
                     if entry.marker
                         && entry.tag == tag
                         && slot < 2
-                        && newest_marker.is_none_or(|(d, _)| entry.durable > d)
+                        && newest_marker.is_none_or(|(k, _)| (entry.durable, entry.seq) > k)
                     {
-                        newest_marker = Some((entry.durable, slot));
+                        newest_marker = Some(((entry.durable, entry.seq), slot));
                     }
                     if entry.marker && entry.tag == tag && entry.durable >= skipped_before.0 {
                         // The newest markers' say (OR'd over equal ones, as below).
@@ -1871,14 +1874,12 @@ fn scanned(engine: &mut Engine) {
                         // The unknown rows of the newest marker, by durable seq and
                         // then number (every ring got the same one: all of them).
                         let key = (entry.durable, entry.seq);
-                        if unknown_before.as_ref().is_none_or(|(k, ..)| key > *k) {
-                            unknown_before = Some((key, entry.unknown.clone(), Vec::new()));
-                        }
-                        if let Some((k, rows, spans)) = unknown_before.as_mut() {
-                            if *k == key {
-                                rows.extend(entry.unknown.iter().copied());
-                                spans.extend(entry.span);
+                        match unknown_before.as_mut() {
+                            Some((k, named)) if *k == key => {
+                                named.extend(entry.unknown.iter().copied());
                             }
+                            Some((k, _)) if *k > key => {}
+                            _ => unknown_before = Some((key, entry.unknown.clone())),
                         }
                         marker_number = marker_number.max(entry.seq);
                     }
@@ -1999,20 +2000,24 @@ fn scanned(engine: &mut Engine) {
     // Unknown rows stay so until a write covers them, resync or none.
     log.marker_number = marker_number;
     crate::unknown::clear(&mut log.unknown);
-    let (named, spans) = unknown_before
-        .map(|(_, named, spans)| (named, spans))
-        .unwrap_or_default();
-    for (stripe, role, lo, hi) in named {
-        let hi = hi.min(geo.chunk_sectors());
-        if stripe < geo.stripes() && usize::from(role) < members && lo < hi {
-            crate::unknown::add(engine, stripe, member_idx(usize::from(role)), lo, hi);
-        }
-    }
-    for (roles, first, last) in spans {
-        let last = last.min(geo.stripes().saturating_sub(1));
-        for role in (0..members).filter(|&r| roles & 1 << r.min(31) != 0) {
-            if first <= last {
-                crate::unknown::add_span(engine, role as u16, first, last);
+    for named in unknown_before.map(|(_, named)| named).unwrap_or_default() {
+        match named {
+            crate::unknown::Named::Band {
+                stripe,
+                role,
+                lo,
+                hi,
+            } => {
+                let hi = hi.min(geo.chunk_sectors());
+                if stripe < geo.stripes() && usize::from(role) < members && lo < hi {
+                    crate::unknown::add(engine, stripe, member_idx(usize::from(role)), lo, hi);
+                }
+            }
+            crate::unknown::Named::Span { role, first, last } => {
+                let last = last.min(geo.stripes().saturating_sub(1));
+                if usize::from(role) < members && first <= last {
+                    crate::unknown::add_span(engine, role, first, last);
+                }
             }
         }
     }
@@ -2386,13 +2391,20 @@ fn mask_of(members: &[MemberIdx]) -> Option<u64> {
 /// their stripes' parity members' bad block logs, as a lost ring's stripes do, which
 /// outlive any restart — the rows then read as lost past the redundancy (a write over
 /// the whole band makes them good), and a rebuild lists them on the member it builds.
-/// Rows no log has room for go into the markers' span. Recorded before the rings'
-/// marker, as every list the replay changes.
+/// Rows no log has room for are merged into spans on the markers (see
+/// [`crate::unknown::records`]), taking a skipped band's place where they must. Not
+/// where spans over neighbours fit the room without taking in rows known. Recorded before the rings' marker, as every list the
+/// replay changes.
 fn spill_unknown_rows(engine: &mut Engine) {
     let room = SKIPS_MAX
         - skip_records(engine, resync_owed_now(engine))
             .len()
             .min(SKIPS_MAX);
+    let (records, taken_in) = crate::unknown::records(engine, room);
+    if taken_in == 0 && records.len() <= room {
+        // Spans over neighbours take in nothing known: the records hold them all.
+        return;
+    }
     let named = crate::unknown::named(engine);
     for &(stripe, role, lo, hi) in named.iter().skip(room) {
         let geo = engine.geo;
@@ -3194,8 +3206,8 @@ mod tests {
     }
 
     /// A marker names the unknown rows whatever the resync owes, in the room the
-    /// skipped bands leave; what does not fit goes into one span, more than was lost
-    /// but never less; and a newer marker of the same durable seq says them afresh.
+    /// skipped bands leave but one record per role at least; and a newer marker of the
+    /// same durable seq says them afresh.
     #[test]
     fn a_marker_names_unknown_rows_in_the_room_skipped_bands_leave() {
         let geo = xraid_layout::Geometry::new(
@@ -3217,10 +3229,17 @@ mod tests {
         let buf = marker(&mut engine, 9);
         let (first, _) = parse(engine.bufs.get(buf)).expect("a marker");
         engine.bufs.free(buf);
-        assert_eq!(first.unknown, vec![(7, 2, 0, 8), (200, 3, 4, 16)]);
-        assert!(first.skips.is_empty() && !first.resync_owed && first.span.is_none());
-        // Owed, with skipped bands leaving room for one unknown band: the other goes
-        // into the span, and every skipped band is named.
+        let band = |stripe, role, lo, hi| crate::unknown::Named::Band {
+            stripe,
+            role,
+            lo,
+            hi,
+        };
+        assert_eq!(first.unknown, vec![band(7, 2, 0, 8), band(200, 3, 4, 16)]);
+        assert!(first.skips.is_empty() && !first.resync_owed);
+        // Owed, with skipped bands leaving room for one record: each role's rows
+        // keep one (before a skipped band), the skipped bands past the room count as
+        // unknown elsewhere.
         engine.resync_owed = true;
         engine.stats.log_entries_skipped = 1;
         for stripe in 0..SKIPS_MAX as u64 - 1 {
@@ -3230,10 +3249,17 @@ mod tests {
         let buf = marker(&mut engine, 9);
         let (second, _) = parse(engine.bufs.get(buf)).expect("a marker");
         engine.bufs.free(buf);
-        assert_eq!(second.skips.len(), SKIPS_MAX - 1);
-        assert!(!second.skipped_elsewhere);
-        assert_eq!(second.unknown, vec![(7, 2, 0, 8)]);
-        assert_eq!(second.span, Some((1 << 3, 200, 200)));
+        assert_eq!(second.unknown, first.unknown);
+        assert_eq!(second.skips.len(), SKIPS_MAX - 2);
+        assert!(second.skipped_elsewhere);
+        // A span round-trips.
+        let span = crate::unknown::Named::Span {
+            role: 3,
+            first: 5,
+            last: (1 << 40) + 7,
+        };
+        let record = encode_unknown(span).expect("fits a record");
+        assert_eq!(decode_unknown(record), span);
         assert!(
             second.seq > first.seq,
             "numbered: the newer one says the rows"

@@ -184,11 +184,106 @@ pub(crate) fn named(engine: &Engine) -> Vec<(u64, u16, u32, u32)> {
         .collect()
 }
 
-/// The spans: (role, first stripe, last stripe).
-pub(crate) fn spans(engine: &Engine) -> Vec<(u16, u64, u64)> {
-    state(engine)
-        .map(|u| u.spans.iter().map(|(&(r, f), &l)| (r, f, l)).collect())
-        .unwrap_or_default()
+/// One of the markers' records of unknown rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Named {
+    /// Rows lo..hi of `role` in `stripe`.
+    Band {
+        stripe: u64,
+        role: u16,
+        lo: u32,
+        hi: u32,
+    },
+    /// Every row of `role` in stripes first..=last.
+    Span { role: u16, first: u64, last: u64 },
+}
+
+impl Named {
+    fn role(&self) -> u16 {
+        match *self {
+            Named::Band { role, .. } | Named::Span { role, .. } => role,
+        }
+    }
+
+    fn stripes(&self) -> (u64, u64) {
+        match *self {
+            Named::Band { stripe, .. } => (stripe, stripe),
+            Named::Span { first, last, .. } => (first, last),
+        }
+    }
+}
+
+/// The markers' records of the unknown rows, at most `room` of them where they fit
+/// at all (one per role always does): bands and spans as held, and past the room,
+/// neighbours of one role merged into spans, those that take in the fewest rows
+/// known first — none where the rows between are another band's or parity's. More
+/// than was lost, never less: with the sectors known rows the merges took in.
+pub(crate) fn records(engine: &Engine, room: usize) -> (Vec<Named>, u64) {
+    let Some(u) = state(engine) else {
+        return (Vec::new(), 0);
+    };
+    let geo = engine.geo;
+    let chunk = u64::from(geo.chunk_sectors());
+    let mut items: Vec<Named> = named(engine)
+        .into_iter()
+        .map(|(stripe, role, lo, hi)| Named::Band {
+            stripe,
+            role,
+            lo,
+            hi,
+        })
+        .filter(|b| u.span_at(b.role(), b.stripes().0).is_none())
+        .chain(
+            u.spans
+                .iter()
+                .map(|(&(role, first), &last)| Named::Span { role, first, last }),
+        )
+        .collect();
+    items.sort_by_key(|n| (n.role(), n.stripes()));
+    // Rows of `role` a span from `a` to `b` would take in that neither holds.
+    let cost = |a: &Named, b: &Named| -> u64 {
+        let data_stripes = |from: u64, to: u64| -> u64 {
+            // A long gap costs what it spans; its parity stripes are not worth a walk.
+            if to.saturating_sub(from) > 4096 {
+                return (to - from) * chunk;
+            }
+            (from..to)
+                .filter(|&s| {
+                    let map = geo.stripe_map(s);
+                    (0..map.data_disks())
+                        .any(|i| map.data_member(i).index() == usize::from(a.role()))
+                })
+                .count() as u64
+                * chunk
+        };
+        let partial = |n: &Named| match *n {
+            Named::Band { lo, hi, .. } => chunk - u64::from(hi - lo),
+            Named::Span { .. } => 0,
+        };
+        let gap = data_stripes(a.stripes().1 + 1, b.stripes().0);
+        gap + partial(a) + partial(b)
+    };
+    let mut taken_in = 0;
+    while items.len() > room {
+        let best = items
+            .windows(2)
+            .enumerate()
+            .filter(|(_, w)| w[0].role() == w[1].role())
+            .map(|(k, w)| (cost(&w[0], &w[1]), k))
+            .min();
+        let Some((c, k)) = best else {
+            break;
+        };
+        taken_in += c;
+        let (first, last) = (items[k].stripes().0, items[k + 1].stripes().1);
+        items[k] = Named::Span {
+            role: items[k].role(),
+            first,
+            last,
+        };
+        items.remove(k + 1);
+    }
+    (items, taken_in)
 }
 
 /// Sectors of data reads cannot get (see [`Engine::unknown_sectors`]).
@@ -199,8 +294,9 @@ pub(crate) fn sectors(engine: &Engine) -> u64 {
     let chunk = u64::from(engine.geo.chunk_sectors());
     let bands: u64 = u
         .bands
-        .values()
-        .flatten()
+        .iter()
+        .filter(|(&(stripe, role), _)| u.span_at(role, stripe).is_none())
+        .flat_map(|(_, bands)| bands)
         .map(|&(a, b)| u64::from(b - a))
         .sum();
     // A span's stripes where its role holds parity hold no data to lose.
@@ -296,6 +392,66 @@ mod tests {
         written_over(&mut e, 15, m, 0, 16, 0);
         assert!(!any_in(&e, 15, m, 0, 16));
         assert!(any_in(&e, 14, m, 0, 16) && any_in(&e, 16, m, 0, 16));
-        assert_eq!(spans(&e), vec![(3, 10, 14), (3, 16, 20)]);
+        assert_eq!(
+            records(&e, 26).0,
+            vec![
+                Named::Span {
+                    role: 3,
+                    first: 10,
+                    last: 14
+                },
+                Named::Band {
+                    stripe: 15,
+                    role: 3,
+                    lo: 0,
+                    hi: 16
+                },
+                Named::Span {
+                    role: 3,
+                    first: 16,
+                    last: 20
+                },
+            ],
+            "written over, the band stays named until a flush"
+        );
+    }
+
+    #[test]
+    fn past_the_room_neighbours_merge_where_they_take_in_least() {
+        let mut e = logged_engine();
+        // Role 1 holds data in every stripe but one in four (4 members, RAID-5).
+        let m = MemberIdx(1);
+        let data: Vec<u64> = (0..40u64)
+            .filter(|&s| e.geometry().stripe_map(s).p() != m)
+            .collect();
+        for &s in &data[..6] {
+            add(&mut e, s, m, 0, 16);
+        }
+        add(&mut e, data[20], m, 4, 8);
+        assert_eq!(records(&e, 26), (records(&e, 26).0, 0));
+        assert_eq!(records(&e, 26).0.len(), 7, "room for all");
+        let (three, taken_in) = records(&e, 3);
+        assert_eq!(taken_in, 0, "only parity between the six");
+        assert_eq!(three.len(), 3);
+        // The six whole-chunk bands in a row merge first (only parity between them),
+        // the partial band far off stays a band.
+        assert!(three.contains(&Named::Band {
+            stripe: data[20],
+            role: 1,
+            lo: 4,
+            hi: 8
+        }));
+        let (one, taken_in) = records(&e, 1);
+        assert!(taken_in > 0);
+        assert_eq!(
+            one,
+            vec![Named::Span {
+                role: 1,
+                first: data[0],
+                last: data[20]
+            }]
+        );
+        // One role, one record at least, whatever the room.
+        assert_eq!(records(&e, 0).0.len(), 1);
     }
 }

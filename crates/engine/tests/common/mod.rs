@@ -9,6 +9,7 @@ pub const SECTOR: usize = 512;
 /// An array of `level` and `disks` members, 16-sector chunks and 256 member
 /// sectors, logging (a 256-sector ring), filled with random data and flushed;
 /// on odd seeds its log batches go out as durable (FUA) writes.
+#[allow(dead_code)]
 pub fn logged_array(level: Level, disks: u16, seed: u64) -> (SimArray, Vec<u8>) {
     filled_array(level, disks, seed, 256)
 }

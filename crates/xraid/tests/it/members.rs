@@ -598,12 +598,19 @@ fn a_member_one_event_behind_missed_only_a_cut_off_update_and_counts() {
     let status: serde_json::Value =
         serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("json");
     assert_eq!(status["degraded"], false, "{status}");
-    assert_eq!(status["left_out"].as_array().map(Vec::len), Some(0), "{status}");
+    assert_eq!(
+        status["left_out"].as_array().map(Vec::len),
+        Some(0),
+        "{status}"
+    );
     assert_eq!(sha256_of_read(&[p(&disks)]), want);
     // Opened to write, every member takes the array's new count.
     ok(&["write", "-i", p(&image), p(&disks)]);
     let now = events_of(&members[0]);
-    assert!(members.iter().all(|m| events_of(m) == now), "one count again");
+    assert!(
+        members.iter().all(|m| events_of(m) == now),
+        "one count again"
+    );
     // Two behind: stale, left out.
     set_events(&members[1], now - 2);
     let status: serde_json::Value =
@@ -622,5 +629,9 @@ fn a_member_one_event_behind_missed_only_a_cut_off_update_and_counts() {
     let status: serde_json::Value =
         serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("json");
     assert_eq!(status["degraded"], true, "{status}");
-    assert_eq!(status["left_out"].as_array().map(Vec::len), Some(1), "{status}");
+    assert_eq!(
+        status["left_out"].as_array().map(Vec::len),
+        Some(1),
+        "{status}"
+    );
 }
