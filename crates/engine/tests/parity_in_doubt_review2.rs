@@ -6,17 +6,12 @@
 //! more cases it found are older and still open (ignored below, with the reason).
 
 mod common;
-use common::{cut_with_rows_unreadable_at_the_replay, filled_array_on, logged_array, SECTOR};
+use common::{
+    cut_with_rows_unreadable_at_the_replay, filled_array_on, logged_array, neither, SECTOR,
+};
 
 use xraid_engine::SyncKind;
 use xraid_layout::{Geometry, Layout, Level, MemberIdx};
-
-/// Whether `got` is neither `old` nor `new`, sector by sector.
-fn neither(got: &[u8], old: &[u8], new: &[u8]) -> bool {
-    got.chunks(SECTOR)
-        .zip(old.chunks(SECTOR).zip(new.chunks(SECTOR)))
-        .any(|(g, (o, n))| g != o && g != n)
-}
 
 /// A replay works a gone chunk's covered rows out from parity an earlier cut may
 /// have torn (the entry skipped then, its doubt restored from the marker), and then

@@ -4,35 +4,14 @@
 //! the member is rebuilt — until a write covers them; every other row reads right.
 
 mod common;
-use common::{filled_array_on, logged_array, SECTOR};
+use common::{
+    filled_array_on, full_stripes_cut, logged_array, neither, rebuild_on_a_new_device,
+    two_chunk_write_cut, SECTOR,
+};
 
 use xraid_engine::sim::SimArray;
-use xraid_engine::{EngineError, MemberState, SyncKind};
-use xraid_layout::{Geometry, Layout, Level, MemberIdx};
-
-/// Whether `got` is neither `old` nor `new`, sector by sector.
-fn neither(got: &[u8], old: &[u8], new: &[u8]) -> bool {
-    got.chunks(SECTOR)
-        .zip(old.chunks(SECTOR).zip(new.chunks(SECTOR)))
-        .any(|(g, (o, n))| g != o && g != n)
-}
-
-/// A RAID-5 of 4 members (16-sector chunks), filled, with chunks 0 and 1 of stripe 0
-/// written together (not flushed) and chunk 0's member dying with the power. Returns
-/// the array, the data before, the write, and the dead member.
-fn two_chunk_write_cut(seed: u64) -> (SimArray, Vec<u8>, Vec<u8>, MemberIdx) {
-    let (mut array, old) = logged_array(Level::Raid5, 4, seed);
-    let dying = array.engine.geometry().stripe_map(0).data_member(0);
-    let mut new = vec![0u8; 32 * SECTOR];
-    array.rng().fill(&mut new);
-    array.write(0, &new).expect("write");
-    array.power_cut_with(|a| {
-        a.kill_member(dying);
-        a.engine.fail_member(dying);
-    });
-    array.run();
-    (array, old, new, dying)
-}
+use xraid_engine::EngineError;
+use xraid_layout::{Geometry, Layout, Level};
 
 /// Checks every sector of the array but chunk 0 of stripe 0 (sectors 0..16): chunk 1
 /// of stripe 0 holds the write's rows or the old ones, the rest what the fill wrote.
@@ -50,24 +29,6 @@ fn the_rest_reads_right(array: &mut SimArray, old: &[u8], new: &[u8]) {
     assert!(
         got[16 * SECTOR..] == old[32 * SECTOR..],
         "other stripes changed"
-    );
-}
-
-/// Puts a new device in `member`'s place and rebuilds it.
-fn rebuild(array: &mut SimArray, member: MemberIdx) {
-    array.return_member(member, true).expect("a new device");
-    array
-        .engine
-        .start_sync(SyncKind::Recover, 0)
-        .expect("recover");
-    array.run_sync();
-    assert!(
-        array
-            .engine
-            .member_states()
-            .iter()
-            .all(|s| *s == MemberState::Active),
-        "rebuilt"
     );
 }
 
@@ -109,7 +70,7 @@ fn unknown_rows_stay_so_through_another_cut_and_a_rebuild_until_written() {
         );
         assert!(array.read(8, 1).is_err(), "seed {seed}: any sector of them");
         // Rebuilt on a new device: parity gives the rows a value, still unknown.
-        rebuild(&mut array, dying);
+        rebuild_on_a_new_device(&mut array, dying);
         assert!(
             array.read(0, 16).is_err(),
             "seed {seed}: unknown after the rebuild"
@@ -131,7 +92,7 @@ fn unknown_rows_stay_so_through_another_cut_and_a_rebuild_until_written() {
         // Any other member can still be rebuilt: parity agrees with the value the
         // unknown rows were given.
         let other = array.engine.geometry().stripe_map(0).data_member(1);
-        rebuild(&mut array, other);
+        rebuild_on_a_new_device(&mut array, other);
         the_rest_reads_right(&mut array, &old, &new);
     }
 }
@@ -168,20 +129,7 @@ fn more_unknown_rows_than_a_marker_names_outlive_another_cut() {
         let dying = geo.stripe_map(0).data_member(0);
         let stripe_sectors = geo.stripe_data_sectors();
         // Every stripe written whole, none of it flushed.
-        let mut new = vec![0u8; (geo.stripes() * stripe_sectors) as usize * SECTOR];
-        array.rng().fill(&mut new);
-        for stripe in 0..geo.stripes() {
-            let at = (stripe * stripe_sectors) as usize * SECTOR;
-            let len = stripe_sectors as usize * SECTOR;
-            array
-                .write(stripe * stripe_sectors, &new[at..at + len])
-                .expect("write");
-        }
-        array.power_cut_with(|a| {
-            a.kill_member(dying);
-            a.engine.fail_member(dying);
-        });
-        array.run();
+        let new = full_stripes_cut(&mut array, geo.stripes(), dying);
         // The dying member's chunk in each stripe where it holds data.
         let chunk = u64::from(geo.chunk_sectors());
         let its_chunks: Vec<u64> = (0..geo.stripes())

@@ -4,52 +4,13 @@
 //! (acknowledged data lost, loudly), and skipped stripes losing their doubt to them.
 
 mod common;
-use common::{filled_array_on, logged_array, SECTOR};
+use common::{
+    filled_array_on, full_stripes_cut, neither, rebuild_on_a_new_device, two_chunk_write_cut,
+    SECTOR,
+};
 
-use xraid_engine::sim::SimArray;
-use xraid_engine::{EngineError, MemberState, Nanos, SyncKind};
+use xraid_engine::{EngineError, Nanos};
 use xraid_layout::{Geometry, Layout, Level, MemberIdx};
-
-/// Whether `got` is neither `old` nor `new`, sector by sector.
-fn neither(got: &[u8], old: &[u8], new: &[u8]) -> bool {
-    got.chunks(SECTOR)
-        .zip(old.chunks(SECTOR).zip(new.chunks(SECTOR)))
-        .any(|(g, (o, n))| g != o && g != n)
-}
-
-/// As in unknown_rows.rs: chunks 0 and 1 of stripe 0 written together (not flushed),
-/// chunk 0's member dying with the power.
-fn two_chunk_write_cut(seed: u64) -> (SimArray, Vec<u8>, Vec<u8>, MemberIdx) {
-    let (mut array, old) = logged_array(Level::Raid5, 4, seed);
-    let dying = array.engine.geometry().stripe_map(0).data_member(0);
-    let mut new = vec![0u8; 32 * SECTOR];
-    array.rng().fill(&mut new);
-    array.write(0, &new).expect("write");
-    array.power_cut_with(|a| {
-        a.kill_member(dying);
-        a.engine.fail_member(dying);
-    });
-    array.run();
-    (array, old, new, dying)
-}
-
-/// Puts a new device in `member`'s place and rebuilds it.
-fn rebuild(array: &mut SimArray, member: MemberIdx) {
-    array.return_member(member, true).expect("a new device");
-    array
-        .engine
-        .start_sync(SyncKind::Recover, 0)
-        .expect("recover");
-    array.run_sync();
-    assert!(
-        array
-            .engine
-            .member_states()
-            .iter()
-            .all(|s| *s == MemberState::Active),
-        "rebuilt"
-    );
-}
 
 /// More unknown bands than a marker's 26 records, and no bad block logs to spill
 /// them into: the marker kept the first 26 and dropped the rest, which after a second
@@ -65,20 +26,8 @@ fn more_than_26_unknown_bands_are_not_forgotten_at_the_next_open() {
         let per_stripe = 16 * u64::from(geo.data_disks());
         let stripes = 40u64;
         // A full-stripe write in each of 40 stripes, none flushed.
-        let mut new = vec![0u8; (stripes * per_stripe) as usize * SECTOR];
-        array.rng().fill(&mut new);
-        for s in 0..stripes {
-            let at = (s * per_stripe) as usize * SECTOR;
-            array
-                .write(s * per_stripe, &new[at..at + per_stripe as usize * SECTOR])
-                .expect("write");
-        }
         let dying = MemberIdx(4);
-        array.power_cut_with(|a| {
-            a.kill_member(dying);
-            a.engine.fail_member(dying);
-        });
-        array.run();
+        let new = full_stripes_cut(&mut array, stripes, dying);
         let before = array.engine.unknown_sectors();
         // Another power cut, nothing in flight, everything flushed.
         array.flush().expect("flush");
@@ -126,7 +75,7 @@ fn a_flushed_unlogged_write_over_unknown_rows_reads_back_after_a_cut() {
             array.read(0, 16).is_err(),
             "seed {seed}: unknown after the cut"
         );
-        rebuild(&mut array, dying);
+        rebuild_on_a_new_device(&mut array, dying);
         let p = array.engine.geometry().stripe_map(0).p();
         array.kill_member(p);
         array.engine.fail_member(p);
@@ -160,7 +109,7 @@ fn unknown_rows_are_not_forgotten_before_the_write_over_them_is_durable() {
     let mut forgotten = 0;
     for seed in 0..32u64 {
         let (mut array, old, _new, dying) = two_chunk_write_cut(31_200 + seed);
-        rebuild(&mut array, dying);
+        rebuild_on_a_new_device(&mut array, dying);
         let geo = *array.engine.geometry();
         let map = geo.stripe_map(0);
         // A write elsewhere that the flush below makes durable (so a marker follows).
@@ -232,7 +181,7 @@ fn an_unknown_band_does_not_cost_a_skipped_stripe_its_doubt() {
             array.engine.unknown_sectors() > 0,
             "seed {seed}: an unknown band"
         );
-        rebuild(&mut array, dying);
+        rebuild_on_a_new_device(&mut array, dying);
         // Now the 26 skipped stripes of `skipped_in_stripes` (parity_in_doubt_review2).
         let n = 26u64;
         for s in 0..n {

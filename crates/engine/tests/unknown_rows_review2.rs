@@ -4,7 +4,7 @@
 //! span. Since, the markers keep spans as records, merged where they take in least.
 
 mod common;
-use common::{filled_array_on, SECTOR};
+use common::{filled_array_on, full_stripes_cut, SECTOR};
 
 use xraid_engine::sim::SimArray;
 use xraid_engine::EngineError;
@@ -18,21 +18,8 @@ fn full_stripe_writes_cut(seed: u64, stripes: u64) -> (SimArray, Geometry, Vec<(
     let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 1024)
         .expect("geometry");
     let (mut array, _old) = filled_array_on(geo, seed, 512);
-    let per_stripe = 16 * u64::from(geo.data_disks());
-    let mut new = vec![0u8; (stripes * per_stripe) as usize * SECTOR];
-    array.rng().fill(&mut new);
-    for s in 0..stripes {
-        let at = (s * per_stripe) as usize * SECTOR;
-        array
-            .write(s * per_stripe, &new[at..at + per_stripe as usize * SECTOR])
-            .expect("write");
-    }
     let dying = MemberIdx(4);
-    array.power_cut_with(|a| {
-        a.kill_member(dying);
-        a.engine.fail_member(dying);
-    });
-    array.run();
+    full_stripes_cut(&mut array, stripes, dying);
     let held: Vec<(u64, u16)> = (0..stripes)
         .filter_map(|s| {
             let map = geo.stripe_map(s);

@@ -56,3 +56,73 @@ pub fn cut_with_rows_unreadable_at_the_replay(
         .bad_ranges
         .retain(|r| *r != rows);
 }
+
+/// Whether `got` is neither `old` nor `new`, sector by sector.
+#[allow(dead_code)]
+pub fn neither(got: &[u8], old: &[u8], new: &[u8]) -> bool {
+    got.chunks(SECTOR)
+        .zip(old.chunks(SECTOR).zip(new.chunks(SECTOR)))
+        .any(|(g, (o, n))| g != o && g != n)
+}
+
+/// Power fails with `dying` dying with it (the restart does not find it), and the
+/// replay runs.
+#[allow(dead_code)]
+pub fn cut_taking(array: &mut SimArray, dying: MemberIdx) {
+    array.power_cut_with(|a| {
+        a.kill_member(dying);
+        a.engine.fail_member(dying);
+    });
+    array.run();
+}
+
+/// A RAID-5 of 4 members (16-sector chunks), filled, with chunks 0 and 1 of stripe 0
+/// written together (not flushed) and chunk 0's member dying with the power. Returns
+/// the array, the data before, the write, and the dead member.
+#[allow(dead_code)]
+pub fn two_chunk_write_cut(seed: u64) -> (SimArray, Vec<u8>, Vec<u8>, MemberIdx) {
+    let (mut array, old) = logged_array(Level::Raid5, 4, seed);
+    let dying = array.engine.geometry().stripe_map(0).data_member(0);
+    let mut new = vec![0u8; 32 * SECTOR];
+    array.rng().fill(&mut new);
+    array.write(0, &new).expect("write");
+    cut_taking(&mut array, dying);
+    (array, old, new, dying)
+}
+
+/// Writes the first `stripes` stripes whole (not flushed) with random data and cuts
+/// the power, `dying` dying with it. Returns the data written.
+#[allow(dead_code)]
+pub fn full_stripes_cut(array: &mut SimArray, stripes: u64, dying: MemberIdx) -> Vec<u8> {
+    let per_stripe = array.engine.geometry().stripe_data_sectors();
+    let len = per_stripe as usize * SECTOR;
+    let mut new = vec![0u8; stripes as usize * len];
+    array.rng().fill(&mut new);
+    for s in 0..stripes {
+        let at = s as usize * len;
+        array
+            .write(s * per_stripe, &new[at..at + len])
+            .expect("write");
+    }
+    cut_taking(array, dying);
+    new
+}
+
+/// Puts a new device in `member`'s place and rebuilds it.
+#[allow(dead_code)]
+pub fn rebuild_on_a_new_device(array: &mut SimArray, member: MemberIdx) {
+    array.return_member(member, true).expect("a new device");
+    array
+        .engine
+        .start_sync(xraid_engine::SyncKind::Recover, 0)
+        .expect("recover");
+    array.run_sync();
+    assert!(
+        array
+            .engine
+            .member_states()
+            .iter()
+            .all(|s| *s == xraid_engine::MemberState::Active),
+        "rebuilt"
+    );
+}
