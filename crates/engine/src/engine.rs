@@ -303,6 +303,14 @@ impl Engine {
         self.stats
     }
 
+    /// Whether the stripe log lost a ring's entries at an unclean open and the resync
+    /// that open owes has not completed: the parity of the stripes that ring held is
+    /// in doubt until then, and a second fault there (a member missing, or refusing a
+    /// write) is past the redundancy.
+    pub fn log_rings_lost(&self) -> bool {
+        crate::ppl::rings_lost(self)
+    }
+
     /// Sectors of data the array has lost beyond its redundancy without a member
     /// saying so: rows of a member that died with the power under a write the stripe
     /// log could not work out (see `unknown`). They read as errors until written.

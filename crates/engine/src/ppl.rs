@@ -2511,6 +2511,17 @@ pub(crate) fn vouches_for(
     !in_doubt
 }
 
+/// Whether the walk at a later unclean open would list parity member `p`'s rows in
+/// `stripe` where a data member lists rows (see [`list_torn_beyond_redundancy`]):
+/// `p`'s ring is counted lost, and no resync has passed the stripe since.
+pub(crate) fn listed_at_a_later_open(engine: &Engine, p: MemberIdx, stripe: u64) -> bool {
+    engine
+        .log
+        .as_ref()
+        .is_some_and(|l| l.lost_rings.contains(&p) && stripe >= l.lost_from)
+        && crate::sync::awaiting_resync(engine, stripe)
+}
+
 /// Whether rings are counted lost (see [`LogState::lost_rings`]).
 pub(crate) fn rings_lost(engine: &Engine) -> bool {
     engine

@@ -1142,11 +1142,17 @@ fn settle(engine: &mut Engine, op: usize) {
     // write fails. Rows each band's redundancy covers are held, wherever the other
     // bands' refusals are.
     let parity_count = usize::from(engine.geo.level().parity_count());
+    // Parity a later open would list (its stripe-log ring was lost and the resync
+    // owed has not passed the stripe: the walk at open cannot know a write made it
+    // fresh) holds nothing to count on either: a refused write whose rows only it
+    // would hold fails now, rather than be acknowledged and lost at the next restart.
+    let parity = [Some(map.p()), map.q()];
     let holds_nothing = |engine: &Engine, m: MemberIdx, rows: std::ops::Range<u64>| {
         !engine.is_present(m)
             || !engine.in_sync(m, stripe)
             || unrecorded.contains(&m)
             || crate::badblocks::is_known_bad(engine, m, rows)
+            || (parity.contains(&Some(m)) && crate::ppl::listed_at_a_later_open(engine, m, stripe))
     };
     let cuts = listing_cuts(engine, stripe, lo, hi);
     let o = engine.ops.get(op);

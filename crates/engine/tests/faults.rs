@@ -191,8 +191,12 @@ impl Story {
             .collect()
     }
 
+    /// A stripe-log ring lost at the last unclean open counts as one more fault until
+    /// the resync owed completes: its stripes' parity is in doubt (a write a member
+    /// refuses there, which only that parity would hold, fails).
     fn within_redundancy(&self) -> bool {
-        !self.over && self.faulty().len() <= self.tolerance
+        let lost_ring = usize::from(self.array.engine.log_rings_lost());
+        !self.over && self.faulty().len() + lost_ring <= self.tolerance
     }
 
     /// The most sectors one client request of a batch covers.
