@@ -127,6 +127,13 @@ struct Story {
     /// it, and where it changed another chunk too no redundancy says which; md's PPL
     /// leaves them wrong). They read old or new, or fail loudly: then lost.
     unknown_after_cut: Vec<bool>,
+    /// Sectors the array has reported unknown since (such rows of a member that died
+    /// with the power): reads of them fail, loudly, until a write covers them; the
+    /// story goes on around them.
+    unknown_rows: Vec<bool>,
+    /// Unknown rows a write covered that no completed flush has made durable: the
+    /// markers still name them, and a power cut may leave them unknown again.
+    written_unknown: Vec<bool>,
     /// Roles whose device is a replacement that took the role over part way through
     /// its copy and did not finish it, moved to the role's first slot by a power cut:
     /// if it comes back, it is rebuilt whole (see `return_member`).
@@ -280,7 +287,16 @@ impl Story {
         let mut outcome = Ok(());
         for (id, buf, sector, data) in writes {
             match result_of(id)? {
-                Ok(()) => self.oracle.wrote(sector, &data),
+                Ok(()) => {
+                    self.oracle.wrote(sector, &data);
+                    // Written, they are known again.
+                    let span = sector as usize..sector as usize + data.len() / SECTOR;
+                    for s in span {
+                        self.written_unknown[s] |= self.unknown_rows[s];
+                        self.unknown_rows[s] = false;
+                        self.oracle.unknown[s] = false;
+                    }
+                }
                 Err(e) if !within && loud(&e) => {
                     // The write may have reached some members: nothing is promised
                     // about those sectors any more, and the story ends after this batch.
@@ -297,8 +313,22 @@ impl Story {
             let result = result_of(id)?;
             let got = self.array.engine.buffers().get(buf).to_vec();
             self.array.engine.buffers_mut().free(buf);
+            let n = got.len() / SECTOR;
+            let span = sector as usize..sector as usize + n;
             match result {
                 Ok(()) => self.oracle.expect(sector, &got)?,
+                Err(e) if loud(&e) && self.unknown_rows[span.clone()].contains(&true) => {
+                    // Unknown rows fail: every other sector asked for still reads right.
+                    for s in span.filter(|&s| !self.unknown_rows[s]) {
+                        match self.array.read(s as u64, 1) {
+                            Ok(bytes) => self.oracle.expect(s as u64, &bytes)?,
+                            Err(e) if !within && loud(&e) => {}
+                            Err(e) => {
+                                return Err(format!("read of {s} beside unknown rows failed: {e}"))
+                            }
+                        }
+                    }
+                }
                 Err(e) if !within && loud(&e) => outcome = Err(format!("over redundancy: {e}")),
                 Err(e) => return Err(format!("read at {sector} failed within redundancy: {e}")),
             }
@@ -335,6 +365,7 @@ impl Story {
                     self.array.engine.set_recovery_recorded(p.done_below);
                 }
                 self.oracle.flushed();
+                self.written_unknown.fill(false);
                 self.died_since_flush = false;
                 self.active_at_flush = self.active_now();
                 if self.intent.is_some() {
@@ -355,13 +386,32 @@ impl Story {
     /// vector says which failed.
     fn read_all(&mut self) -> Result<(Vec<u8>, Vec<bool>), EngineError> {
         let total = self.array.engine.array_sectors();
-        match self.array.read(0, total) {
+        let first = self.array.read(0, total);
+        if first.is_err() && std::env::var("XRAID_TRACE").is_ok() {
+            let slots = 2 * self.array.members.len();
+            let events = self.array.take_events();
+            eprintln!(
+                "read_all failed {:?}: states {:?} unknown {} rings lost {} bad {:?} events {:?}",
+                first.as_ref().err(),
+                self.array.engine.member_states(),
+                self.array.engine.unknown_sectors(),
+                self.array.engine.log_rings_lost(),
+                (0..slots)
+                    .map(|m| self.array.engine.bad_blocks(MemberIdx(m as u16)))
+                    .collect::<Vec<_>>(),
+                events
+            );
+        }
+        match first {
             Ok(got) => Ok((got, vec![false; total as usize])),
             // So is one after a power cut that took a member under a write, where the
             // replay could not know its rows (checked in `resync_after_cut`). (The
             // read itself may list rows: the redundancy is told after it.)
             Err(e)
-                if (!self.within_redundancy() || self.unknown_after_cut.contains(&true))
+                if (!self.within_redundancy()
+                    || self.unknown_after_cut.contains(&true)
+                    || self.unknown_rows.contains(&true)
+                    || self.written_unknown.contains(&true))
                     && loud(&e) =>
             {
                 let mut got = vec![0u8; total as usize * SECTOR];
@@ -403,6 +453,8 @@ impl Story {
             if !lost {
                 self.oracle
                     .expect(s as u64, &got[s * SECTOR..(s + 1) * SECTOR])?;
+            } else if self.within_redundancy() && !self.unknown_rows[s] {
+                return Err(format!("sector {s} lost within the redundancy"));
             }
         }
         Ok(())
@@ -935,6 +987,12 @@ impl Story {
         if !resumed {
             self.start_resync()?;
         }
+        if self.array.engine.unknown_sectors() > 0 {
+            self.log.push(format!(
+                "  the replay left {} sectors unknown",
+                self.array.engine.unknown_sectors()
+            ));
+        }
         // Every sector holds what was durable or something written since; from now
         // on that is what the array holds.
         let (got, lost) = self
@@ -978,7 +1036,12 @@ impl Story {
                 ));
             }
             // Within the redundancy only a member dying under a write loses rows.
-            if lost[s] && self.within_redundancy() && !self.unknown_after_cut[s] {
+            if lost[s]
+                && self.within_redundancy()
+                && !self.unknown_after_cut[s]
+                && !self.unknown_rows[s]
+                && !self.written_unknown[s]
+            {
                 return Err(format!(
                     "after a power cut sector {s} is lost within the redundancy"
                 ));
@@ -988,6 +1051,11 @@ impl Story {
             .iter()
             .zip(&self.unknown_after_cut)
             .any(|(&l, &u)| l && u);
+        // Lost only where a member died under a write: the story goes on around them.
+        let only_unknown_rows = self.within_redundancy()
+            && lost.iter().enumerate().all(|(s, &l)| {
+                !l || self.unknown_after_cut[s] || self.unknown_rows[s] || self.written_unknown[s]
+            });
         self.unknown_after_cut.fill(false);
         // What failed to read is lost, loudly: nothing is promised of it any more.
         for (s, &lost) in lost.iter().enumerate() {
@@ -999,12 +1067,22 @@ impl Story {
             }
         }
         self.oracle.flushed();
+        self.written_unknown.fill(false);
         if lost.contains(&true) {
             CUTS_LOSING_SECTORS.fetch_add(1, Ordering::Relaxed);
             if unknown_lost {
                 CUTS_LOSING_UNKNOWN_ROWS.fetch_add(1, Ordering::Relaxed);
             }
-            return Err("over redundancy: sectors lost after a power cut".into());
+            if !only_unknown_rows {
+                return Err("over redundancy: sectors lost after a power cut".into());
+            }
+            for (s, &l) in lost.iter().enumerate() {
+                self.unknown_rows[s] |= l;
+            }
+            self.log.push(format!(
+                "  {} sectors unknown",
+                self.unknown_rows.iter().filter(|&&u| u).count()
+            ));
         }
         self.active_at_flush = self.active_now();
         // Clients go on while the resync runs: their writes and reads meet units it has
@@ -1290,6 +1368,8 @@ fn tell(seed: u64, write_errors: bool) -> Result<(), (String, Vec<String>)> {
         active_at_flush: vec![true; usize::from(geo.raid_disks())],
         resync_owed: false,
         unknown_after_cut: vec![false; total / SECTOR],
+        unknown_rows: vec![false; total / SECTOR],
+        written_unknown: vec![false; total / SECTOR],
         half_built: HashSet::new(),
         second_victim: SimRng::new(seed ^ 0x7770),
         replay_cut: SimRng::new(seed ^ 0x2c07),
