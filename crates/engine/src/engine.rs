@@ -72,7 +72,12 @@ pub(crate) enum IoTarget {
     /// A write of a batch of log entries to a member's ring, or the flush after it.
     LogBatch { member: MemberIdx },
     /// A write-intent bitmap write, or a flush of its round.
-    Intent { member: MemberIdx, buf: BufId },
+    Intent {
+        member: MemberIdx,
+        buf: BufId,
+        /// The bitmap round the I/O belongs to (see `intent::on_io`).
+        round: u64,
+    },
     /// A write of checksum table pages (integrity mode) to the device in `slot`.
     ChecksumPages {
         member: MemberIdx,
@@ -837,8 +842,8 @@ impl Engine {
             IoTarget::LogBatch { member } => {
                 crate::ppl::on_batch_io(self, member, result);
             }
-            IoTarget::Intent { member, buf } => {
-                crate::intent::on_io(self, member, buf, result, stale.is_some());
+            IoTarget::Intent { member, buf, round } => {
+                crate::intent::on_io(self, member, (buf, round), result, stale.is_some());
             }
             IoTarget::ChecksumPages {
                 member,

@@ -78,6 +78,8 @@ struct Round {
     pending: u32,
     /// The chunks a clear round clears (none: a set round).
     cleared: Vec<u64>,
+    /// The round's number ([`WriteIntent::rounds`] when it started).
+    number: u64,
 }
 
 impl Round {
@@ -593,6 +595,7 @@ fn start_round(engine: &mut Engine, blocks: Vec<u64>, cleared: Vec<u64>) {
         writing: !clearing,
         pending: 0,
         cleared,
+        number: wi.rounds,
     });
     issue_step(engine);
 }
@@ -612,7 +615,7 @@ fn issue_step(engine: &mut Engine) {
         .enumerate()
         .map(|(i, &b)| (b * sectors_per_block, i * bb))
         .collect();
-    let (buf, writing) = (round.buf, round.writing);
+    let (buf, writing, number) = (round.buf, round.writing, round.number);
     // A set round's bits must be durable before the writes they cover go: as durable
     // writes where the driver takes them (no flush follows), else a write and a
     // flush. A clear round's write needs no flush (a lost clear costs a resync of
@@ -647,7 +650,11 @@ fn issue_step(engine: &mut Engine) {
                     Area::Bitmap,
                     sector,
                     slice,
-                    IoTarget::Intent { member: m, buf },
+                    IoTarget::Intent {
+                        member: m,
+                        buf,
+                        round: number,
+                    },
                 );
             }
         } else {
@@ -662,7 +669,11 @@ fn issue_step(engine: &mut Engine) {
                 Area::Data,
                 0,
                 slice,
-                IoTarget::Intent { member: m, buf },
+                IoTarget::Intent {
+                    member: m,
+                    buf,
+                    round: number,
+                },
             );
         }
     }
@@ -673,7 +684,7 @@ fn issue_step(engine: &mut Engine) {
 pub(crate) fn on_io(
     engine: &mut Engine,
     member: MemberIdx,
-    buf: BufId,
+    (buf, round): (BufId, u64),
     result: Result<(), IoFailed>,
     stale: bool,
 ) {
@@ -689,7 +700,18 @@ pub(crate) fn on_io(
         };
         engine.fail(member, reason);
     }
-    count_done(engine, member, 1);
+    // Only the round it belongs to counts it. Failing the member may have ended that
+    // round and started another (a replacement taking the role over gets the whole
+    // bitmap at once): counted against that one, this I/O would end it before the
+    // new device had its bits.
+    let current = engine
+        .intent
+        .as_ref()
+        .and_then(|wi| wi.round.as_ref())
+        .is_some_and(|r| r.number == round);
+    if current {
+        count_done(engine, member, 1);
+    }
 }
 
 /// `n` I/Os using `buf` returned; the buffer is freed once none is out and its round
