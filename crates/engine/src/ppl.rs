@@ -1846,8 +1846,12 @@ fn scanned(engine: &mut Engine) {
     let mut unknown_before: Option<((u64, u64), Vec<crate::unknown::Named>)> = None;
     let mut marker_number = 0;
     let tag = engine.config.log_tag;
+    // Per ring read, the newest marker on it (durable seq, number): a marker a cut
+    // stopped short reaches some rings only.
+    let mut ring_newest: Vec<(u64, u64)> = Vec::new();
     for buf in bufs.into_iter().flatten() {
         let bytes = engine.bufs.get(buf);
+        ring_newest.push((0, 0));
         let mut pos = 0usize;
         while pos + 512 <= bytes.len() {
             match parse(&bytes[pos..]) {
@@ -1874,6 +1878,9 @@ fn scanned(engine: &mut Engine) {
                         // The unknown rows of the newest marker, by durable seq and
                         // then number (every ring got the same one: all of them).
                         let key = (entry.durable, entry.seq);
+                        if let Some(newest) = ring_newest.last_mut() {
+                            *newest = (*newest).max(key);
+                        }
                         match unknown_before.as_mut() {
                             Some((k, named)) if *k == key => {
                                 named.extend(entry.unknown.iter().copied());
@@ -2024,6 +2031,13 @@ fn scanned(engine: &mut Engine) {
     let log = engine.log.as_mut().expect("logging is on");
     log.lost_from = engine.resync_after_clean_stop.unwrap_or(0);
     log.persisted = durable;
+    // The newest marker reached only some rings (a cut stopped its writes): what it
+    // says goes on every ring at the replay's end, or a later open that cannot read
+    // those rings would go by an older one (its unknown rows, its skipped bands).
+    let newest = ring_newest.iter().copied().max().unwrap_or_default();
+    if ring_newest.iter().any(|&k| k != newest) {
+        log.marker_owed = true;
+    }
     log.recovery = Some(Recovery::Replaying(Box::new(Replay {
         entries: entries.into(),
         current: None,
@@ -2387,7 +2401,8 @@ fn mask_of(members: &[MemberIdx]) -> Option<u64> {
 }
 
 /// More unknown rows than a marker names (the room the skipped bands leave of
-/// [`SKIPS_MAX`] records): the rest go into
+/// [`SKIPS_MAX`] records): the rest (and, where their role was rebuilt since, the
+/// rows on its own device) go into
 /// their stripes' parity members' bad block logs, as a lost ring's stripes do, which
 /// outlive any restart — the rows then read as lost past the redundancy (a write over
 /// the whole band makes them good), and a rebuild lists them on the member it builds.
@@ -2415,7 +2430,14 @@ fn spill_unknown_rows(engine: &mut Engine) {
             .flatten()
             .filter(|&p| engine.is_present(p))
             .collect();
-        let listed = !parity.is_empty()
+        // A role rebuilt since holds what parity made of its rows and is read
+        // directly: its own log lists them too, so that a read goes to parity and
+        // finds that listed as well.
+        let member = member_idx(usize::from(role));
+        let own = !engine.in_sync(member, stripe)
+            || crate::badblocks::record_lost(engine, member, rows.clone());
+        let listed = own
+            && !parity.is_empty()
             && parity
                 .into_iter()
                 .all(|p| list_parity_in_doubt(engine, p, rows.clone()));
@@ -2511,15 +2533,16 @@ pub(crate) fn vouches_for(
     !in_doubt
 }
 
-/// Whether the walk at a later unclean open would list parity member `p`'s rows in
-/// `stripe` where a data member lists rows (see [`list_torn_beyond_redundancy`]):
-/// `p`'s ring is counted lost, and no resync has passed the stripe since.
-pub(crate) fn listed_at_a_later_open(engine: &Engine, p: MemberIdx, stripe: u64) -> bool {
+/// Whether the walk at a later unclean open may list parity member `p`'s rows where
+/// a data member lists rows (see [`list_torn_beyond_redundancy`]): `p`'s ring is
+/// counted lost (until the owed resync completes). In any stripe: that open owes the
+/// resync from the start and walks every stripe, knowing nothing of how far this one
+/// got.
+pub(crate) fn listed_at_a_later_open(engine: &Engine, p: MemberIdx) -> bool {
     engine
         .log
         .as_ref()
-        .is_some_and(|l| l.lost_rings.contains(&p) && stripe >= l.lost_from)
-        && crate::sync::awaiting_resync(engine, stripe)
+        .is_some_and(|l| l.lost_rings.contains(&p))
 }
 
 /// Whether rings are counted lost (see [`LogState::lost_rings`]).
@@ -2573,8 +2596,9 @@ fn replayed_and_recorded(engine: &mut Engine) {
     log.next_seq = max_seq + 1;
     log.durable = max_seq;
     // What this replay could not vouch for goes on the rings before the entries (or
-    // the ring it could not read) that say so are gone.
-    log.marker_owed = engine.stats.log_entries_skipped > 0;
+    // the ring it could not read) that say so are gone; so does a newest marker that
+    // reached some rings only (see `scanned`).
+    log.marker_owed |= engine.stats.log_entries_skipped > 0;
     persist(engine, Waiter::Recovery);
 }
 

@@ -1151,8 +1151,12 @@ fn settle(engine: &mut Engine, op: usize) {
         !engine.is_present(m)
             || !engine.in_sync(m, stripe)
             || unrecorded.contains(&m)
+            // Rebuilt here in memory only: a cut resumes the recover from what was
+            // recorded, and its rows are rebuilt again — from parity this refusal
+            // may have left alone as the only holder.
+            || crate::sync::rebuilt_unrecorded(engine, m, stripe)
             || crate::badblocks::is_known_bad(engine, m, rows)
-            || (parity.contains(&Some(m)) && crate::ppl::listed_at_a_later_open(engine, m, stripe))
+            || (parity.contains(&Some(m)) && crate::ppl::listed_at_a_later_open(engine, m))
     };
     let cuts = listing_cuts(engine, stripe, lo, hi);
     let o = engine.ops.get(op);
