@@ -407,8 +407,10 @@ impl Engine {
         self.recorded_floor[role] = 0;
         crate::intent::member_gone(self, member);
         crate::ppl::member_left(self);
-        // Its bitmap area holds what it was given when it came: write it all.
+        // Its bitmap area holds what it was given when it came: write it all; and
+        // its ring what the rings say.
         crate::intent::rewrite_all(self);
+        crate::ppl::device_joined(self);
         self.out_event.push_back(Event::ReplacementTookOver {
             role: member,
             old_slot,
@@ -442,6 +444,7 @@ impl Engine {
         self.stall_excused[role] = false;
         crate::intent::member_gone(self, member_idx(role));
         crate::intent::rewrite_all(self);
+        crate::ppl::device_joined(self);
         self.out_event.push_back(Event::ReplacementDone {
             role: member_idx(role),
             old_slot,

@@ -2533,6 +2533,20 @@ pub(crate) fn vouches_for(
     !in_doubt
 }
 
+/// A device joined the array (a member back or new, a replacement taking its role):
+/// its ring was wiped when it came, and the next marker is far off (a flush's). What
+/// the rings say (unknown rows, skipped bands, what is durable) goes onto it now, or
+/// a later open that can read no other ring would go by none.
+pub(crate) fn device_joined(engine: &mut Engine) {
+    let Some(log) = engine.log.as_mut() else {
+        return;
+    };
+    log.marker_owed = true;
+    if !log.recovering() {
+        persist(engine, Waiter::Nothing);
+    }
+}
+
 /// Whether the walk at a later unclean open may list parity member `p`'s rows where
 /// a data member lists rows (see [`list_torn_beyond_redundancy`]): `p`'s ring is
 /// counted lost (until the owed resync completes). In any stripe: that open owes the

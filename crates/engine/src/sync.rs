@@ -396,8 +396,9 @@ pub(crate) fn begin_rebuild(engine: &mut Engine, member: MemberIdx) {
     engine.set_member_state(member, MemberState::Rebuilding);
     engine.rebuilt_floor[member.index()] = 0;
     engine.recorded_floor[member.index()] = 0;
-    // Its bitmap missed every bit set while it was away.
+    // Its bitmap missed every bit set while it was away; its ring was wiped.
     crate::intent::rewrite_all(engine);
+    crate::ppl::device_joined(engine);
 }
 
 /// The recover's walk ends or starts over: every member it was rebuilding keeps the

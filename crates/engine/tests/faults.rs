@@ -1533,6 +1533,10 @@ fn the_seeds_that_found_gaps_pass() {
         // (2026-11-27, found once the stories went on past unknown rows).
         15_587_522_901_455_182_054,
         1_940_494_889_538_086_635,
+        // The same with the one ring left a member's back since: wiped when it came,
+        // no marker had reached it.
+        11_934_823_807_726_139_549,
+        3_943_308_148_353_575_338,
         // A bitmap write failing as its member died ended the whole-bitmap round a
         // replacement taking the role over had just started (2026-11-27): the new
         // device lost its bits at the cut, and a member back caught up too little.
