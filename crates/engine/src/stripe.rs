@@ -1142,10 +1142,10 @@ fn settle(engine: &mut Engine, op: usize) {
     // write fails. Rows each band's redundancy covers are held, wherever the other
     // bands' refusals are.
     let parity_count = usize::from(engine.geo.level().parity_count());
-    // Parity a later open would list (its stripe-log ring was lost and the resync
-    // owed has not passed the stripe: the walk at open cannot know a write made it
+    // Parity a later unclean open may list (its stripe-log ring was lost, and the
+    // resync owed has not completed: that open's walk cannot know a write made it
     // fresh) holds nothing to count on either: a refused write whose rows only it
-    // would hold fails now, rather than be acknowledged and lost at the next restart.
+    // would hold fails now, rather than be acknowledged and lost at that open.
     let parity = [Some(map.p()), map.q()];
     let holds_nothing = |engine: &Engine, m: MemberIdx, rows: std::ops::Range<u64>| {
         !engine.is_present(m)
@@ -1909,13 +1909,9 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
     }
     let o = engine.ops.get(op);
     let written = o.purpose == Purpose::Write && error.is_none() && o.phase == Phase::Writing;
-    let flush_round = engine
-        .log
-        .as_ref()
-        .filter(|_| crate::unknown::any(engine))
-        .map(|l| l.flush_round);
-    if let Some(round) = flush_round.filter(|_| written) {
+    if written && crate::unknown::any(engine) {
         // The write's rows hold its data now (parity too, on a missing member).
+        let round = engine.log.as_ref().map_or(0, |l| l.flush_round);
         let map = engine.geo.stripe_map(o.stripe);
         let rows: Vec<(MemberIdx, u32, u32)> = o
             .segs
