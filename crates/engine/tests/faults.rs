@@ -138,6 +138,10 @@ struct Story {
     /// its copy and did not finish it, moved to the role's first slot by a power cut:
     /// if it comes back, it is rebuilt whole (see `return_member`).
     half_built: HashSet<usize>,
+    /// Per role, the driver slot of the last device seen holding the whole role
+    /// (active): a device back in the role from another slot is a replacement that
+    /// took the role over part way (its copy unfinished) and is rebuilt whole.
+    whole_slot: Vec<MemberIdx>,
     /// The write-intent bitmap (chunk sectors, quiet time) when on: resyncs after
     /// power cuts and the catch-up of returning members visit only its dirty chunks.
     intent: Option<(u64, Nanos)>,
@@ -220,7 +224,18 @@ impl Story {
     }
 
     /// Up to four non-overlapping reads and writes in flight together.
+    /// Notes the slot of every role's device that holds the whole role now.
+    fn note_whole_devices(&mut self) {
+        for r in 0..self.whole_slot.len() {
+            let role = MemberIdx(r as u16);
+            if self.array.engine.member_states()[r] == MemberState::Active {
+                self.whole_slot[r] = self.array.engine.device_slot(role);
+            }
+        }
+    }
+
     fn batch(&mut self, max_sectors: u64) -> Result<(), String> {
+        self.note_whole_devices();
         // Faults may be repaired during the batch: it is within the redundancy only if
         // it was so both before and after.
         let within_before = self.within_redundancy();
@@ -623,11 +638,11 @@ impl Story {
         if self.array.engine.sync_progress().is_none() {
             // A member back with its old contents catches up on the dirty chunks only.
             // Not a replacement that took the role over part way through its copy
-            // (it lives in the role's other slot): the array resumes that one from
-            // its recovery offset, so the story rebuilds it whole.
+            // (another slot than the last whole device's): the array resumes that one
+            // from its recovery offset, so the story rebuilds it whole.
             let role = MemberIdx(m as u16);
-            let half_built =
-                self.array.engine.device_slot(role) != role || self.half_built.remove(&m);
+            let half_built = self.array.engine.device_slot(role) != self.whole_slot[m]
+                || self.half_built.remove(&m);
             let started = if replace || self.intent.is_none() || half_built {
                 self.array.engine.start_sync(SyncKind::Recover, 0)
             } else {
@@ -982,6 +997,8 @@ impl Story {
     /// After a power cut: the resync of what may be torn (where the bitmap says so),
     /// and the oracle's check of every sector.
     fn resync_after_cut(&mut self) -> Result<(), String> {
+        // The restart found each role's device in the role's first slot.
+        self.note_whole_devices();
         // A recover resumed by the restart runs first; the resync follows it.
         let resumed = self.array.engine.sync_progress().is_some();
         if !resumed {
@@ -1371,6 +1388,7 @@ fn tell(seed: u64, write_errors: bool) -> Result<(), (String, Vec<String>)> {
         unknown_rows: vec![false; total / SECTOR],
         written_unknown: vec![false; total / SECTOR],
         half_built: HashSet::new(),
+        whole_slot: (0..geo.raid_disks()).map(MemberIdx).collect(),
         second_victim: SimRng::new(seed ^ 0x7770),
         replay_cut: SimRng::new(seed ^ 0x2c07),
         ring_error: SimRng::new(seed ^ 0x0e11),
@@ -1528,6 +1546,10 @@ fn a_thousand_stories_without_write_errors_lose_nothing() {
 #[test]
 fn the_seeds_that_found_gaps_pass() {
     let seeds = [
+        // The story took a replacement that had taken its role over half built (in
+        // the slot the role's original device had held before an earlier
+        // replacement) for a member back, and caught it up from the bitmap only.
+        9_423_390_309_228_867_359,
         // A marker naming unknown rows reached one ring before a cut; the next open
         // wrote none, and the one after, that ring unreadable, forgot them
         // (2026-11-27, found once the stories went on past unknown rows).
