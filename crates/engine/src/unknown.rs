@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use xraid_layout::MemberIdx;
+use xraid_layout::{Geometry, MemberIdx, StripeRole};
 
 use crate::Engine;
 
@@ -72,6 +72,14 @@ impl Unknown {
             }
         }
     }
+}
+
+/// Whether `role` holds a data chunk (not parity) in `stripe`.
+fn holds_data(geo: &Geometry, role: u16, stripe: u64) -> bool {
+    matches!(
+        geo.stripe_map(stripe).role_of(MemberIdx(role)),
+        StripeRole::Data(_)
+    )
 }
 
 fn state(engine: &Engine) -> Option<&Unknown> {
@@ -248,11 +256,7 @@ pub(crate) fn records(engine: &Engine, room: usize) -> (Vec<Named>, u64) {
                 return (to - from) * chunk;
             }
             (from..to)
-                .filter(|&s| {
-                    let map = geo.stripe_map(s);
-                    (0..map.data_disks())
-                        .any(|i| map.data_member(i).index() == usize::from(a.role()))
-                })
+                .filter(|&s| holds_data(&geo, a.role(), s))
                 .count() as u64
                 * chunk
         };
@@ -300,16 +304,14 @@ pub(crate) fn sectors(engine: &Engine) -> u64 {
         .map(|&(a, b)| u64::from(b - a))
         .sum();
     // A span's stripes where its role holds parity hold no data to lose.
-    let geo = engine.geo;
-    let holds_data = |role: u16, stripe: u64| {
-        let map = geo.stripe_map(stripe);
-        (0..map.data_disks()).any(|i| map.data_member(i).index() == usize::from(role))
-    };
     let spans: u64 = u
         .spans
         .iter()
         .map(|(&(role, first), &last)| {
-            (first..=last).filter(|&s| holds_data(role, s)).count() as u64 * chunk
+            (first..=last)
+                .filter(|&s| holds_data(&engine.geo, role, s))
+                .count() as u64
+                * chunk
         })
         .sum();
     bands + spans
