@@ -281,6 +281,14 @@ impl Found {
             .map(|(_, rows)| rows)
     }
 
+    /// The rows of from..to the entry decides ([`Found::last_for`]).
+    fn last_for_within(&self, from: u32, to: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.last_for
+            .iter()
+            .map(move |&(a, b)| (a.max(from), b.min(to)))
+            .filter(|(a, b)| a < b)
+    }
+
     /// Whether the write covers rows from..to of data chunk `data_index` (all of them).
     fn writes(&self, data_index: u16, from: u32, to: u32) -> bool {
         let (a, b) = self.written(data_index);
@@ -2112,12 +2120,7 @@ fn unknowable(engine: &Engine, entry: &Found, plan: &WorkOut) -> Vec<(u16, u32, 
             if !unsure {
                 continue;
             }
-            for &(a, b) in &entry.last_for {
-                let (a, b) = (a.max(from), b.min(to));
-                if a < b {
-                    out.push((g, a, b));
-                }
-            }
+            out.extend(entry.last_for_within(from, to).map(|(a, b)| (g, a, b)));
         }
     }
     out
@@ -2971,11 +2974,8 @@ fn write_parity(
     // replay left them unknown, its write made them known again.
     for (i, _) in entry.logged() {
         let (from, to) = entry.written(i);
-        for &(a, b) in &entry.last_for {
-            let (a, b) = (a.max(from), b.min(to));
-            if a < b {
-                crate::unknown::known_again(engine, entry.stripe, map.data_member(i), a, b);
-            }
+        for (a, b) in entry.last_for_within(from, to) {
+            crate::unknown::known_again(engine, entry.stripe, map.data_member(i), a, b);
         }
     }
     engine.stats.log_partial_parity_replays += u64::from(worked_out);
