@@ -299,6 +299,10 @@ fn read_file_requests(
             push_error(&mut out, n.structured, req.cookie, errno, &msg);
             continue;
         }
+        if checked.empty {
+            push_ok(&mut out, n.structured, req.cookie);
+            continue;
+        }
         let long = req.length >= HOLE_CHECK_BYTES;
         if long && req.command == Command::Read && !matches!(long_reads, LongReads::Buffered) {
             // The pages of a file without holes are faulted in here, off the bulk

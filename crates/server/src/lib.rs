@@ -16,6 +16,7 @@ mod lane;
 mod log;
 mod mapped;
 mod server;
+mod stall;
 mod stream;
 mod tls;
 mod transmission;

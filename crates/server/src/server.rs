@@ -2,7 +2,7 @@
 //! accepting, let every connection finish the requests it has read, then let each
 //! array's worker flush and mark the array clean.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{Shutdown, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
@@ -11,20 +11,21 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use xraid_driver::BackendChoice;
 
 use crate::export::{self, ExportKind};
 use crate::handshake::{negotiate, HandshakeError};
+use crate::stall::{self, Watch};
 use crate::stream::Stream;
 use crate::tls::{Conn, Tls};
 use crate::transmission::{serve_array, serve_file, ConnEnd};
 use crate::{log, Exports, Listen, ServeConfig, ServerError};
 
 /// A client that takes longer than this to finish the handshake, or to take a reply
-/// it asked for, is dropped.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// it asked for, is dropped (replies are watched by `stall` too).
+const CLIENT_TIMEOUT: Duration = stall::STALL_LIMIT;
 
 #[derive(Debug)]
 enum Listener {
@@ -44,6 +45,8 @@ struct Shared {
     listener_fd: RawFd,
     /// Open connections, so a stop can end their reading.
     conns: Mutex<HashMap<u64, Stream>>,
+    /// Connections the stall watch closed (and logged): their threads log nothing more.
+    dropped: Mutex<HashSet<u64>>,
     active: AtomicUsize,
     next_conn: AtomicU64,
 }
@@ -132,6 +135,7 @@ impl Server {
                 stopping: AtomicBool::new(false),
                 listener_fd: fd,
                 conns: Mutex::new(HashMap::new()),
+                dropped: Mutex::new(HashSet::new()),
                 active: AtomicUsize::new(0),
                 next_conn: AtomicU64::new(0),
             }),
@@ -164,6 +168,13 @@ impl Server {
     /// worker to finish (arrays are flushed and marked clean).
     pub fn run(self) -> Result<(), ServerError> {
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
+        let watched = Arc::clone(&self.shared);
+        // Not joined: it ends within one look of the stop, and holds nothing that
+        // the stop waits for.
+        std::thread::Builder::new()
+            .name("xraid-stalls".to_owned())
+            .spawn(move || watch_stalls(&watched))
+            .map_err(|e| ServerError::Invalid(format!("cannot start the stall watch: {e}")))?;
         loop {
             let accepted = match &self.listener {
                 Listener::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
@@ -263,9 +274,49 @@ fn connection(stream: Stream, exports: &Exports, tls: &Tls, shared: &Shared) {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .remove(&id);
+    let dropped = shared
+        .dropped
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&id);
     match result {
+        // The watch said why already.
+        _ if dropped => {}
         Ok(()) | Err(ConnEnd::Disconnect) => {}
         Err(e) => log::error(&format!("{peer}: {e}; connection closed")),
+    }
+}
+
+/// Every few seconds, looks at each connection's socket and closes those whose
+/// client has taken almost none of its replies for `stall::STALL_LIMIT`: both of its
+/// threads then see the socket end, and the requests it had in flight finish
+/// without it.
+fn watch_stalls(shared: &Shared) {
+    let mut watches: HashMap<u64, Watch> = HashMap::new();
+    while !shared.stopping.load(Ordering::SeqCst) {
+        std::thread::sleep(stall::WATCH_EVERY);
+        let now = Instant::now();
+        let conns = shared.conns.lock().unwrap_or_else(PoisonError::into_inner);
+        watches.retain(|id, _| conns.contains_key(id));
+        for (&id, stream) in conns.iter() {
+            let Some(backlog) = stall::backlog(stream.as_raw_fd(), stream.is_tcp()) else {
+                continue;
+            };
+            if watches.entry(id).or_default().stalled(backlog, now) {
+                shared
+                    .dropped
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id);
+                log::error(&format!(
+                    "{}: took almost none of its replies for {} s; connection closed",
+                    stream.peer(),
+                    stall::STALL_LIMIT.as_secs()
+                ));
+                stream.shutdown(Shutdown::Both);
+                watches.remove(&id);
+            }
+        }
     }
 }
 

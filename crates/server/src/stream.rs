@@ -42,6 +42,10 @@ impl Stream {
         }
     }
 
+    pub(crate) fn is_tcp(&self) -> bool {
+        matches!(self, Stream::Tcp(_))
+    }
+
     /// Turns off Nagle's algorithm: replies go out as soon as they are written.
     pub(crate) fn set_nodelay(&self) {
         if let Stream::Tcp(s) = self {

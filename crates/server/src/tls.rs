@@ -138,6 +138,14 @@ impl Conn {
         })
     }
 
+    /// Ends the connection both ways at once, for every clone: a thread blocked on
+    /// it wakes with an error or the end of the stream.
+    pub(crate) fn abort(&self) {
+        match self {
+            Conn::Plain(sock) | Conn::Tls { sock, .. } => sock.shutdown(Shutdown::Both),
+        }
+    }
+
     /// Sends TLS's close_notify (nothing for plain connections).
     pub(crate) fn close(&mut self) {
         if let Conn::Tls { sock, state, .. } = self {

@@ -46,6 +46,10 @@ pub(crate) enum ConnEnd {
 /// What a request is checked against before it is done.
 pub(crate) struct Checked {
     pub(crate) error: Option<(u32, String)>,
+    /// A read, write, trim, zeroing or cache of no bytes: answered with success at
+    /// once, touching nothing (the protocol leaves them unspecified but asks the server
+    /// not to disconnect; a zero-length structured read has no valid data chunk).
+    pub(crate) empty: bool,
 }
 
 /// The generic checks: known flags, range inside the export, alignment, size limit,
@@ -55,11 +59,21 @@ pub(crate) fn check(req: &Request, n: &Negotiated) -> Checked {
     let size = export.size();
     let fail = |errno: u32, msg: String| Checked {
         error: Some((errno, msg)),
+        empty: false,
     };
     let known =
         CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_DF | CMD_FLAG_REQ_ONE | CMD_FLAG_FAST_ZERO;
     if req.flags & !known != 0 {
         return fail(EINVAL, format!("unknown command flags {:#x}", req.flags));
+    }
+    if req.flags & !flags_valid_for(req.command) != 0 {
+        return fail(
+            EINVAL,
+            format!(
+                "command flags {:#x} are not valid for this command",
+                req.flags & !flags_valid_for(req.command)
+            ),
+        );
     }
     let ranged = matches!(
         req.command,
@@ -73,8 +87,10 @@ pub(crate) fn check(req: &Request, n: &Negotiated) -> Checked {
     if ranged {
         let end = req.offset.checked_add(u64::from(req.length));
         if end.is_none_or(|end| end > size) {
+            // The protocol asks for ENOSPC where a write would pass the end.
+            let writes_data = matches!(req.command, Command::Write | Command::WriteZeroes);
             return fail(
-                EINVAL,
+                if writes_data { ENOSPC } else { EINVAL },
                 format!(
                     "request for {} bytes at {} reaches past the export's end ({size} bytes)",
                     req.length, req.offset
@@ -94,7 +110,12 @@ pub(crate) fn check(req: &Request, n: &Negotiated) -> Checked {
         }
     }
     if matches!(req.command, Command::Read | Command::Write) && req.length > MAX_REQUEST_BYTES {
-        let errno = if n.structured { EOVERFLOW } else { EINVAL };
+        // EOVERFLOW only where the client asked not to have the read fragmented.
+        let errno = if n.structured && req.flags & CMD_FLAG_DF != 0 {
+            EOVERFLOW
+        } else {
+            EINVAL
+        };
         return fail(
             errno,
             format!("requests are limited to {MAX_REQUEST_BYTES} bytes"),
@@ -113,7 +134,25 @@ pub(crate) fn check(req: &Request, n: &Negotiated) -> Checked {
     if let Command::Unknown(c) = req.command {
         return fail(EINVAL, format!("unknown command {c}"));
     }
-    Checked { error: None }
+    let empty = req.length == 0
+        && matches!(
+            req.command,
+            Command::Read | Command::Write | Command::Trim | Command::WriteZeroes | Command::Cache
+        );
+    Checked { error: None, empty }
+}
+
+/// The command flags a command may carry: FUA on any (the protocol has the server
+/// accept it everywhere, even by ignoring it), the others only where they mean
+/// something.
+fn flags_valid_for(command: Command) -> u16 {
+    CMD_FLAG_FUA
+        | match command {
+            Command::Read => CMD_FLAG_DF,
+            Command::WriteZeroes => CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO,
+            Command::BlockStatus => CMD_FLAG_REQ_ONE,
+            _ => 0,
+        }
 }
 
 /// Appends an error reply in the negotiated style.
@@ -200,17 +239,30 @@ pub(crate) fn serve_array(reader: Conn, writer: Conn, n: &Negotiated) -> Result<
     let structured = n.structured;
     let writer_flight = Arc::clone(&in_flight);
     let pool = array.pool.clone();
+    let breaker = writer.try_clone()?;
     let writer_thread = std::thread::Builder::new()
         .name("xraid-conn-w".to_owned())
-        .spawn(move || write_replies(writer, &done_rx, structured, &writer_flight, &pool))?;
+        .spawn(move || {
+            let written = write_replies(writer, &done_rx, structured, &writer_flight, &pool);
+            if written.is_err() {
+                // Replies can no longer reach the client: stop reading its requests
+                // too, rather than do their I/O for nobody.
+                breaker.abort();
+            }
+            written
+        })?;
     let result = read_array_requests(reader, n, array, &done_tx, &in_flight);
     drop(done_tx);
     // The writer ends once every job holding a sender has replied.
     let written = writer_thread
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("reply writer panicked")));
-    result?;
-    written.map_err(ConnEnd::Io)
+    match (result, written) {
+        (Err(ConnEnd::Protocol(p)), _) => Err(ConnEnd::Protocol(p)),
+        // The writer's failure is the cause; the reader only saw the socket end.
+        (_, Err(e)) => Err(ConnEnd::Io(e)),
+        (result, Ok(())) => result,
+    }
 }
 
 fn read_array_requests<S: Read>(
@@ -241,6 +293,12 @@ fn read_array_requests<S: Read>(
             }
             let mut out = Vec::new();
             push_error(&mut out, structured, req.cookie, errno, &msg);
+            raw(out);
+            continue;
+        }
+        if checked.empty {
+            let mut out = Vec::new();
+            push_ok(&mut out, structured, req.cookie);
             raw(out);
             continue;
         }

@@ -193,7 +193,6 @@ fn bad_requests_get_error_replies_and_the_connection_goes_on() {
     let known_len = s.known.len() as u32;
     for structured in [false, true] {
         let mut c = Client::open(addr, NAME, structured);
-        let too_big = if structured { EOVERFLOW } else { EINVAL };
         let cases = [
             ("unknown command 42", Command::Unknown(42), 0, 4096, EINVAL),
             (
@@ -224,7 +223,7 @@ fn bad_requests_get_error_replies_and_the_connection_goes_on() {
                 100,
                 EINVAL,
             ),
-            ("a read of 33 MiB", Command::Read, 0, 33 << 20, too_big),
+            ("a read of 33 MiB", Command::Read, 0, 33 << 20, EINVAL),
             (
                 "block status without a metadata context",
                 Command::BlockStatus,
@@ -242,6 +241,34 @@ fn bad_requests_get_error_replies_and_the_connection_goes_on() {
             let again = c.read(0, known_len);
             assert!(again.as_deref() == Ok(&s.known[..]), "after {what}");
         }
+        // EOVERFLOW only where the client asked for the read whole (DF), and only
+        // flags a command takes.
+        if structured {
+            let r = c.command_with(CMD_FLAG_DF, Command::Read, 0, 33 << 20);
+            assert_eq!(r.error, EOVERFLOW, "a read of 33 MiB, not to be fragmented");
+        }
+        let wrong_flags = [
+            ("NO_HOLE on a read", CMD_FLAG_NO_HOLE, Command::Read),
+            ("REQ_ONE on a trim", CMD_FLAG_REQ_ONE, Command::Trim),
+            ("FAST_ZERO on a cache", CMD_FLAG_FAST_ZERO, Command::Cache),
+            ("DF on a flush", CMD_FLAG_DF, Command::Flush),
+        ];
+        for (what, flags, command) in wrong_flags {
+            let r = c.command_with(flags, command, 0, 4096);
+            assert_eq!(r.error, EINVAL, "{what} (structured: {structured})");
+        }
+        let r = c.command_with(CMD_FLAG_FUA, Command::Cache, 0, 4096);
+        assert_eq!(r.error, 0, "FUA is accepted on any command");
+        // Writes past the end: ENOSPC, as the protocol asks.
+        let past = ARRAY_BYTES - 512;
+        let cookie = c.request(Command::Write, past, 1024, &[0xEE; 1024]);
+        assert_eq!(
+            c.reply(cookie, past, 0).error,
+            ENOSPC,
+            "a write past the end"
+        );
+        let r = c.command(Command::WriteZeroes, past, 1024);
+        assert_eq!(r.error, ENOSPC, "zeroes past the end");
         // A refused write's payload is skipped, not taken for the next request.
         let cookie = c.request(Command::Write, 100, 512, &[0xEE; 512]);
         assert_eq!(c.reply(cookie, 100, 0).error, EINVAL, "an unaligned write");
@@ -482,4 +509,142 @@ fn connections_beyond_the_limit_are_refused() {
     drop(idle);
     server.stop();
     assert_on_disk(dir.path(), &disks, 4 << 20, &known);
+}
+
+/// Reads, writes, trims, zeroings and caches of no bytes: the protocol leaves them
+/// unspecified but asks the server to stay connected. Each gets success at once and
+/// touches nothing (a structured read: one NONE chunk, as an OFFSET_DATA chunk must
+/// carry data); before, a zeroing of no bytes on an array was never answered, spun the
+/// array's thread and kept the server from stopping.
+#[test]
+fn requests_of_no_bytes_succeed_at_once_on_both_kinds_of_export() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let file = dir.path().join("plain.img");
+    std::fs::write(&file, random_bytes(1 << 20, 21)).expect("plain file");
+    let config = dir.path().join("exports.toml");
+    let toml = format!(
+        "[[export]]\nname = \"{NAME}\"\npaths = [\"{}\"]\n\n[[export]]\nname = \"plain\"\npaths = [\"{}\"]\n",
+        p(&disks),
+        p(&file)
+    );
+    std::fs::write(&config, toml).expect("config");
+    let server = Server::tcp(dir.path(), &["--config", p(&config)]);
+    let known = random_bytes(64 << 10, 22);
+    for export in [NAME, "plain"] {
+        for structured in [false, true] {
+            let mut c = Client::open(server.tcp_addr(), export, structured);
+            write_acknowledged(&mut c, 0, &known);
+            let cases = [
+                ("a read", 0, Command::Read),
+                ("a write", CMD_FLAG_FUA, Command::Write),
+                ("a trim", 0, Command::Trim),
+                ("zeroes", 0, Command::WriteZeroes),
+                (
+                    "zeroes, no hole",
+                    CMD_FLAG_NO_HOLE | CMD_FLAG_FUA,
+                    Command::WriteZeroes,
+                ),
+                ("zeroes, fast", CMD_FLAG_FAST_ZERO, Command::WriteZeroes),
+                ("a cache", 0, Command::Cache),
+            ];
+            for (what, flags, command) in cases {
+                for offset in [0, 4096] {
+                    let r = c.command_with(flags, command, offset, 0);
+                    let case = format!(
+                        "{what} of 0 bytes at {offset} ({export}, structured: {structured})"
+                    );
+                    assert_eq!(r.error, 0, "{case}: {}", r.message);
+                    if structured {
+                        assert_eq!(r.chunks, [(REPLY_TYPE_NONE, 0)], "{case}");
+                    }
+                }
+            }
+            let got = c.read(0, known.len() as u32);
+            assert!(got.as_deref() == Ok(&known[..]), "{export}: data unchanged");
+            c.disconnect();
+        }
+    }
+    let stopped = server.stop();
+    let said = format!("{}{}", stopped.stdout, stopped.stderr);
+    assert!(
+        said.contains("marked clean"),
+        "the server stops and marks the array clean: {said}"
+    );
+    assert_on_disk(dir.path(), &disks, 0, &known);
+}
+
+/// A client that asks for replies and never reads them is dropped once its replies
+/// have waited `STALL_LIMIT` (30 s) with almost none taken, with one log line, on both
+/// kinds of export (a TCP receiver that reads nothing still lets a trickle through,
+/// which kept a per-send timeout from ever firing; Unix sockets: `stall.rs`'s tests).
+#[test]
+fn a_client_that_stops_reading_its_replies_is_dropped_after_30_s() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let file = dir.path().join("plain.img");
+    std::fs::write(&file, random_bytes(48 << 20, 23)).expect("plain file");
+    let array = Server::tcp(dir.path(), &[p(&disks)]);
+    let plain_dir = dir.path().join("plain");
+    std::fs::create_dir(&plain_dir).expect("folder");
+    let plain = Server::tcp(&plain_dir, &[p(&file)]);
+    let stuck = |addr: &str| {
+        let mut hog = Client::open(addr, NAME, false);
+        let requests: Vec<u8> = (0..200u64)
+            .flat_map(|i| {
+                Request {
+                    flags: 0,
+                    command: Command::Read,
+                    cookie: i,
+                    offset: (i % 40) << 20,
+                    length: 1 << 20,
+                }
+                .encode()
+            })
+            .collect();
+        hog.send(&requests);
+        hog
+    };
+    let array_hog = stuck(array.tcp_addr());
+    let array_peer = array_hog.local_addr();
+    let plain_hog = stuck(plain.tcp_addr());
+    let plain_peer = plain_hog.local_addr();
+    let start = Instant::now();
+    let dropped = |server: &Server, needle: &str| loop {
+        if server
+            .log_lines()
+            .iter()
+            .any(|l| l.contains("took almost none of its replies") && l.contains(needle))
+        {
+            break start.elapsed();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(50),
+            "the stuck client is still served: {}",
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let took = dropped(&array, &array_peer);
+    assert!(
+        took >= Duration::from_secs(25),
+        "dropped too soon: {took:?}"
+    );
+    dropped(&plain, &plain_peer);
+    // One line each: the connection's own end says nothing more.
+    std::thread::sleep(Duration::from_millis(500));
+    let mentions = array
+        .stderr()
+        .lines()
+        .filter(|l| l.contains(&array_peer))
+        .count();
+    assert_eq!(mentions, 1, "{}", array.stderr());
+    drop((array_hog, plain_hog));
+    let known = random_bytes(64 << 10, 24);
+    let mut c = Client::open(array.tcp_addr(), NAME, false);
+    write_acknowledged(&mut c, 0, &known);
+    c.disconnect();
+    array.stop();
+    plain.stop();
+    assert_on_disk(dir.path(), &disks, 0, &known);
 }

@@ -41,6 +41,8 @@ pub struct Reply {
     pub data: Vec<u8>,
     /// A block status reply's extents: (length, flags).
     pub extents: Vec<(u32, u32)>,
+    /// A structured reply's chunks: (type, payload length).
+    pub chunks: Vec<(u16, u32)>,
 }
 
 impl Client {
@@ -185,10 +187,22 @@ impl Client {
 
     /// Sends a request header (and `payload`, for writes); returns its cookie.
     pub fn request(&mut self, command: Command, offset: u64, length: u32, payload: &[u8]) -> u64 {
+        self.request_with(0, command, offset, length, payload)
+    }
+
+    /// [`Client::request`] with command flags.
+    pub fn request_with(
+        &mut self,
+        flags: u16,
+        command: Command,
+        offset: u64,
+        length: u32,
+        payload: &[u8],
+    ) -> u64 {
         let cookie = self.next_cookie;
         self.next_cookie += 1;
         let header = Request {
-            flags: 0,
+            flags,
             command,
             cookie,
             offset,
@@ -237,6 +251,7 @@ impl Client {
             let length = u32::from_be_bytes(h[12..].try_into().expect("4 bytes"));
             let mut payload = vec![0u8; length as usize];
             self.stream.read_exact(&mut payload).expect("chunk payload");
+            reply.chunks.push((kind, length));
             take_chunk(kind, &payload, offset, &mut reply);
             if flags & REPLY_FLAG_DONE != 0 {
                 return reply;
@@ -271,7 +286,18 @@ impl Client {
 
     /// Any command without payload or data: the whole reply.
     pub fn command(&mut self, command: Command, offset: u64, length: u32) -> Reply {
-        let cookie = self.request(command, offset, length, &[]);
+        self.command_with(0, command, offset, length)
+    }
+
+    /// [`Client::command`] with command flags.
+    pub fn command_with(
+        &mut self,
+        flags: u16,
+        command: Command,
+        offset: u64,
+        length: u32,
+    ) -> Reply {
+        let cookie = self.request_with(flags, command, offset, length, &[]);
         self.reply(cookie, offset, 0)
     }
 
