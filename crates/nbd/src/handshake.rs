@@ -51,6 +51,30 @@ pub fn option_reply(option: u32, reply: u32, data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The longest string the protocol lets a message carry: proto.md says strings, error
+/// messages included, "MUST be no longer than 4096 bytes".
+pub const MAX_STRING_BYTES: usize = 4096;
+
+/// An option error reply (`reply` one of the `REP_ERR_*`) whose message is cut to
+/// [`MAX_STRING_BYTES`], at a character boundary so that it stays UTF-8: a message that
+/// quotes what the client sent must not grow past what the client may accept.
+pub fn option_error_reply(option: u32, reply: u32, message: &str) -> Vec<u8> {
+    option_reply(
+        option,
+        reply,
+        utf8_prefix(message, MAX_STRING_BYTES).as_bytes(),
+    )
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character.
+fn utf8_prefix(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// The old-style answer to NBD_OPT_EXPORT_NAME: size and flags (no zero padding, as
 /// the server always offers NBD_FLAG_NO_ZEROES; the padding is added when the client
 /// did not accept it).
@@ -198,6 +222,23 @@ mod tests {
         let mut huge = u32::MAX.to_be_bytes().to_vec();
         huge.extend_from_slice(&[0; 4]);
         assert!(parse_info_request(&huge).is_err());
+    }
+
+    #[test]
+    fn error_replies_are_cut_to_the_protocol_limit() {
+        let long = "é".repeat(3000); // 6000 bytes, two per character
+        let r = option_error_reply(7, 0x8000_0006, &long);
+        let len = u32::from_be_bytes(r[16..20].try_into().expect("4 bytes")) as usize;
+        assert_eq!(len, r.len() - 20);
+        assert_eq!(len, MAX_STRING_BYTES);
+        assert!(
+            std::str::from_utf8(&r[20..]).is_ok(),
+            "cut inside a character"
+        );
+        let short = option_error_reply(7, 0x8000_0006, "no export named 'x'");
+        assert_eq!(&short[20..], b"no export named 'x'");
+        // An odd limit inside a two-byte character backs off to the character's start.
+        assert_eq!(utf8_prefix("aé", 2), "a");
     }
 
     #[test]

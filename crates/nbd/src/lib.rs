@@ -12,8 +12,9 @@ mod reply;
 mod request;
 
 pub use handshake::{
-    export_name_reply, option_reply, parse_info_request, parse_meta_context_request,
-    server_greeting, InfoRequest, MetaContextRequest, OptionHeader, OPTION_HEADER_BYTES,
+    export_name_reply, option_error_reply, option_reply, parse_info_request,
+    parse_meta_context_request, server_greeting, InfoRequest, MetaContextRequest, OptionHeader,
+    MAX_STRING_BYTES, OPTION_HEADER_BYTES,
 };
 pub use reply::{
     block_status_chunk, error_chunk, offset_data_header, offset_hole_chunk, simple_reply,

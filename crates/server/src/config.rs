@@ -112,14 +112,7 @@ impl ServeConfig {
     }
 
     fn from_toml(text: &str) -> Result<ServeConfig, String> {
-        let file: ConfigFile = toml::from_str(text).map_err(|e| {
-            // toml's messages span several lines; the first says what is wrong.
-            e.to_string()
-                .lines()
-                .next()
-                .unwrap_or("invalid TOML")
-                .to_owned()
-        })?;
+        let file: ConfigFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
         let listen = match (file.listen, file.socket) {
             (Some(_), Some(_)) => return Err("give either listen or socket, not both".to_owned()),
             (Some(addr), None) => Listen::Tcp(parse_listen(&addr)?),
@@ -175,6 +168,33 @@ impl ServeConfig {
     }
 }
 
+/// toml's error in one line: where and why. (Its own display spans several lines: a
+/// position, the offending line drawn with a caret, and only then the reason.)
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let reason = e
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    match e.span() {
+        Some(span) => {
+            let (line, column) = line_and_column(text, span.start);
+            format!("line {line}, column {column}: {reason}")
+        }
+        None => reason,
+    }
+}
+
+/// The line and column (both from 1, columns in characters) of byte `offset` of `text`.
+fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = before.matches('\n').count() + 1;
+    (line, before[line_start..].chars().count() + 1)
+}
+
 /// `ADDR:PORT`, `ADDR` (port 10809) or `:PORT` (127.0.0.1).
 pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
@@ -223,6 +243,42 @@ mod tests {
             let err = ServeConfig::from_toml(text).expect_err(text);
             assert!(!err.contains('\n'), "{err}");
         }
+    }
+
+    #[test]
+    fn toml_errors_say_where_and_why() {
+        let export = "[[export]]\nname = \"a\"\npaths = [\"d\"]\n";
+        for (text, wanted) in [
+            (
+                format!("{export}colour = 1\n"),
+                "line 4, column 1: unknown field `colour`, expected one of `name`, `paths`",
+            ),
+            (
+                "[[export]]\nname = \"a\"\n".to_owned(),
+                "missing field `paths`",
+            ),
+            (
+                "[[export]]\npaths = [\"d\"]\n".to_owned(),
+                "missing field `name`",
+            ),
+            (
+                format!("max_connections = \"many\"\n{export}"),
+                "line 1, column 19: invalid type: string \"many\", expected usize",
+            ),
+        ] {
+            let err = ServeConfig::from_toml(&text).expect_err(&text);
+            assert!(err.contains(wanted), "{text:?}: {err}");
+            assert!(err.starts_with("line "), "{text:?}: {err}");
+            assert!(!err.contains('\n'), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn positions_count_lines_and_characters_from_one() {
+        assert_eq!(line_and_column("ab\ncé = 1", 0), (1, 1));
+        assert_eq!(line_and_column("ab\ncé = 1", 3), (2, 1));
+        assert_eq!(line_and_column("ab\ncé = 1", 6), (2, 3));
+        assert_eq!(line_and_column("ab", 99), (1, 3));
     }
 
     #[test]

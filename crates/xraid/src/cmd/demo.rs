@@ -3,7 +3,7 @@
 //! the array, reads it back, then reads it again with one member left out, so parity
 //! reconstruction is shown doing its work; then serves it over NBD until Ctrl-C.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Result};
@@ -12,7 +12,7 @@ use xraid_driver::BackendChoice;
 use xraid_layout::{Layout, Level, SECTOR_BYTES};
 use xraid_server::{ExportConfig, ServeConfig, DEFAULT_MAX_CONNECTIONS};
 
-use super::open_array;
+use super::{open_array, shell_word};
 use crate::cli::DemoArgs;
 use crate::size::human;
 
@@ -106,10 +106,9 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
         "member0 left out (rebuilt from parity)",
     )?;
     println!();
-    println!("look at it:");
-    println!("  xraid status {}", args.dir.display());
-    println!("  xraid examine {}", members[0].display());
-    println!("  xraid read {} | sha256sum", args.dir.display());
+    for line in look_at_it(&args.dir, &members[0], !args.no_serve) {
+        println!("{line}");
+    }
     if args.no_serve {
         return Ok(());
     }
@@ -130,6 +129,24 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
         tls_files: None,
     };
     super::serve::serve(&config, backend)
+}
+
+/// Commands that show the demo array, each true when printed: while the array is
+/// served the server holds its members (locked), so reading them whole waits for
+/// Ctrl-C; status and examine work meanwhile (status asks the server).
+fn look_at_it(dir: &Path, member: &Path, served: bool) -> Vec<String> {
+    let word = |path: &Path| shell_word(&path.to_string_lossy());
+    let read = format!("  xraid read {} | sha256sum", word(dir));
+    vec![
+        "look at it:".to_owned(),
+        format!("  xraid status {}", word(dir)),
+        format!("  xraid examine {}", word(member)),
+        if served {
+            format!("{read}   # after Ctrl-C: until then the server holds the members")
+        } else {
+            read
+        },
+    ]
 }
 
 fn verify(

@@ -80,25 +80,22 @@ pub(crate) fn serve(config: &ServeConfig, backend: BackendChoice) -> Result<()> 
     let server = Server::start(config, backend)?;
     stop_on_signals(signals, server.shutdown_handle())?;
     let address = server.address().to_owned();
+    let tls = config.tls_mode == TlsMode::Require;
     for (name, size, description) in server.exports() {
-        let scheme = if config.tls_mode == TlsMode::Require {
-            "nbds"
-        } else {
-            "nbd"
+        let reach = Reach {
+            listen: &config.listen,
+            address: &address,
+            name: &name,
+            tls,
         };
-        let uri = match &config.listen {
-            Listen::Tcp(_) => format!("{scheme}://{address}/{name}"),
-            Listen::Unix(path) => format!("{scheme}+unix:///{name}?socket={}", path.display()),
-        };
-        // Quoted for the shell: a Unix socket's URI holds a '?'.
-        let arg = shell_word(&uri);
         say(&format!(
-            "serving '{name}' ({}, {description}) at {uri}",
-            human(size)
+            "serving '{name}' ({}, {description}) at {}",
+            human(size),
+            reach.uri(false)
         ));
-        say(&format!("  qemu-img info {arg}"));
-        say(&format!("  nbdcopy {arg} copy.img"));
-        say(&format!("  nbdfuse mnt/disk {arg}"));
+        for line in reach.command_lines() {
+            say(&format!("  {line}"));
+        }
     }
     say(&format!(
         "listening on {address}; stop with Ctrl-C or SIGTERM"
@@ -106,6 +103,112 @@ pub(crate) fn serve(config: &ServeConfig, backend: BackendChoice) -> Result<()> 
     server.run()?;
     say("stopped; arrays flushed and marked clean");
     Ok(())
+}
+
+/// Where a client finds one export, for the command lines the server prints.
+pub(crate) struct Reach<'a> {
+    pub listen: &'a Listen,
+    /// The address the server is bound to (TCP) or its socket's path.
+    pub address: &'a str,
+    pub name: &'a str,
+    /// Whether clients must start TLS (`--tls require`): they then name a folder DIR
+    /// holding the CA certificate, which the server cannot know.
+    pub tls: bool,
+}
+
+/// The placeholder for the client's folder of CA certificates in printed lines.
+const CA_DIR: &str = "DIR";
+
+impl Reach<'_> {
+    /// The export's NBD URI (with `tls-certificates=DIR` for TLS clients when
+    /// `with_ca`): the name is percent-encoded, as a URI's path must be.
+    pub(crate) fn uri(&self, with_ca: bool) -> String {
+        let scheme = if self.tls { "nbds" } else { "nbd" };
+        let path = percent_encoded(self.name, "");
+        let ca = format!("tls-certificates={CA_DIR}");
+        match self.listen {
+            Listen::Tcp(_) if with_ca && self.tls => {
+                format!("{scheme}://{}/{path}?{ca}", self.address)
+            }
+            Listen::Tcp(_) => format!("{scheme}://{}/{path}", self.address),
+            Listen::Unix(socket) => {
+                let socket = percent_encoded(&socket.to_string_lossy(), "/");
+                let ca = if with_ca && self.tls {
+                    format!("&{ca}")
+                } else {
+                    String::new()
+                };
+                format!("{scheme}+unix:///{path}?socket={socket}{ca}")
+            }
+        }
+    }
+
+    /// Command lines of qemu and libnbd's tools that reach the export, quoted for the
+    /// shell; for TLS, with a line that says what DIR stands for.
+    pub(crate) fn command_lines(&self) -> Vec<String> {
+        let uri = shell_word(&self.uri(true));
+        let mut lines = vec![
+            format!("qemu-img info {}", self.qemu_image()),
+            format!("nbdinfo {uri}"),
+            format!("nbdcopy {uri} copy.img"),
+        ];
+        if self.tls {
+            lines.push(format!(
+                "where {CA_DIR} is a folder holding ca-cert.pem, the certificate of the CA that signed the server's"
+            ));
+        }
+        lines
+    }
+
+    /// qemu's arguments naming the export: its URI, or, as qemu knows no `nbds://`,
+    /// TLS credentials and the export spelt out as options.
+    fn qemu_image(&self) -> String {
+        if !self.tls {
+            return shell_word(&self.uri(false));
+        }
+        let server = match self.listen {
+            Listen::Tcp(_) => match self.address.parse::<std::net::SocketAddr>() {
+                Ok(addr) => format!("host={},port={}", addr.ip(), addr.port()),
+                Err(_) => format!("host={}", qemu_value(self.address)),
+            },
+            // qemu checks the certificate against a host name, and a socket has
+            // none: libnbd's tools assume "localhost" there, and so does this line.
+            Listen::Unix(socket) => format!(
+                "server.type=unix,server.path={},tls-hostname=localhost",
+                qemu_value(&socket.to_string_lossy())
+            ),
+        };
+        let creds = format!("tls-creds-x509,id=tls0,dir={CA_DIR},endpoint=client");
+        let image = format!(
+            "driver=nbd,{server},export={},tls-creds=tls0",
+            qemu_value(self.name)
+        );
+        format!(
+            "--object {} --image-opts {}",
+            shell_word(&creds),
+            shell_word(&image)
+        )
+    }
+}
+
+/// `text` as a value in qemu's KEY=VALUE,... options, where a comma is written twice.
+fn qemu_value(text: &str) -> String {
+    text.replace(',', ",,")
+}
+
+/// `text` with every byte but RFC 3986's unreserved characters (letters, digits,
+/// `-._~`) and those in `keep` written as `%XX`, as a URI's components need.
+pub(crate) fn percent_encoded(text: &str, keep: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for &b in text.as_bytes() {
+        let c = char::from(b);
+        if b.is_ascii_alphanumeric() || "-._~".contains(c) || (b.is_ascii() && keep.contains(c)) {
+            out.push(c);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// One line on standard output; a closed output (`xraid serve | head`) must not stop
@@ -117,7 +220,48 @@ fn say(line: &str) {
 
 #[cfg(test)]
 mod tests {
+    use super::{percent_encoded, Reach};
     use crate::cmd::shell_word;
+    use xraid_server::Listen;
+
+    #[test]
+    fn export_names_are_percent_encoded_in_uris() {
+        assert_eq!(percent_encoded("xraid", ""), "xraid");
+        assert_eq!(percent_encoded("my disk#1", ""), "my%20disk%231");
+        assert_eq!(percent_encoded("a/b?c%d&é~", ""), "a%2Fb%3Fc%25d%26%C3%A9~");
+        assert_eq!(percent_encoded("/run/x y.sock", "/"), "/run/x%20y.sock");
+    }
+
+    #[test]
+    fn tls_lines_name_the_ca_folder_and_spell_out_qemu_options() {
+        let tcp = Listen::Tcp("127.0.0.1:10809".parse().expect("address"));
+        let reach = Reach {
+            listen: &tcp,
+            address: "127.0.0.1:10809",
+            name: "a,b c",
+            tls: true,
+        };
+        assert_eq!(
+            reach.command_lines()[..3],
+            [
+                "qemu-img info --object tls-creds-x509,id=tls0,dir=DIR,endpoint=client \
+                 --image-opts 'driver=nbd,host=127.0.0.1,port=10809,export=a,,b c,tls-creds=tls0'"
+                    .to_owned(),
+                "nbdinfo 'nbds://127.0.0.1:10809/a%2Cb%20c?tls-certificates=DIR'".to_owned(),
+                "nbdcopy 'nbds://127.0.0.1:10809/a%2Cb%20c?tls-certificates=DIR' copy.img"
+                    .to_owned(),
+            ]
+        );
+        let unix = Listen::Unix("/tmp/s.sock".into());
+        let reach = Reach {
+            listen: &unix,
+            address: "/tmp/s.sock",
+            name: "xraid",
+            tls: false,
+        };
+        assert_eq!(reach.uri(true), "nbd+unix:///xraid?socket=/tmp/s.sock");
+        assert_eq!(reach.command_lines().len(), 3, "no DIR to explain");
+    }
 
     #[test]
     fn uris_are_quoted_for_the_shell_where_they_need_it() {
