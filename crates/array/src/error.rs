@@ -79,6 +79,8 @@ pub enum ArrayError {
     WouldLoseData { path: PathBuf, detail: String },
     #[error("{path} is an active member: fail it first (xraid fail), then remove it")]
     StillActive { path: PathBuf },
+    #[error("{path} is being built as the replacement of role {role}: fail it first (xraid fail drops it; the member it replaces serves on), then remove it")]
+    StillReplacing { path: PathBuf, role: usize },
     #[error("{path} is not a member of array '{name}' (neither active nor left out)")]
     NotInArray { path: PathBuf, name: String },
     #[error("{path} is already a hot spare of array '{name}'")]

@@ -499,12 +499,10 @@ pub fn fail_member(array: &[PathBuf], member: &Path) -> Result<u16, ArrayError> 
             path: member.to_path_buf(),
             name: assembled.name(),
         })?;
-    let mut states = assembled.member_states();
-    states[role] = xraid_engine::MemberState::Failed;
-    if let Some(lost) = xraid_engine::Engine::lost_with(assembled.geometry, states) {
+    if let Some(detail) = fail_refusal(assembled.geometry, &assembled.member_states(), role) {
         return Err(ArrayError::WouldLoseData {
             path: member.to_path_buf(),
-            detail: lost.to_string(),
+            detail,
         });
     }
     let failed = assembled.roles[role]
@@ -516,6 +514,82 @@ pub fn fail_member(array: &[PathBuf], member: &Path) -> Result<u16, ArrayError> 
     roles[failed] = xraid_format::ROLE_FAULTY;
     write_role_table(&assembled, &roles, Some(role))?;
     Ok(u16::try_from(role).expect("roles fit u16"))
+}
+
+/// Why failing the member in `role` would lose data, when it would: `None` when the
+/// array (in `states`) survives without it. Shared with the server, so that `xraid
+/// fail` says the same served or not.
+pub fn fail_refusal(
+    geometry: xraid_layout::Geometry,
+    states: &[xraid_engine::MemberState],
+    role: usize,
+) -> Option<String> {
+    use xraid_engine::MemberState;
+    let mut after = states.to_vec();
+    *after.get_mut(role)? = MemberState::Failed;
+    let lost = xraid_engine::Engine::lost_with(geometry, after)?;
+    // A mirror loses data when a chunk loses its last copy, however many members have
+    // failed elsewhere: the count the engine's message gives is not the reason then.
+    if geometry.copies_count() > 1 {
+        if let Some(others) = last_copy_partners(geometry, states, role) {
+            let failed = others.iter().all(|&r| states[r] == MemberState::Failed);
+            let rebuilding = others.iter().all(|&r| states[r] == MemberState::Rebuilding);
+            let roles = others
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(" and ");
+            let (copy, role_word, verb) = if others.len() == 1 {
+                (
+                    "copy",
+                    "role",
+                    if failed {
+                        "has failed"
+                    } else {
+                        "is still being rebuilt"
+                    },
+                )
+            } else {
+                let verb = if failed {
+                    "have failed"
+                } else if rebuilding {
+                    "are still being rebuilt"
+                } else {
+                    "have failed or are still being rebuilt"
+                };
+                ("copies", "roles", verb)
+            };
+            return Some(format!(
+                "it holds the last copy of some data, whose other {copy}, on {role_word} {roles}, {verb}: {} would lose that data",
+                geometry.level()
+            ));
+        }
+    }
+    Some(lost.to_string())
+}
+
+/// For a mirrored array, the other roles holding copies of a chunk that only `role`
+/// holds an active copy of, if there is one. Copy placement repeats every
+/// `raid_disks * copies` chunks, so that many cover every pattern.
+fn last_copy_partners(
+    geometry: xraid_layout::Geometry,
+    states: &[xraid_engine::MemberState],
+    role: usize,
+) -> Option<Vec<usize>> {
+    let active = |r: usize| states.get(r) == Some(&xraid_engine::MemberState::Active);
+    let chunk = u64::from(geometry.chunk_sectors()).max(1);
+    let period = u64::from(geometry.raid_disks()) * u64::from(geometry.copies_count());
+    let chunks = (geometry.array_sectors() / chunk).min(period);
+    (0..chunks).find_map(|c| {
+        let holders: Vec<usize> = geometry
+            .copies(c * chunk)
+            .as_slice()
+            .iter()
+            .map(|p| p.member.index())
+            .collect();
+        let only_here = holders.contains(&role) && holders.iter().all(|&r| r == role || !active(r));
+        only_here.then(|| holders.into_iter().filter(|&r| r != role).collect())
+    })
 }
 
 /// Takes `member` — one the array leaves out (failed, stale or a spare) — out of the

@@ -770,6 +770,16 @@ impl Array {
         })
     }
 
+    /// The role whose replacement is being built on `path`, if one is.
+    pub fn replacement_role_of_path(&self, path: &std::path::Path) -> Option<usize> {
+        let wanted = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        self.replacements.iter().position(|r| {
+            r.as_ref().is_some_and(|(p, _)| {
+                std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()) == wanted
+            })
+        })
+    }
+
     /// Hot spares waiting to be used.
     pub fn spare_paths(&self) -> Vec<PathBuf> {
         self.spares.iter().map(|(p, _)| p.clone()).collect()
@@ -1576,6 +1586,14 @@ impl Array {
             return Err(ArrayError::ReadOnly { name });
         }
         let wanted = canonical(path);
+        // Its copy goes on while it is open in the engine: erasing its superblock
+        // under it would leave the role to a device no superblock names.
+        if let Some(role) = self.replacement_role_of_path(path) {
+            return Err(ArrayError::StillReplacing {
+                path: path.to_path_buf(),
+                role,
+            });
+        }
         let states = self.driver.engine().member_states().to_vec();
         let role = self.role_of_path(path);
         if role.is_some_and(|r| states[r] != MemberState::Failed) {

@@ -498,6 +498,18 @@ impl Engine {
         other_slot(self.slots[role.index()], self.members.len())
     }
 
+    /// Drops the replacement being built for `role` (an operator failed it); the
+    /// role's member serves on. False when none is being built.
+    pub fn fail_replacement(&mut self, role: MemberIdx) -> bool {
+        match self.replacement_of(role) {
+            Some(pseudo) => {
+                self.fail_member(pseudo);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The role whose replacement pseudo-member `member` is, if it is one.
     pub(crate) fn pseudo_role(&self, member: MemberIdx) -> Option<usize> {
         member.index().checked_sub(self.members.len())

@@ -291,6 +291,7 @@ pub(crate) fn spawn(
         reniced_at: None,
         checkpointed_at: std::time::Instant::now(),
         last_sync: None,
+        scrub_start: None,
         losses: 0,
         ticked_at: std::time::Instant::now(),
         unrecorded: false,
@@ -349,6 +350,10 @@ struct Worker {
     checkpointed_at: std::time::Instant,
     /// How the last sync ended, for the control socket's status.
     last_sync: Option<serde_json::Value>,
+    /// The scrub started through the control socket: the engine's counts of read errors
+    /// corrected and checksum mismatches when it began, and its unit, so that its
+    /// report says what it found as the offline scrub's does.
+    scrub_start: Option<ScrubStart>,
     ticked_at: std::time::Instant,
     /// A member failure the superblocks do not say yet (their writes failed): until
     /// they do, no write is acknowledged, since after a crash the failed member would
@@ -357,6 +362,15 @@ struct Worker {
     /// Requests that failed for data the array has lost (unreadable, unwritable), and
     /// how many of them were logged (the first `MAX_LOSSES_LOGGED`).
     losses: u64,
+}
+
+/// What a scrub's report is worked out from when it ends (see `Worker::scrub_start`).
+#[derive(Debug, Clone, Copy)]
+struct ScrubStart {
+    kind: SyncKind,
+    read_errors_corrected: u64,
+    checksum_mismatches: u64,
+    unit_sectors: u64,
 }
 
 /// Lost ranges the log names one by one; past that they are counted (status shows the
@@ -589,7 +603,10 @@ impl Worker {
             "events": self.array.events(),
             "raid_disks": geo.raid_disks(),
             "array_size_bytes": geo.array_sectors() * SECTOR_BYTES,
+            "member_data_bytes": geo.member_sectors() * SECTOR_BYTES,
             "health": health,
+            // As offline: some role has no active member (failed, or being rebuilt).
+            "degraded": states.iter().any(|s| *s != MemberState::Active),
             "members": members,
             "spares": self.array.spare_paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             // Devices of the array it does not use (stale, faulty, replaced): for
@@ -627,6 +644,19 @@ impl Worker {
         if self.read_only {
             return crate::control::error_reply("the export is read-only");
         }
+        if let Some(role) = self.array.replacement_role_of_path(path) {
+            // A replacement that fails is dropped; the member it was to replace
+            // serves on, so this never costs the array anything.
+            let member = MemberIdx(u16::try_from(role).unwrap_or(u16::MAX));
+            self.array.driver().engine_mut().fail_replacement(member);
+            self.collect();
+            if let Err(e) = self.array.record_members() {
+                return crate::control::error_reply(&format!(
+                    "the replacement was dropped, but the superblocks could not be written: {e}"
+                ));
+            }
+            return serde_json::json!({ "ok": true, "role": role, "replacement": true });
+        }
         let Some(role) = self.array.role_of_path(path) else {
             return crate::control::error_reply(&format!(
                 "{} is not an active member of array '{}'",
@@ -642,11 +672,11 @@ impl Worker {
                 path.display()
             ));
         }
-        let mut states = engine.member_states().to_vec();
-        states[role] = MemberState::Failed;
-        if let Some(lost) = xraid_engine::Engine::lost_with(*engine.geometry(), states) {
+        if let Some(why) =
+            xraid_array::fail_refusal(*engine.geometry(), engine.member_states(), role)
+        {
             return crate::control::error_reply(&format!(
-                "failing {} is refused: the array would not survive it ({lost})",
+                "failing {} is refused: the array would not survive it ({why})",
                 path.display()
             ));
         }
@@ -776,7 +806,17 @@ impl Worker {
         }
         self.began_writes = true;
         match self.array.driver().engine_mut().start_sync(kind, 0) {
-            Ok(()) => serde_json::json!({ "ok": true }),
+            Ok(()) => {
+                let engine = self.array.driver_ref().engine();
+                let stats = engine.stats();
+                self.scrub_start = Some(ScrubStart {
+                    kind,
+                    read_errors_corrected: stats.read_errors_corrected,
+                    checksum_mismatches: stats.checksum_mismatches,
+                    unit_sectors: engine.sync_progress().map_or(0, |p| p.unit_sectors),
+                });
+                serde_json::json!({ "ok": true })
+            }
             Err(e) => crate::control::error_reply(&format!("cannot start a {}: {e}", kind.name())),
         }
     }
@@ -1092,7 +1132,7 @@ impl Worker {
                     skipped,
                     total,
                 } => {
-                    self.last_sync = Some(serde_json::json!({
+                    let mut last = serde_json::json!({
                         "kind": kind.name(),
                         "completed": completed,
                         "mismatched_units": mismatches,
@@ -1100,7 +1140,23 @@ impl Worker {
                         "visited_units": visited,
                         "skipped_units": skipped,
                         "total_units": total,
-                    }));
+                    });
+                    if let Some(start) = self.scrub_start.take_if(|s| s.kind == kind) {
+                        // What the scrub found and repaired besides mismatches, as the
+                        // offline scrub reports it. Clients' reads corrected while it
+                        // ran count too: the engine keeps one count for both.
+                        let stats = self.array.driver_ref().engine().stats();
+                        last["read_errors_corrected"] = stats
+                            .read_errors_corrected
+                            .saturating_sub(start.read_errors_corrected)
+                            .into();
+                        last["checksum_mismatches"] = stats
+                            .checksum_mismatches
+                            .saturating_sub(start.checksum_mismatches)
+                            .into();
+                        last["unit_bytes"] = (start.unit_sectors * SECTOR_BYTES).into();
+                    }
+                    self.last_sync = Some(last);
                     let skipped = if skipped > 0 {
                         format!("; visited {visited} units of {total}, skipped {skipped} clean in the write-intent bitmap")
                     } else {

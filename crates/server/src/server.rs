@@ -169,8 +169,8 @@ impl Server {
     pub fn run(self) -> Result<(), ServerError> {
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let watched = Arc::clone(&self.shared);
-        // Not joined: it ends within one look of the stop, and holds nothing that
-        // the stop waits for.
+        // Not joined: it ends within one look of the stop's last connection, and
+        // holds nothing that the stop waits for.
         std::thread::Builder::new()
             .name("xraid-stalls".to_owned())
             .spawn(move || watch_stalls(&watched))
@@ -290,13 +290,17 @@ fn connection(stream: Stream, exports: &Exports, tls: &Tls, shared: &Shared) {
 /// Every few seconds, looks at each connection's socket and closes those whose
 /// client has taken almost none of its replies for `stall::STALL_LIMIT`: both of its
 /// threads then see the socket end, and the requests it had in flight finish
-/// without it.
+/// without it. It goes on through a stop until the last connection has ended, since
+/// a stop waits for every connection's replies to go out.
 fn watch_stalls(shared: &Shared) {
     let mut watches: HashMap<u64, Watch> = HashMap::new();
-    while !shared.stopping.load(Ordering::SeqCst) {
+    loop {
         std::thread::sleep(stall::WATCH_EVERY);
         let now = Instant::now();
         let conns = shared.conns.lock().unwrap_or_else(PoisonError::into_inner);
+        if shared.stopping.load(Ordering::SeqCst) && conns.is_empty() {
+            return;
+        }
         watches.retain(|id, _| conns.contains_key(id));
         for (&id, stream) in conns.iter() {
             let Some(backlog) = stall::backlog(stream.as_raw_fd(), stream.is_tcp()) else {

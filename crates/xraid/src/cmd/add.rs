@@ -12,7 +12,7 @@ use xraid_engine::SyncKind;
 use xraid_layout::SECTOR_BYTES;
 
 use crate::cli::AddArgs;
-use crate::progress::{bytes_bar, follow_sync};
+use crate::progress::{bytes_bar, follow_sync, set_total};
 
 pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
     let paths = vec![args.array.clone()];
@@ -27,13 +27,19 @@ pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
         );
         return Ok(());
     };
+    if args.no_rebuild {
+        // Only the superblocks say so: nothing is rebuilt until the array is opened to
+        // write, which `xraid serve` does.
+        println!(
+            "{}: added as role {role} of the array, not rebuilt yet: `xraid serve` rebuilds it from the others in the background (until then the array stays degraded)",
+            added.path.display(),
+        );
+        return Ok(());
+    }
     println!(
         "{}: added as role {role} of the array; it is rebuilt from the others",
         added.path.display(),
     );
-    if args.no_rebuild {
-        return Ok(());
-    }
     let mut array = super::open_array(
         &with_member(&args.array, &args.member),
         OpenMode::ReadWrite,
@@ -42,7 +48,7 @@ pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
     let bar = bytes_bar(0, "rebuild");
     let report = array.sync(SyncKind::Recover, |p| {
         let unit_bytes = p.unit_sectors * SECTOR_BYTES;
-        bar.set_length(p.total_units * unit_bytes);
+        set_total(&bar, p.total_units * unit_bytes);
         bar.set_position(p.done_below * unit_bytes);
     })?;
     bar.finish_and_clear();

@@ -6,7 +6,7 @@ use xraid_driver::BackendChoice;
 use xraid_layout::{Layout, Level};
 
 use crate::cli::CreateArgs;
-use crate::progress::bytes_bar;
+use crate::progress::{bytes_bar, set_total};
 use crate::size::human;
 
 pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
@@ -68,7 +68,7 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
     };
     let bar = bytes_bar(0, "initialising parity");
     let created = create(&opts, &mut |done, total| {
-        bar.set_length(total);
+        set_total(&bar, total);
         bar.set_position(done);
     })?;
     bar.finish_and_clear();

@@ -4,23 +4,92 @@
 //! on the members themselves.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use xraid_array::assemble;
-use xraid_member::{DirectMode, OpenOptions};
+use xraid_format::Superblock;
+use xraid_member::{DirectMode, FileMember, OpenOptions};
 
 /// The control socket of the array named by `paths`, if a server answers there.
+///
+/// Found from the members' superblocks alone, not by assembling the array: a served
+/// array that has failed (or whose members the server changed since) does not
+/// assemble offline, yet its server still answers and knows better than the disks.
 pub fn served(paths: &[PathBuf]) -> Option<PathBuf> {
+    sockets(paths)
+        .into_iter()
+        .find(|socket| UnixStream::connect(socket).is_ok())
+}
+
+/// Where a server of the array named by `paths` would listen: beside its first member
+/// (see `Assembled::control_socket`), which is beside any of them when they share a
+/// folder; one place per folder the members are in. None when the paths hold members
+/// of more than one array: assembly says what is wrong then.
+fn sockets(paths: &[PathBuf]) -> Vec<PathBuf> {
     let options = OpenOptions {
         write: false,
         direct: DirectMode::Off,
         lock: false,
     };
-    let socket = assemble(paths, &options).ok()?.control_socket()?;
-    UnixStream::connect(&socket).ok().map(|_| socket)
+    let mut uuid = None;
+    let mut folders: Vec<PathBuf> = Vec::new();
+    for path in candidates(paths) {
+        // A file that cannot be read or holds no (sound) superblock is no member.
+        let Ok(member) = FileMember::open(&path, &options) else {
+            continue;
+        };
+        let Ok(Some(sb)) = xraid_array::read_superblock(&member, &path) else {
+            continue;
+        };
+        match uuid {
+            Some(u) if u != sb.set_uuid => return Vec::new(),
+            _ => uuid = Some(sb.set_uuid),
+        }
+        let folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        if !folders.contains(&folder) {
+            folders.push(folder);
+        }
+    }
+    let Some(uuid) = uuid else {
+        return Vec::new();
+    };
+    let short: String = Superblock::uuid_string(&uuid)
+        .chars()
+        .filter(|c| *c != ':')
+        .take(8)
+        .collect();
+    folders
+        .into_iter()
+        .map(|folder| folder.join(format!(".xraid-{short}.ctl")))
+        .collect()
+}
+
+/// The files `paths` name: folders give the files and block devices in them, as
+/// assembly expands them.
+fn candidates(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            out.push(path.clone());
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(path) else {
+            continue;
+        };
+        let mut found: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                std::fs::metadata(p).is_ok_and(|m| m.is_file() || m.file_type().is_block_device())
+            })
+            .collect();
+        found.sort();
+        out.append(&mut found);
+    }
+    out
 }
 
 /// Sends one request and returns the server's answer (an error if it says no).

@@ -13,11 +13,19 @@ pub fn fail(args: MemberArgs) -> Result<()> {
             &socket,
             &serde_json::json!({ "op": "fail", "member": path.display().to_string() }),
         )?;
-        println!(
-            "{}: marked faulty (role {}) by the server that serves the array",
-            args.member.display(),
-            answer["role"]
-        );
+        if answer["replacement"].as_bool() == Some(true) {
+            println!(
+                "{}: the replacement being built for role {} is dropped; the member it was to replace serves on",
+                args.member.display(),
+                answer["role"]
+            );
+        } else {
+            println!(
+                "{}: marked faulty (role {}) by the server that serves the array",
+                args.member.display(),
+                answer["role"]
+            );
+        }
         return Ok(());
     }
     let role = fail_member(std::slice::from_ref(&args.array), &args.member)?;

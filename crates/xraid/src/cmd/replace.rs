@@ -12,7 +12,7 @@ use xraid_engine::SyncKind;
 use xraid_layout::SECTOR_BYTES;
 
 use crate::cli::ReplaceArgs;
-use crate::progress::{bytes_bar, follow_sync};
+use crate::progress::{bytes_bar, follow_sync, set_total};
 
 pub fn run(args: ReplaceArgs, backend: BackendChoice) -> Result<()> {
     let paths = vec![args.array.clone()];
@@ -21,13 +21,18 @@ pub fn run(args: ReplaceArgs, backend: BackendChoice) -> Result<()> {
     }
     let replacing = replace_member(&paths, &args.old, &args.new, args.size, args.force)?;
     let (old, new) = (args.old.display(), args.new.display());
+    if args.no_rebuild {
+        // Only the superblocks say so: the copy runs once the array is opened to write.
+        println!(
+            "{new}: replaces {old} in role {}, not copied yet: `xraid serve` copies it from {old} in the background while {old} serves",
+            replacing.role
+        );
+        return Ok(());
+    }
     println!(
         "{new}: replaces {old} in role {}; it is rebuilt from {old} while {old} serves",
         replacing.role
     );
-    if args.no_rebuild {
-        return Ok(());
-    }
     let mut array = super::open_array(
         &super::add::with_member(&args.array, &args.new),
         OpenMode::ReadWrite,
@@ -36,7 +41,7 @@ pub fn run(args: ReplaceArgs, backend: BackendChoice) -> Result<()> {
     let bar = bytes_bar(0, "replace");
     let report = array.sync(SyncKind::Recover, |p| {
         let unit_bytes = p.unit_sectors * SECTOR_BYTES;
-        bar.set_length(p.total_units * unit_bytes);
+        set_total(&bar, p.total_units * unit_bytes);
         bar.set_position(p.done_below * unit_bytes);
     })?;
     bar.finish_and_clear();

@@ -1,5 +1,6 @@
-//! `xraid scrub check|repair`: md's sync_action check and repair on an array that is
-//! not being served, with a progress bar and a report of what disagreed.
+//! `xraid scrub check|repair`: md's sync_action check and repair, run here on an array
+//! that is not being served or by the server that serves it, with a progress bar and a
+//! report of what disagreed.
 
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -9,12 +10,16 @@ use xraid_engine::SyncKind;
 use xraid_layout::SECTOR_BYTES;
 
 use crate::cli::{ScrubAction, ScrubArgs};
-use crate::progress::{bytes_bar, follow_sync};
+use crate::progress::{bytes_bar, follow_sync, set_total};
 
+/// What a scrub found: the same fields and words whether the server that serves the
+/// array ran it or this command did.
 #[derive(Debug, Serialize)]
 struct Report {
     array: String,
     action: &'static str,
+    /// The server that serves the array ran it.
+    served: bool,
     completed: bool,
     /// Sync units (stripes; chunks for RAID-10; 512 KiB for RAID-1) where redundancy
     /// disagreed with the data.
@@ -36,14 +41,15 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
         ScrubAction::Repair => SyncKind::Repair,
     };
     if let Some(socket) = super::live::served(&args.array) {
-        return live(&socket, kind, args.json);
+        let out = live(&socket, kind)?;
+        return print_report(&out, kind, args.json);
     }
     let mut array = super::open_array(&args.array, OpenMode::ReadWrite, backend)?;
     let name = array.name();
     let bar = bytes_bar(0, kind.name());
     let report = array.sync(kind, |p| {
         let unit_bytes = p.unit_sectors * SECTOR_BYTES;
-        bar.set_length(p.total_units * unit_bytes);
+        set_total(&bar, p.total_units * unit_bytes);
         bar.set_position(p.done_below * unit_bytes);
     })?;
     bar.finish_and_clear();
@@ -51,6 +57,7 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
     let out = Report {
         array: name,
         action: kind.name(),
+        served: false,
         completed: report.completed,
         mismatched_units: report.mismatches,
         mismatch_sectors: report.mismatches * report.unit_sectors,
@@ -60,9 +67,19 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
         units: report.units,
         unit_bytes: report.unit_sectors * SECTOR_BYTES,
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+    print_report(&out, kind, args.json)
+}
+
+/// Prints the report (text or JSON); an error when the scrub met data the array lost.
+fn print_report(out: &Report, kind: SyncKind, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(out)?);
     } else {
+        let by = if out.served {
+            " (by the server that serves it)"
+        } else {
+            ""
+        };
         let fixed = if kind == SyncKind::Repair && out.mismatched_units > 0 {
             " (rewritten)"
         } else {
@@ -77,7 +94,7 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
             String::new()
         };
         println!(
-            "{} of array '{}': {} of {} units mismatched{fixed}, {} read errors corrected{sums}",
+            "{} of array '{}'{by}: {} of {} units mismatched{fixed}, {} read errors corrected{sums}",
             out.action, out.array, out.mismatched_units, out.units, out.read_errors_corrected
         );
     }
@@ -90,8 +107,9 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
     Ok(())
 }
 
-/// Has the server that serves the array run the scrub, following its progress.
-fn live(socket: &std::path::Path, kind: SyncKind, json: bool) -> Result<()> {
+/// Has the server that serves the array run the scrub, following its progress, and
+/// returns what it found (its status' `last_sync`).
+fn live(socket: &std::path::Path, kind: SyncKind) -> Result<Report> {
     use super::live::ask;
     ask(
         socket,
@@ -120,32 +138,19 @@ fn live(socket: &std::path::Path, kind: SyncKind, json: bool) -> Result<()> {
     };
     bar.finish_and_clear();
     let last = &status["last_sync"];
-    let mismatched = last["mismatched_units"].as_u64().unwrap_or(0);
-    let unrecoverable = last["unrecoverable_units"].as_u64().unwrap_or(0);
-    if json {
-        let out = serde_json::json!({
-            "array": status["name"],
-            "action": kind.name(),
-            "served": true,
-            "completed": last["completed"],
-            "mismatched_units": mismatched,
-            "unrecoverable_units": unrecoverable,
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    } else {
-        println!(
-            "{} of array '{}' (by the server that serves it): {mismatched} units mismatched{}",
-            kind.name(),
-            status["name"].as_str().unwrap_or("?"),
-            if kind == SyncKind::Repair && mismatched > 0 {
-                " (rewritten)"
-            } else {
-                ""
-            }
-        );
-    }
-    if unrecoverable > 0 {
-        bail!("{unrecoverable} units could not be read or rebuilt: the array has lost data there");
-    }
-    Ok(())
+    let count = |field: &str| last[field].as_u64().unwrap_or(0);
+    let unit_bytes = count("unit_bytes");
+    Ok(Report {
+        array: status["name"].as_str().unwrap_or("?").to_owned(),
+        action: kind.name(),
+        served: true,
+        completed: last["completed"] == true,
+        mismatched_units: count("mismatched_units"),
+        mismatch_sectors: count("mismatched_units") * (unit_bytes / SECTOR_BYTES),
+        unrecoverable_units: count("unrecoverable_units"),
+        read_errors_corrected: count("read_errors_corrected"),
+        checksum_mismatches: count("checksum_mismatches"),
+        units: count("total_units"),
+        unit_bytes,
+    })
 }

@@ -5,7 +5,7 @@ use serde::Serialize;
 use xraid_array::{assemble_anyway, cannot_start, Assembled, LeftOutReason};
 use xraid_format::Superblock;
 use xraid_layout::{Layout, Level, SECTOR_BYTES};
-use xraid_member::{DirectMode, OpenOptions};
+use xraid_member::{DirectMode, FileMember, OpenOptions};
 
 use crate::cli::StatusArgs;
 use crate::size::human;
@@ -76,7 +76,8 @@ struct LeftOutStatus {
 
 pub fn run(args: StatusArgs) -> Result<()> {
     if let Some(socket) = super::live::served(&args.array) {
-        let live = super::live::ask(&socket, &serde_json::json!({ "op": "status" }))?;
+        let mut live = super::live::ask(&socket, &serde_json::json!({ "op": "status" }))?;
+        add_superblock_fields(&mut live);
         if args.json {
             println!("{}", serde_json::to_string_pretty(&live)?);
         } else {
@@ -98,6 +99,44 @@ pub fn run(args: StatusArgs) -> Result<()> {
         print_text(&status);
     }
     Ok(())
+}
+
+/// Adds to a server's status what only the members' superblocks say, so that the JSON
+/// has the offline one's fields: each member's `events` and `device_uuid` (and each
+/// left-out device's `events`), and the array's `state` (clean, or active: written and not closed cleanly) as the freshest
+/// of them records it. Null where a superblock cannot be read (a member gone, or its
+/// path relative to the server's working folder).
+fn add_superblock_fields(live: &mut serde_json::Value) {
+    let options = OpenOptions {
+        write: false,
+        direct: DirectMode::Off,
+        lock: false,
+    };
+    let superblock = |path: Option<&str>| {
+        let path = std::path::Path::new(path?);
+        let member = FileMember::open(path, &options).ok()?;
+        xraid_array::read_superblock(&member, path).ok().flatten()
+    };
+    for l in live["left_out"].as_array_mut().into_iter().flatten() {
+        l["events"] = superblock(l["path"].as_str()).map(|sb| sb.events).into();
+    }
+    let mut freshest: Option<Superblock> = None;
+    for m in live["members"].as_array_mut().into_iter().flatten() {
+        let sb = superblock(m["path"].as_str());
+        m["events"] = sb.as_ref().map(|sb| sb.events).into();
+        m["device_uuid"] = sb
+            .as_ref()
+            .map(|sb| Superblock::uuid_string(&sb.device_uuid))
+            .into();
+        if let Some(sb) = sb {
+            if freshest.as_ref().is_none_or(|f| sb.events > f.events) {
+                freshest = Some(sb);
+            }
+        }
+    }
+    live["state"] = freshest
+        .map(|sb| if sb.is_clean() { "clean" } else { "active" })
+        .into();
 }
 
 fn describe(a: &Assembled) -> Result<Status> {

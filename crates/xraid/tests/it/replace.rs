@@ -490,3 +490,54 @@ fn a_replacement_that_takes_over_while_waiting_for_a_resync_is_rebuilt_whole() {
         serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("json");
     assert_eq!(check["mismatched_units"], 0, "{check}");
 }
+
+/// A replacement still being built, on a served array: `xraid remove` refuses it (its
+/// copy goes on in the server; before, its superblock was erased under it and it was
+/// handed the role all the same, so that after a clean stop the array could not start
+/// once another member had failed), and `xraid fail` drops it — the member it was to
+/// replace serves on, the replacement can then be removed, and the array survives a
+/// later failure and a restart.
+#[test]
+fn a_replacement_being_built_is_dropped_by_fail_and_only_then_removed() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let image = fill(dir.path(), &disks, 45 << 20, 71);
+    let want = sha256_file(&image);
+    let server = Server::unix(
+        dir.path(),
+        &["--rebuild-min", "1", "--rebuild-max", "1", p(&disks)],
+    );
+    replace_without_copy(&disks, "d2", "n2");
+    let n2 = disks.join("n2");
+    let err = fails(&["remove", p(&disks), p(&n2)]);
+    assert!(err.contains("replacement of role 2"), "{err}");
+    assert!(err.contains("fail it first"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let s = status(&disks);
+    assert!(
+        ends_with(&s["members"][2]["replacement"]["path"], "n2"),
+        "{s}"
+    );
+
+    let out = ok(&["fail", p(&disks), p(&n2)]);
+    assert!(out.contains("dropped"), "{out}");
+    let s = status(&disks);
+    assert!(s["members"][2]["replacement"].is_null(), "{s}");
+    assert_eq!(s["members"][2]["state"], "active", "{s}");
+    assert!(ends_with(&s["members"][2]["path"], "d2"), "{s}");
+    ok_once_let_go(&["remove", p(&disks), p(&n2)]);
+    let examined = Command::new("mdadm")
+        .args(["--examine", p(&n2)])
+        .output()
+        .expect("mdadm runs");
+    assert!(!examined.status.success(), "n2 keeps no md superblock");
+
+    // The array does not count the dropped replacement: it survives d0 failing, and
+    // starts again after a clean stop.
+    ok(&["fail", p(&disks), p(&disks.join("d0"))]);
+    server.stop();
+    let s = status(&disks);
+    assert_eq!(s["health"], "degraded", "{s}");
+    assert_eq!(sha256_of_read(&["--length", "45M", p(&disks)]), want);
+}
