@@ -211,7 +211,7 @@ pub(crate) fn spawn(
     mut array: Array,
     name: String,
     read_only: bool,
-) -> Result<(ArrayHandle, JoinHandle<()>), DriverError> {
+) -> Result<(ArrayHandle, JoinHandle<bool>), DriverError> {
     let (tx, rx) = mpsc::channel();
     let sleeping = Arc::new(AtomicBool::new(false));
     let waker = array.driver().waker()?;
@@ -378,17 +378,23 @@ struct ScrubStart {
 const MAX_LOSSES_LOGGED: u64 = 100;
 
 impl Worker {
-    fn run(mut self) {
+    /// Serves until every handle is gone, then closes the array; whether it was
+    /// flushed and marked clean.
+    fn run(mut self) -> bool {
         if let Err(e) = self.serve() {
             log::error(&format!("array '{}' stopped: {e}", self.name));
             self.fail_everything();
-            return;
+            return false;
         }
-        if let Err(e) = self.array.close() {
-            log::error(&format!(
-                "array '{}': could not mark it clean: {e}",
-                self.name
-            ));
+        match self.array.close() {
+            Ok(()) => true,
+            Err(e) => {
+                log::error(&format!(
+                    "array '{}': could not mark it clean: {e}",
+                    self.name
+                ));
+                false
+            }
         }
     }
 

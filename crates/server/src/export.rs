@@ -84,7 +84,7 @@ impl Export {
 pub(crate) struct Opened {
     pub export: Export,
     /// The array's worker, for arrays.
-    pub worker: Option<JoinHandle<()>>,
+    pub worker: Option<JoinHandle<bool>>,
     /// The array's control socket, for arrays.
     pub control: Option<crate::control::Control>,
 }
@@ -146,11 +146,17 @@ pub(crate) fn open(config: &ExportConfig, backend: BackendChoice) -> Result<Open
         ));
     }
     for l in assembled.unused() {
-        crate::log::info(&format!(
-            "export '{name}': {} left out: {}",
-            l.path.display(),
-            l.reason
-        ));
+        let line = if l.reason == xraid_array::LeftOutReason::Spare {
+            // Waiting as it should: not left out of anything.
+            format!("export '{name}': {} waits as a hot spare", l.path.display())
+        } else {
+            format!(
+                "export '{name}': {} left out: {}",
+                l.path.display(),
+                l.reason
+            )
+        };
+        crate::log::info(&line);
     }
     for (path, damage) in &assembled.damaged {
         crate::log::error(&format!(

@@ -81,7 +81,7 @@ impl ShutdownHandle {
 pub struct Server {
     listener: Listener,
     exports: Arc<Exports>,
-    workers: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle<bool>>,
     controls: Vec<crate::control::Control>,
     max_connections: usize,
     shared: Arc<Shared>,
@@ -165,8 +165,9 @@ impl Server {
     }
 
     /// Accepts clients until stopped, then waits for every connection and every array
-    /// worker to finish (arrays are flushed and marked clean).
-    pub fn run(self) -> Result<(), ServerError> {
+    /// worker to finish (arrays are flushed and marked clean). Returns whether every
+    /// array was (one that failed, or could not be written, says why in the log).
+    pub fn run(self) -> Result<bool, ServerError> {
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let watched = Arc::clone(&self.shared);
         // Not joined: it ends within one look of the stop's last connection, and
@@ -238,10 +239,11 @@ impl Server {
         // Dropping the exports drops the last handles to the array workers, which
         // then flush and mark their arrays clean.
         drop(exports);
+        let mut all_clean = true;
         for w in workers {
-            let _ = w.join();
+            all_clean &= w.join().unwrap_or(false);
         }
-        Ok(())
+        Ok(all_clean)
     }
 }
 

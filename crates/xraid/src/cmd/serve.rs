@@ -100,8 +100,12 @@ pub(crate) fn serve(config: &ServeConfig, backend: BackendChoice) -> Result<()> 
     say(&format!(
         "listening on {address}; stop with Ctrl-C or SIGTERM"
     ));
-    server.run()?;
-    say("stopped; arrays flushed and marked clean");
+    if server.run()? {
+        say("stopped; arrays flushed and marked clean");
+    } else {
+        // The log said which array and why; the next start resyncs it.
+        say("stopped; not every array could be marked clean (see above)");
+    }
     Ok(())
 }
 

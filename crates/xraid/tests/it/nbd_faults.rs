@@ -881,3 +881,39 @@ fn a_mirror_copy_refusing_writes_under_a_client_is_recorded_not_failed() {
     let listed = crate::badblocks::mdadm_badblocks(&disks.join("d1"));
     assert!(listed.contains("Bad-blocks list is empty"), "{listed}");
 }
+
+/// A served array that fails outright (two RAID-5 members gone) cannot be marked
+/// clean at the stop: the server says so instead of its usual "flushed and marked
+/// clean", which it printed after the error before.
+#[test]
+fn a_stop_says_when_an_array_could_not_be_marked_clean() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let server = Server::tcp(
+        dir.path(),
+        &[
+            "--fault",
+            "role=1,fail-after=20",
+            "--fault",
+            "role=2,fail-after=20",
+            p(&disks),
+        ],
+    );
+    let mut c = crate::nbd_raw::Client::open(server.tcp_addr(), "xraid", false);
+    let block = random_bytes(64 << 10, 31);
+    let failed = (0..64u64).any(|i| c.write(i * (64 << 10), &block) != 0);
+    assert!(failed, "writes fail once two members are gone");
+    c.disconnect();
+    let stopped = server.stop();
+    assert!(
+        stopped.stdout.contains("not every array could be marked clean"),
+        "{}{}",
+        stopped.stdout,
+        stopped.stderr
+    );
+    assert!(
+        !stopped.stdout.contains("flushed and marked clean"),
+        "{}",
+        stopped.stdout
+    );
+}
