@@ -906,7 +906,9 @@ fn a_stop_says_when_an_array_could_not_be_marked_clean() {
     c.disconnect();
     let stopped = server.stop();
     assert!(
-        stopped.stdout.contains("not every array could be marked clean"),
+        stopped
+            .stdout
+            .contains("not every array could be marked clean"),
         "{}{}",
         stopped.stdout,
         stopped.stderr
