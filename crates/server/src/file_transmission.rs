@@ -31,7 +31,8 @@ use crate::lane::Lane;
 use crate::mapped::Mapping;
 use crate::tls::Conn;
 use crate::transmission::{
-    check, next_request, push_error, push_ok, skip_payload, ConnEnd, READ_BUFFER_BYTES,
+    check, next_request, push_error, push_ok, read_payload, skip_payload, ConnEnd,
+    READ_BUFFER_BYTES,
 };
 use crate::zero_copy::{
     receive_into_file, send_all, send_header_and_file, Pipe, ReceiveError, Received, SendFileError,
@@ -349,7 +350,7 @@ fn read_file_requests(
         }
         if long && req.command == Command::Write {
             let mut data = pool.take_filled(req.length as usize);
-            reader.read_exact(&mut data)?;
+            read_payload(&mut reader, &mut data)?;
             let job = Bulk::Write {
                 cookie: req.cookie,
                 offset: req.offset,
@@ -399,7 +400,7 @@ fn write_spliced(
         }
     }
     let mut data = pool.take_filled(rest);
-    reader.read_exact(&mut data)?;
+    read_payload(reader, &mut data)?;
     let tail = head.and_then(|()| file.write(&data, at, false));
     pool.give(data);
     Ok(tail)
@@ -424,7 +425,7 @@ fn handle_file_request<R: Read>(
         }
         Command::Write => {
             payload.resize(req.length as usize, 0);
-            reader.read_exact(payload)?;
+            read_payload(reader, payload)?;
             file.write(payload, req.offset, fua)
         }
         Command::Flush => file.flush(),

@@ -192,6 +192,21 @@ pub(crate) fn next_request<R: Read>(reader: &mut R) -> Result<Request, ConnEnd> 
     Request::parse(&header).map_err(|e| ConnEnd::Protocol(format!("request: {e}")))
 }
 
+/// Reads a write's payload into `buf`; a client gone before the end of it is said
+/// so in words (the bare error is "failed to fill whole buffer").
+pub(crate) fn read_payload<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<(), ConnEnd> {
+    reader.read_exact(buf).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            ConnEnd::Protocol(format!(
+                "the client left in the middle of a write's {}-byte payload; that write was not done",
+                buf.len()
+            ))
+        } else {
+            ConnEnd::Io(e)
+        }
+    })
+}
+
 /// Reads and drops a write's payload that will not be used.
 pub(crate) fn skip_payload<R: Read>(reader: &mut R, length: u32) -> Result<(), ConnEnd> {
     if length > MAX_REQUEST_BYTES {
@@ -339,7 +354,7 @@ fn read_array_requests<S: Read>(
             },
             Command::Write => {
                 let mut buf = array.pool.take(len);
-                reader.read_exact(&mut buf.as_mut_slice()[..len])?;
+                read_payload(&mut reader, &mut buf.as_mut_slice()[..len])?;
                 JobOp::Write {
                     offset: req.offset,
                     buf,
