@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use xraid_engine::{
     Area, BufId, Engine, EngineConfig, EngineError, Event, FailReason, IoFailed, IoId, IoKind,
@@ -23,6 +23,22 @@ pub use xraid_uring::{BackendChoice, Waker};
 
 /// Member I/Os the driver keeps in the kernel at once; more wait in the engine's queue.
 const QUEUE_DEPTH: u32 = 256;
+
+/// How long a wait for member I/O naps when only held I/Os (see [`Held`]) are out: the
+/// backend cannot wait with nothing in the kernel, and a nap this short keeps new
+/// requests from waiting long while the array thread does not spin.
+const HELD_NAP: Duration = Duration::from_millis(1);
+
+/// An I/O to a member that stalls ([`Member::stall`]), held aside until it is due
+/// instead of waited out on the thread that drives every member and the engine's clock.
+#[derive(Debug)]
+struct Held {
+    io: MemberIo,
+    offset: u64,
+    /// The generation of the device in the I/O's slot when it was held (see `slot_gen`).
+    gen: u16,
+    due: Instant,
+}
 
 /// Why the driver could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +129,9 @@ pub struct ArrayDriver {
     completions: Vec<Completion>,
     /// Completions of I/Os done inline (members without a kernel descriptor).
     inline_done: VecDeque<(IoId, Result<(), IoFailed>)>,
+    /// I/Os to stalled members, oldest first; counted in `in_kernel` as I/Os the
+    /// kernel holds are, so that a device that leaves its slot stays open for them.
+    held: Vec<Held>,
     replies: VecDeque<Reply>,
     failures: Vec<MemberFailure>,
     /// Each member's last I/O error, for the report when the engine fails it.
@@ -166,6 +185,7 @@ impl ArrayDriver {
             backend,
             completions: Vec::new(),
             inline_done: VecDeque::new(),
+            held: Vec::new(),
             replies: VecDeque::new(),
             failures: Vec::new(),
             last_error: (0..2 * geo.raid_disks()).map(|_| None).collect(),
@@ -438,6 +458,7 @@ impl ArrayDriver {
     /// something is in flight, blocks for at least one completion (or a [`Waker`]).
     /// Replies are queued for [`ArrayDriver::next_reply`].
     pub fn pump(&mut self, wait: bool) -> Result<(), DriverError> {
+        self.release_held();
         loop {
             while let Some(io) = self.engine.poll_member_io() {
                 self.dispatch(io);
@@ -451,6 +472,12 @@ impl ArrayDriver {
         }
         self.drain_replies();
         let must_wait = wait && self.replies.is_empty() && self.backend.in_flight() > 0;
+        if wait && self.replies.is_empty() && self.backend.in_flight() == 0 {
+            if let Some(due) = self.held.iter().map(|h| h.due).min() {
+                std::thread::sleep(due.saturating_duration_since(Instant::now()).min(HELD_NAP));
+                return self.pump(false);
+            }
+        }
         self.completions.clear();
         self.backend
             .wait(usize::from(must_wait), &mut self.completions)
@@ -510,7 +537,7 @@ impl ArrayDriver {
 
     /// Whether member I/Os are in flight.
     pub fn io_in_flight(&self) -> bool {
-        self.backend.in_flight() > 0 || !self.inline_done.is_empty()
+        self.backend.in_flight() > 0 || !self.inline_done.is_empty() || !self.held.is_empty()
     }
 
     /// Fails the member in `role` after an I/O the driver did not make itself failed
@@ -562,6 +589,31 @@ impl ArrayDriver {
             return;
         };
         let offset = base + io.sector * SECTOR_BYTES;
+        if let Some(stall) = slot.member.stall() {
+            // Held aside, not waited out here: this thread drives the other members and
+            // the engine's clock, whose stall timeout is what fails this member.
+            self.in_kernel[io.member.index()] += 1;
+            self.held.push(Held {
+                io,
+                offset,
+                gen: self.slot_gen[io.member.index()],
+                // A stall past any run of the server is as good as forever (and
+                // cannot overflow the clock).
+                due: Instant::now() + stall.min(Duration::from_secs(1 << 32)),
+            });
+            return;
+        }
+        self.perform_now(io, offset);
+    }
+
+    /// Performs `io` (at member byte `offset`) on this thread, or hands it to the
+    /// kernel.
+    fn perform_now(&mut self, io: MemberIo, offset: u64) {
+        let Some(slot) = self.members[io.member.index()].as_ref() else {
+            // As in `dispatch`; a held I/O comes here only while its device is there.
+            self.inline_done.push_back((io.id, Err(IoFailed::Gone)));
+            return;
+        };
         let discard = io.kind == IoKind::Write
             && io.area == Area::Data
             && self.engine.buffers().is_discard(io.buf.buf);
@@ -617,6 +669,46 @@ impl ArrayDriver {
                     .push_back((decode_token(op.token).0, Err(IoFailed::Medium)));
             }
         }
+    }
+
+    /// Performs the held I/Os that are due, and completes as gone, unperformed, those
+    /// whose device the engine failed or that left its slot: a stalled device answers
+    /// nobody it was failed for (an injected stall can be taken back, unlike memory lent
+    /// to the kernel), so what waited on it goes on around it at once.
+    fn release_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let (ready, waiting): (Vec<Held>, Vec<Held>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| h.due <= now || !self.serving(h.io.member, h.gen));
+        self.held = waiting;
+        for h in ready {
+            let slot = h.io.member;
+            if self.serving(slot, h.gen) {
+                xraid_member::with_stall_waited(|| self.perform_now(h.io, h.offset));
+            } else {
+                self.inline_done.push_back((h.io.id, Err(IoFailed::Gone)));
+            }
+            self.out_of_kernel(slot, h.gen);
+        }
+    }
+
+    /// Whether the device `gen` of driver slot `slot` still serves: in its slot, and
+    /// there a role's member the engine has not failed or a replacement being built.
+    fn serving(&self, slot: MemberIdx, gen: u16) -> bool {
+        if self.slot_gen[slot.index()] != gen {
+            return false;
+        }
+        let engine = &self.engine;
+        (0..engine.geometry().raid_disks())
+            .map(MemberIdx)
+            .any(|role| {
+                (engine.device_slot(role) == slot
+                    && engine.member_states().get(role.index()) != Some(&MemberState::Failed))
+                    || (engine.is_replacing(role) && engine.replacement_slot(role) == slot)
+            })
     }
 
     /// Queues the completion of an I/O done on this thread.

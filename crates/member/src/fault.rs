@@ -5,6 +5,7 @@
 //! not yet flushed are undone and the device is gone). Tests and demonstrations
 //! (`xraid serve --fault`) put it around a real member to show the array surviving.
 
+use std::cell::Cell;
 use std::io;
 use std::ops::Range;
 use std::str::FromStr;
@@ -64,6 +65,7 @@ impl FromStr for MemberFault {
     fn from_str(spec: &str) -> Result<MemberFault, String> {
         let mut role = None;
         let mut plan = FaultPlan::default();
+        let mut stall = None;
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part.split_once('=').unwrap_or((part, ""));
             let bad = |what: &str| format!("fault '{spec}': {key}={value} is not {what}");
@@ -84,17 +86,23 @@ impl FromStr for MemberFault {
                     plan.errors_after = Some(value.parse().map_err(|_| bad("a count of I/Os"))?)
                 }
                 "latency" => {
+                    // A zero latency would be a fault that injects nothing.
                     let ms = value
                         .strip_suffix("ms")
                         .and_then(|v| v.parse::<u64>().ok())
-                        .ok_or_else(|| bad("a latency like 20ms"))?;
+                        .filter(|&ms| ms > 0)
+                        .ok_or_else(|| bad("a latency above zero, like 20ms"))?;
                     plan.latency = Some(Duration::from_millis(ms));
                 }
                 "stall-after" => {
                     plan.stall_after = Some(value.parse().map_err(|_| bad("a count of I/Os"))?)
                 }
                 "stall" => {
-                    plan.stall_for = parse_duration(value).ok_or_else(|| bad("a time like 40s"))?
+                    // Zero is refused, not taken as the default: it says no stall.
+                    let time = parse_duration(value)
+                        .filter(|t| !t.is_zero())
+                        .ok_or_else(|| bad("a time above zero, like 40s or 500ms"))?;
+                    stall = Some(time);
                 }
                 "flips" => plan.flip_ranges.push(parse_range(value).map_err(bad)?),
                 "lose" => plan.lost_ranges.push(parse_range(value).map_err(bad)?),
@@ -111,11 +119,96 @@ impl FromStr for MemberFault {
             }
         }
         let role = role.ok_or_else(|| format!("fault '{spec}': say which member with role=N"))?;
-        if plan.stall_for.is_zero() {
-            plan.stall_for = DEFAULT_STALL;
+        // Parts that do nothing alone are refused rather than dropped, so that a spec
+        // never injects less than it reads as injecting.
+        if stall.is_some() && plan.stall_after.is_none() {
+            return Err(format!(
+                "fault '{spec}': stall= needs stall-after=IOS (how many I/Os answer before the stall)"
+            ));
+        }
+        plan.stall_for = stall.unwrap_or(DEFAULT_STALL);
+        let ranges =
+            plan.error_ranges.len() + plan.write_error_ranges.len() + plan.read_error_ranges.len();
+        if plan.errors_after.is_some() && ranges == 0 {
+            return Err(format!(
+                "fault '{spec}': errors-after= needs errors=, write-errors= or read-errors= (the ranges that fail after that many I/Os)"
+            ));
+        }
+        if plan.injects_nothing() {
+            return Err(format!(
+                "fault '{spec}': injects nothing (add fail-now, fail-after=N, errors=START..END, write-errors=START..END, read-errors=START..END, latency=Nms, stall-after=N, flips=START..END, lose=START..END, power-cut-after=N or power-cut-on-signal)"
+            ));
         }
         Ok(MemberFault { role, plan })
     }
+}
+
+impl MemberFault {
+    /// Refuses a fault with a byte range that starts at or past the end of the member it
+    /// wraps (`name`, `size` bytes): no I/O reaches it, so it would silently inject
+    /// nothing. The member's size is known only once it is open; the line says so.
+    pub fn check_fits(&self, name: &str, size: u64) -> Result<(), String> {
+        let plan = &self.plan;
+        let kinds: [(&str, &[Range<u64>]); 5] = [
+            ("errors", &plan.error_ranges),
+            ("write-errors", &plan.write_error_ranges),
+            ("read-errors", &plan.read_error_ranges),
+            ("flips", &plan.flip_ranges),
+            ("lose", &plan.lost_ranges),
+        ];
+        for (key, ranges) in kinds {
+            if let Some(r) = ranges.iter().find(|r| r.start >= size) {
+                return Err(format!(
+                    "fault on role {}: {key}={}..{} starts past the end of {name} ({} bytes; ranges are byte offsets on the member)",
+                    self.role,
+                    show_bytes(r.start),
+                    show_bytes(r.end),
+                    size
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FaultPlan {
+    /// Whether the plan changes nothing about the member's I/O.
+    fn injects_nothing(&self) -> bool {
+        let FaultPlan {
+            fail_after,
+            error_ranges,
+            write_error_ranges,
+            read_error_ranges,
+            errors_after: _,
+            latency,
+            stall_after,
+            stall_for: _,
+            flip_ranges,
+            lost_ranges,
+            power_cut_after,
+            on_machine_power,
+        } = self;
+        fail_after.is_none()
+            && error_ranges.is_empty()
+            && write_error_ranges.is_empty()
+            && read_error_ranges.is_empty()
+            && latency.is_none_or(|l| l.is_zero())
+            && stall_after.is_none()
+            && flip_ranges.is_empty()
+            && lost_ranges.is_empty()
+            && power_cut_after.is_none()
+            && !on_machine_power
+    }
+}
+
+/// Bytes in the largest K/M/G unit that holds them whole, as `--fault` takes them.
+fn show_bytes(bytes: u64) -> String {
+    for (suffix, shift) in [("G", 30), ("M", 20), ("K", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{suffix}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
 }
 
 /// The plan in `--fault`'s words (`fail-after=5000,latency=20ms`), for log lines.
@@ -163,13 +256,16 @@ impl std::fmt::Display for FaultPlan {
     }
 }
 
+/// How to write a byte range, for the errors that refuse one.
+const RANGE_FORM: &str = "a byte range START..END (bytes with K/M/G suffixes, like 2M..2112K)";
+
 /// `START..END` in bytes (K/M/G suffixes), not empty; the error names what was wanted.
 fn parse_range(value: &str) -> Result<Range<u64>, &'static str> {
-    let (a, b) = value.split_once("..").ok_or("a range START..END")?;
-    let start = parse_bytes(a).ok_or("a byte range")?;
-    let end = parse_bytes(b).ok_or("a byte range")?;
+    let (a, b) = value.split_once("..").ok_or(RANGE_FORM)?;
+    let start = parse_bytes(a).ok_or(RANGE_FORM)?;
+    let end = parse_bytes(b).ok_or(RANGE_FORM)?;
     if start >= end {
-        return Err("a non-empty range");
+        return Err("a non-empty byte range (START below END, like 2M..2112K)");
     }
     Ok(start..end)
 }
@@ -203,6 +299,27 @@ fn parse_bytes(text: &str) -> Option<u64> {
         _ => (text, 0),
     };
     digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+thread_local! {
+    /// Set while this thread performs I/Os whose stall was already waited out (held
+    /// aside by the driver, see [`Member::stall`]): they must not hang a second time.
+    static STALL_WAITED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, whose member I/Os were held aside for as long as their members stall
+/// ([`Member::stall`]): a stalled member performs them at once instead of hanging them
+/// again. Other I/Os (made outside `f`, or on other threads) still hang.
+pub fn with_stall_waited<R>(f: impl FnOnce() -> R) -> R {
+    /// Puts the flag back even if `f` panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            STALL_WAITED.set(self.0);
+        }
+    }
+    let _restore = Restore(STALL_WAITED.replace(true));
+    f()
 }
 
 /// A member wrapped in a [`FaultPlan`]. Its I/O always runs inline (no kernel
@@ -289,7 +406,9 @@ impl FaultyMember {
             std::thread::sleep(latency);
         }
         let n = self.ios.fetch_add(1, Ordering::Relaxed);
-        if self.plan.stall_after.is_some_and(|after| n >= after) {
+        if self.plan.stall_after.is_some_and(|after| n >= after) && !STALL_WAITED.get() {
+            // Whoever calls without holding the I/O aside (`Member::stall`) hangs, as
+            // on a device that stopped answering.
             std::thread::sleep(self.plan.stall_for);
         }
         if self.plan.power_cut_after.is_some_and(|at| n >= at)
@@ -435,6 +554,12 @@ impl Member for FaultyMember {
 
     fn direct_fd(&self) -> Option<DirectFd> {
         None
+    }
+
+    /// Past `stall-after`, every I/O hangs for the stall: the next one counted would.
+    fn stall(&self) -> Option<Duration> {
+        let after = self.plan.stall_after?;
+        (self.ios.load(Ordering::Relaxed) >= after).then_some(self.plan.stall_for)
     }
 
     // Zeroing keeps the trait's default, zeros written through `write_at`, so every
@@ -657,6 +782,90 @@ mod tests {
         assert!(start.elapsed() < Duration::from_millis(50));
         m.read_at(&mut [0u8; 512], 0).expect("second, late");
         assert!(start.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn specs_that_inject_nothing_or_half_a_fault_are_refused_saying_why() {
+        for (spec, needle) in [
+            ("role=1", "injects nothing"),
+            ("role=1,stall=5s", "stall= needs stall-after="),
+            ("role=1,stall-after=3,stall=0s", "above zero"),
+            ("role=1,stall-after=3,stall=0ms", "above zero"),
+            ("role=1,latency=0ms", "above zero"),
+            ("role=1,errors-after=3", "errors-after= needs"),
+        ] {
+            let err = spec.parse::<MemberFault>().expect_err(spec);
+            assert!(err.contains(needle), "{spec}: {err}");
+            assert!(err.starts_with(&format!("fault '{spec}'")), "{err}");
+        }
+        let f: MemberFault = "role=1,stall-after=3,stall=500ms".parse().expect("valid");
+        assert_eq!(f.plan.stall_for, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn a_bad_range_says_how_to_write_one() {
+        for spec in [
+            "role=1,errors=2M..2M+64K",
+            "role=1,flips=2M",
+            "role=1,lose=2M..1M",
+        ] {
+            let err = spec.parse::<MemberFault>().expect_err(spec);
+            assert!(err.contains("like 2M..2112K"), "{spec}: {err}");
+        }
+        let f: MemberFault = "role=1,errors=2M..2112K"
+            .parse()
+            .expect("the example works");
+        assert_eq!(f.plan.error_ranges, vec![2 << 20..(2 << 20) + (64 << 10)]);
+    }
+
+    #[test]
+    fn a_range_that_starts_past_the_members_end_is_refused_naming_the_member() {
+        let size = 16 << 20;
+        let fits: MemberFault = "role=1,errors=0..64M,flips=15M..17M"
+            .parse()
+            .expect("valid");
+        fits.check_fits("d/m1", size)
+            .expect("a range reaching past the end still hits the member");
+        for spec in ["role=1,flips=16M..100G", "role=1,errors=1M..2M,lose=1G..2G"] {
+            let f: MemberFault = spec.parse().expect("valid");
+            let err = f.check_fits("d/m1", size).expect_err(spec);
+            assert!(
+                err.contains("d/m1") && err.contains("past the end") && err.contains("16777216"),
+                "{spec}: {err}"
+            );
+        }
+        assert_eq!(show_bytes(2112 << 10), "2112K");
+        assert_eq!(show_bytes(1 << 30), "1G");
+        assert_eq!(show_bytes(1000), "1000");
+    }
+
+    #[test]
+    fn a_stall_is_told_ahead_and_an_io_held_for_it_does_not_hang_again() {
+        let m = member(FaultPlan {
+            stall_after: Some(1),
+            stall_for: Duration::from_secs(30),
+            ..FaultPlan::default()
+        });
+        assert_eq!(m.stall(), None, "the first I/O answers at once");
+        m.write_at(&[5u8; 512], 0).expect("first");
+        assert_eq!(
+            m.stall(),
+            Some(Duration::from_secs(30)),
+            "the next one would hang"
+        );
+        let start = std::time::Instant::now();
+        let mut back = [0u8; 512];
+        with_stall_waited(|| m.read_at(&mut back, 0)).expect("held, then performed");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "it did not hang again"
+        );
+        assert_eq!(back, [5u8; 512]);
+        assert_eq!(
+            MemoryMember::new("m", 512).stall(),
+            None,
+            "real devices never stall"
+        );
     }
 
     /// A member the test keeps a handle on, to look under the faults.

@@ -18,7 +18,7 @@ mod power;
 mod sparse;
 
 pub use error::MemberError;
-pub use fault::{FaultPlan, FaultyMember, MemberFault};
+pub use fault::{with_stall_waited, FaultPlan, FaultyMember, MemberFault};
 pub use file::FileMember;
 pub use memory::MemoryMember;
 pub use options::{DirectFd, DirectMode, OpenOptions};
@@ -54,6 +54,16 @@ pub trait Member: std::fmt::Debug + Send + Sync {
     /// are not kernel files (in-memory): the driver then calls
     /// [`Member::read_at`]/[`Member::write_at`]/[`Member::flush`] inline.
     fn direct_fd(&self) -> Option<DirectFd>;
+
+    /// How long an I/O sent to the member now would go unanswered, for a member that
+    /// stalls (a fault-injecting one past its `stall-after`); `None` (any real device):
+    /// it answers as it can. The driver then holds the I/O aside and performs it once
+    /// that time is up (or completes it as gone once the member is failed), within
+    /// [`with_stall_waited`]: the thread that drives the whole array must not hang on
+    /// one member, or the engine's clock stops and the other members' I/Os look stalled.
+    fn stall(&self) -> Option<std::time::Duration> {
+        None
+    }
 
     /// The parts of `offset..offset + length` that may hold data; the rest surely reads
     /// as zeros (the holes of a sparse file). A member that cannot tell reports the

@@ -12,6 +12,7 @@ mod bitmap;
 mod control;
 mod crash_loop;
 mod create_examine;
+mod fault_injection;
 mod fixtures;
 mod integrity;
 mod members;
