@@ -770,12 +770,17 @@ impl Array {
         })
     }
 
-    /// The role whose replacement is being built on `path`, if one is.
+    /// The role whose replacement is being built on `path`, if one is: by name, or
+    /// as the same file under another name (a hard link).
     pub fn replacement_role_of_path(&self, path: &std::path::Path) -> Option<usize> {
+        use std::os::unix::fs::MetadataExt;
         let wanted = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let file = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+        let wanted_file = file(path);
         self.replacements.iter().position(|r| {
             r.as_ref().is_some_and(|(p, _)| {
                 std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()) == wanted
+                    || (wanted_file.is_some() && file(p) == wanted_file)
             })
         })
     }

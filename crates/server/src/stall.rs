@@ -3,7 +3,8 @@
 //! (it packs its queue tighter), so every send moves a few bytes and starts its clock
 //! again. This watches each connection's socket instead, whatever path its replies
 //! take (our buffers, the mapped file, splices, TLS), and says when one has had
-//! replies waiting for [`STALL_LIMIT`] while its client took almost none of them.
+//! replies waiting unsent (its window closed) for [`STALL_LIMIT`] while its client
+//! took almost none of them.
 
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
@@ -16,43 +17,41 @@ pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(5);
 /// the trickle a receiver that reads nothing lets through, less than any client that
 /// reads at all (2 KiB/s).
 const MIN_PROGRESS_BYTES: u64 = 64 * 1024;
+/// Replies that wait unsent (the client's window closed) before a connection is
+/// watched at all. More than the replies of every request a connection may have in
+/// flight that carry no data (256 of 20 bytes or so), so a client that mostly writes,
+/// whose small replies wait only for their acknowledgement, is never watched however
+/// long its round trips.
+const MIN_BACKLOG_BYTES: u64 = 64 * 1024;
 
-/// What a socket says of the replies waiting in it.
+/// What a TCP socket says of the replies waiting in it: bytes queued that the client
+/// has not opened its window to (unsent), and how many it has acknowledged since the
+/// connection began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Backlog {
-    /// TCP: whether bytes wait (unsent or unacknowledged), and how many the client
-    /// has acknowledged since the connection began.
-    Tcp { waiting: bool, acked: u64 },
-    /// A Unix socket: bytes the client has not read yet.
-    Unix { queued: u64 },
+pub(crate) struct Backlog {
+    pub(crate) unsent: u64,
+    pub(crate) acked: u64,
 }
 
 impl Backlog {
     fn waiting(self) -> bool {
-        match self {
-            Backlog::Tcp { waiting, .. } => waiting,
-            Backlog::Unix { queued } => queued > 0,
-        }
+        self.unsent >= MIN_BACKLOG_BYTES
     }
 
-    /// Whether the client took replies between `earlier` and now. A Unix client's
-    /// queue is read by nobody else: any change means it read (a writer blocked on a
-    /// full queue keeps it still).
+    /// Whether the client took replies between `earlier` and now.
     fn progressed_since(self, earlier: Backlog) -> bool {
-        match (earlier, self) {
-            (Backlog::Tcp { acked: then, .. }, Backlog::Tcp { acked: now, .. }) => {
-                now.saturating_sub(then) >= MIN_PROGRESS_BYTES
-            }
-            (Backlog::Unix { queued: then }, Backlog::Unix { queued: now }) => now != then,
-            _ => true,
-        }
+        self.acked.saturating_sub(earlier.acked) >= MIN_PROGRESS_BYTES
     }
 }
 
-/// Reads the backlog of a connected socket; `None` where the socket says nothing
-/// (closed meanwhile, or neither TCP nor a Unix socket).
+/// Reads the backlog of a TCP socket; `None` where it says nothing (closed
+/// meanwhile, a kernel before 4.6, or a Unix socket: a sender there blocks whole
+/// once the client's queue is full, so the send timeout finds such a client).
 pub(crate) fn backlog(fd: RawFd, tcp: bool) -> Option<Backlog> {
-    if tcp {
+    if !tcp {
+        return None;
+    }
+    {
         // SAFETY: tcp_info is plain data that the kernel fills (up to `len`, which
         // it lowers to what it wrote); the pointers are to locals that outlive the call.
         let (info, len) = unsafe {
@@ -71,22 +70,12 @@ pub(crate) fn backlog(fd: RawFd, tcp: bool) -> Option<Backlog> {
             (info, len as usize)
         };
         // Kernels before 4.6 end the structure before tcpi_notsent_bytes.
-        let has_notsent = len >= std::mem::offset_of!(libc::tcp_info, tcpi_min_rtt);
-        let notsent = if has_notsent {
-            info.tcpi_notsent_bytes
-        } else {
-            0
-        };
-        Some(Backlog::Tcp {
-            waiting: info.tcpi_unacked > 0 || notsent > 0,
+        if len < std::mem::offset_of!(libc::tcp_info, tcpi_min_rtt) {
+            return None;
+        }
+        Some(Backlog {
+            unsent: u64::from(info.tcpi_notsent_bytes),
             acked: info.tcpi_bytes_acked,
-        })
-    } else {
-        let mut queued: libc::c_int = 0;
-        // SAFETY: TIOCOUTQ writes one int to the pointer, a live local.
-        let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &raw mut queued) };
-        (rc == 0).then(|| Backlog::Unix {
-            queued: u64::try_from(queued).unwrap_or(0),
         })
     }
 }
@@ -122,7 +111,10 @@ mod tests {
     use super::*;
 
     fn tcp(waiting: bool, acked: u64) -> Backlog {
-        Backlog::Tcp { waiting, acked }
+        Backlog {
+            unsent: if waiting { 4 << 20 } else { 0 },
+            acked,
+        }
     }
 
     #[test]
@@ -153,36 +145,44 @@ mod tests {
         assert!(!idle.stalled(tcp(true, 5), t0 + WATCH_EVERY * 31));
     }
 
+    /// Small replies waiting for their acknowledgement over a long round trip (a
+    /// client that mostly writes) are no backlog, however few bytes it acknowledges.
     #[test]
-    fn a_unix_client_counts_as_reading_while_its_queue_moves() {
+    fn small_replies_in_flight_are_never_watched() {
         let t0 = Instant::now();
         let mut w = Watch::default();
-        assert!(!w.stalled(Backlog::Unix { queued: 100 }, t0));
-        assert!(!w.stalled(Backlog::Unix { queued: 50 }, t0 + STALL_LIMIT));
-        assert!(!w.stalled(Backlog::Unix { queued: 50 }, t0 + STALL_LIMIT * 3 / 2));
-        assert!(w.stalled(Backlog::Unix { queued: 50 }, t0 + STALL_LIMIT * 2));
+        for i in 0..40u32 {
+            let b = Backlog {
+                unsent: 256 * 20,
+                acked: u64::from(i) * 100,
+            };
+            assert!(!w.stalled(b, t0 + WATCH_EVERY * i));
+        }
     }
 
     #[test]
-    fn sockets_report_their_backlog() {
+    fn a_tcp_socket_reports_what_its_client_has_not_opened_its_window_to() {
         use std::io::Write;
         use std::os::fd::AsRawFd;
-        let (mut a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
-        assert_eq!(
-            backlog(a.as_raw_fd(), false),
-            Some(Backlog::Unix { queued: 0 })
-        );
-        a.write_all(&[7u8; 1000]).expect("write");
-        let Some(Backlog::Unix { queued }) = backlog(a.as_raw_fd(), false) else {
-            panic!("a unix socket's backlog");
-        };
-        assert!(queued >= 1000, "{queued}");
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let client =
+        let mut client =
             std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
-        let Some(Backlog::Tcp { waiting, .. }) = backlog(client.as_raw_fd(), true) else {
-            panic!("a tcp socket's backlog");
-        };
-        assert!(!waiting);
+        let (_server, _) = listener.accept().expect("accept");
+        let fd = client.as_raw_fd();
+        assert_eq!(backlog(fd, true).map(|b| b.unsent), Some(0));
+        // The peer reads nothing: what does not fit its window stays unsent.
+        client.set_nonblocking(true).expect("nonblocking");
+        let chunk = [7u8; 64 * 1024];
+        let mut written = 0usize;
+        while written < (64 << 20) {
+            match client.write(&chunk) {
+                Ok(n) => written += n,
+                Err(_) => break,
+            }
+        }
+        let b = backlog(fd, true).expect("a tcp socket's backlog");
+        assert!(b.waiting(), "{b:?} after {written} bytes");
+        let (unix, _peer) = std::os::unix::net::UnixStream::pair().expect("pair");
+        assert_eq!(backlog(unix.as_raw_fd(), false), None);
     }
 }

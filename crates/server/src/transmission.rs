@@ -192,13 +192,16 @@ pub(crate) fn next_request<R: Read>(reader: &mut R) -> Result<Request, ConnEnd> 
     Request::parse(&header).map_err(|e| ConnEnd::Protocol(format!("request: {e}")))
 }
 
+/// How a connection whose client left in the middle of a write's payload is logged.
+const LEFT_MID_PAYLOAD: &str = "the client left in the middle of a write's";
+
 /// Reads a write's payload into `buf`; a client gone before the end of it is said
 /// so in words (the bare error is "failed to fill whole buffer").
 pub(crate) fn read_payload<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<(), ConnEnd> {
     reader.read_exact(buf).map_err(|e| {
         if e.kind() == io::ErrorKind::UnexpectedEof {
             ConnEnd::Protocol(format!(
-                "the client left in the middle of a write's {}-byte payload; that write was not done",
+                "{LEFT_MID_PAYLOAD} {}-byte payload; that write was not done",
                 buf.len()
             ))
         } else {
@@ -273,11 +276,25 @@ pub(crate) fn serve_array(reader: Conn, writer: Conn, n: &Negotiated) -> Result<
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("reply writer panicked")));
     match (result, written) {
-        (Err(ConnEnd::Protocol(p)), _) => Err(ConnEnd::Protocol(p)),
-        // The writer's failure is the cause; the reader only saw the socket end.
+        // The client went away: what the reader saw says how (a clean end, or in the
+        // middle of a payload), as before the writer's abort.
+        (result, Err(e)) if client_gone(&e) => result,
+        // Otherwise the writer's failure (a client that takes no replies) is the
+        // cause, unless the reader met a broken request first.
+        (Err(ConnEnd::Protocol(p)), _) if !p.starts_with(LEFT_MID_PAYLOAD) => {
+            Err(ConnEnd::Protocol(p))
+        }
         (_, Err(e)) => Err(ConnEnd::Io(e)),
         (result, Ok(())) => result,
     }
+}
+
+/// Whether a failed send says only that the client has gone.
+fn client_gone(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+    )
 }
 
 fn read_array_requests<S: Read>(

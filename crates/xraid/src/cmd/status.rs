@@ -112,10 +112,15 @@ fn add_superblock_fields(live: &mut serde_json::Value) {
         direct: DirectMode::Off,
         lock: false,
     };
+    let array_uuid = live["uuid"].as_str().map(str::to_owned);
+    // A file at a served path may have been replaced since: only this array's counts.
     let superblock = |path: Option<&str>| {
         let path = std::path::Path::new(path?);
         let member = FileMember::open(path, &options).ok()?;
-        xraid_array::read_superblock(&member, path).ok().flatten()
+        xraid_array::read_superblock(&member, path)
+            .ok()
+            .flatten()
+            .filter(|sb| array_uuid.as_deref() == Some(&*Superblock::uuid_string(&sb.set_uuid)))
     };
     for l in live["left_out"].as_array_mut().into_iter().flatten() {
         l["events"] = superblock(l["path"].as_str()).map(|sb| sb.events).into();

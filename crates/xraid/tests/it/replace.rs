@@ -519,6 +519,12 @@ fn a_replacement_being_built_is_dropped_by_fail_and_only_then_removed() {
         ends_with(&s["members"][2]["replacement"]["path"], "n2"),
         "{s}"
     );
+    // The same file under another name is the same replacement.
+    let link = dir.path().join("n2-link");
+    std::fs::hard_link(&n2, &link).expect("hard link");
+    let err = fails(&["remove", p(&disks), p(&link)]);
+    assert!(err.contains("replacement of role 2"), "{err}");
+    std::fs::remove_file(&link).expect("unlink");
 
     let out = ok(&["fail", p(&disks), p(&n2)]);
     assert!(out.contains("dropped"), "{out}");
