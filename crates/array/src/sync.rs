@@ -38,7 +38,19 @@ impl Array {
     pub fn sync(
         &mut self,
         kind: SyncKind,
+        progress: impl FnMut(&SyncProgress),
+    ) -> Result<SyncReport, ArrayError> {
+        self.sync_until(kind, progress, || false)
+    }
+
+    /// [`Array::sync`], returning early (not `completed`) once `stop` says so, the
+    /// sync still running: [`Array::close`] then records where it got to, as a
+    /// server's stop does, and the next open to write goes on from there.
+    pub fn sync_until(
+        &mut self,
+        kind: SyncKind,
         mut progress: impl FnMut(&SyncProgress),
+        stop: impl Fn() -> bool,
     ) -> Result<SyncReport, ArrayError> {
         let refuse = |source| ArrayError::Sync {
             kind: kind.name(),
@@ -103,6 +115,21 @@ impl Array {
             }
             if let Some(p) = self.driver.engine().sync_progress() {
                 progress(&p);
+                if stop() {
+                    let stats = self.driver.engine().stats();
+                    return Ok(SyncReport {
+                        kind,
+                        completed: false,
+                        mismatches: p.mismatches,
+                        unrecoverable: p.unrecoverable,
+                        units: first.0,
+                        unit_sectors: first.1,
+                        visited: p.done_below,
+                        skipped: 0,
+                        read_errors_corrected: stats.read_errors_corrected - before,
+                        checksum_mismatches: stats.checksum_mismatches - sums_before,
+                    });
+                }
             }
             if !self.driver.io_in_flight() {
                 // Nothing in flight: the sync waits for its pace.

@@ -3,6 +3,7 @@
 
 mod cli;
 mod cmd;
+mod interrupt;
 mod progress;
 mod size;
 

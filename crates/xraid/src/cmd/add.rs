@@ -36,6 +36,8 @@ pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
         );
         return Ok(());
     }
+    // From here a Ctrl-C keeps what the rebuild has done.
+    crate::interrupt::catch();
     println!(
         "{}: added as role {role} of the array; it is rebuilt from the others",
         added.path.display(),
@@ -46,13 +48,24 @@ pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
         backend,
     )?;
     let bar = bytes_bar(0, "rebuild");
-    let report = array.sync(SyncKind::Recover, |p| {
-        let unit_bytes = p.unit_sectors * SECTOR_BYTES;
-        set_total(&bar, p.total_units * unit_bytes);
-        bar.set_position(p.done_below * unit_bytes);
-    })?;
+    let report = array.sync_until(
+        SyncKind::Recover,
+        |p| {
+            let unit_bytes = p.unit_sectors * SECTOR_BYTES;
+            set_total(&bar, p.total_units * unit_bytes);
+            bar.set_position(p.done_below * unit_bytes);
+        },
+        crate::interrupt::requested,
+    )?;
     bar.finish_and_clear();
     array.close()?;
+    if !report.completed && crate::interrupt::requested() {
+        bail!(
+            "interrupted: {} is rebuilt {}% and stays being rebuilt; the rebuild goes on from there when the array is next opened to write (xraid serve)",
+            added.path.display(),
+            super::percent(report.visited, report.units)
+        );
+    }
     if report.unrecoverable > 0 {
         bail!(
             "rebuild of {} met {} units it could not read or rebuild: it stays out of sync there",

@@ -155,3 +155,8 @@ pub(crate) fn shell_word(text: &str) -> String {
         format!("'{}'", text.replace('\'', "'\\''"))
     }
 }
+
+/// `done` of `total` in whole percent (0 of 0 is 0).
+pub(crate) fn percent(done: u64, total: u64) -> u64 {
+    (done * 100).checked_div(total).unwrap_or(0)
+}

@@ -29,6 +29,8 @@ pub fn run(args: ReplaceArgs, backend: BackendChoice) -> Result<()> {
         );
         return Ok(());
     }
+    // From here a Ctrl-C keeps what the copy has done.
+    crate::interrupt::catch();
     println!(
         "{new}: replaces {old} in role {}; it is rebuilt from {old} while {old} serves",
         replacing.role
@@ -39,17 +41,27 @@ pub fn run(args: ReplaceArgs, backend: BackendChoice) -> Result<()> {
         backend,
     )?;
     let bar = bytes_bar(0, "replace");
-    let report = array.sync(SyncKind::Recover, |p| {
-        let unit_bytes = p.unit_sectors * SECTOR_BYTES;
-        set_total(&bar, p.total_units * unit_bytes);
-        bar.set_position(p.done_below * unit_bytes);
-    })?;
+    let report = array.sync_until(
+        SyncKind::Recover,
+        |p| {
+            let unit_bytes = p.unit_sectors * SECTOR_BYTES;
+            set_total(&bar, p.total_units * unit_bytes);
+            bar.set_position(p.done_below * unit_bytes);
+        },
+        crate::interrupt::requested,
+    )?;
     bar.finish_and_clear();
     let role = usize::from(replacing.role);
     let took = array
         .role_path(role)
         .is_some_and(|p| same_file(p, &args.new));
     array.close()?;
+    if !report.completed && crate::interrupt::requested() {
+        bail!(
+            "interrupted: {new} is copied {}% and stays {old}'s replacement; the copy goes on from there when the array is next opened to write (xraid serve)",
+            super::percent(report.visited, report.units)
+        );
+    }
     if !report.completed || report.unrecoverable > 0 {
         bail!(
             "replacement of {old} by {new} met {} units it could not read or rebuild: {new} stays a replacement (see xraid status)",

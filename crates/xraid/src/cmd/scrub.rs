@@ -47,13 +47,24 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
     let mut array = super::open_array(&args.array, OpenMode::ReadWrite, backend)?;
     let name = array.name();
     let bar = bytes_bar(0, kind.name());
-    let report = array.sync(kind, |p| {
-        let unit_bytes = p.unit_sectors * SECTOR_BYTES;
-        set_total(&bar, p.total_units * unit_bytes);
-        bar.set_position(p.done_below * unit_bytes);
-    })?;
+    crate::interrupt::catch();
+    let report = array.sync_until(
+        kind,
+        |p| {
+            let unit_bytes = p.unit_sectors * SECTOR_BYTES;
+            set_total(&bar, p.total_units * unit_bytes);
+            bar.set_position(p.done_below * unit_bytes);
+        },
+        crate::interrupt::requested,
+    )?;
     bar.finish_and_clear();
     array.close()?;
+    if !report.completed && crate::interrupt::requested() {
+        eprintln!(
+            "xraid: interrupted after {}% of the array: what follows covers that part only",
+            super::percent(report.visited, report.units)
+        );
+    }
     let out = Report {
         array: name,
         action: kind.name(),
