@@ -176,8 +176,14 @@ pub fn assemble_anyway(paths: &[PathBuf], options: &OpenOptions) -> Result<Assem
                 superblock,
             }),
             Ok(None) if candidate.explicit => {
-                return Err(ArrayError::NotMember {
-                    path: candidate.path,
+                return Err(match crate::scan::other_md_metadata(&member) {
+                    Some(version) => ArrayError::UnsupportedMetadata {
+                        path: candidate.path,
+                        version,
+                    },
+                    None => ArrayError::NotMember {
+                        path: candidate.path,
+                    },
                 })
             }
             Ok(None) => ignored.push(candidate.path),
@@ -205,12 +211,21 @@ pub fn assemble_anyway(paths: &[PathBuf], options: &OpenOptions) -> Result<Assem
             second_array: array_label(&other.superblock),
         });
     }
+    for m in &found[1..] {
+        check_same_shape(first, m)?;
+    }
     let freshest = found
         .iter()
         .max_by_key(|m| m.superblock.events)
         .expect("at least one member")
         .superblock
         .clone();
+    // Every member's features are md's to check, named by its own path: checking
+    // the freshest alone named another member, and let a member the order of
+    // naming put second pass with features xraid cannot honour.
+    for m in &found {
+        geometry_of(&m.superblock, &m.path)?;
+    }
     let geometry = geometry_of(&freshest, &found[0].path)?;
     let raid_disks = usize::from(geometry.raid_disks());
     let mut roles: Vec<Option<FoundMember>> = (0..raid_disks).map(|_| None).collect();
@@ -324,6 +339,44 @@ pub fn assemble_anyway(paths: &[PathBuf], options: &OpenOptions) -> Result<Assem
         damaged,
     };
     Ok(assembled)
+}
+
+/// What every member of one array must agree on, as mdadm's compare_super for 1.x
+/// superblocks has it: a member that says otherwise (a superblock rewritten by hand,
+/// or by a tool that got it wrong) would have the array read and written with
+/// whichever shape came first, and parity written for the wrong one.
+fn check_same_shape(first: &FoundMember, other: &FoundMember) -> Result<(), ArrayError> {
+    let (a, b) = (&first.superblock, &other.superblock);
+    let fields: [(&'static str, String, String); 6] = [
+        ("creation time", a.ctime.to_string(), b.ctime.to_string()),
+        ("level", a.level.to_string(), b.level.to_string()),
+        ("layout", a.layout.to_string(), b.layout.to_string()),
+        (
+            "used size per member",
+            format!("{} sectors", a.size),
+            format!("{} sectors", b.size),
+        ),
+        (
+            "chunk size",
+            format!("{}K", a.chunksize / 2),
+            format!("{}K", b.chunksize / 2),
+        ),
+        (
+            "member count",
+            a.raid_disks.to_string(),
+            b.raid_disks.to_string(),
+        ),
+    ];
+    match fields.into_iter().find(|(_, x, y)| x != y) {
+        None => Ok(()),
+        Some((field, this, that)) => Err(ArrayError::ShapeMismatch {
+            path: first.path.clone(),
+            other: other.path.clone(),
+            field,
+            this,
+            that,
+        }),
+    }
 }
 
 /// Why the array cannot start, if it cannot: more members missing (or only part

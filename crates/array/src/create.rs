@@ -149,6 +149,12 @@ pub fn create(
                     uuid: Superblock::uuid_string(&sb.set_uuid),
                 });
             }
+            if let Some(version) = crate::scan::other_md_metadata(&member) {
+                return Err(ArrayError::OtherMdMetadata {
+                    path: path.clone(),
+                    version,
+                });
+            }
         }
         member_bytes = member_bytes.min(size);
         existing.push(Some(member));

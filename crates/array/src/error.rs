@@ -24,6 +24,14 @@ pub enum ArrayError {
     NotMember { path: PathBuf },
     #[error("{first} and {second} are the same file: give each member once")]
     Duplicate { first: PathBuf, second: PathBuf },
+    #[error("{path} and {other} are members of one array but disagree on its {field} ({this} and {that}): md refuses such a set too (\"superblock doesn't match others\"); which one is right cannot be told, so nothing is read or written")]
+    ShapeMismatch {
+        path: PathBuf,
+        other: PathBuf,
+        field: &'static str,
+        this: String,
+        that: String,
+    },
     #[error("members of two different arrays: {first} belongs to {first_array} but {second} to {second_array}; name the members of one array")]
     MixedArrays {
         first: PathBuf,
@@ -45,6 +53,16 @@ pub enum ArrayError {
     Truncated { path: PathBuf, size: u64, need: u64 },
     #[error("{path} does not exist: give --size to create member files")]
     MissingFile { path: PathBuf },
+    #[error("{path} holds an md superblock of version {version}, which xraid does not use (it reads and writes 1.2): it may be a member of an md array; pass --force to overwrite it")]
+    OtherMdMetadata {
+        path: PathBuf,
+        version: &'static str,
+    },
+    #[error("{path} holds an md superblock of version {version}; xraid reads only 1.2 (mdadm's default), so it cannot use this member")]
+    UnsupportedMetadata {
+        path: PathBuf,
+        version: &'static str,
+    },
     #[error("{path} already belongs to array '{name}' ({uuid}): pass --force to overwrite it")]
     AlreadyMember {
         path: PathBuf,

@@ -142,6 +142,34 @@ pub fn read_superblock(member: &dyn Member, path: &Path) -> Result<Option<Superb
     }
 }
 
+/// Which md superblock of a version xraid does not use (0.90, 1.0, 1.1) `member`
+/// holds, if any: they sit elsewhere than 1.2's 4 KiB (1.1 at the start, 1.0 within the
+/// last 8 KiB, 0.90 in the last 64 KiB block), so only their magic number says so.
+pub fn other_md_metadata(member: &dyn Member) -> Option<&'static str> {
+    let size = member.size_bytes();
+    let magic_at = |offset: u64, both_endians: bool| {
+        let mut buf = [0u8; 4];
+        if offset + 4 > size || member.read_at(&mut buf, offset).is_err() {
+            return false;
+        }
+        u32::from_le_bytes(buf) == xraid_format::MD_SB_MAGIC
+            || (both_endians && u32::from_be_bytes(buf) == xraid_format::MD_SB_MAGIC)
+    };
+    let sectors = size / 512;
+    let end_1_0 = sectors.checked_sub(16).map(|s| (s & !7) * 512);
+    // 0.90 is written in the host's byte order.
+    let end_0_90 = (size >> 16).checked_sub(1).map(|b| b << 16);
+    if magic_at(0, false) {
+        Some("1.1")
+    } else if end_1_0.is_some_and(|at| at >= 8192 && magic_at(at, false)) {
+        Some("1.0")
+    } else if end_0_90.is_some_and(|at| magic_at(at, true)) {
+        Some("0.90")
+    } else {
+        None
+    }
+}
+
 pub(crate) fn io_error(path: &Path, source: std::io::Error) -> ArrayError {
     ArrayError::Io {
         path: path.to_path_buf(),

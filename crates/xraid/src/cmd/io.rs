@@ -32,6 +32,9 @@ pub fn read(args: ReadArgs, backend: BackendChoice) -> Result<()> {
     if !length.is_multiple_of(SECTOR_BYTES) {
         bail!("--length {length} is not a multiple of 512 bytes");
     }
+    if let Some(path) = &args.output {
+        refuse_member_as_output(path)?;
+    }
     let output = args.output.as_deref().map(Output::create).transpose()?;
     let mut out: Box<dyn Write> = match &output {
         Some(output) => Box::new(BufWriter::new(output.file.try_clone()?)),
@@ -353,6 +356,29 @@ fn check_offset(offset: u64, size: u64) -> Result<()> {
     }
     if offset > size {
         bail!("--offset {offset} is past the array's end at {size} bytes");
+    }
+    Ok(())
+}
+
+/// Refuses an output file that holds an md superblock: an array's own member (under
+/// any name: the member's lock does not stop a file from being replaced by a rename),
+/// or another array's, would be lost under the array's contents.
+fn refuse_member_as_output(path: &std::path::Path) -> Result<()> {
+    let options = xraid_member::OpenOptions {
+        write: false,
+        direct: xraid_member::DirectMode::Off,
+        lock: false,
+    };
+    let Ok(file) = xraid_member::FileMember::open(path, &options) else {
+        // Nothing there yet (or nothing readable): the output's own checks speak.
+        return Ok(());
+    };
+    if let Ok(Some(sb)) = xraid_array::read_superblock(&file, path) {
+        bail!(
+            "{} holds an md superblock (a member of array '{}'): writing the array's contents there would destroy it; give another -o",
+            path.display(),
+            sb.name()
+        );
     }
     Ok(())
 }

@@ -21,6 +21,7 @@ mod nbd_clients;
 mod nbd_faults;
 mod nbd_handshake;
 mod nbd_tls;
+mod offline_safety;
 mod replace;
 mod reporting;
 mod roundtrip;
