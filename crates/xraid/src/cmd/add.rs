@@ -9,10 +9,9 @@ use anyhow::{bail, Result};
 use xraid_array::{add_member, OpenMode};
 use xraid_driver::BackendChoice;
 use xraid_engine::SyncKind;
-use xraid_layout::SECTOR_BYTES;
 
 use crate::cli::AddArgs;
-use crate::progress::{bytes_bar, follow_sync, set_total};
+use crate::progress::{bytes_bar, follow_sync};
 
 pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
     let paths = vec![args.array.clone()];
@@ -47,17 +46,7 @@ pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
         OpenMode::ReadWrite,
         backend,
     )?;
-    let bar = bytes_bar(0, "rebuild");
-    let report = array.sync_until(
-        SyncKind::Recover,
-        |p| {
-            let unit_bytes = p.unit_sectors * SECTOR_BYTES;
-            set_total(&bar, p.total_units * unit_bytes);
-            bar.set_position(p.done_below * unit_bytes);
-        },
-        crate::interrupt::requested,
-    )?;
-    bar.finish_and_clear();
+    let report = super::sync_with_bar(&mut array, SyncKind::Recover, "rebuild")?;
     array.close()?;
     if !report.completed && crate::interrupt::requested() {
         bail!(

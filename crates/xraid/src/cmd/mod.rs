@@ -160,3 +160,25 @@ pub(crate) fn shell_word(text: &str) -> String {
 pub(crate) fn percent(done: u64, total: u64) -> u64 {
     (done * 100).checked_div(total).unwrap_or(0)
 }
+
+/// Runs a `kind` sync on an array opened offline, with a progress bar named `label`;
+/// Ctrl-C (or SIGTERM) ends it early, not `completed`, for the caller's `close` to
+/// record where it got to (see `crate::interrupt`).
+pub(crate) fn sync_with_bar(
+    array: &mut Array,
+    kind: xraid_engine::SyncKind,
+    label: &str,
+) -> Result<xraid_array::SyncReport> {
+    let bar = crate::progress::bytes_bar(0, label);
+    let report = array.sync_until(
+        kind,
+        |p| {
+            let unit_bytes = p.unit_sectors * xraid_layout::SECTOR_BYTES;
+            crate::progress::set_total(&bar, p.total_units * unit_bytes);
+            bar.set_position(p.done_below * unit_bytes);
+        },
+        crate::interrupt::requested,
+    )?;
+    bar.finish_and_clear();
+    Ok(report)
+}

@@ -10,7 +10,7 @@ use xraid_engine::SyncKind;
 use xraid_layout::SECTOR_BYTES;
 
 use crate::cli::{ScrubAction, ScrubArgs};
-use crate::progress::{bytes_bar, follow_sync, set_total};
+use crate::progress::{bytes_bar, follow_sync};
 
 /// What a scrub found: the same fields and words whether the server that serves the
 /// array ran it or this command did.
@@ -46,18 +46,8 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
     }
     let mut array = super::open_array(&args.array, OpenMode::ReadWrite, backend)?;
     let name = array.name();
-    let bar = bytes_bar(0, kind.name());
     crate::interrupt::catch();
-    let report = array.sync_until(
-        kind,
-        |p| {
-            let unit_bytes = p.unit_sectors * SECTOR_BYTES;
-            set_total(&bar, p.total_units * unit_bytes);
-            bar.set_position(p.done_below * unit_bytes);
-        },
-        crate::interrupt::requested,
-    )?;
-    bar.finish_and_clear();
+    let report = super::sync_with_bar(&mut array, kind, kind.name())?;
     array.close()?;
     if !report.completed && crate::interrupt::requested() {
         eprintln!(
