@@ -20,11 +20,25 @@ pub fn run(args: ExamineArgs) -> Result<()> {
     };
     for path in &args.members {
         let member = FileMember::open(path, &options)?;
-        let Some(sb) = read_superblock(&member, path)? else {
-            bail!(
+        let sb = match read_superblock(&member, path) {
+            Ok(Some(sb)) => sb,
+            Ok(None) => bail!(
                 "{}: not an md member (no md superblock at 4 KiB)",
                 path.display()
-            );
+            ),
+            Err(xraid_array::ArrayError::Superblock {
+                source: xraid_format::FormatError::BadChecksum { stored, computed },
+                ..
+            }) => {
+                // What it says is what an admin needs to see now (mdadm shows it too,
+                // with both checksums); no command uses such a member.
+                eprintln!(
+                    "xraid: warning: {}: its superblock's checksum is wrong (stored {stored:x}, computed {computed:x}): shown as it stands; xraid and md leave this member out",
+                    path.display()
+                );
+                superblock_despite_checksum(&member, path)?
+            }
+            Err(e) => return Err(e.into()),
         };
         let name = path.display().to_string();
         if args.badblocks {
@@ -62,6 +76,15 @@ pub fn run(args: ExamineArgs) -> Result<()> {
 }
 
 /// The member's bad block log as `mdadm --examine-badblocks` prints it.
+/// The superblock at 4 KiB of `member`, read whatever its checksum says.
+fn superblock_despite_checksum(member: &FileMember, path: &std::path::Path) -> Result<Superblock> {
+    let mut buf = vec![0u8; 4096];
+    member
+        .read_at(&mut buf, xraid_format::SUPERBLOCK_OFFSET_BYTES)
+        .with_context(|| path.display().to_string())?;
+    Superblock::parse_despite_checksum(&buf).with_context(|| path.display().to_string())
+}
+
 fn bad_blocks_text(member: &FileMember, sb: &Superblock, name: &str) -> Result<String> {
     // mdadm calls a log over 100 sectors none (the kernel reads at most 8).
     let Some(at) = bad_block_log_sectors(sb).filter(|_| sb.bblog_size <= 100) else {
