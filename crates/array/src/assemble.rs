@@ -92,6 +92,18 @@ pub struct Assembled {
 }
 
 impl Assembled {
+    /// Refuses `fault` where its ranges start past the end of the member it names
+    /// (whose size is known only now that the member is open); a role with no member
+    /// present has nothing to check.
+    pub fn check_fault_fits(&self, fault: &xraid_member::MemberFault) -> Result<(), String> {
+        match self.roles.get(usize::from(fault.role)) {
+            Some(Some(found)) => {
+                fault.check_fits(&found.path.display().to_string(), found.member.size_bytes())
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub fn name(&self) -> String {
         self.superblock.name()
     }

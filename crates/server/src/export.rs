@@ -193,12 +193,7 @@ pub(crate) fn open(config: &ExportConfig, backend: BackendChoice) -> Result<Open
         )));
     }
     for f in &config.faults {
-        // The member's size is known only now that it is open.
-        if let Some(Some(found)) = assembled.roles.get(usize::from(f.role)) {
-            let member = found.path.display().to_string();
-            f.check_fits(&member, xraid_member::Member::size_bytes(&found.member))
-                .map_err(export_error)?;
-        }
+        assembled.check_fault_fits(f).map_err(export_error)?;
         crate::log::info(&format!(
             "export '{name}': injecting faults into role {}: {}",
             f.role, f.plan

@@ -41,6 +41,10 @@ pub(crate) enum ConnEnd {
     Io(#[from] io::Error),
     #[error("{0}")]
     Protocol(String),
+    #[error(
+        "the client left in the middle of a write's {0}-byte payload; that write was not done"
+    )]
+    LeftMidPayload(usize),
 }
 
 /// What a request is checked against before it is done.
@@ -192,18 +196,12 @@ pub(crate) fn next_request<R: Read>(reader: &mut R) -> Result<Request, ConnEnd> 
     Request::parse(&header).map_err(|e| ConnEnd::Protocol(format!("request: {e}")))
 }
 
-/// How a connection whose client left in the middle of a write's payload is logged.
-const LEFT_MID_PAYLOAD: &str = "the client left in the middle of a write's";
-
 /// Reads a write's payload into `buf`; a client gone before the end of it is said
 /// so in words (the bare error is "failed to fill whole buffer").
 pub(crate) fn read_payload<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<(), ConnEnd> {
     reader.read_exact(buf).map_err(|e| {
         if e.kind() == io::ErrorKind::UnexpectedEof {
-            ConnEnd::Protocol(format!(
-                "{LEFT_MID_PAYLOAD} {}-byte payload; that write was not done",
-                buf.len()
-            ))
+            ConnEnd::LeftMidPayload(buf.len())
         } else {
             ConnEnd::Io(e)
         }
@@ -281,9 +279,7 @@ pub(crate) fn serve_array(reader: Conn, writer: Conn, n: &Negotiated) -> Result<
         (result, Err(e)) if client_gone(&e) => result,
         // Otherwise the writer's failure (a client that takes no replies) is the
         // cause, unless the reader met a broken request first.
-        (Err(ConnEnd::Protocol(p)), _) if !p.starts_with(LEFT_MID_PAYLOAD) => {
-            Err(ConnEnd::Protocol(p))
-        }
+        (Err(ConnEnd::Protocol(p)), _) => Err(ConnEnd::Protocol(p)),
         (_, Err(e)) => Err(ConnEnd::Io(e)),
         (result, Ok(())) => result,
     }

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use xraid_array::{assemble_with_spares, Array, Assembled, OpenMode};
 use xraid_driver::BackendChoice;
-use xraid_member::{DirectMode, Member, MemberFault, OpenOptions};
+use xraid_member::{DirectMode, MemberFault, OpenOptions};
 
 use crate::cli::{Backend, Cli, Command};
 
@@ -87,12 +87,8 @@ pub(crate) fn open_array_with_faults(
                 roles - 1
             );
         }
-        // The member's size is known only now that it is open.
-        if let Some(Some(found)) = assembled.roles.get(usize::from(f.role)) {
-            let name = found.path.display().to_string();
-            if let Err(e) = f.check_fits(&name, found.member.size_bytes()) {
-                bail!("{e}");
-            }
+        if let Err(e) = assembled.check_fault_fits(f) {
+            bail!("{e}");
         }
         if f.plan.on_machine_power {
             bail!(
