@@ -113,10 +113,10 @@ impl Assembled {
     /// in one folder do not meet).
     pub fn control_socket(&self) -> Option<PathBuf> {
         let first = self.roles.iter().flatten().next()?;
-        let dir = first.path.parent()?;
-        let uuid = Superblock::uuid_string(&self.superblock.set_uuid);
-        let short: String = uuid.chars().filter(|c| *c != ':').take(8).collect();
-        Some(dir.join(format!(".xraid-{short}.ctl")))
+        Some(control_socket_in(
+            first.path.parent()?,
+            &self.superblock.set_uuid,
+        ))
     }
 
     /// Each role's state as the engine would start it: missing roles failed, members
@@ -162,6 +162,20 @@ impl Assembled {
     pub fn is_degraded(&self) -> bool {
         self.roles.iter().any(Option::is_none)
     }
+}
+
+/// The control socket a server of the array `set_uuid` keeps in `dir` (see
+/// [`Assembled::control_socket`]).
+pub fn control_socket_in(dir: &std::path::Path, set_uuid: &[u8; 16]) -> PathBuf {
+    let uuid = Superblock::uuid_string(set_uuid);
+    let short: String = uuid.chars().filter(|c| *c != ':').take(8).collect();
+    dir.join(format!(".xraid-{short}.ctl"))
+}
+
+/// The files assembly would look at for `paths` (folders expanded, a file under two
+/// names once), without opening them.
+pub fn member_candidates(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ArrayError> {
+    Ok(expand(paths)?.into_iter().map(|m| m.path).collect())
 }
 
 /// Finds the members among `paths` (files, block devices or folders), opens them with

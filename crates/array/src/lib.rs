@@ -18,7 +18,8 @@ mod scan;
 mod sync;
 
 pub use assemble::{
-    assemble, assemble_anyway, cannot_start, Assembled, FoundMember, LeftOut, LeftOutReason,
+    assemble, assemble_anyway, cannot_start, control_socket_in, member_candidates, Assembled,
+    FoundMember, LeftOut, LeftOutReason,
 };
 pub use badblocks::listed_bad_sectors;
 pub use create::{create, CreateOptions, Created, DATA_OFFSET_SECTORS};

@@ -4,13 +4,11 @@
 //! on the members themselves.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use xraid_format::Superblock;
 use xraid_member::{DirectMode, FileMember, OpenOptions};
 
 /// The control socket of the array named by `paths`, if a server answers there.
@@ -36,7 +34,11 @@ fn sockets(paths: &[PathBuf]) -> Vec<PathBuf> {
     };
     let mut uuid = None;
     let mut folders: Vec<PathBuf> = Vec::new();
-    for path in candidates(paths) {
+    // Each path on its own: one that is gone (a dead member's file) hides no other.
+    let candidates = paths
+        .iter()
+        .flat_map(|p| xraid_array::member_candidates(std::slice::from_ref(p)).unwrap_or_default());
+    for path in candidates {
         // A file that cannot be read or holds no (sound) superblock is no member.
         let Ok(member) = FileMember::open(&path, &options) else {
             continue;
@@ -56,40 +58,10 @@ fn sockets(paths: &[PathBuf]) -> Vec<PathBuf> {
     let Some(uuid) = uuid else {
         return Vec::new();
     };
-    let short: String = Superblock::uuid_string(&uuid)
-        .chars()
-        .filter(|c| *c != ':')
-        .take(8)
-        .collect();
     folders
-        .into_iter()
-        .map(|folder| folder.join(format!(".xraid-{short}.ctl")))
+        .iter()
+        .map(|folder| xraid_array::control_socket_in(folder, &uuid))
         .collect()
-}
-
-/// The files `paths` name: folders give the files and block devices in them, as
-/// assembly expands them.
-fn candidates(paths: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for path in paths {
-        if !path.is_dir() {
-            out.push(path.clone());
-            continue;
-        }
-        let Ok(entries) = std::fs::read_dir(path) else {
-            continue;
-        };
-        let mut found: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                std::fs::metadata(p).is_ok_and(|m| m.is_file() || m.file_type().is_block_device())
-            })
-            .collect();
-        found.sort();
-        out.append(&mut found);
-    }
-    out
 }
 
 /// Sends one request and returns the server's answer (an error if it says no).
