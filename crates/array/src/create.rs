@@ -19,16 +19,21 @@ pub const DATA_OFFSET_SECTORS: u64 = 2048;
 
 /// Where the data starts on each member of a new array: mdadm's 1 MiB, or for parity
 /// levels whose stripe-log ring would not fit there (large chunks), the next MiB
-/// boundary that leaves room for twice the largest log entry after the metadata (at
-/// most 288 sectors: superblock, bitmap room, bad-block log).
+/// boundary that leaves room for the ring (two 4 KiB marker slots and twice the
+/// largest log entry) after the metadata (at most 288 sectors: superblock, bitmap
+/// room, bad-block log).
 fn data_offset_for(level: Level, raid_disks: u16, chunk_sectors: u32) -> u64 {
     if !level.has_parity() {
         return DATA_OFFSET_SECTORS;
     }
     let parity = level.parity_count();
-    let entry =
-        xraid_engine::log_entry_max_sectors(raid_disks - u16::from(parity), chunk_sectors, parity);
-    let need = 288 + 2 * entry + 8;
+    let ring = xraid_engine::log_ring_sectors_needed(
+        raid_disks - u16::from(parity),
+        chunk_sectors,
+        parity,
+    );
+    // Metadata, then the ring from the next 4 KiB boundary.
+    let need = 288 + 8 + ring;
     need.next_multiple_of(DATA_OFFSET_SECTORS)
         .max(DATA_OFFSET_SECTORS)
 }

@@ -146,6 +146,10 @@ impl Array {
                     geo.chunk_sectors(),
                     geo.level().parity_count(),
                 );
+                // What rings were sized for before the 4 KiB markers (one sector each):
+                // beside the larger slots the largest entry still fits, and the log
+                // then waits for room more often; arrays made since get
+                // `log_ring_sectors_needed`.
                 n >= 2 * entry + 8
             });
         let mut slots = Vec::with_capacity(assembled.roles.len());

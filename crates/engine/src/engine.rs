@@ -267,7 +267,8 @@ impl Engine {
             sync_window: config.sync_window.max(1),
             ..config
         };
-        let wants_log = config.log_sectors > 0 && self.geo.level().has_parity();
+        let wants_log =
+            config.log_sectors > crate::ppl::RING_START && self.geo.level().has_parity();
         if wants_log && self.log.is_none() {
             self.log = Some(crate::ppl::LogState::new(
                 config.log_sectors,

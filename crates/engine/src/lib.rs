@@ -57,7 +57,7 @@ pub use buffers::{BufId, BufSlice, Buffers, IoBuf, IoBufPool, BUF_ALIGN};
 pub use engine::Engine;
 pub use integrity::{ChecksumTable, Verdict};
 pub use intent::{WriteIntentSetup, INTENT_HEADER_BYTES};
-pub use ppl::log_entry_max_sectors;
+pub use ppl::{log_entry_max_sectors, log_ring_sectors_needed, MARKER_RECORDS};
 pub use sync::SyncError;
 pub use xraid_format::BadBlocks;
 pub use xraid_layout::{Geometry, Level, MemberIdx, SECTOR_BYTES};
@@ -371,7 +371,9 @@ pub struct EngineConfig {
     /// Sync units in flight at once.
     pub sync_window: usize,
     /// Sectors of each member's partial-parity log ring (RAID-4/5/6); 0 turns the log
-    /// off, and with it the closing of the write hole (see `ppl`).
+    /// off, and with it the closing of the write hole (see `ppl`). A ring must hold its
+    /// two 4 KiB marker slots and twice [`log_entry_max_sectors`] besides (the array
+    /// sizes rings so); one no larger than the marker slots counts as none.
     pub log_sectors: u64,
     /// Names the array in every stripe-log entry, so that entries another array (or
     /// an earlier array on the same disks) left in a ring are never replayed here;

@@ -10,7 +10,7 @@ use common::{
     cut_with_rows_unreadable_at_the_replay, filled_array_on, logged_array, neither, SECTOR,
 };
 
-use xraid_engine::SyncKind;
+use xraid_engine::{SyncKind, MARKER_RECORDS};
 use xraid_layout::{Geometry, Layout, Level, MemberIdx};
 
 /// A replay works a gone chunk's covered rows out from parity an earlier cut may
@@ -127,9 +127,16 @@ fn raid6_two_covered_chunks_dying_with_the_power_read_old_or_new() {
 /// read), a second cut, then a member lost: its rows 0..8 in those stripes have
 /// parity the first cut may have torn. Returns the stripes read back wrong.
 fn skipped_in_stripes(n: u64, seed: u64) -> Vec<u64> {
-    let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 1024)
+    // Room for the stripes, and a ring for every write's entry (9 sectors: the
+    // partial parity of 8 rows).
+    let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 8192)
         .expect("geometry");
-    let (mut array, data) = filled_array_on(geo, seed, 512);
+    let (mut array, data) = filled_array_on(geo, seed, 8192);
+    // Each member fails a fifth of the replay's reads: none is failed for them.
+    array.engine.set_config(xraid_engine::EngineConfig {
+        max_read_errors: u32::MAX,
+        ..array.engine.config()
+    });
     array.enable_bad_block_logs(64);
     let stripe_sectors = 16 * u64::from(geo.data_disks());
     for s in 0..n {
@@ -149,6 +156,11 @@ fn skipped_in_stripes(n: u64, seed: u64) -> Vec<u64> {
         }
     });
     array.run();
+    assert_eq!(
+        array.engine.stats().log_entries_skipped,
+        n,
+        "seed {seed}: every write's entry skipped"
+    );
     for m in &mut array.members {
         m.bad_ranges.clear();
     }
@@ -174,11 +186,17 @@ fn skipped_in_stripes(n: u64, seed: u64) -> Vec<u64> {
     wrong
 }
 
-/// 26 skipped stripes fit the marker's list and keep their doubt past a second cut.
+/// As many skipped stripes as a marker names (26 then, [`MARKER_RECORDS`] now) fit
+/// the marker's list and keep their doubt past a second cut.
 #[test]
-fn twenty_six_skipped_stripes_keep_their_doubt() {
+fn as_many_skipped_stripes_as_a_marker_names_keep_their_doubt() {
     let wrong: Vec<(u64, Vec<u64>)> = (0..8)
-        .map(|seed| (seed, skipped_in_stripes(26, 16_500 + seed)))
+        .map(|seed| {
+            (
+                seed,
+                skipped_in_stripes(MARKER_RECORDS as u64, 16_500 + seed),
+            )
+        })
         .filter(|(_, w)| !w.is_empty())
         .collect();
     assert!(wrong.is_empty(), "{wrong:?}");
@@ -187,14 +205,14 @@ fn twenty_six_skipped_stripes_keep_their_doubt() {
 /// With one more, the marker names none of them (FLAG_SKIPPED only, "somewhere"):
 /// after a second cut every one of them is an unpinned doubt, which a lost member's
 /// rows do not count against, and they are rebuilt through torn parity, silently —
-/// also the 26 the list had room for.
+/// also those the list had room for.
 #[test]
-fn twenty_seven_skipped_stripes_keep_the_doubt_of_the_26_that_fit() {
+fn one_skipped_stripe_past_a_markers_records_leaves_the_doubt_of_those_that_fit() {
     let wrong: Vec<(u64, Vec<u64>)> = (0..8)
         .map(|seed| {
-            let w: Vec<u64> = skipped_in_stripes(27, 16_500 + seed)
+            let w: Vec<u64> = skipped_in_stripes(MARKER_RECORDS as u64 + 1, 16_500 + seed)
                 .into_iter()
-                .filter(|&s| s < 26)
+                .filter(|&s| s < MARKER_RECORDS as u64)
                 .collect();
             (seed, w)
         })

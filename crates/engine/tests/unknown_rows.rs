@@ -10,7 +10,7 @@ use common::{
 };
 
 use xraid_engine::sim::SimArray;
-use xraid_engine::EngineError;
+use xraid_engine::{EngineError, MARKER_RECORDS};
 use xraid_layout::{Geometry, Layout, Level};
 
 /// Checks every sector of the array but chunk 0 of stripe 0 (sectors 0..16): chunk 1
@@ -116,15 +116,15 @@ fn a_one_chunk_write_under_a_dying_member_reads_old_or_new() {
     }
 }
 
-/// More unknown bands than a marker names (26): the rest go into the parity members'
+/// More unknown bands than a marker names ([`MARKER_RECORDS`]): the rest go into the parity members'
 /// bad block logs, so that every one of them still reads as an error after another
 /// power cut.
 #[test]
 fn more_unknown_rows_than_a_marker_names_outlive_another_cut() {
     for seed in 0..4u64 {
-        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 4, 16, 1024)
+        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 4, 16, 8192)
             .expect("geometry");
-        let (mut array, old) = filled_array_on(geo, 7_400 + seed, 512);
+        let (mut array, old) = filled_array_on(geo, 7_400 + seed, 2048);
         array.enable_bad_block_logs(64);
         let dying = geo.stripe_map(0).data_member(0);
         let stripe_sectors = geo.stripe_data_sectors();
@@ -140,7 +140,10 @@ fn more_unknown_rows_than_a_marker_names_outlive_another_cut() {
                     .map(|i| stripe * stripe_sectors + u64::from(i) * chunk)
             })
             .collect();
-        assert!(its_chunks.len() > 26, "more bands than a marker names");
+        assert!(
+            its_chunks.len() > MARKER_RECORDS,
+            "more bands than a marker names"
+        );
         let check = |array: &mut SimArray, when: &str| {
             for &at in &its_chunks {
                 assert!(

@@ -9,23 +9,24 @@ use common::{
     SECTOR,
 };
 
-use xraid_engine::{EngineError, Nanos};
+use xraid_engine::{EngineError, Nanos, MARKER_RECORDS};
 use xraid_layout::{Geometry, Layout, Level, MemberIdx};
 
-/// More unknown bands than a marker's 26 records, and no bad block logs to spill
-/// them into: the marker kept the first 26 and dropped the rest, which after a second
-/// (clean) power cut read, silently, the value torn parity gave them. Now the rest go
-/// into the marker's span.
+/// More unknown bands than a marker's records ([`MARKER_RECORDS`]; 26 then), and no
+/// bad block logs to spill them into: the marker kept the first 26 and dropped the
+/// rest, which after a second (clean) power cut read, silently, the value torn parity
+/// gave them. Now the rest go into the marker's span.
 #[test]
-fn more_than_26_unknown_bands_are_not_forgotten_at_the_next_open() {
+fn more_unknown_bands_than_a_marker_names_are_not_forgotten_at_the_next_open() {
     let mut failures = Vec::new();
     for seed in 0..4u64 {
-        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 1024)
+        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 8192)
             .expect("geometry");
-        let (mut array, old) = filled_array_on(geo, 31_000 + seed, 512);
+        let (mut array, old) = filled_array_on(geo, 31_000 + seed, 2048);
         let per_stripe = 16 * u64::from(geo.data_disks());
-        let stripes = 40u64;
-        // A full-stripe write in each of 40 stripes, none flushed.
+        // Member 4 holds data in four stripes of five: more bands than a marker names.
+        let stripes = MARKER_RECORDS as u64 * 5 / 4 + 20;
+        // A full-stripe write in each of those stripes, none flushed.
         let dying = MemberIdx(4);
         let new = full_stripes_cut(&mut array, stripes, dying);
         let before = array.engine.unknown_sectors();
@@ -152,7 +153,8 @@ fn unknown_rows_are_not_forgotten_before_the_write_over_them_is_durable() {
 }
 
 /// Unknown rows took the marker's records first, so one unknown band pushed the last
-/// of 26 skipped stripes (`twenty_six_skipped_stripes_keep_their_doubt`) off the list
+/// of a marker's worth of skipped stripes
+/// (`as_many_skipped_stripes_as_a_marker_names_keep_their_doubt`) off the list
 /// (FLAG_SKIPPED, an unpinned doubt), and after a second cut a member lost later was
 /// rebuilt there through the parity the first cut may have torn, silently. Now the
 /// skipped bands come first.
@@ -160,14 +162,21 @@ fn unknown_rows_are_not_forgotten_before_the_write_over_them_is_durable() {
 fn an_unknown_band_does_not_cost_a_skipped_stripe_its_doubt() {
     let mut wrong_seeds = Vec::new();
     for seed in 0..8u64 {
-        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 1024)
+        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 8192)
             .expect("geometry");
-        let (mut array, data) = filled_array_on(geo, 31_300 + seed, 512);
+        let (mut array, data) = filled_array_on(geo, 31_300 + seed, 8192);
+        // Each member fails a fifth of the replay's reads: none is failed for them.
+        array.engine.set_config(xraid_engine::EngineConfig {
+            max_read_errors: u32::MAX,
+            ..array.engine.config()
+        });
         array.enable_bad_block_logs(64);
         let per_stripe = 16 * u64::from(geo.data_disks());
-        // One unknown band, in stripe 60: a two-chunk write there, member 0 dying with
-        // the power, then rebuilt on a new device (the array is whole again).
-        let s_u = 60u64;
+        let n = MARKER_RECORDS as u64;
+        // One unknown band, past the skipped stripes below: a two-chunk write there,
+        // member 0 dying with the power, then rebuilt on a new device (the array is
+        // whole again).
+        let s_u = n + 10;
         let dying = geo.stripe_map(s_u).data_member(0);
         let mut new = vec![0u8; 32 * SECTOR];
         array.rng().fill(&mut new);
@@ -182,8 +191,9 @@ fn an_unknown_band_does_not_cost_a_skipped_stripe_its_doubt() {
             "seed {seed}: an unknown band"
         );
         rebuild_on_a_new_device(&mut array, dying);
-        // Now the 26 skipped stripes of `skipped_in_stripes` (parity_in_doubt_review2).
-        let n = 26u64;
+        // Now the skipped stripes of `skipped_in_stripes` (parity_in_doubt_review2),
+        // as many as a marker names.
+        let skipped_before = array.engine.stats().log_entries_skipped;
         for s in 0..n {
             array
                 .write(s * per_stripe, &vec![0x6bu8; 8 * SECTOR])
@@ -201,12 +211,17 @@ fn an_unknown_band_does_not_cost_a_skipped_stripe_its_doubt() {
             }
         });
         array.run();
+        assert_eq!(
+            array.engine.stats().log_entries_skipped - skipped_before,
+            n,
+            "seed {seed}: every write's entry skipped"
+        );
         for m in &mut array.members {
             m.bad_ranges.clear();
         }
         array.power_cut();
         array.run();
-        // A member holding data in stripe 25 (the one pushed off the list).
+        // A member holding data in the last of them (the one pushed off the list).
         let gone = geo.stripe_map(n - 1).data_member(2);
         array.kill_member(gone);
         array.engine.fail_member(gone);

@@ -7,17 +7,17 @@ mod common;
 use common::{filled_array_on, full_stripes_cut, SECTOR};
 
 use xraid_engine::sim::SimArray;
-use xraid_engine::EngineError;
+use xraid_engine::{EngineError, MARKER_RECORDS};
 use xraid_layout::{Geometry, Layout, Level, MemberIdx};
 
-/// A RAID-5 of 5 members (16-sector chunks, 64 stripes, no bad block logs), a
+/// A RAID-5 of 5 members (16-sector chunks, 512 stripes, no bad block logs), a
 /// full-stripe write (not flushed) in each of `stripes` stripes, member 4 dying with
 /// the power: every stripe where member 4 holds data gets an unknown band. Returns the
 /// array and those stripes (with member 4's data index there), in stripe order.
 fn full_stripe_writes_cut(seed: u64, stripes: u64) -> (SimArray, Geometry, Vec<(u64, u16)>) {
-    let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 1024)
+    let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 8192)
         .expect("geometry");
-    let (mut array, _old) = filled_array_on(geo, seed, 512);
+    let (mut array, _old) = filled_array_on(geo, seed, 2048);
     let dying = MemberIdx(4);
     full_stripes_cut(&mut array, stripes, dying);
     let held: Vec<(u64, u16)> = (0..stripes)
@@ -31,12 +31,27 @@ fn full_stripe_writes_cut(seed: u64, stripes: u64) -> (SimArray, Geometry, Vec<(
     (array, geo, held)
 }
 
+/// The first stripes of `full_stripe_writes_cut`'s geometry of which `bands` have
+/// member 4 holding data (it holds parity in one of five).
+fn stripes_holding_data_of_member_4(bands: usize) -> u64 {
+    let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 8192)
+        .expect("geometry");
+    (1..geo.stripes())
+        .find(|&n| {
+            (0..n)
+                .filter(|&s| geo.stripe_map(s).p() != MemberIdx(4))
+                .count()
+                == bands
+        })
+        .expect("enough data stripes")
+}
+
 fn sector_of(geo: &Geometry, stripe: u64, k: u16) -> u64 {
     stripe * 16 * u64::from(geo.data_disks()) + u64::from(k) * 16
 }
 
-/// 32 unknown bands, 26 named on the marker, the other 6 (stripes 33..39 of member 4)
-/// kept as the marker's span. A client write covers one of those 6 chunks whole, a
+/// More unknown bands than a marker names ([`MARKER_RECORDS`]; 32 of them and 26 named
+/// when this was found), the rest kept as the marker's span. A client write covers one of those 6 chunks whole, a
 /// flush makes it durable, and it reads back. After a clean power cut the marker's
 /// span still covered that stripe (the marker folded the overflow bands, and any
 /// spans, into one span from the first to the last stripe, so the hole the write made
@@ -45,10 +60,14 @@ fn sector_of(geo: &Geometry, stripe: u64, k: u16) -> u64 {
 fn a_flushed_write_inside_the_span_reads_back_after_a_cut() {
     let mut failures = Vec::new();
     for seed in 0..4u64 {
-        let (mut array, geo, held) = full_stripe_writes_cut(41_000 + seed, 40);
-        assert!(held.len() > 28, "more bands than a marker names");
-        // The stripes past the marker's 26 records: the middle one of them.
-        let past = &held[26..];
+        let (mut array, geo, held) =
+            full_stripe_writes_cut(41_000 + seed, MARKER_RECORDS as u64 * 5 / 4 + 10);
+        assert!(
+            held.len() > MARKER_RECORDS + 2,
+            "more bands than a marker names"
+        );
+        // The stripes past the marker's records: the middle one of them.
+        let past = &held[MARKER_RECORDS..];
         let (s, k) = past[past.len() / 2];
         let at = sector_of(&geo, s, k);
         let fresh = vec![0x5au8; 16 * SECTOR];
@@ -72,32 +91,26 @@ fn a_flushed_write_inside_the_span_reads_back_after_a_cut() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// Exactly 26 unknown bands (full chunks): the marker names them all, no span. A
-/// client write covers the middle rows 4..8 of the last one and is flushed: the band
-/// splits in two, 27 records, and the marker put the 27th into a span of whole chunks
+/// Exactly as many unknown bands (full chunks) as a marker names (26 when this was
+/// found): the marker names them all, no span. A client write covers the middle rows
+/// 4..8 of the last one and is flushed: the band splits in two, one record more, and
+/// the marker put the last into a span of whole chunks
 /// — rows 4..8, written and flushed, among them. After a clean power cut they read as
 /// an error.
 #[test]
 fn a_flushed_write_splitting_a_band_reads_back_after_a_cut() {
     let mut failures = Vec::new();
     for seed in 0..4u64 {
-        // 26 stripes where member 4 holds data: the first 32 stripes hold 26 of them
-        // (it holds parity in one of five).
-        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 1024)
-            .expect("geometry");
-        let stripes = (1..64u64)
-            .find(|&n| {
-                (0..n)
-                    .filter(|&s| geo.stripe_map(s).p() != MemberIdx(4))
-                    .count()
-                    == 26
-            })
-            .expect("26 data stripes");
+        let stripes = stripes_holding_data_of_member_4(MARKER_RECORDS);
         let (mut array, geo, held) = full_stripe_writes_cut(42_000 + seed, stripes);
-        assert_eq!(held.len(), 26);
+        assert_eq!(held.len(), MARKER_RECORDS);
         let before = array.engine.unknown_sectors();
-        assert_eq!(before, 26 * 16, "seed {seed}: 26 whole unknown chunks");
-        let (s, k) = held[25];
+        assert_eq!(
+            before,
+            MARKER_RECORDS as u64 * 16,
+            "seed {seed}: a marker's worth of whole unknown chunks"
+        );
+        let (s, k) = held[MARKER_RECORDS - 1];
         let at = sector_of(&geo, s, k) + 4;
         let fresh = vec![0xa5u8; 4 * SECTOR];
         array.write(at, &fresh).expect("write rows 4..8");
@@ -119,24 +132,15 @@ fn a_flushed_write_splitting_a_band_reads_back_after_a_cut() {
 }
 
 /// `unknown_sectors` counted a band that lies inside a span twice: in the case of
-/// `a_flushed_write_splitting_a_band_reads_back_after_a_cut`, the reopened array has
-/// 25 whole chunks named, the band 0..4 of the last one, and a span over the whole of
-/// that chunk — 26 chunks unknown (416 sectors), reported as 420. (Cosmetic: the
+/// `a_flushed_write_splitting_a_band_reads_back_after_a_cut` (with 26 records), the
+/// reopened array had 25 whole chunks named, the band 0..4 of the last one, and a span
+/// over the whole of that chunk — 26 chunks unknown (416 sectors), reported as 420. (Cosmetic: the
 /// count `xraid status` and `LogRecovered` show.)
 #[test]
 fn unknown_sectors_count_a_band_inside_a_span_once() {
-    let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 1024)
-        .expect("geometry");
-    let stripes = (1..64u64)
-        .find(|&n| {
-            (0..n)
-                .filter(|&s| geo.stripe_map(s).p() != MemberIdx(4))
-                .count()
-                == 26
-        })
-        .expect("26 data stripes");
+    let stripes = stripes_holding_data_of_member_4(MARKER_RECORDS);
     let (mut array, geo, held) = full_stripe_writes_cut(44_000, stripes);
-    let (s, k) = held[25];
+    let (s, k) = held[MARKER_RECORDS - 1];
     let at = sector_of(&geo, s, k) + 4;
     array
         .write(at, &vec![0xa5u8; 4 * SECTOR])
@@ -144,7 +148,7 @@ fn unknown_sectors_count_a_band_inside_a_span_once() {
     array.flush().expect("flush");
     array.power_cut();
     array.run();
-    // Whatever reads as an error, counted once: at most the 26 chunks.
+    // Whatever reads as an error, counted once: at most the named chunks.
     let unreadable: u64 = held
         .iter()
         .map(|&(s, k)| {
