@@ -7,7 +7,9 @@ use std::path::PathBuf;
 /// Why a member could not be opened or created.
 #[derive(Debug, thiserror::Error)]
 pub enum MemberError {
-    #[error("{}: no such file: check the path (or give --size to create it)", path.display())]
+    // No hint of --size: most commands only open members; those that create them
+    // (create, add) check for missing files first and say so themselves.
+    #[error("{}: no such file: check the path", path.display())]
     NotFound { path: PathBuf },
     #[error(
         "{} is in use by another process (locked): stop the other xraid first",

@@ -169,6 +169,11 @@ pub fn run(args: SimArgs) -> Result<()> {
     let mut sim = config.build()?;
     let capacity_bytes = sim.target_sectors() * SECTOR_BYTES;
     let runtime = runtime(args.runtime)?;
+    if args.size == Some(0) {
+        // The workload reads a size of 0 as the whole target; here it would move
+        // nothing and report an empty run as a result.
+        bail!("--size 0 moves nothing: give the bytes each job moves (at least --bs), or leave it out");
+    }
     let requests = match (args.size, runtime) {
         (_, Some(_)) => u64::MAX,
         (Some(size), None) => size / args.bs.max(1),

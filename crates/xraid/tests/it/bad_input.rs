@@ -170,6 +170,12 @@ fn not_an_md_member() {
     std::fs::write(&plain, vec![0u8; 1 << 20]).expect("plain");
     let err = fails(&["examine", p(&plain)]);
     assert!(err.contains("not an md member"), "{err}");
+    // A missing path: no hint of --size, which examine does not take.
+    let err = fails(&["examine", p(&dir.path().join("absent.img"))]);
+    assert!(
+        err.contains("absent.img: no such file") && !err.contains("--size"),
+        "{err}"
+    );
     let err = fails(&["status", p(&plain)]);
     assert!(err.contains("not an md member"), "{err}");
     let empty = dir.path().join("empty");

@@ -288,6 +288,11 @@ fn bad_input_gets_one_line_naming_the_thing() {
         (vec!["--size", "1T"], "does not fit"),
         (vec!["--size", "1M", "--offset", "1000"], "multiple of --bs"),
         (vec!["--size", "1K", "--bs", "4K"], "does not fit"),
+        (vec!["--size", "0"], "--size 0 moves nothing"),
+        (
+            vec!["--size", "0", "--runtime", "1"],
+            "--size 0 moves nothing",
+        ),
     ];
     for (extra, want) in workloads {
         let mut args = vec!["sim", p(&good)];
