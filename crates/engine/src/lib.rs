@@ -430,6 +430,13 @@ pub enum EngineError {
     /// serves on, as md's raid0, raid1 and raid10 keep it.
     #[error("sectors {sector}..{end} could not be written: a member returned a write error and the array has no redundancy to keep them elsewhere")]
     Unwritable { sector: u64, end: u64 },
+    /// A write inside rows a member took with it when it died with the power (rows
+    /// nobody knows: reads of them fail) that would split them into more bands than
+    /// the stripe log's markers can name; naming them would take in rows clients
+    /// wrote, which would read as lost after a restart. Refused instead; a write over
+    /// all of those rows at once is taken.
+    #[error("sectors {sector}..{end} were not written: they lie inside rows a member took with it when it died with the power, and the stripe log's markers have no room left to name what a write there would leave unknown; write all of those unknown rows at once")]
+    UnknownRowsFull { sector: u64, end: u64 },
     /// More members have failed than the level can survive.
     #[error("data lost: {failed} of {raid_disks} members have failed and {level} survives at most {tolerated}")]
     DataLost {

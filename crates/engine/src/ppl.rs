@@ -984,6 +984,14 @@ fn skip_records(engine: &Engine, owed: bool) -> Vec<(u64, u32, u32)> {
         .unwrap_or_default()
 }
 
+/// The markers' records left for unknown rows: the room the skipped bands leave.
+pub(crate) fn unknown_rows_room(engine: &Engine) -> usize {
+    let most = engine.log.as_ref().map_or(0, LogState::marker_room);
+    most - skip_records(engine, resync_owed_now(engine))
+        .len()
+        .min(most)
+}
+
 /// Whether a marker written now says a resync is owed.
 fn resync_owed_now(engine: &Engine) -> bool {
     engine.stats.log_entries_skipped > 0 && engine.resync_owed
@@ -2475,11 +2483,7 @@ fn mask_of(members: &[MemberIdx]) -> Option<u64> {
 /// where spans over neighbours fit the room without taking in rows known. Recorded before the rings' marker, as every list the
 /// replay changes.
 fn spill_unknown_rows(engine: &mut Engine) {
-    let most = engine.log.as_ref().expect("logging is on").marker_room();
-    let room = most
-        - skip_records(engine, resync_owed_now(engine))
-            .len()
-            .min(most);
+    let room = unknown_rows_room(engine);
     let (records, taken_in) = crate::unknown::records(engine, room);
     if taken_in == 0 && records.len() <= room {
         // Spans over neighbours take in nothing known: the records hold them all.

@@ -391,6 +391,28 @@ fn reads_unknown_rows(engine: &Engine, o: &StripeOp) -> bool {
     }
 }
 
+/// Whether client write `op` would split unknown rows into more bands than the
+/// stripe log's markers name, so that the markers would take in rows known (see
+/// `unknown::write_outgrows_markers`).
+fn splits_unknown_rows_past_the_markers(engine: &Engine, op: usize) -> bool {
+    let o = engine.ops.get(op);
+    if o.purpose != Purpose::Write || !crate::unknown::any(engine) {
+        return false;
+    }
+    let map = engine.geo.stripe_map(o.stripe);
+    let rows: Vec<(MemberIdx, u32, u32)> = o
+        .segs
+        .iter()
+        .map(|s| (map.data_member(s.data_index), s.start, s.end))
+        .collect();
+    crate::unknown::write_outgrows_markers(
+        engine,
+        o.stripe,
+        &rows,
+        crate::ppl::unknown_rows_room(engine),
+    )
+}
+
 /// Whether `m`'s bad block log lists any of operation `o`'s rows.
 fn listed_here(engine: &Engine, o: &StripeOp, m: MemberIdx) -> bool {
     crate::badblocks::any(engine) && crate::badblocks::is_known_bad(engine, m, op_rows(engine, o))
@@ -733,6 +755,16 @@ pub(crate) fn start(engine: &mut Engine, op: usize) {
     if reads_unknown_rows(engine, engine.ops.get(op)) {
         let (sector, end) = op_extent(engine, engine.ops.get(op));
         finish(engine, op, Some(EngineError::Unreadable { sector, end }));
+        return;
+    }
+    if engine.ops.get(op).phase == Phase::Queued && splits_unknown_rows_past_the_markers(engine, op)
+    {
+        let (sector, end) = op_extent(engine, engine.ops.get(op));
+        finish(
+            engine,
+            op,
+            Some(EngineError::UnknownRowsFull { sector, end }),
+        );
         return;
     }
     let parity_count = usize::from(engine.geo.level().parity_count());

@@ -24,7 +24,7 @@ use xraid_layout::{Geometry, MemberIdx, StripeRole};
 use crate::Engine;
 
 /// The unknown rows of an array.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Unknown {
     /// Bands of rows (sorted, apart) per (stripe, role).
     bands: BTreeMap<(u64, u16), Vec<(u32, u32)>>,
@@ -177,9 +177,11 @@ pub(crate) fn any_in(engine: &Engine, stripe: u64, member: MemberIdx, lo: u32, h
 /// Every unknown band the markers name: (stripe, role, lo, hi), in stripe order —
 /// those reads see and those written over since the last flush.
 pub(crate) fn named(engine: &Engine) -> Vec<(u64, u16, u32, u32)> {
-    let Some(u) = state(engine) else {
-        return Vec::new();
-    };
+    state(engine).map_or_else(Vec::new, named_in)
+}
+
+/// [`named`] of the rows `u` holds.
+fn named_in(u: &Unknown) -> Vec<(u64, u16, u32, u32)> {
     let mut bands: BTreeMap<(u64, u16), Vec<(u32, u32)>> = u.bands.clone();
     for &(_, stripe, role, lo, hi) in &u.written {
         crate::ppl::add_band(bands.entry((stripe, role)).or_default(), lo, hi);
@@ -227,12 +229,17 @@ impl Named {
 /// known first — none where the rows between are another band's or parity's. More
 /// than was lost, never less: with the sectors known rows the merges took in.
 pub(crate) fn records(engine: &Engine, room: usize) -> (Vec<Named>, u64) {
-    let Some(u) = state(engine) else {
-        return (Vec::new(), 0);
-    };
-    let geo = engine.geo;
+    match state(engine) {
+        Some(u) => records_of(u, &engine.geo, room),
+        None => (Vec::new(), 0),
+    }
+}
+
+/// [`records`] of the rows `u` holds, on geometry `geo`.
+fn records_of(u: &Unknown, geo: &Geometry, room: usize) -> (Vec<Named>, u64) {
+    let geo = *geo;
     let chunk = u64::from(geo.chunk_sectors());
-    let mut items: Vec<Named> = named(engine)
+    let mut items: Vec<Named> = named_in(u)
         .into_iter()
         .map(|(stripe, role, lo, hi)| Named::Band {
             stripe,
@@ -288,6 +295,43 @@ pub(crate) fn records(engine: &Engine, room: usize) -> (Vec<Named>, u64) {
         items.remove(k + 1);
     }
     (items, taken_in)
+}
+
+/// Whether a client write over `rows` (role, lo, hi) of `stripe` would, once durable,
+/// leave the unknown rows in more bands than the markers' `room` names without
+/// taking in rows known — rows clients wrote, which would then read as lost after a
+/// restart: a write strictly inside a band splits it in two, one inside a span
+/// splits the span. Such a write is refused instead (`UnknownRowsFull`), so that no
+/// acknowledged write is lost to the markers; a write over whole bands is taken.
+pub(crate) fn write_outgrows_markers(
+    engine: &Engine,
+    stripe: u64,
+    rows: &[(MemberIdx, u32, u32)],
+    room: usize,
+) -> bool {
+    let Some(u) = state(engine) else {
+        return false;
+    };
+    if !rows
+        .iter()
+        .any(|&(m, lo, hi)| any_in(engine, stripe, m, lo, hi))
+    {
+        return false;
+    }
+    let chunk = engine.geo.chunk_sectors();
+    // As the markers will stand once the writes made since the last flush are
+    // durable: without them, and then without this write's rows too.
+    let mut before = u.clone();
+    before.written.clear();
+    let mut after = before.clone();
+    for &(m, lo, hi) in rows {
+        let role = m.index() as u16;
+        after.break_span(role, stripe, chunk);
+        after.remove(stripe, role, lo, hi);
+    }
+    let (_, taken_before) = records_of(&before, &engine.geo, room);
+    let (_, taken_after) = records_of(&after, &engine.geo, room);
+    taken_after > taken_before
 }
 
 /// Sectors of data reads cannot get (see [`Engine::unknown_sectors`]).

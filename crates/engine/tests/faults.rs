@@ -1194,6 +1194,7 @@ fn loud(e: &EngineError) -> bool {
         EngineError::DataLost { .. }
             | EngineError::Unreadable { .. }
             | EngineError::Unwritable { .. }
+            | EngineError::UnknownRowsFull { .. }
     )
 }
 

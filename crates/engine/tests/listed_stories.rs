@@ -29,6 +29,7 @@ fn loud(e: &EngineError) -> bool {
         EngineError::DataLost { .. }
             | EngineError::Unreadable { .. }
             | EngineError::Unwritable { .. }
+            | EngineError::UnknownRowsFull { .. }
     )
 }
 

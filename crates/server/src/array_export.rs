@@ -1347,7 +1347,9 @@ impl Worker {
                 if first
                     && matches!(
                         e,
-                        EngineError::Unreadable { .. } | EngineError::Unwritable { .. }
+                        EngineError::Unreadable { .. }
+                            | EngineError::Unwritable { .. }
+                            | EngineError::UnknownRowsFull { .. }
                     )
                 {
                     self.losses += 1;
@@ -1469,7 +1471,8 @@ fn engine_errno(e: &EngineError) -> u32 {
         EngineError::OutOfRange { .. } | EngineError::BufferSize { .. } => EINVAL,
         EngineError::DataLost { .. }
         | EngineError::Unreadable { .. }
-        | EngineError::Unwritable { .. } => EIO,
+        | EngineError::Unwritable { .. }
+        | EngineError::UnknownRowsFull { .. } => EIO,
     }
 }
 
