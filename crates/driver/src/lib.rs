@@ -29,8 +29,10 @@ const QUEUE_DEPTH: u32 = 256;
 /// requests from waiting long while the array thread does not spin.
 const HELD_NAP: Duration = Duration::from_millis(1);
 
-/// An I/O to a member that stalls ([`Member::stall`]), held aside until it is due
-/// instead of waited out on the thread that drives every member and the engine's clock.
+/// An I/O to a member that is slow or stalls on purpose ([`Member::hold_for`]), held
+/// aside until it is due instead of waited out on the thread that drives every member
+/// and the engine's clock: the other members' I/Os go on meanwhile, and several held
+/// I/Os to the slow member wait out their time together, as on a device with a queue.
 #[derive(Debug)]
 struct Held {
     io: MemberIo,
@@ -129,8 +131,8 @@ pub struct ArrayDriver {
     completions: Vec<Completion>,
     /// Completions of I/Os done inline (members without a kernel descriptor).
     inline_done: VecDeque<(IoId, Result<(), IoFailed>)>,
-    /// I/Os to stalled members, oldest first; counted in `in_kernel` as I/Os the
-    /// kernel holds are, so that a device that leaves its slot stays open for them.
+    /// I/Os to slow or stalled members, oldest first; counted in `in_kernel` as I/Os
+    /// the kernel holds are, so that a device that leaves its slot stays open for them.
     held: Vec<Held>,
     replies: VecDeque<Reply>,
     failures: Vec<MemberFailure>,
@@ -589,9 +591,9 @@ impl ArrayDriver {
             return;
         };
         let offset = base + io.sector * SECTOR_BYTES;
-        if let Some(stall) = slot.member.stall() {
+        if let Some(hold) = slot.member.hold_for() {
             // Held aside, not waited out here: this thread drives the other members and
-            // the engine's clock, whose stall timeout is what fails this member.
+            // the engine's clock, whose stall timeout is what fails a stalled member.
             self.in_kernel[io.member.index()] += 1;
             self.held.push(Held {
                 io,
@@ -599,7 +601,7 @@ impl ArrayDriver {
                 gen: self.slot_gen[io.member.index()],
                 // A stall past any run of the server is as good as forever (and
                 // cannot overflow the clock).
-                due: Instant::now() + stall.min(Duration::from_secs(1 << 32)),
+                due: Instant::now() + hold.min(Duration::from_secs(1 << 32)),
             });
             return;
         }
@@ -671,10 +673,11 @@ impl ArrayDriver {
         }
     }
 
-    /// Performs the held I/Os that are due, and completes as gone, unperformed, those
-    /// whose device the engine failed or that left its slot: a stalled device answers
-    /// nobody it was failed for (an injected stall can be taken back, unlike memory lent
-    /// to the kernel), so what waited on it goes on around it at once.
+    /// Performs the held I/Os that are due, oldest first, and completes as gone,
+    /// unperformed, those whose device the engine failed or that left its slot: a
+    /// stalled device answers nobody it was failed for (an injected stall can be taken
+    /// back, unlike memory lent to the kernel), so what waited on it goes on around it
+    /// at once.
     fn release_held(&mut self) {
         if self.held.is_empty() {
             return;
@@ -687,7 +690,7 @@ impl ArrayDriver {
         for h in ready {
             let slot = h.io.member;
             if self.serving(slot, h.gen) {
-                xraid_member::with_stall_waited(|| self.perform_now(h.io, h.offset));
+                xraid_member::with_hold_waited(|| self.perform_now(h.io, h.offset));
             } else {
                 self.inline_done.push_back((h.io.id, Err(IoFailed::Gone)));
             }
