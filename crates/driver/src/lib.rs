@@ -19,6 +19,7 @@ use xraid_layout::{Geometry, MemberIdx};
 use xraid_member::Member;
 use xraid_uring::{Backend, BackendKind, Completion, IoOp, OpKind};
 
+pub use device_io::DeviceIo;
 pub use xraid_uring::{BackendChoice, Waker};
 
 /// Member I/Os the driver keeps in the kernel at once; more wait in the engine's queue.
@@ -28,6 +29,11 @@ const QUEUE_DEPTH: u32 = 256;
 /// backend cannot wait with nothing in the kernel, and a nap this short keeps new
 /// requests from waiting long while the array thread does not spin.
 const HELD_NAP: Duration = Duration::from_millis(1);
+
+/// Set in the I/O id of a token for an I/O the driver makes to a device itself
+/// ([`ArrayDriver::device_io`]), not the engine: engine I/O ids are slab indexes, far
+/// below it.
+const DEVICE_IO: u64 = 1 << 31;
 
 /// An I/O to a member that is slow or stalls on purpose ([`Member::hold_for`]), held
 /// aside until it is due instead of waited out on the thread that drives every member
@@ -151,6 +157,11 @@ pub struct ArrayDriver {
     retired: Vec<Retired>,
     epoch: Instant,
     next_request: u64,
+    /// Buffers of device I/Os ([`ArrayDriver::device_io`]) in the kernel. Declared
+    /// after `backend`, so dropped after it: the backend's drop waits for what the
+    /// kernel still has, and until then the kernel may read or write these.
+    lent: Vec<device_io::Lent>,
+    next_device_io: u64,
     /// Reads other threads do straight from active members (see `bypass`).
     bypass: ReadBypass,
 }
@@ -197,6 +208,8 @@ impl ArrayDriver {
             retired: Vec::new(),
             epoch: Instant::now(),
             next_request: 0,
+            lent: Vec::new(),
+            next_device_io: 0,
             bypass: bypass::new_bypass(geo),
         };
         driver.publish_bypass();
@@ -460,6 +473,11 @@ impl ArrayDriver {
     /// something is in flight, blocks for at least one completion (or a [`Waker`]).
     /// Replies are queued for [`ArrayDriver::next_reply`].
     pub fn pump(&mut self, wait: bool) -> Result<(), DriverError> {
+        self.pump_until(wait, None)
+    }
+
+    /// [`ArrayDriver::pump`], waiting no later than `until` when given.
+    fn pump_until(&mut self, wait: bool, until: Option<Instant>) -> Result<(), DriverError> {
         self.release_held();
         loop {
             while let Some(io) = self.engine.poll_member_io() {
@@ -476,18 +494,24 @@ impl ArrayDriver {
         let must_wait = wait && self.replies.is_empty() && self.backend.in_flight() > 0;
         if wait && self.replies.is_empty() && self.backend.in_flight() == 0 {
             if let Some(due) = self.held.iter().map(|h| h.due).min() {
+                let due = until.map_or(due, |until| until.min(due));
                 std::thread::sleep(due.saturating_duration_since(Instant::now()).min(HELD_NAP));
                 return self.pump(false);
             }
         }
         self.completions.clear();
+        let timeout = until.map(|until| until.saturating_duration_since(Instant::now()));
         self.backend
-            .wait(usize::from(must_wait), &mut self.completions)
+            .wait_for_at_most(usize::from(must_wait), &mut self.completions, timeout)
             .map_err(|e| DriverError::Backend(e.to_string()))?;
         let done = std::mem::take(&mut self.completions);
         for c in &done {
             let (id, member, gen) = decode_token(c.token);
             self.out_of_kernel(member, gen);
+            if id.0 & DEVICE_IO != 0 {
+                self.device_io_done(id.0 & !DEVICE_IO, &c.result);
+                continue;
+            }
             let result = match &c.result {
                 Ok(_) => Ok(()),
                 Err(error) => {
@@ -519,6 +543,39 @@ impl ArrayDriver {
         Some(std::time::Duration::from_nanos(
             at.0.saturating_sub(self.now().0),
         ))
+    }
+
+    /// Moves work along as [`ArrayDriver::pump`] with `wait` does, but waits no later
+    /// than the engine's next timer (or a held I/O's due time) and then hands the engine
+    /// the time: a wait on the array's thread never stops the engine's clock, so a
+    /// member whose I/O does not complete is failed at the stall timeout.
+    pub fn step(&mut self) -> Result<(), DriverError> {
+        self.step_until(None)
+    }
+
+    /// [`ArrayDriver::step`], waiting no later than `deadline` either.
+    fn step_until(&mut self, deadline: Option<Instant>) -> Result<(), DriverError> {
+        let timer = self
+            .engine
+            .poll_timeout()
+            .map(|at| self.epoch + Duration::from_nanos(at.0));
+        let held = self.held.iter().map(|h| h.due).min();
+        // A timer already due still waits a nap for completions, so that a timer the
+        // engine keeps due cannot make this spin.
+        let until = [deadline, timer, held]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|until| until.max(Instant::now() + HELD_NAP));
+        self.pump_until(true, until)?;
+        if self
+            .engine
+            .poll_timeout()
+            .is_some_and(|at| at <= self.now())
+        {
+            self.tick();
+        }
+        Ok(())
     }
 
     /// Hands the engine the time, for its timers.
@@ -752,7 +809,7 @@ impl ArrayDriver {
                 let reply = self.replies.remove(pos).expect("position is valid");
                 return reply.result.map_err(DriverError::Engine);
             }
-            self.pump(true)?;
+            self.step()?;
         }
     }
 
@@ -814,6 +871,7 @@ fn sector_range(offset: u64, length: u64) -> Result<(u64, u64), DriverError> {
 
 mod allocation;
 mod bypass;
+mod device_io;
 mod stream;
 pub use allocation::AllocationRun;
 pub use bypass::ReadBypass;
