@@ -14,6 +14,7 @@ mod error;
 mod integrity;
 mod members;
 mod open;
+mod routed;
 mod scan;
 mod sync;
 

@@ -17,6 +17,7 @@ use xraid_member::{FaultyMember, FileMember, Member, MemberFault};
 
 use crate::assemble::{member_options, role_idx};
 use crate::create::write_superblock;
+use crate::routed::Routed;
 use crate::{ArrayError, Assembled, LeftOut, LeftOutReason};
 
 /// How a parity level keeps parity right across a crash in the middle of a write
@@ -954,7 +955,7 @@ impl Array {
         done: impl Fn(&xraid_engine::Engine) -> bool,
     ) -> Result<(), ArrayError> {
         while !done(self.driver.engine()) {
-            self.driver.pump(true)?;
+            self.driver.step()?;
             if !self.driver.io_in_flight() {
                 self.driver.tick();
             }
@@ -970,7 +971,7 @@ impl Array {
         };
         self.driver.engine_mut().cancel_sync();
         while self.driver.engine().sync_progress().is_some() {
-            self.driver.pump(true)?;
+            self.driver.step()?;
             if !self.driver.io_in_flight() {
                 self.driver.tick();
             }
@@ -1097,29 +1098,31 @@ impl Array {
                 sb.feature_map &= !(MD_FEATURE_RECOVERY_OFFSET | MD_FEATURE_RECOVERY_BITMAP);
                 sb.recovery_offset = 0;
             }
-            let slot = self
+            let at = self.driver.engine().device_slot(role_idx(role));
+            let checksums = self
                 .driver
-                .member(role_idx(role))
-                .expect("active roles have members");
-            if let Some((_, lists)) = &bad_blocks {
-                let engine = self.driver.engine();
-                let data = lists
-                    .get(engine.device_slot(role_idx(role)).index())
-                    .cloned()
-                    .unwrap_or_default();
+                .slot(at)
+                .expect("active roles have members")
+                .checksums_offset_bytes
+                .is_some();
+            let data = bad_blocks
+                .as_ref()
+                .map(|(_, lists)| lists.get(at.index()).cloned().unwrap_or_default());
+            // Through the driver: a member that stalls fails this at the stall timeout
+            // instead of hanging the array's thread.
+            let device = Routed::new(&mut self.driver, at);
+            if let Some(data) = data {
                 let outside = self.bad_outside.get(path).cloned().unwrap_or_default();
-                if let Err(error) =
-                    crate::badblocks::store(slot.member.as_ref(), sb, &data, &outside, path)
-                {
+                if let Err(error) = crate::badblocks::store(&device, sb, &data, &outside, path) {
                     return Ok(Some((role, error)));
                 }
             }
-            let written = if headers && slot.checksums_offset_bytes.is_some() {
-                crate::integrity::write_header(slot.member.as_ref(), sb, member_sectors, path)
+            let written = if headers && checksums {
+                crate::integrity::write_header(&device, sb, member_sectors, path)
             } else {
                 Ok(())
             }
-            .and_then(|()| write_superblock(slot.member.as_ref(), sb, path));
+            .and_then(|()| write_superblock(&device, sb, path));
             if let Err(error) = written {
                 return Ok(Some((role, error)));
             }
@@ -1145,10 +1148,13 @@ impl Array {
             let Some(slot) = self.driver.replacement(role_idx(role)) else {
                 continue;
             };
-            if headers && slot.checksums_offset_bytes.is_some() {
-                crate::integrity::write_header(slot.member.as_ref(), sb, member_sectors, path)?;
+            let checksums = slot.checksums_offset_bytes.is_some();
+            let at = self.driver.engine().replacement_slot(role_idx(role));
+            let device = Routed::new(&mut self.driver, at);
+            if headers && checksums {
+                crate::integrity::write_header(&device, sb, member_sectors, path)?;
             }
-            write_superblock(slot.member.as_ref(), sb, path)?;
+            write_superblock(&device, sb, path)?;
         }
         self.driver.flush()?;
         if let Some((generation, lists)) = bad_blocks {
@@ -1219,23 +1225,24 @@ fn record_for_replay(
         let mut written = Vec::new();
         let mut failed = Vec::new();
         for (slot, (path, sb)) in devices {
-            if !serving[slot] {
+            let at = xraid_layout::MemberIdx(slot as u16);
+            if !serving[slot] || driver.slot(at).is_none() {
                 continue;
             }
-            let Some(device) = driver.slot(xraid_layout::MemberIdx(slot as u16)) else {
-                continue;
-            };
-            let member = device.member.clone();
             let data = lists.get(slot).cloned().unwrap_or_default();
             let kept = outside.get(path.as_path()).cloned().unwrap_or_default();
             let states_from = failures.then_some((&*freshest, utime));
-            match record_member(member.as_ref(), sb, states_from, (&data, &kept), path) {
-                Ok(()) => written.push((slot, member, path.clone())),
+            // Through the driver, as at any superblock update: a member that stalls
+            // fails this at the stall timeout.
+            let device = Routed::new(driver, at);
+            match record_member(&device, sb, states_from, (&data, &kept), path) {
+                Ok(()) => written.push((slot, path.clone())),
                 Err(error) => failed.push((slot, error)),
             }
         }
-        for (slot, member, path) in written {
-            if let Err(error) = member.flush() {
+        for (slot, path) in written {
+            let device = Routed::new(driver, xraid_layout::MemberIdx(slot as u16));
+            if let Err(error) = device.flush() {
                 failed.push((slot, crate::scan::io_error(&path, error)));
             }
         }

@@ -68,7 +68,7 @@ impl Array {
         if running != Some(kind) {
             // A sync started at open (a resync after an unclean stop) goes first.
             while self.driver.engine().sync_progress().is_some() {
-                self.driver.pump(true)?;
+                self.driver.step()?;
                 if !self.driver.io_in_flight() {
                     self.driver.tick();
                 }
@@ -85,7 +85,7 @@ impl Array {
             .sync_progress()
             .map_or((0, 0), |p| (p.total_units, p.unit_sectors));
         loop {
-            self.driver.pump(true)?;
+            self.driver.step()?;
             for event in self.take_events()? {
                 if let Event::SyncFinished {
                     kind,

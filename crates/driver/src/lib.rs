@@ -19,6 +19,7 @@ use xraid_layout::{Geometry, MemberIdx};
 use xraid_member::Member;
 use xraid_uring::{Backend, BackendKind, Completion, IoOp, OpKind};
 
+pub use device_io::DeviceIo;
 pub use xraid_uring::{BackendChoice, Waker};
 
 /// Member I/Os the driver keeps in the kernel at once; more wait in the engine's queue.
@@ -29,8 +30,15 @@ const QUEUE_DEPTH: u32 = 256;
 /// requests from waiting long while the array thread does not spin.
 const HELD_NAP: Duration = Duration::from_millis(1);
 
-/// An I/O to a member that stalls ([`Member::stall`]), held aside until it is due
-/// instead of waited out on the thread that drives every member and the engine's clock.
+/// Set in the I/O id of a token for an I/O the driver makes to a device itself
+/// ([`ArrayDriver::device_io`]), not the engine: engine I/O ids are slab indexes, far
+/// below it.
+const DEVICE_IO: u64 = 1 << 31;
+
+/// An I/O to a member that is slow or stalls on purpose ([`Member::hold_for`]), held
+/// aside until it is due instead of waited out on the thread that drives every member
+/// and the engine's clock: the other members' I/Os go on meanwhile, and several held
+/// I/Os to the slow member wait out their time together, as on a device with a queue.
 #[derive(Debug)]
 struct Held {
     io: MemberIo,
@@ -129,8 +137,8 @@ pub struct ArrayDriver {
     completions: Vec<Completion>,
     /// Completions of I/Os done inline (members without a kernel descriptor).
     inline_done: VecDeque<(IoId, Result<(), IoFailed>)>,
-    /// I/Os to stalled members, oldest first; counted in `in_kernel` as I/Os the
-    /// kernel holds are, so that a device that leaves its slot stays open for them.
+    /// I/Os to slow or stalled members, oldest first; counted in `in_kernel` as I/Os
+    /// the kernel holds are, so that a device that leaves its slot stays open for them.
     held: Vec<Held>,
     replies: VecDeque<Reply>,
     failures: Vec<MemberFailure>,
@@ -149,6 +157,11 @@ pub struct ArrayDriver {
     retired: Vec<Retired>,
     epoch: Instant,
     next_request: u64,
+    /// Buffers of device I/Os ([`ArrayDriver::device_io`]) in the kernel. Declared
+    /// after `backend`, so dropped after it: the backend's drop waits for what the
+    /// kernel still has, and until then the kernel may read or write these.
+    lent: Vec<device_io::Lent>,
+    next_device_io: u64,
     /// Reads other threads do straight from active members (see `bypass`).
     bypass: ReadBypass,
 }
@@ -195,6 +208,8 @@ impl ArrayDriver {
             retired: Vec::new(),
             epoch: Instant::now(),
             next_request: 0,
+            lent: Vec::new(),
+            next_device_io: 0,
             bypass: bypass::new_bypass(geo),
         };
         driver.publish_bypass();
@@ -458,6 +473,11 @@ impl ArrayDriver {
     /// something is in flight, blocks for at least one completion (or a [`Waker`]).
     /// Replies are queued for [`ArrayDriver::next_reply`].
     pub fn pump(&mut self, wait: bool) -> Result<(), DriverError> {
+        self.pump_until(wait, None)
+    }
+
+    /// [`ArrayDriver::pump`], waiting no later than `until` when given.
+    fn pump_until(&mut self, wait: bool, until: Option<Instant>) -> Result<(), DriverError> {
         self.release_held();
         loop {
             while let Some(io) = self.engine.poll_member_io() {
@@ -474,18 +494,24 @@ impl ArrayDriver {
         let must_wait = wait && self.replies.is_empty() && self.backend.in_flight() > 0;
         if wait && self.replies.is_empty() && self.backend.in_flight() == 0 {
             if let Some(due) = self.held.iter().map(|h| h.due).min() {
+                let due = until.map_or(due, |until| until.min(due));
                 std::thread::sleep(due.saturating_duration_since(Instant::now()).min(HELD_NAP));
                 return self.pump(false);
             }
         }
         self.completions.clear();
+        let timeout = until.map(|until| until.saturating_duration_since(Instant::now()));
         self.backend
-            .wait(usize::from(must_wait), &mut self.completions)
+            .wait_for_at_most(usize::from(must_wait), &mut self.completions, timeout)
             .map_err(|e| DriverError::Backend(e.to_string()))?;
         let done = std::mem::take(&mut self.completions);
         for c in &done {
             let (id, member, gen) = decode_token(c.token);
             self.out_of_kernel(member, gen);
+            if id.0 & DEVICE_IO != 0 {
+                self.device_io_done(id.0 & !DEVICE_IO, &c.result);
+                continue;
+            }
             let result = match &c.result {
                 Ok(_) => Ok(()),
                 Err(error) => {
@@ -517,6 +543,39 @@ impl ArrayDriver {
         Some(std::time::Duration::from_nanos(
             at.0.saturating_sub(self.now().0),
         ))
+    }
+
+    /// Moves work along as [`ArrayDriver::pump`] with `wait` does, but waits no later
+    /// than the engine's next timer (or a held I/O's due time) and then hands the engine
+    /// the time: a wait on the array's thread never stops the engine's clock, so a
+    /// member whose I/O does not complete is failed at the stall timeout.
+    pub fn step(&mut self) -> Result<(), DriverError> {
+        self.step_until(None)
+    }
+
+    /// [`ArrayDriver::step`], waiting no later than `deadline` either.
+    fn step_until(&mut self, deadline: Option<Instant>) -> Result<(), DriverError> {
+        let timer = self
+            .engine
+            .poll_timeout()
+            .map(|at| self.epoch + Duration::from_nanos(at.0));
+        let held = self.held.iter().map(|h| h.due).min();
+        // A timer already due still waits a nap for completions, so that a timer the
+        // engine keeps due cannot make this spin.
+        let until = [deadline, timer, held]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|until| until.max(Instant::now() + HELD_NAP));
+        self.pump_until(true, until)?;
+        if self
+            .engine
+            .poll_timeout()
+            .is_some_and(|at| at <= self.now())
+        {
+            self.tick();
+        }
+        Ok(())
     }
 
     /// Hands the engine the time, for its timers.
@@ -589,9 +648,9 @@ impl ArrayDriver {
             return;
         };
         let offset = base + io.sector * SECTOR_BYTES;
-        if let Some(stall) = slot.member.stall() {
+        if let Some(hold) = slot.member.hold_for() {
             // Held aside, not waited out here: this thread drives the other members and
-            // the engine's clock, whose stall timeout is what fails this member.
+            // the engine's clock, whose stall timeout is what fails a stalled member.
             self.in_kernel[io.member.index()] += 1;
             self.held.push(Held {
                 io,
@@ -599,7 +658,7 @@ impl ArrayDriver {
                 gen: self.slot_gen[io.member.index()],
                 // A stall past any run of the server is as good as forever (and
                 // cannot overflow the clock).
-                due: Instant::now() + stall.min(Duration::from_secs(1 << 32)),
+                due: Instant::now() + hold.min(Duration::from_secs(1 << 32)),
             });
             return;
         }
@@ -671,10 +730,11 @@ impl ArrayDriver {
         }
     }
 
-    /// Performs the held I/Os that are due, and completes as gone, unperformed, those
-    /// whose device the engine failed or that left its slot: a stalled device answers
-    /// nobody it was failed for (an injected stall can be taken back, unlike memory lent
-    /// to the kernel), so what waited on it goes on around it at once.
+    /// Performs the held I/Os that are due, oldest first, and completes as gone,
+    /// unperformed, those whose device the engine failed or that left its slot: a
+    /// stalled device answers nobody it was failed for (an injected stall can be taken
+    /// back, unlike memory lent to the kernel), so what waited on it goes on around it
+    /// at once.
     fn release_held(&mut self) {
         if self.held.is_empty() {
             return;
@@ -687,7 +747,7 @@ impl ArrayDriver {
         for h in ready {
             let slot = h.io.member;
             if self.serving(slot, h.gen) {
-                xraid_member::with_stall_waited(|| self.perform_now(h.io, h.offset));
+                xraid_member::with_hold_waited(|| self.perform_now(h.io, h.offset));
             } else {
                 self.inline_done.push_back((h.io.id, Err(IoFailed::Gone)));
             }
@@ -749,7 +809,7 @@ impl ArrayDriver {
                 let reply = self.replies.remove(pos).expect("position is valid");
                 return reply.result.map_err(DriverError::Engine);
             }
-            self.pump(true)?;
+            self.step()?;
         }
     }
 
@@ -811,6 +871,7 @@ fn sector_range(offset: u64, length: u64) -> Result<(u64, u64), DriverError> {
 
 mod allocation;
 mod bypass;
+mod device_io;
 mod stream;
 pub use allocation::AllocationRun;
 pub use bypass::ReadBypass;

@@ -302,23 +302,25 @@ fn parse_bytes(text: &str) -> Option<u64> {
 }
 
 thread_local! {
-    /// Set while this thread performs I/Os whose stall was already waited out (held
-    /// aside by the driver, see [`Member::stall`]): they must not hang a second time.
-    static STALL_WAITED: Cell<bool> = const { Cell::new(false) };
+    /// Set while this thread performs I/Os the driver already held aside for as long as
+    /// their member said they would take (see [`Member::hold_for`]): their latency and
+    /// stall were waited out there, and must not be slept through a second time.
+    static HOLD_WAITED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs `f`, whose member I/Os were held aside for as long as their members stall
-/// ([`Member::stall`]): a stalled member performs them at once instead of hanging them
-/// again. Other I/Os (made outside `f`, or on other threads) still hang.
-pub fn with_stall_waited<R>(f: impl FnOnce() -> R) -> R {
+/// Runs `f`, whose member I/Os were held aside for as long as their members said they
+/// would take ([`Member::hold_for`]): a slow or stalled member performs them at once
+/// instead of sleeping through its latency or stall again. Other I/Os (made outside
+/// `f`, or on other threads) still sleep, as on the slow device itself.
+pub fn with_hold_waited<R>(f: impl FnOnce() -> R) -> R {
     /// Puts the flag back even if `f` panics.
     struct Restore(bool);
     impl Drop for Restore {
         fn drop(&mut self) {
-            STALL_WAITED.set(self.0);
+            HOLD_WAITED.set(self.0);
         }
     }
-    let _restore = Restore(STALL_WAITED.replace(true));
+    let _restore = Restore(HOLD_WAITED.replace(true));
     f()
 }
 
@@ -393,6 +395,11 @@ impl FaultyMember {
         self.plan.power_cut_after.is_some() || self.plan.on_machine_power
     }
 
+    /// Whether the I/O counted `n` (from 0) is past `stall-after`, and so stalls.
+    fn stalling(&self, n: u64) -> bool {
+        self.plan.stall_after.is_some_and(|after| n >= after)
+    }
+
     /// Held across each I/O of a member on the machine's power rail, so that a cut
     /// finds none half done.
     fn powered(&self) -> Option<crate::power::Powered> {
@@ -402,14 +409,16 @@ impl FaultyMember {
     /// Applies the plan to one I/O touching `range` (none for a flush); `write` for a
     /// write.
     fn check(&self, range: Option<Range<u64>>, write: bool) -> io::Result<()> {
-        if let Some(latency) = self.plan.latency {
-            std::thread::sleep(latency);
-        }
         let n = self.ios.fetch_add(1, Ordering::Relaxed);
-        if self.plan.stall_after.is_some_and(|after| n >= after) && !STALL_WAITED.get() {
-            // Whoever calls without holding the I/O aside (`Member::stall`) hangs, as
-            // on a device that stopped answering.
-            std::thread::sleep(self.plan.stall_for);
+        // Whoever calls without holding the I/O aside (`Member::hold_for`) sleeps, as
+        // on a slow device, or hangs, as on one that stopped answering.
+        if !HOLD_WAITED.get() {
+            if let Some(latency) = self.plan.latency {
+                std::thread::sleep(latency);
+            }
+            if self.stalling(n) {
+                std::thread::sleep(self.plan.stall_for);
+            }
         }
         if self.plan.power_cut_after.is_some_and(|at| n >= at)
             && !self.cache.powered_off.load(Ordering::Relaxed)
@@ -556,10 +565,18 @@ impl Member for FaultyMember {
         None
     }
 
-    /// Past `stall-after`, every I/O hangs for the stall: the next one counted would.
-    fn stall(&self) -> Option<Duration> {
-        let after = self.plan.stall_after?;
-        (self.ios.load(Ordering::Relaxed) >= after).then_some(self.plan.stall_for)
+    /// The latency, if any, and past `stall-after` the stall too: what the next I/O
+    /// counted would sleep through unheld. I/Os are counted as they are performed, so
+    /// with a latency as well, those held for the latency alone when the stall begins
+    /// answer after their latency, not after the stall.
+    fn hold_for(&self) -> Option<Duration> {
+        let latency = self.plan.latency.unwrap_or_default();
+        let stall = if self.stalling(self.ios.load(Ordering::Relaxed)) {
+            self.plan.stall_for
+        } else {
+            Duration::ZERO
+        };
+        Some(latency.saturating_add(stall)).filter(|hold| !hold.is_zero())
     }
 
     // Zeroing keeps the trait's default, zeros written through `write_at`, so every
@@ -846,26 +863,63 @@ mod tests {
             stall_for: Duration::from_secs(30),
             ..FaultPlan::default()
         });
-        assert_eq!(m.stall(), None, "the first I/O answers at once");
+        assert_eq!(m.hold_for(), None, "the first I/O answers at once");
         m.write_at(&[5u8; 512], 0).expect("first");
         assert_eq!(
-            m.stall(),
+            m.hold_for(),
             Some(Duration::from_secs(30)),
             "the next one would hang"
         );
         let start = std::time::Instant::now();
         let mut back = [0u8; 512];
-        with_stall_waited(|| m.read_at(&mut back, 0)).expect("held, then performed");
+        with_hold_waited(|| m.read_at(&mut back, 0)).expect("held, then performed");
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "it did not hang again"
         );
         assert_eq!(back, [5u8; 512]);
         assert_eq!(
-            MemoryMember::new("m", 512).stall(),
+            MemoryMember::new("m", 512).hold_for(),
             None,
             "real devices never stall"
         );
+    }
+
+    #[test]
+    fn a_latency_is_told_ahead_and_slept_only_by_callers_that_did_not_hold_the_io() {
+        let slow = Duration::from_millis(50);
+        let m = member(FaultPlan {
+            latency: Some(slow),
+            ..FaultPlan::default()
+        });
+        assert_eq!(m.hold_for(), Some(slow), "every I/O, the first too");
+        let start = std::time::Instant::now();
+        m.write_at(&[6u8; 512], 0).expect("unheld");
+        assert!(
+            start.elapsed() >= slow,
+            "a caller outside the driver still sees the latency"
+        );
+        // Long enough that sleeping through it would show.
+        let m = member(FaultPlan {
+            latency: Some(Duration::from_secs(30)),
+            stall_after: Some(0),
+            stall_for: Duration::from_secs(30),
+            ..FaultPlan::default()
+        });
+        assert_eq!(
+            m.hold_for(),
+            Some(Duration::from_secs(60)),
+            "a stall comes on top of the latency"
+        );
+        let start = std::time::Instant::now();
+        with_hold_waited(|| m.write_at(&[7u8; 512], 0)).expect("held, then performed");
+        let mut back = [0u8; 512];
+        with_hold_waited(|| m.read_at(&mut back, 0)).expect("held, then performed");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "neither slept again"
+        );
+        assert_eq!(back, [7u8; 512]);
     }
 
     /// A member the test keeps a handle on, to look under the faults.

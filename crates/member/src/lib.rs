@@ -18,7 +18,7 @@ mod power;
 mod sparse;
 
 pub use error::MemberError;
-pub use fault::{with_stall_waited, FaultPlan, FaultyMember, MemberFault};
+pub use fault::{with_hold_waited, FaultPlan, FaultyMember, MemberFault};
 pub use file::FileMember;
 pub use memory::MemoryMember;
 pub use options::{DirectFd, DirectMode, OpenOptions};
@@ -56,12 +56,15 @@ pub trait Member: std::fmt::Debug + Send + Sync {
     fn direct_fd(&self) -> Option<DirectFd>;
 
     /// How long an I/O sent to the member now would go unanswered, for a member that
-    /// stalls (a fault-injecting one past its `stall-after`); `None` (any real device):
-    /// it answers as it can. The driver then holds the I/O aside and performs it once
-    /// that time is up (or completes it as gone once the member is failed), within
-    /// [`with_stall_waited`]: the thread that drives the whole array must not hang on
-    /// one member, or the engine's clock stops and the other members' I/Os look stalled.
-    fn stall(&self) -> Option<std::time::Duration> {
+    /// is slow or stalls on purpose (a fault-injecting one with a `latency=`, or past
+    /// its `stall-after`); `None` (any real device): it answers as it can. The driver
+    /// then holds the I/O aside and performs it once that time is up (or completes it
+    /// as gone once the member is failed), within [`with_hold_waited`], so that it does
+    /// not sleep again: the thread that drives the whole array must not wait on one
+    /// member, or every other member's I/O waits too, several I/Os to the slow member
+    /// take their latencies one after another instead of at once, and the engine's
+    /// clock stops, so the other members' I/Os look stalled.
+    fn hold_for(&self) -> Option<std::time::Duration> {
         None
     }
 

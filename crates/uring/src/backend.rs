@@ -82,9 +82,20 @@ impl Backend {
     /// appends all available
     /// completions to `out`. Every `Ok` completion transferred its whole length.
     pub fn wait(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<(), BackendError> {
+        self.wait_for_at_most(min, out, None)
+    }
+
+    /// [`Backend::wait`], blocking for at most `timeout` when given: a caller with a
+    /// clock to run (a stall timeout) must not wait on a device that never answers.
+    pub fn wait_for_at_most(
+        &mut self,
+        min: usize,
+        out: &mut Vec<Completion>,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(), BackendError> {
         match self {
-            Backend::Uring(ring) => ring.wait(min, out),
-            Backend::Threads(pool) => pool.wait(min, out),
+            Backend::Uring(ring) => ring.wait(min, out, timeout),
+            Backend::Threads(pool) => pool.wait(min, out, timeout),
         }
     }
 }

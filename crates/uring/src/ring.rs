@@ -8,7 +8,7 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
@@ -232,8 +232,15 @@ impl UringBackend {
     }
 
     /// Submits everything queued, waits until at least `min` completions (at most those
-    /// in flight) are available, and appends every available completion to `out`.
-    pub fn wait(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<(), BackendError> {
+    /// in flight) are available or `timeout` has passed, and appends every available
+    /// completion to `out`.
+    pub fn wait(
+        &mut self,
+        min: usize,
+        out: &mut Vec<Completion>,
+        timeout: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
         let target = min.min(self.in_flight);
         let mut got = self.finished.len();
         out.append(&mut self.finished);
@@ -242,7 +249,9 @@ impl UringBackend {
             self.push_waiting();
             got += self.reap(out);
             let ios_in_kernel = self.in_kernel - usize::from(self.wake_armed);
-            let must_wait = got < target && ios_in_kernel > 0 && !self.woken;
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let timed_out = left.is_some_and(|l| l.is_zero());
+            let must_wait = got < target && ios_in_kernel > 0 && !self.woken && !timed_out;
             if must_wait {
                 self.arm_wake();
             }
@@ -250,9 +259,10 @@ impl UringBackend {
             if !unsubmitted && !must_wait {
                 break;
             }
-            match self.ring.submit_and_wait(usize::from(must_wait)) {
+            match self.enter(must_wait, left) {
                 Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                // The timeout passed: the loop sees it and ends.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ETIME)) => {}
                 // Out of kernel resources, or completions to reap first: retry after
                 // reaping, without spinning.
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EBUSY)) => {
@@ -266,6 +276,27 @@ impl UringBackend {
         }
         self.in_flight -= got;
         Ok(())
+    }
+
+    /// Submits what is queued and, with `wait`, blocks for one completion: for at
+    /// most `left` when given. A kernel without timed waits (before 5.11) is polled
+    /// instead, a nap at a time.
+    fn enter(&mut self, wait: bool, left: Option<Duration>) -> io::Result<usize> {
+        let Some(left) = left.filter(|_| wait) else {
+            return self.ring.submit_and_wait(usize::from(wait));
+        };
+        if !self.ring.params().is_feature_ext_arg() {
+            let submitted = self.ring.submit()?;
+            if self.ring.completion().is_empty() {
+                std::thread::sleep(left.min(BACKOFF));
+            }
+            return Ok(submitted);
+        }
+        let ts = types::Timespec::new()
+            .sec(left.as_secs())
+            .nsec(left.subsec_nanos());
+        let args = types::SubmitArgs::new().timespec(&ts);
+        self.ring.submitter().submit_with_args(1, &args)
     }
 
     /// Takes every CQE: finished I/Os go to `out` (their count is returned), short

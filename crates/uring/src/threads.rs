@@ -4,6 +4,7 @@
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::blocking::perform;
 use crate::waker::{WakerInner, WAKE_TOKEN};
@@ -74,13 +75,34 @@ impl ThreadPool {
         Waker(WakerInner::Channel(self.done_tx.clone()))
     }
 
-    /// Waits until at least `min` completions (at most those in flight) have arrived or
-    /// a [`Waker`] fired, then appends every arrived completion to `out`.
-    pub fn wait(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<(), BackendError> {
+    /// Waits until at least `min` completions (at most those in flight) have arrived, a
+    /// [`Waker`] fired or `timeout` passed, then appends every arrived completion to
+    /// `out`.
+    pub fn wait(
+        &mut self,
+        min: usize,
+        out: &mut Vec<Completion>,
+        timeout: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
         let target = min.min(self.in_flight);
         let mut got = 0;
         while got < target {
-            let completion = self.done.recv().map_err(|_| BackendError::WorkersGone)?;
+            let completion = match deadline {
+                None => self.done.recv().map_err(|_| BackendError::WorkersGone)?,
+                Some(deadline) => {
+                    match self
+                        .done
+                        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                    {
+                        Ok(completion) => completion,
+                        Err(mpsc::RecvTimeoutError::Timeout) => break,
+                        Err(mpsc::RecvTimeoutError::Disconnected) => {
+                            return Err(BackendError::WorkersGone)
+                        }
+                    }
+                }
+            };
             if completion.token == WAKE_TOKEN {
                 break;
             }

@@ -396,3 +396,45 @@ fn a_thread_pool_wake_is_not_a_completion() {
     assert!(out.is_empty());
     assert_eq!(backend.in_flight(), 0);
 }
+
+/// A wait with a timeout on an I/O that does not complete (a read from an empty pipe)
+/// returns empty once the timeout passes, and the I/O is still reported when it
+/// completes. io_uring only: the thread pool's pread of a pipe fails at once.
+#[test]
+fn a_timed_wait_ends_without_a_completion() {
+    let Ok(mut backend) = Backend::new(BackendChoice::Uring, 8) else {
+        eprintln!("skipped: io_uring is not available");
+        return;
+    };
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe writes two descriptors into the live array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let mut buf = [0u8; 4];
+    let read = IoOp {
+        token: 9,
+        fd: fds[0],
+        kind: OpKind::Read,
+        offset: 0,
+        ptr: buf.as_mut_ptr(),
+        len: buf.len(),
+    };
+    // SAFETY: buf and the pipe outlive the op: the test waits for its completion.
+    unsafe { backend.submit(read) }.expect("submit");
+    let mut out = Vec::new();
+    backend
+        .wait_for_at_most(1, &mut out, Some(std::time::Duration::from_millis(20)))
+        .expect("timed wait");
+    assert!(out.is_empty(), "timed out, not completed");
+    assert_eq!(backend.in_flight(), 1);
+    // SAFETY: writes 4 bytes from a live array to the pipe's write end.
+    let written = unsafe { libc::write(fds[1], b"late".as_ptr().cast(), 4) };
+    assert_eq!(written, 4);
+    backend.wait(1, &mut out).expect("completed wait");
+    assert_eq!(out.len(), 1);
+    assert_eq!(&buf, b"late");
+    // SAFETY: closing the pipe's own descriptors, no longer used.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+}

@@ -1,0 +1,241 @@
+//! A device of the open array as its metadata helpers see it: a [`Member`] whose
+//! reads, writes and flushes go through the array's driver
+//! ([`ArrayDriver::device_io`]) rather than straight to the device, so that a device
+//! that does not answer fails with an error at the engine's stall timeout instead of
+//! hanging the array's thread. The helpers that write superblocks, bad block logs and
+//! integrity headers take any member; offline (no array open) they get the device
+//! itself.
+
+use std::io;
+use std::sync::{Mutex, PoisonError};
+
+use xraid_driver::{ArrayDriver, DeviceIo};
+use xraid_layout::MemberIdx;
+use xraid_member::{DirectFd, Member};
+
+/// The device in one driver slot, its I/O through the driver.
+pub(crate) struct Routed<'a> {
+    /// A lock only to be a `Member` (shared, thread-safe I/O); one thread uses it.
+    driver: Mutex<&'a mut ArrayDriver>,
+    slot: MemberIdx,
+    name: String,
+    size: u64,
+}
+
+impl<'a> Routed<'a> {
+    /// The device in driver slot `slot` (a role's member or a replacement).
+    pub(crate) fn new(driver: &'a mut ArrayDriver, slot: MemberIdx) -> Routed<'a> {
+        let (name, size) = driver.slot(slot).map_or_else(
+            || (format!("slot {}", slot.0), 0),
+            |s| (s.member.name().to_owned(), s.member.size_bytes()),
+        );
+        Routed {
+            driver: Mutex::new(driver),
+            slot,
+            name,
+            size,
+        }
+    }
+
+    fn io(&self, io: DeviceIo<'_>, offset: u64) -> io::Result<()> {
+        let mut driver = self.driver.lock().unwrap_or_else(PoisonError::into_inner);
+        driver.device_io(self.slot, io, offset)
+    }
+}
+
+impl std::fmt::Debug for Routed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Routed")
+            .field("slot", &self.slot)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Member for Routed<'_> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.io(DeviceIo::Read(buf), offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.io(DeviceIo::Write(buf), offset)
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.io(DeviceIo::Flush, 0)
+    }
+
+    /// None: its I/O is the driver's to send.
+    fn direct_fd(&self) -> Option<DirectFd> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+
+    use xraid_driver::BackendChoice;
+    use xraid_engine::{EngineConfig, MemberState, Nanos};
+    use xraid_format::ROLE_FAULTY;
+    use xraid_layout::{Level, MemberIdx};
+    use xraid_member::{FaultPlan, MemberFault};
+
+    use crate::assemble::member_options;
+    use crate::{assemble, create, Array, CreateOptions, OpenMode};
+
+    const MIB: u64 = 1 << 20;
+    const CHUNK_BYTES: u64 = 64 << 10;
+    /// Far longer than the test may take: an update that waits the stall out fails it.
+    const STALL: Duration = Duration::from_secs(600);
+    const STALL_TIMEOUT: Duration = Duration::from_millis(300);
+
+    /// A RAID-5 of three files in `dir`, with or without a write-intent bitmap.
+    fn raid5(dir: &Path, bitmap: bool) -> Vec<PathBuf> {
+        let members: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("d{i}"))).collect();
+        let opts = CreateOptions {
+            level: Level::Raid5,
+            layout: None,
+            chunk_bytes: CHUNK_BYTES,
+            name: "stall".into(),
+            size_bytes: Some(16 * MIB),
+            members: members.clone(),
+            force: false,
+            backend: BackendChoice::Threads,
+            bitmap,
+            bitmap_chunk_bytes: None,
+            integrity: false,
+        };
+        create(&opts, &mut |_, _| {}).expect("create");
+        members
+    }
+
+    /// Opens the array with role 2 stalling (for [`STALL`]) after its first 200 I/Os,
+    /// the engine's stall timeout cut to [`STALL_TIMEOUT`], then reads from role 2
+    /// alone until its next I/O would stall: stalled, and not yet failed.
+    fn open_with_role_2_about_to_stall(members: &[PathBuf]) -> Array {
+        let assembled = assemble(members, &member_options(true)).expect("assemble");
+        let geo = assembled.geometry;
+        let fault = MemberFault {
+            role: 2,
+            plan: FaultPlan {
+                stall_after: Some(200),
+                stall_for: STALL,
+                ..FaultPlan::default()
+            },
+        };
+        let mut array = Array::open_with_faults(
+            assembled,
+            OpenMode::ReadWrite,
+            BackendChoice::Threads,
+            std::slice::from_ref(&fault),
+        )
+        .expect("open");
+        let engine = array.driver().engine_mut();
+        let config = engine.config();
+        engine.set_config(EngineConfig {
+            stall_timeout: Nanos(u64::try_from(STALL_TIMEOUT.as_nanos()).expect("fits")),
+            ..config
+        });
+        // A chunk whose data is on role 2: each read of it is one I/O there.
+        let chunk_sectors = u64::from(geo.chunk_sectors());
+        let on_role_2 = (0..geo.array_sectors() / chunk_sectors)
+            .map(|c| c * chunk_sectors)
+            .find(|&sector| {
+                let pos = geo.stripe_pos(sector);
+                geo.stripe_map(pos.stripe).data_member(pos.data_index) == MemberIdx(2)
+            })
+            .expect("role 2 holds data");
+        let role_2 = |array: &Array| {
+            array
+                .driver_ref()
+                .member(MemberIdx(2))
+                .expect("role 2 is there")
+                .member
+                .clone()
+        };
+        let mut buf = vec![0u8; 4096];
+        while role_2(&array).hold_for().is_none() {
+            array
+                .driver()
+                .read_at(&mut buf, on_role_2 * 512)
+                .expect("role 2 answers until its stall");
+        }
+        assert_eq!(
+            array.driver_ref().engine().member_states()[2],
+            MemberState::Active,
+            "stalled, not failed yet"
+        );
+        array
+    }
+
+    /// A superblock update (here the first, before the first write) with a member
+    /// stalled and not yet failed returns at the stall timeout, not at the stall's
+    /// end: the stalled member is failed, the others record it as faulty, and the
+    /// array serves on. Before, the update wrote each superblock straight to its
+    /// device on the array's thread and hung there for the whole stall (and for good
+    /// on a device that never answers), the engine's clock stopped with it.
+    fn a_superblock_update_fails_a_stalled_member_at_the_stall_timeout(bitmap: bool) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members = raid5(dir.path(), bitmap);
+        let mut array = open_with_role_2_about_to_stall(&members);
+        let start = Instant::now();
+        array
+            .begin_writes()
+            .expect("the update goes on without the member");
+        assert!(
+            start.elapsed() < STALL / 4,
+            "took {:?}: the update waited the stall out",
+            start.elapsed()
+        );
+        assert_eq!(
+            array.driver_ref().engine().member_states()[2],
+            MemberState::Failed,
+            "the stalled member is failed"
+        );
+        let failures = array.driver().take_failures();
+        assert_eq!(failures.len(), 1, "only the stalled member: {failures:?}");
+        assert_eq!(failures[0].member, MemberIdx(2));
+
+        // The array serves on, degraded.
+        let data: Vec<u8> = (0..256 << 10).map(|i: u32| (i * 7 + 3) as u8).collect();
+        array.driver().write_at(&data, 0).expect("write");
+        let mut back = vec![0u8; data.len()];
+        array.driver().read_at(&mut back, 0).expect("read");
+        assert!(back == data, "what was written reads back");
+        array.close().expect("close");
+
+        // The others' superblocks record it as faulty.
+        let after = assemble(&members[..2], &member_options(false)).expect("assemble");
+        let stalled = crate::read_superblock(
+            &xraid_member::FileMember::open(&members[2], &member_options(false)).expect("open d2"),
+            &members[2],
+        )
+        .expect("read d2")
+        .expect("d2 keeps its superblock");
+        assert_eq!(
+            after.superblock.dev_roles[stalled.dev_number as usize], ROLE_FAULTY,
+            "recorded as faulty in the others"
+        );
+        assert!(after.roles[2].is_none(), "role 2 is missing");
+    }
+
+    #[test]
+    fn a_superblock_write_to_a_stalled_member_fails_it_at_the_stall_timeout() {
+        a_superblock_update_fails_a_stalled_member_at_the_stall_timeout(false);
+    }
+
+    #[test]
+    fn a_bitmap_header_write_to_a_stalled_member_fails_it_at_the_stall_timeout() {
+        a_superblock_update_fails_a_stalled_member_at_the_stall_timeout(true);
+    }
+}

@@ -1,0 +1,193 @@
+//! I/O the driver makes to an array's devices itself, outside the engine: the array's
+//! metadata (superblocks, bad block logs, integrity headers) while the array is open.
+//! It takes the road the engine's I/O to that device takes — held aside for a device
+//! that is slow or stalls on purpose, the kernel for a device with descriptors, inline
+//! for an in-memory one — and is waited for while the engine runs on, for no longer
+//! than the engine's stall timeout: a device that does not answer costs the caller an
+//! error ([`io::ErrorKind::TimedOut`]), never the array's thread.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use xraid_engine::IoId;
+use xraid_layout::MemberIdx;
+use xraid_uring::{IoOp, OpKind};
+
+use crate::{encode_token, ArrayDriver, DriverError, DEVICE_IO};
+
+/// One I/O to a device of the array, at a byte offset from the device's start.
+#[derive(Debug)]
+pub enum DeviceIo<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+    Flush,
+}
+
+/// The buffer of a device I/O handed to the kernel, kept until the kernel is done
+/// with it, even when whoever asked gave up waiting: memory lent to the kernel is
+/// never freed under it.
+#[derive(Debug)]
+pub(crate) struct Lent {
+    seq: u64,
+    buf: Vec<u8>,
+    /// The completion, once the kernel has returned it.
+    result: Option<io::Result<()>>,
+    /// Whoever asked gave up waiting: dropped on completion.
+    abandoned: bool,
+}
+
+impl ArrayDriver {
+    /// Performs `io` on the device in driver slot `slot` at byte `offset` of the device
+    /// (not of its data area), the engine running on meanwhile. Fails with
+    /// [`io::ErrorKind::TimedOut`] when it has not completed within the engine's stall
+    /// timeout (a buffer the kernel still has stays with the driver until it is done),
+    /// and when the device is failed or leaves its slot while its I/O is held aside. A
+    /// failure of the backend itself comes back as this I/O's error too: the caller
+    /// learns of it again at its next pump.
+    pub fn device_io(&mut self, slot: MemberIdx, io: DeviceIo<'_>, offset: u64) -> io::Result<()> {
+        let Some(device) = self.members.get(slot.index()).and_then(Option::as_ref) else {
+            return Err(io::Error::from_raw_os_error(libc::ENODEV));
+        };
+        let member = device.member.clone();
+        let stall = self.engine.config().stall_timeout.0;
+        let deadline = (stall > 0).then(|| Instant::now() + Duration::from_nanos(stall));
+        let result = if let Some(hold) = member.hold_for() {
+            self.device_io_held(slot, io, offset, hold, deadline)
+        } else if let Some(direct) = member.direct_fd() {
+            self.device_io_in_kernel(slot, direct.buffered_fd, io, offset, deadline)
+        } else {
+            return perform(member.as_ref(), io, offset);
+        };
+        result.unwrap_or_else(|e: DriverError| Err(io::Error::other(e.to_string())))
+    }
+
+    /// A device I/O to a member that holds its I/O ([`xraid_member::Member::hold_for`]),
+    /// performed once its time is up as the engine's are.
+    fn device_io_held(
+        &mut self,
+        slot: MemberIdx,
+        io: DeviceIo<'_>,
+        offset: u64,
+        hold: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<io::Result<()>, DriverError> {
+        let gen = self.slot_gen[slot.index()];
+        let due = Instant::now() + hold.min(Duration::from_secs(1 << 32));
+        loop {
+            if !self.serving(slot, gen) {
+                // As an engine I/O held for a member failed meanwhile: taken back.
+                return Ok(Err(io::Error::other(
+                    "the device was failed while this I/O waited on it",
+                )));
+            }
+            let now = Instant::now();
+            if due <= now {
+                let Some(device) = self.members[slot.index()].as_ref() else {
+                    return Ok(Err(io::Error::from_raw_os_error(libc::ENODEV)));
+                };
+                let member = device.member.clone();
+                return Ok(xraid_member::with_hold_waited(|| {
+                    perform(member.as_ref(), io, offset)
+                }));
+            }
+            if deadline.is_some_and(|d| d <= now) {
+                return Ok(Err(timed_out()));
+            }
+            let until = deadline.map_or(due, |d| d.min(due));
+            self.step_until(Some(until))?;
+        }
+    }
+
+    /// A device I/O handed to the kernel on `fd` (the device's page-cache descriptor,
+    /// which takes any alignment, as the member's own reads and writes do).
+    fn device_io_in_kernel(
+        &mut self,
+        slot: MemberIdx,
+        fd: std::os::fd::RawFd,
+        io: DeviceIo<'_>,
+        offset: u64,
+        deadline: Option<Instant>,
+    ) -> Result<io::Result<()>, DriverError> {
+        let seq = self.next_device_io;
+        self.next_device_io = (seq + 1) % DEVICE_IO;
+        let (kind, mut buf) = match &io {
+            DeviceIo::Read(out) => (OpKind::Read, vec![0u8; out.len()]),
+            DeviceIo::Write(data) => (OpKind::Write, data.to_vec()),
+            DeviceIo::Flush => (OpKind::Fsync, Vec::new()),
+        };
+        let op = IoOp {
+            token: encode_token(IoId(DEVICE_IO | seq), slot, self.slot_gen[slot.index()]),
+            fd,
+            kind,
+            offset,
+            ptr: buf.as_mut_ptr(),
+            len: buf.len(),
+        };
+        // SAFETY: `buf` goes into `lent` below, unmoved (a Vec's heap buffer stays put
+        // when the Vec is moved) and untouched until its completion is returned, and
+        // `lent` is dropped only after the backend (see the field); the descriptor
+        // stays open until the I/O completes: counted in `in_kernel`, a device that
+        // leaves its slot is retired, not closed, until its count drops to zero.
+        if let Err((error, _)) = unsafe { self.backend.submit(op) } {
+            return Ok(Err(io::Error::other(error.to_string())));
+        }
+        self.in_kernel[slot.index()] += 1;
+        self.lent.push(Lent {
+            seq,
+            buf,
+            result: None,
+            abandoned: false,
+        });
+        loop {
+            let at = self
+                .lent
+                .iter()
+                .position(|l| l.seq == seq)
+                .expect("a device I/O stays lent until taken here");
+            if let Some(result) = self.lent[at].result.take() {
+                let lent = self.lent.swap_remove(at);
+                if let (DeviceIo::Read(out), Ok(())) = (io, &result) {
+                    out.copy_from_slice(&lent.buf);
+                }
+                return Ok(result);
+            }
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                self.lent[at].abandoned = true;
+                return Ok(Err(timed_out()));
+            }
+            self.step_until(deadline)?;
+        }
+    }
+
+    /// The kernel returned device I/O `seq`: its result waits for whoever asked, or,
+    /// if they gave up, its buffer is freed now.
+    pub(crate) fn device_io_done(&mut self, seq: u64, result: &io::Result<usize>) {
+        let Some(at) = self.lent.iter().position(|l| l.seq == seq) else {
+            return;
+        };
+        if self.lent[at].abandoned {
+            self.lent.swap_remove(at);
+            return;
+        }
+        self.lent[at].result = Some(match result {
+            Ok(_) => Ok(()),
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        });
+    }
+}
+
+/// Performs `io` on `member` on this thread.
+fn perform(member: &dyn xraid_member::Member, io: DeviceIo<'_>, offset: u64) -> io::Result<()> {
+    match io {
+        DeviceIo::Read(out) => member.read_at(out, offset),
+        DeviceIo::Write(data) => member.write_at(data, offset),
+        DeviceIo::Flush => member.flush(),
+    }
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the device did not answer within the stall timeout",
+    )
+}
