@@ -127,13 +127,16 @@ impl MemberFailure {
 /// An array being driven: the engine, its members and the I/O backend.
 #[derive(Debug)]
 pub struct ArrayDriver {
+    /// Declared first, so dropped first: its drop waits for every I/O the kernel (or
+    /// a worker thread) still has, whose buffers are the engine's and `lent`'s and
+    /// whose descriptors are the members' — freed only after it.
+    backend: Backend,
     engine: Engine,
     /// Driver slots: `0..raid_disks` hold the members role by role at first, and
     /// `raid_disks..` the replacements being built; a role's device is in the slot
     /// [`Engine::device_slot`] names (a replacement that takes a role over stays in
     /// its slot).
     members: Vec<Option<MemberSlot>>,
-    backend: Backend,
     completions: Vec<Completion>,
     /// Completions of I/Os done inline (members without a kernel descriptor).
     inline_done: VecDeque<(IoId, Result<(), IoFailed>)>,
