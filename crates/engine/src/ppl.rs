@@ -444,19 +444,53 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
     Some((found, total))
 }
 
-/// Where this open's markers go, after a scan found the newest marker in `slot` and
-/// `sectors` long, and `entries` to replay: the other slot of its layout. A ring of
-/// the old layout (1-sector markers in sectors 0 and 1, entries from sector 2) turns to
-/// the new one where nothing on it is still needed — no entry to replay — starting in
-/// slot 1, sectors 8..16, which leaves both old markers whole should that write be
-/// torn. With entries to replay it keeps the old layout this open: slot 1 would cover
-/// entries the replay must still find after a cut.
-fn next_marker_slot(slot: u64, sectors: u64, entries: &[Found]) -> (u64, u64) {
-    match sectors {
-        LEGACY_MARKER_SECTORS if entries.is_empty() => (1, MARKER_SECTORS),
-        LEGACY_MARKER_SECTORS => (slot ^ 1, LEGACY_MARKER_SECTORS),
-        _ => (slot ^ 1, MARKER_SECTORS),
-    }
+/// A marker's rank among others: its durable seq, then its number.
+type MarkerKey = (u64, u64);
+/// Where a marker lies on its ring: its slot and its sectors.
+type MarkerPlace = (u64, u64);
+
+/// The markers this open writes, after a scan: their sectors, and per ring the slot
+/// the first goes to. `newest` is the newest marker across the rings (its sectors),
+/// `per_ring` each ring's own newest (slot and sectors; rings not read count as
+/// none), `old_entries` whether an entry lay where the old layout keeps them (below
+/// [`RING_START`]), and `replaying` whether entries wait to be replayed.
+///
+/// Rings of the old layout (1-sector markers in sectors 0 and 1, entries from sector
+/// 2) keep it while entries are replayed — the newest marker is an old one, or there
+/// is none and entries lie below sector 16: either 4 KiB slot would cover entries a
+/// second cut must still find. Otherwise the rings take 4 KiB markers, each ring in
+/// the slot other than its own newest 4 KiB one, and a ring whose newest is an old
+/// marker (or that has none) in slot 1, sectors 8..16, which leaves both old markers
+/// whole should that write be torn. Each ring's own: a marker a cut stopped short
+/// reaches some rings only, and a slot chosen from another ring's newest could tear
+/// this ring's only one.
+fn next_markers(
+    newest: Option<u64>,
+    per_ring: &[Option<MarkerPlace>],
+    old_entries: bool,
+    replaying: bool,
+) -> (u64, Vec<u64>) {
+    let old_layout = replaying
+        && match newest {
+            Some(sectors) => sectors == LEGACY_MARKER_SECTORS,
+            None => old_entries,
+        };
+    let sectors = if old_layout {
+        LEGACY_MARKER_SECTORS
+    } else {
+        MARKER_SECTORS
+    };
+    let slots = per_ring
+        .iter()
+        .map(|ring| match *ring {
+            Some((slot, n)) if n == sectors => slot ^ 1,
+            // Only while replaying an old ring: no 4 KiB marker is on any ring then
+            // (each is newer than every old one).
+            _ if old_layout => 0,
+            _ => 1,
+        })
+        .collect();
+    (sectors, slots)
 }
 
 /// A flagged marker's records ([`FLAG_SKIP_LIST`], [`FLAG_UNKNOWN_ROWS`]): stripe,
@@ -555,8 +589,8 @@ pub(crate) struct LogState {
     held: VecDeque<(Request, Nanos)>,
     /// The durable seq the newest marker on the rings says.
     persisted: u64,
-    /// The marker slot the next marker goes to (0 or 1).
-    marker_slot: u64,
+    /// Per member, the marker slot its ring's next marker goes to (0 or 1).
+    marker_slots: Vec<u64>,
     /// Sectors of the markers this open writes: [`MARKER_SECTORS`], or
     /// [`LEGACY_MARKER_SECTORS`] while the ring's newest marker is of the old layout
     /// and its entries were replayed (chosen at the scan; see [`scanned`]).
@@ -688,7 +722,7 @@ impl LogState {
             recovery: None,
             held: VecDeque::new(),
             persisted: 0,
-            marker_slot: 0,
+            marker_slots: vec![0; members],
             marker_sectors: MARKER_SECTORS,
             marker_job: None,
             marker_next: Vec::new(),
@@ -1534,9 +1568,11 @@ pub(crate) fn persist(engine: &mut Engine, waiter: Waiter) {
         return;
     }
     let durable = log.durable;
-    let slot = log.marker_slot;
+    let slots = log.marker_slots.clone();
     let sectors = log.marker_sectors;
-    log.marker_slot ^= 1;
+    for slot in &mut log.marker_slots {
+        *slot ^= 1;
+    }
     log.marker_owed = false;
     let members = engine.present_members();
     let buf = marker(engine, durable);
@@ -1562,7 +1598,7 @@ pub(crate) fn persist(engine: &mut Engine, waiter: Waiter) {
             m,
             engine.durable_write_kind(),
             Area::Log,
-            slot * sectors,
+            slots.get(m.index()).copied().unwrap_or(0) * sectors,
             slice,
             IoTarget::LogMarker {
                 member: m,
@@ -1908,10 +1944,13 @@ fn scanned(engine: &mut Engine) {
         return;
     };
     let mut found: Vec<Found> = Vec::new();
-    // The marker slot that holds the newest marker (by durable seq), and the marker's
-    // sectors, so that the next marker goes to the other one and a torn write cannot
-    // take the newest away.
-    let mut newest_marker: Option<((u64, u64), u64, u64)> = None;
+    // The newest marker (by durable seq, then number) across the rings, and on each
+    // ring its own (slot and sectors), so that each ring's next marker goes to the
+    // other slot and a torn write cannot take its newest away.
+    let mut newest_marker: Option<(MarkerKey, u64)> = None;
+    let mut per_ring: Vec<Option<(MarkerKey, MarkerPlace)>> = vec![None; bufs.len()];
+    // Whether an entry lay where the old layout keeps them (see `next_markers`).
+    let mut old_entries = false;
     // Whether a marker of the newest durable seq says a resync is still owed.
     let mut owed: Option<(u64, bool, Option<RingMasks>)> = None;
     let mut skipped_before = (0, false);
@@ -1922,7 +1961,10 @@ fn scanned(engine: &mut Engine) {
     // Per ring read, the newest marker on it (durable seq, number): a marker a cut
     // stopped short reaches some rings only.
     let mut ring_newest: Vec<(u64, u64)> = Vec::new();
-    for buf in bufs.into_iter().flatten() {
+    for (m, buf) in bufs.into_iter().enumerate() {
+        let Some(buf) = buf else {
+            continue;
+        };
         let bytes = engine.bufs.get(buf);
         ring_newest.push((0, 0));
         let mut pos = 0usize;
@@ -1932,14 +1974,22 @@ fn scanned(engine: &mut Engine) {
                     // Either layout's slots: a marker's own length says which.
                     let slot_bytes = sectors_to_bytes(sectors);
                     let slot = (pos / slot_bytes) as u64;
+                    let key = (entry.durable, entry.seq);
                     if entry.marker
                         && entry.tag == tag
                         && pos.is_multiple_of(slot_bytes)
                         && slot < 2
                         && [MARKER_SECTORS, LEGACY_MARKER_SECTORS].contains(&sectors)
-                        && newest_marker.is_none_or(|(k, ..)| (entry.durable, entry.seq) > k)
                     {
-                        newest_marker = Some(((entry.durable, entry.seq), slot, sectors));
+                        if newest_marker.is_none_or(|(k, _)| key > k) {
+                            newest_marker = Some((key, sectors));
+                        }
+                        if per_ring[m].is_none_or(|(k, _)| key > k) {
+                            per_ring[m] = Some((key, (slot, sectors)));
+                        }
+                    }
+                    if !entry.marker && entry.tag == tag && pos < sectors_to_bytes(RING_START) {
+                        old_entries = true;
                     }
                     if entry.marker && entry.tag == tag && entry.durable >= skipped_before.0 {
                         // The newest markers' say (OR'd over equal ones, as below).
@@ -2031,9 +2081,17 @@ fn scanned(engine: &mut Engine) {
     entries.sort_by_key(|e| e.seq);
     entries.dedup_by_key(|e| e.seq);
     mark_last_for(&mut entries);
-    if let (Some((_, slot, sectors)), Some(log)) = (newest_marker, engine.log.as_mut()) {
-        (log.marker_slot, log.marker_sectors) = next_marker_slot(slot, sectors, &entries);
-    }
+    let rings: Vec<Option<MarkerPlace>> = per_ring.iter().map(|r| r.map(|(_, at)| at)).collect();
+    let (sectors, slots) = next_markers(
+        newest_marker.map(|(_, n)| n),
+        &rings,
+        old_entries,
+        !entries.is_empty(),
+    );
+    let log = engine.log.as_mut().expect("logging is on");
+    log.marker_sectors = sectors;
+    // One per role, as the rings read: `bufs` has a place for every role.
+    log.marker_slots = slots;
 
     // A clean stop left nothing to replay: a ring that fails to read now lost nothing.
     let unclean = engine.resync_owed && engine.resync_after_clean_stop.is_none();
@@ -3355,6 +3413,213 @@ mod tests {
             }
         }
         assert_eq!(wrong, 0, "the missing member read wrong in {wrong} cuts");
+    }
+
+    /// A ring of the old layout with entries and no marker yet (an array an old build
+    /// made, cut before its first flush). Found by a review: the scan found no marker,
+    /// so the open wrote 4 KiB markers from slot 0 (sectors 0..8) — over the old
+    /// entries in sectors 2..8. A cut that tore that first marker (all but its first
+    /// sector land) took the entries and left no marker: the next open found nothing,
+    /// and the unknown rows the first replay found (named only on that marker) read
+    /// silently (9 seeds of 16). Entries below sector 16 keep the old layout now.
+    /// `legacy == false` is the same story on a ring of the new layout.
+    fn torn_first_marker_after_replay(legacy: bool, seed: u64) -> Result<(), String> {
+        use crate::sim::SimArray;
+        use crate::{Area, EngineError, IoKind};
+        use xraid_layout::{Geometry, Layout, Level};
+        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 4, 16, 256)
+            .expect("geometry");
+        let mut array = SimArray::new(geo, seed);
+        array.engine.set_config(crate::EngineConfig {
+            log_sectors: 256,
+            log_tag: 7,
+            ..crate::EngineConfig::default()
+        });
+        array.run();
+        // A fresh array (zeroes): chunks 0 and 1 of stripe 0 written together, never
+        // flushed; chunk 0's member dies with the power.
+        let old = vec![0u8; 32 * 512];
+        let mut new = vec![0u8; 32 * 512];
+        array.rng().fill(&mut new);
+        array.write(0, &new).expect("write");
+        // Writes of later stripes fill the rings past sector 8, where slot 1 lies.
+        for stripe in 1..6u64 {
+            let mut more = vec![0u8; 8 * 512];
+            array.rng().fill(&mut more);
+            array.write(stripe * 48, &more).expect("a later write");
+        }
+        let dying = geo.stripe_map(0).data_member(0);
+        array.power_cut_with(|a| {
+            a.kill_member(dying);
+            a.engine.fail_member(dying);
+            if legacy {
+                for m in &mut a.members {
+                    as_one_sector_marker_ring(&mut m.log);
+                }
+            }
+        });
+        // The replay runs until its marker goes out; a cut tears it: all its sectors
+        // but the first land on every ring (a 1-sector one is lost whole).
+        let mut torn = false;
+        while array.step() {
+            let ios: Vec<_> = array
+                .in_flight()
+                .filter(|io| {
+                    io.area == Area::Log
+                        && matches!(io.kind, IoKind::Write | IoKind::WriteFua)
+                        && io.sector < RING_START
+                })
+                .cloned()
+                .collect();
+            if ios.is_empty() {
+                continue;
+            }
+            for io in ios {
+                let bytes = array.engine.buffers().slice(io.buf)[512..].to_vec();
+                let at = sectors_to_bytes(io.sector) + 512;
+                let ring = &mut array.members[io.member.index()].log;
+                ring[at..at + bytes.len()].copy_from_slice(&bytes);
+            }
+            torn = true;
+            break;
+        }
+        assert!(torn, "a marker in a marker slot");
+        array.power_cut_now();
+        array.run();
+        match array.read(0, 16) {
+            Err(EngineError::Unreadable { .. }) => Ok(()),
+            Ok(got) if got == old[..16 * 512] || got == new[..16 * 512] => Ok(()),
+            Ok(_) => Err(format!(
+                "seed {seed}: chunk 0 reads neither old nor new, silently"
+            )),
+            Err(e) => Err(format!("seed {seed}: {e}")),
+        }
+    }
+
+    #[test]
+    fn a_torn_first_marker_on_an_old_ring_without_markers_loses_no_entry() {
+        let bad: Vec<String> = (0..16)
+            .filter_map(|s| torn_first_marker_after_replay(true, s).err())
+            .collect();
+        assert!(bad.is_empty(), "{} of 16: {bad:#?}", bad.len());
+    }
+
+    #[test]
+    fn a_torn_first_marker_on_a_new_ring_without_markers_loses_no_entry() {
+        let bad: Vec<String> = (0..16)
+            .filter_map(|s| torn_first_marker_after_replay(false, s).err())
+            .collect();
+        assert!(bad.is_empty(), "{} of 16: {bad:#?}", bad.len());
+    }
+
+    /// The 26-record boundary of the markers an open of an old ring keeps writing:
+    /// more unknown bands than 26 from a replay of an old-layout ring (no bad block
+    /// logs), then two more cuts (the ring turns to 4 KiB markers at the second).
+    #[test]
+    fn more_than_26_unknown_bands_from_an_old_ring_outlive_two_cuts() {
+        use crate::sim::SimArray;
+        use xraid_layout::{Geometry, Layout, Level};
+        let mut failures = Vec::new();
+        for seed in 0..4u64 {
+            let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 1024)
+                .expect("geometry");
+            let mut array = SimArray::new(geo, seed);
+            array.engine.set_config(crate::EngineConfig {
+                log_sectors: 512,
+                log_tag: 7,
+                ..crate::EngineConfig::default()
+            });
+            array.run();
+            let mut data = vec![0u8; geo.array_sectors() as usize * 512];
+            array.rng().fill(&mut data);
+            array.write(0, &data).expect("fill");
+            array.flush().expect("flush");
+            let per_stripe = geo.stripe_data_sectors();
+            let dying = MemberIdx(4);
+            for s in 0..40u64 {
+                let mut new = vec![0u8; per_stripe as usize * 512];
+                array.rng().fill(&mut new);
+                array.write(s * per_stripe, &new).expect("write");
+            }
+            array.power_cut_with(|a| {
+                a.kill_member(dying);
+                a.engine.fail_member(dying);
+                for m in &mut a.members {
+                    as_one_sector_marker_ring(&mut m.log);
+                }
+            });
+            array.run();
+            let held: Vec<u64> = (0..40u64)
+                .filter_map(|s| {
+                    let map = geo.stripe_map(s);
+                    (0..map.data_disks())
+                        .find(|&i| map.data_member(i) == dying)
+                        .map(|i| s * per_stripe + u64::from(i) * 16)
+                })
+                .collect();
+            assert!(held.len() > 26);
+            let ring = &array.members[0].log;
+            assert!(
+                [marker_at(ring, 0), marker_at(ring, 1)]
+                    .iter()
+                    .flatten()
+                    .any(|&(_, n)| n == LEGACY_MARKER_SECTORS),
+                "seed {seed}: 1-sector markers this open"
+            );
+            for when in ["after the cut", "after a second cut", "after a third cut"] {
+                for &at in &held {
+                    if array.read(at, 16).is_ok() {
+                        failures.push(format!("seed {seed}: sector {at} readable {when}"));
+                    }
+                }
+                array.flush().expect("flush");
+                array.power_cut();
+                array.run();
+            }
+        }
+        assert!(failures.is_empty(), "{failures:#?}");
+    }
+
+    /// Found by a review: the slot was chosen once for every ring, from the newest
+    /// marker across them. A marker a cut stopped short reaches some rings only; the
+    /// next went to the other slot on every ring — on a ring the short one missed,
+    /// the slot of its own newest, which a torn write then took away. Each ring goes
+    /// by its own newest now.
+    #[test]
+    fn each_ring_writes_its_next_marker_beside_its_own_newest() {
+        let new = MARKER_SECTORS;
+        let old = LEGACY_MARKER_SECTORS;
+        // Ring 0 got the first 4 KiB marker (slot 1); ring 1 still has old ones only
+        // (newest in sector 1); ring 2 has none; ring 3 was not read.
+        let rings = [Some((1, new)), Some((1, old)), None, None];
+        assert_eq!(
+            next_markers(Some(new), &rings, true, false),
+            (new, vec![0, 1, 1, 1])
+        );
+        assert_eq!(
+            next_markers(Some(new), &rings, true, true),
+            (new, vec![0, 1, 1, 1])
+        );
+        // Old rings only: replaying keeps the old layout, each ring beside its newest.
+        let rings = [Some((0, old)), Some((1, old)), None];
+        assert_eq!(
+            next_markers(Some(old), &rings, true, true),
+            (old, vec![1, 0, 0])
+        );
+        // Nothing to replay: 4 KiB markers, slot 1 first everywhere.
+        assert_eq!(
+            next_markers(Some(old), &rings, true, false),
+            (new, vec![1, 1, 1])
+        );
+        // No marker at all: old entries being replayed keep the old layout.
+        assert_eq!(
+            next_markers(None, &[None, None], true, true),
+            (old, vec![0, 0])
+        );
+        assert_eq!(
+            next_markers(None, &[None, None], false, true),
+            (new, vec![1, 1])
+        );
     }
 
     #[test]
