@@ -86,7 +86,31 @@ pub struct Array {
     /// By member path, the ranges its bad block log holds outside the data area
     /// (the engine keeps those inside).
     bad_outside: std::collections::HashMap<PathBuf, xraid_format::BadBlocks>,
+    /// Engine events already followed (their bookkeeping done) that
+    /// [`Array::take_events`] has yet to hand out: a superblock round follows them
+    /// itself when the engine changed under it.
+    followed: Vec<xraid_engine::Event>,
 }
+
+/// How one round of superblock writes ended.
+enum Round {
+    /// Every serving device took its superblock.
+    Written,
+    /// A role's member did not take its superblock (or integrity header), and why.
+    MemberRefused(usize, ArrayError),
+    /// The replacement being built for a role did not take its superblock, and why.
+    ReplacementRefused(usize, ArrayError),
+    /// The engine changed meanwhile (the driver's waits run it): a member failed, or
+    /// a replacement took its role over, finished or failed. What was written is as
+    /// of before; the round is done again once the events are followed, or a crash
+    /// could find a replacement carrying the superblock of the member it replaced.
+    Stale,
+}
+
+/// Superblock rounds that may find the engine changed under them before one is
+/// given up (each one follows the changes first; more in a row means the array's
+/// members keep failing or changing).
+const STALE_ROUNDS: usize = 8;
 
 impl Array {
     /// Opens an assembled array for I/O.
@@ -412,6 +436,7 @@ impl Array {
             replacements,
             integrity,
             bad_outside,
+            followed: Vec::new(),
         };
         if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
             // The log's replay made parity right: the close marks the array clean.
@@ -994,9 +1019,29 @@ impl Array {
         resync_offset: u64,
         recovered_to: Option<u64>,
     ) -> Result<(), ArrayError> {
+        let mut stale = 0;
         loop {
-            let Some((role, error)) = self.write_superblocks(resync_offset, recovered_to)? else {
-                return Ok(());
+            let (role, error) = match self.write_superblocks(resync_offset, recovered_to)? {
+                Round::Written => return Ok(()),
+                Round::Stale if stale < STALE_ROUNDS => {
+                    stale += 1;
+                    self.follow_events();
+                    continue;
+                }
+                Round::Stale => {
+                    return Err(ArrayError::MembersChanging {
+                        rounds: STALE_ROUNDS + 1,
+                    })
+                }
+                Round::ReplacementRefused(role, error) => {
+                    // A replacement is never the only copy of anything: dropped, as
+                    // one that fails, and the role's member serves on.
+                    let io = std::io::Error::other(error.to_string());
+                    self.driver.fail_replacement_on_error(role_idx(role), &io);
+                    self.follow_events();
+                    continue;
+                }
+                Round::MemberRefused(role, error) => (role, error),
             };
             if self.driver.engine().is_replacing(role_idx(role)) {
                 // Failing it would hand its role to the replacement, whose superblock
@@ -1015,20 +1060,37 @@ impl Array {
         }
     }
 
-    /// One round of [`Array::update_superblocks`]: the first role member whose
-    /// superblock (or integrity header) write failed, and why; errors that are not
-    /// one member's are returned as such.
+    /// Whether the engine changed since a round began with `states`: a member's state,
+    /// or which replacements are being built (a take-over, a copy finished, a
+    /// replacement failed: the array's records of them follow the events).
+    fn changed_since(&self, states: &[MemberState]) -> bool {
+        let engine = self.driver.engine();
+        engine.member_states() != states
+            || self
+                .replacements
+                .iter()
+                .enumerate()
+                .any(|(r, kept)| kept.is_some() != engine.is_replacing(role_idx(r)))
+    }
+
+    /// One round of [`Array::update_superblocks`]: how it ended (the first device
+    /// whose superblock or integrity header write failed, and why); errors that are
+    /// not one device's are returned as such.
     fn write_superblocks(
         &mut self,
         resync_offset: u64,
         recovered_to: Option<u64>,
-    ) -> Result<Option<(usize, ArrayError)>, ArrayError> {
+    ) -> Result<Round, ArrayError> {
         let utime = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let events = self.freshest.events + 1;
         self.freshest.events = events;
         let states: Vec<MemberState> = self.driver.engine().member_states().to_vec();
+        if self.changed_since(&states) {
+            // Events not followed yet (a take-over the last pump brought).
+            return Ok(Round::Stale);
+        }
         // Roles whose member is absent or failed are recorded as faulty, as md does.
         let mut roles = self.freshest.dev_roles.clone();
         for (role, state) in states.iter().enumerate() {
@@ -1076,6 +1138,9 @@ impl Array {
             if *state == MemberState::Failed {
                 continue;
             }
+            if self.changed_since(&states) {
+                return Ok(Round::Stale);
+            }
             let Some((path, sb)) = self.superblocks[role].as_mut() else {
                 continue;
             };
@@ -1114,7 +1179,7 @@ impl Array {
             if let Some(data) = data {
                 let outside = self.bad_outside.get(path).cloned().unwrap_or_default();
                 if let Err(error) = crate::badblocks::store(&device, sb, &data, &outside, path) {
-                    return Ok(Some((role, error)));
+                    return Ok(Round::MemberRefused(role, error));
                 }
             }
             let written = if headers && checksums {
@@ -1124,12 +1189,15 @@ impl Array {
             }
             .and_then(|()| write_superblock(&device, sb, path));
             if let Err(error) = written {
-                return Ok(Some((role, error)));
+                return Ok(Round::MemberRefused(role, error));
             }
         }
         // Replacements: md's REPLACEMENT and RECOVERY_OFFSET features with how far the
         // copy got, so that `mdadm --examine` says "Replacement device N".
         for role in 0..self.replacements.len() {
+            if self.changed_since(&states) {
+                return Ok(Round::Stale);
+            }
             let Some((path, sb)) = self.replacements[role].as_mut() else {
                 continue;
             };
@@ -1151,18 +1219,26 @@ impl Array {
             let checksums = slot.checksums_offset_bytes.is_some();
             let at = self.driver.engine().replacement_slot(role_idx(role));
             let device = Routed::new(&mut self.driver, at);
-            if headers && checksums {
-                crate::integrity::write_header(&device, sb, member_sectors, path)?;
+            let written = if headers && checksums {
+                crate::integrity::write_header(&device, sb, member_sectors, path)
+            } else {
+                Ok(())
             }
-            write_superblock(&device, sb, path)?;
+            .and_then(|()| write_superblock(&device, sb, path));
+            if let Err(error) = written {
+                return Ok(Round::ReplacementRefused(role, error));
+            }
         }
         self.driver.flush()?;
+        if self.changed_since(&states) {
+            return Ok(Round::Stale);
+        }
         if let Some((generation, lists)) = bad_blocks {
             self.driver
                 .engine_mut()
                 .bad_blocks_recorded(generation, lists);
         }
-        Ok(None)
+        Ok(Round::Written)
     }
 }
 
@@ -1713,6 +1789,19 @@ impl Array {
     /// from a member that failed, or failing itself). Use this rather than the
     /// driver's own `take_events` while replacements may run.
     pub fn take_events(&mut self) -> Result<Vec<xraid_engine::Event>, ArrayError> {
+        let changed = self.follow_events();
+        if changed && self.mode == OpenMode::ReadWrite {
+            self.dirty = true;
+            self.update_superblocks(0, None)?;
+        }
+        Ok(std::mem::take(&mut self.followed))
+    }
+
+    /// Takes the engine's new events and keeps the array's records in step with them
+    /// (a replacement that took its role over or finished is the role's member now;
+    /// one that failed is let go); the events wait for [`Array::take_events`].
+    /// Returns whether the superblocks must say something new.
+    fn follow_events(&mut self) -> bool {
         use xraid_engine::Event;
         let events = self.driver.take_events();
         let mut changed = false;
@@ -1783,11 +1872,8 @@ impl Array {
                 _ => {}
             }
         }
-        if changed && self.mode == OpenMode::ReadWrite {
-            self.dirty = true;
-            self.update_superblocks(0, None)?;
-        }
-        Ok(events)
+        self.followed.extend(events);
+        changed
     }
 
     /// Records a device the array no longer uses (the driver closes it once the kernel

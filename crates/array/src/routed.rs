@@ -238,4 +238,127 @@ mod tests {
     fn a_bitmap_header_write_to_a_stalled_member_fails_it_at_the_stall_timeout() {
         a_superblock_update_fails_a_stalled_member_at_the_stall_timeout(true);
     }
+
+    /// A RAID-0 member that is slow (a 2 s stall, past the 300 ms stall timeout) is one
+    /// the engine waits for (it cannot do without it): a superblock update must wait for
+    /// it too, not fail it and lose the array.
+    #[test]
+    fn a_slow_member_the_array_cannot_do_without_is_waited_for_by_an_update() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("d{i}"))).collect();
+        let opts = CreateOptions {
+            level: Level::Raid0,
+            layout: None,
+            chunk_bytes: CHUNK_BYTES,
+            name: "stall0".into(),
+            size_bytes: Some(16 * MIB),
+            members: members.clone(),
+            force: false,
+            backend: BackendChoice::Threads,
+            bitmap: false,
+            bitmap_chunk_bytes: None,
+            integrity: false,
+        };
+        create(&opts, &mut |_, _| {}).expect("create");
+        let assembled = assemble(&members, &member_options(true)).expect("assemble");
+        let fault = MemberFault {
+            role: 1,
+            plan: FaultPlan {
+                stall_after: Some(0),
+                stall_for: Duration::from_secs(2),
+                ..FaultPlan::default()
+            },
+        };
+        let mut array = Array::open_with_faults(
+            assembled,
+            OpenMode::ReadWrite,
+            BackendChoice::Threads,
+            std::slice::from_ref(&fault),
+        )
+        .expect("open");
+        let engine = array.driver().engine_mut();
+        let config = engine.config();
+        engine.set_config(EngineConfig {
+            stall_timeout: Nanos(u64::try_from(STALL_TIMEOUT.as_nanos()).expect("fits")),
+            ..config
+        });
+        // The engine's own I/O to it: waited for (excused), not failed.
+        let mut buf = vec![0u8; 2 * CHUNK_BYTES as usize];
+        array
+            .driver()
+            .read_at(&mut buf, 0)
+            .expect("the engine waits out the slow member");
+        assert_eq!(
+            array.driver_ref().engine().member_states()[1],
+            MemberState::Active
+        );
+        // A superblock update to it: the same slowness.
+        let result = array.begin_writes();
+        assert_eq!(
+            array.driver_ref().engine().member_states()[1],
+            MemberState::Active,
+            "a slow RAID-0 member was failed by the superblock update: {result:?}"
+        );
+        result.expect("the update waits for the member the array cannot do without");
+    }
+
+    /// A member being replaced that fails (here: at the stall timeout, found by a tick
+    /// inside a superblock update's device I/O) hands its role to the replacement at
+    /// once in the engine; the update must not then write the old member's superblock
+    /// onto the replacement's device.
+    #[test]
+    fn a_take_over_during_an_update_does_not_write_the_old_superblock_on_the_replacement() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members = raid5(dir.path(), false);
+        let n2 = dir.path().join("n2");
+        let len = std::fs::metadata(&members[2]).expect("d2").len();
+        std::fs::File::create(&n2)
+            .and_then(|f| f.set_len(len))
+            .expect("n2");
+        let read_sb = |p: &Path| {
+            crate::read_superblock(
+                &xraid_member::FileMember::open(
+                    p,
+                    &xraid_member::OpenOptions {
+                        write: false,
+                        direct: xraid_member::DirectMode::Auto,
+                        lock: false,
+                    },
+                )
+                .expect("open"),
+                p,
+            )
+            .expect("read")
+            .expect("superblock")
+        };
+        let d2 = read_sb(&members[2]);
+        let mut array = open_with_role_2_about_to_stall(&members);
+        let geo = array.driver_ref().engine().geometry();
+        let chunk_sectors = u64::from(geo.chunk_sectors());
+        let on_role_2 = (0..geo.array_sectors() / chunk_sectors)
+            .map(|c| c * chunk_sectors)
+            .find(|&sector| {
+                let pos = geo.stripe_pos(sector);
+                geo.stripe_map(pos.stripe).data_member(pos.data_index) == MemberIdx(2)
+            })
+            .expect("role 2 holds data");
+        // A read held by the stalled member, and the stall timeout passed unticked.
+        let buf = array.driver().engine_mut().buffers_mut().alloc(4096);
+        array
+            .driver()
+            .submit(xraid_engine::RequestKind::Read, on_role_2, 8, Some(buf));
+        array.driver().pump(false).expect("pump");
+        std::thread::sleep(STALL_TIMEOUT + Duration::from_millis(100));
+        let replaced = array.replace_member_live(&members[2], &n2, None, true);
+        let on_n2 = read_sb(&n2);
+        let now_d0 = read_sb(&members[0]);
+        let now_d2 = read_sb(&members[2]);
+        eprintln!("replace: {replaced:?}; states {:?}; d0 events {} roles {:?}; d2 events {}; n2 events {} dev_number {} (d2 {}) feature_map {:#x} recovery_offset {}",
+            array.driver_ref().engine().member_states(), now_d0.events, now_d0.dev_roles, now_d2.events, on_n2.events, on_n2.dev_number, d2.dev_number, on_n2.feature_map, on_n2.recovery_offset);
+        assert_ne!(
+            on_n2.device_uuid, d2.device_uuid,
+            "the replacement's device carries the old member's superblock (events {}, feature_map {:#x})",
+            on_n2.events, on_n2.feature_map
+        );
+    }
 }

@@ -29,6 +29,9 @@ pub enum DeviceIo<'a> {
 #[derive(Debug)]
 pub(crate) struct Lent {
     seq: u64,
+    /// The device it went to: driver slot and the slot's generation then.
+    slot: MemberIdx,
+    gen: u16,
     buf: Vec<u8>,
     /// The completion, once the kernel has returned it.
     result: Option<io::Result<()>>,
@@ -40,8 +43,13 @@ impl ArrayDriver {
     /// Performs `io` on the device in driver slot `slot` at byte `offset` of the device
     /// (not of its data area), the engine running on meanwhile. Fails with
     /// [`io::ErrorKind::TimedOut`] when it has not completed within the engine's stall
-    /// timeout (a buffer the kernel still has stays with the driver until it is done),
-    /// and when the device is failed or leaves its slot while its I/O is held aside. A
+    /// timeout (a buffer the kernel still has stays with the driver until it is done)
+    /// — only where the array could go on without the device: one it cannot do
+    /// without (a RAID-0 member, the last copy) is waited for, as the engine waits
+    /// for its own I/O to it — and when the device is failed or leaves its slot while
+    /// its I/O is held aside. While an earlier device I/O that timed out is still in
+    /// the kernel, another to that device fails at once: it could land before the
+    /// earlier one, which would then leave the older metadata on the device. A
     /// failure of the backend itself comes back as this I/O's error too: the caller
     /// learns of it again at its next pump.
     pub fn device_io(&mut self, slot: MemberIdx, io: DeviceIo<'_>, offset: u64) -> io::Result<()> {
@@ -49,8 +57,20 @@ impl ArrayDriver {
             return Err(io::Error::from_raw_os_error(libc::ENODEV));
         };
         let member = device.member.clone();
+        let gen = self.slot_gen[slot.index()];
+        if self
+            .lent
+            .iter()
+            .any(|l| l.abandoned && l.slot == slot && l.gen == gen)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "an earlier write to the device has not completed: it did not answer within the stall timeout",
+            ));
+        }
         let stall = self.engine.config().stall_timeout.0;
-        let deadline = (stall > 0).then(|| Instant::now() + Duration::from_nanos(stall));
+        let deadline = (stall > 0 && self.engine.can_do_without_device(slot))
+            .then(|| Instant::now() + Duration::from_nanos(stall));
         let result = if let Some(hold) = member.hold_for() {
             self.device_io_held(slot, io, offset, hold, deadline)
         } else if let Some(direct) = member.direct_fd() {
@@ -94,7 +114,7 @@ impl ArrayDriver {
                 return Ok(Err(timed_out()));
             }
             let until = deadline.map_or(due, |d| d.min(due));
-            self.step_until(Some(until))?;
+            self.device_io_step(Some(until))?;
         }
     }
 
@@ -134,6 +154,8 @@ impl ArrayDriver {
         self.in_kernel[slot.index()] += 1;
         self.lent.push(Lent {
             seq,
+            slot,
+            gen: self.slot_gen[slot.index()],
             buf,
             result: None,
             abandoned: false,
@@ -155,8 +177,20 @@ impl ArrayDriver {
                 self.lent[at].abandoned = true;
                 return Ok(Err(timed_out()));
             }
-            self.step_until(deadline)?;
+            self.device_io_step(deadline)?;
         }
+    }
+
+    /// One wait of a device I/O: [`ArrayDriver::step_until`], but with no timer
+    /// handed to the engine while the stripe log replays at open — the replay takes no
+    /// stall or pacing decision in the middle (the superblocks it waits to have
+    /// recorded are what these I/Os write).
+    fn device_io_step(&mut self, deadline: Option<Instant>) -> Result<(), DriverError> {
+        if self.engine.log_recovering() {
+            let until = deadline.map(|d| d.max(Instant::now() + crate::HELD_NAP));
+            return self.pump_until(true, until);
+        }
+        self.step_until(deadline)
     }
 
     /// The kernel returned device I/O `seq`: its result waits for whoever asked, or,

@@ -482,6 +482,11 @@ impl ArrayDriver {
     /// [`ArrayDriver::pump`], waiting no later than `until` when given.
     fn pump_until(&mut self, wait: bool, until: Option<Instant>) -> Result<(), DriverError> {
         self.release_held();
+        // A held I/O falls due without a completion to wake the wait: bound it.
+        let until = [until, self.held.iter().map(|h| h.due).min()]
+            .into_iter()
+            .flatten()
+            .min();
         loop {
             while let Some(io) = self.engine.poll_member_io() {
                 self.dispatch(io);
@@ -609,6 +614,17 @@ impl ArrayDriver {
         let slot = self.engine.device_slot(role);
         self.note_failure(slot, error);
         self.engine.fail_member_for(role, reason);
+    }
+
+    /// Drops the replacement being built for `role` after an I/O the driver did not
+    /// make itself failed on it (a superblock write): reported with `error`, as one
+    /// of the engine's own I/Os would be. The role's member serves on.
+    pub fn fail_replacement_on_error(&mut self, role: MemberIdx, error: &io::Error) {
+        if self.engine.is_replacing(role) {
+            let slot = self.engine.replacement_slot(role);
+            self.note_failure(slot, error);
+            self.engine.fail_replacement(role);
+        }
     }
 
     /// Records the last I/O error of the device in driver slot `slot`.

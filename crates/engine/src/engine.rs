@@ -499,6 +499,24 @@ impl Engine {
         other_slot(self.slots[role.index()], self.members.len())
     }
 
+    /// Whether the array could go on without the device in driver slot `slot`: a
+    /// replacement being built always can (its role's member serves on), a role's
+    /// member where the redundancy allows, a device that serves no role trivially.
+    /// The stall timeout fails only such devices; the others are waited for (see
+    /// `check_stalls`), and so is the driver's own I/O to them.
+    pub fn can_do_without_device(&self, slot: MemberIdx) -> bool {
+        let roles = (0..self.members.len()).map(member_idx);
+        for role in roles {
+            if self.is_replacing(role) && self.replacement_slot(role) == slot {
+                return true;
+            }
+            if self.device_slot(role) == slot && self.members[role.index()] != MemberState::Failed {
+                return !self.cannot_do_without(role);
+            }
+        }
+        true
+    }
+
     /// Drops the replacement being built for `role` (an operator failed it); the
     /// role's member serves on. False when none is being built.
     pub fn fail_replacement(&mut self, role: MemberIdx) -> bool {
