@@ -1182,13 +1182,10 @@ impl Array {
                     return Ok(Round::MemberRefused(role, error));
                 }
             }
-            let written = if headers && checksums {
-                crate::integrity::write_header(&device, sb, member_sectors, path)
-            } else {
-                Ok(())
-            }
-            .and_then(|()| write_superblock(&device, sb, path));
-            if let Err(error) = written {
+            let header = headers && checksums;
+            if let Err(error) =
+                write_header_and_superblock(&device, sb, header, member_sectors, path)
+            {
                 return Ok(Round::MemberRefused(role, error));
             }
         }
@@ -1219,13 +1216,10 @@ impl Array {
             let checksums = slot.checksums_offset_bytes.is_some();
             let at = self.driver.engine().replacement_slot(role_idx(role));
             let device = Routed::new(&mut self.driver, at);
-            let written = if headers && checksums {
-                crate::integrity::write_header(&device, sb, member_sectors, path)
-            } else {
-                Ok(())
-            }
-            .and_then(|()| write_superblock(&device, sb, path));
-            if let Err(error) = written {
+            let header = headers && checksums;
+            if let Err(error) =
+                write_header_and_superblock(&device, sb, header, member_sectors, path)
+            {
                 return Ok(Round::ReplacementRefused(role, error));
             }
         }
@@ -1240,6 +1234,21 @@ impl Array {
         }
         Ok(Round::Written)
     }
+}
+
+/// Writes a device's superblock, after its integrity header when `header` (the
+/// header says its table is as new as the superblock).
+fn write_header_and_superblock(
+    device: &dyn Member,
+    sb: &Superblock,
+    header: bool,
+    member_sectors: u64,
+    path: &std::path::Path,
+) -> Result<(), ArrayError> {
+    if header {
+        crate::integrity::write_header(device, sb, member_sectors, path)?;
+    }
+    write_superblock(device, sb, path)
 }
 
 /// Records what the stripe log's replay at open changed, while it waits for that

@@ -119,17 +119,15 @@ mod tests {
         members
     }
 
-    /// Opens the array with role 2 stalling (for [`STALL`]) after its first 200 I/Os,
-    /// the engine's stall timeout cut to [`STALL_TIMEOUT`], then reads from role 2
-    /// alone until its next I/O would stall: stalled, and not yet failed.
-    fn open_with_role_2_about_to_stall(members: &[PathBuf]) -> Array {
+    /// Opens the array of `members` with `role` stalling for `stall_for` after its
+    /// first `after` I/Os, the engine's stall timeout cut to [`STALL_TIMEOUT`].
+    fn open_stalling(members: &[PathBuf], role: u16, after: u64, stall_for: Duration) -> Array {
         let assembled = assemble(members, &member_options(true)).expect("assemble");
-        let geo = assembled.geometry;
         let fault = MemberFault {
-            role: 2,
+            role,
             plan: FaultPlan {
-                stall_after: Some(200),
-                stall_for: STALL,
+                stall_after: Some(after),
+                stall_for,
                 ..FaultPlan::default()
             },
         };
@@ -146,15 +144,29 @@ mod tests {
             stall_timeout: Nanos(u64::try_from(STALL_TIMEOUT.as_nanos()).expect("fits")),
             ..config
         });
-        // A chunk whose data is on role 2: each read of it is one I/O there.
+        array
+    }
+
+    /// The first array sector of a chunk whose data role 2 holds.
+    fn first_chunk_on_role_2(array: &Array) -> u64 {
+        let geo = array.driver_ref().engine().geometry();
         let chunk_sectors = u64::from(geo.chunk_sectors());
-        let on_role_2 = (0..geo.array_sectors() / chunk_sectors)
+        (0..geo.array_sectors() / chunk_sectors)
             .map(|c| c * chunk_sectors)
             .find(|&sector| {
                 let pos = geo.stripe_pos(sector);
                 geo.stripe_map(pos.stripe).data_member(pos.data_index) == MemberIdx(2)
             })
-            .expect("role 2 holds data");
+            .expect("role 2 holds data")
+    }
+
+    /// Opens the array with role 2 stalling (for [`STALL`]) after its first 200 I/Os,
+    /// the engine's stall timeout cut to [`STALL_TIMEOUT`], then reads from role 2
+    /// alone until its next I/O would stall: stalled, and not yet failed.
+    fn open_with_role_2_about_to_stall(members: &[PathBuf]) -> Array {
+        let mut array = open_stalling(members, 2, 200, STALL);
+        // A chunk whose data is on role 2: each read of it is one I/O there.
+        let on_role_2 = first_chunk_on_role_2(&array);
         let role_2 = |array: &Array| {
             array
                 .driver_ref()
@@ -260,28 +272,7 @@ mod tests {
             integrity: false,
         };
         create(&opts, &mut |_, _| {}).expect("create");
-        let assembled = assemble(&members, &member_options(true)).expect("assemble");
-        let fault = MemberFault {
-            role: 1,
-            plan: FaultPlan {
-                stall_after: Some(0),
-                stall_for: Duration::from_secs(2),
-                ..FaultPlan::default()
-            },
-        };
-        let mut array = Array::open_with_faults(
-            assembled,
-            OpenMode::ReadWrite,
-            BackendChoice::Threads,
-            std::slice::from_ref(&fault),
-        )
-        .expect("open");
-        let engine = array.driver().engine_mut();
-        let config = engine.config();
-        engine.set_config(EngineConfig {
-            stall_timeout: Nanos(u64::try_from(STALL_TIMEOUT.as_nanos()).expect("fits")),
-            ..config
-        });
+        let mut array = open_stalling(&members, 1, 0, Duration::from_secs(2));
         // The engine's own I/O to it: waited for (excused), not failed.
         let mut buf = vec![0u8; 2 * CHUNK_BYTES as usize];
         array
@@ -333,15 +324,7 @@ mod tests {
         };
         let d2 = read_sb(&members[2]);
         let mut array = open_with_role_2_about_to_stall(&members);
-        let geo = array.driver_ref().engine().geometry();
-        let chunk_sectors = u64::from(geo.chunk_sectors());
-        let on_role_2 = (0..geo.array_sectors() / chunk_sectors)
-            .map(|c| c * chunk_sectors)
-            .find(|&sector| {
-                let pos = geo.stripe_pos(sector);
-                geo.stripe_map(pos.stripe).data_member(pos.data_index) == MemberIdx(2)
-            })
-            .expect("role 2 holds data");
+        let on_role_2 = first_chunk_on_role_2(&array);
         // A read held by the stalled member, and the stall timeout passed unticked.
         let buf = array.driver().engine_mut().buffers_mut().alloc(4096);
         array

@@ -3292,6 +3292,41 @@ mod tests {
         b
     }
 
+    /// A RAID-5 of `disks` simulated members of `member_sectors` (16-sector chunks), its
+    /// stripe log on rings of `log_sectors` (tag 7); with `fill`, filled with random
+    /// data and flushed. The array, and what it holds (zeros without `fill`).
+    fn sim_raid5(
+        disks: u16,
+        member_sectors: u64,
+        log_sectors: u64,
+        seed: u64,
+        fill: bool,
+    ) -> (crate::sim::SimArray, Vec<u8>) {
+        use xraid_layout::{Geometry, Layout, Level};
+        let geo = Geometry::new(
+            Level::Raid5,
+            Layout::default_for(Level::Raid5),
+            disks,
+            16,
+            member_sectors,
+        )
+        .expect("geometry");
+        let mut array = crate::sim::SimArray::new(geo, seed);
+        array.engine.set_config(crate::EngineConfig {
+            log_sectors,
+            log_tag: 7,
+            ..crate::EngineConfig::default()
+        });
+        array.run();
+        let mut data = vec![0u8; geo.array_sectors() as usize * 512];
+        if fill {
+            array.rng().fill(&mut data);
+            array.write(0, &data).expect("fill");
+            array.flush().expect("flush");
+        }
+        (array, data)
+    }
+
     /// Turns a ring of the 4 KiB-marker layout into what a build before 2026-11-28
     /// wrote: its markers as 1-sector ones in sectors 0 and 1, its entries from
     /// sector 2.
@@ -3334,23 +3369,9 @@ mod tests {
     /// reads back what it held.
     #[test]
     fn a_ring_of_one_sector_markers_is_replayed_then_turns_to_4k_markers() {
-        use crate::sim::SimArray;
-        use xraid_layout::{Geometry, Layout, Level};
         let mut wrong = 0;
         for seed in 0..32u64 {
-            let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 4, 16, 256)
-                .expect("geometry");
-            let mut array = SimArray::new(geo, seed);
-            array.engine.set_config(crate::EngineConfig {
-                log_sectors: 256,
-                log_tag: 7,
-                ..crate::EngineConfig::default()
-            });
-            array.run();
-            let mut data = vec![0u8; geo.array_sectors() as usize * 512];
-            array.rng().fill(&mut data);
-            array.write(0, &data).expect("fill");
-            array.flush().expect("flush");
+            let (mut array, data) = sim_raid5(4, 256, 256, seed, true);
             // Stripe 0: chunk 0 on member 0, chunk 1 on member 1 (missing, so only the
             // log can say what it held once parity is torn).
             let missing = MemberIdx(1);
@@ -3424,18 +3445,9 @@ mod tests {
     /// silently (9 seeds of 16). Entries below sector 16 keep the old layout now.
     /// `legacy == false` is the same story on a ring of the new layout.
     fn torn_first_marker_after_replay(legacy: bool, seed: u64) -> Result<(), String> {
-        use crate::sim::SimArray;
         use crate::{Area, EngineError, IoKind};
-        use xraid_layout::{Geometry, Layout, Level};
-        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 4, 16, 256)
-            .expect("geometry");
-        let mut array = SimArray::new(geo, seed);
-        array.engine.set_config(crate::EngineConfig {
-            log_sectors: 256,
-            log_tag: 7,
-            ..crate::EngineConfig::default()
-        });
-        array.run();
+        let (mut array, _) = sim_raid5(4, 256, 256, seed, false);
+        let geo = *array.engine.geometry();
         // A fresh array (zeroes): chunks 0 and 1 of stripe 0 written together, never
         // flushed; chunk 0's member dies with the power.
         let old = vec![0u8; 32 * 512];
@@ -3517,23 +3529,10 @@ mod tests {
     /// logs), then two more cuts (the ring turns to 4 KiB markers at the second).
     #[test]
     fn more_than_26_unknown_bands_from_an_old_ring_outlive_two_cuts() {
-        use crate::sim::SimArray;
-        use xraid_layout::{Geometry, Layout, Level};
         let mut failures = Vec::new();
         for seed in 0..4u64 {
-            let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 5, 16, 1024)
-                .expect("geometry");
-            let mut array = SimArray::new(geo, seed);
-            array.engine.set_config(crate::EngineConfig {
-                log_sectors: 512,
-                log_tag: 7,
-                ..crate::EngineConfig::default()
-            });
-            array.run();
-            let mut data = vec![0u8; geo.array_sectors() as usize * 512];
-            array.rng().fill(&mut data);
-            array.write(0, &data).expect("fill");
-            array.flush().expect("flush");
+            let (mut array, _) = sim_raid5(5, 1024, 512, seed, true);
+            let geo = *array.engine.geometry();
             let per_stripe = geo.stripe_data_sectors();
             let dying = MemberIdx(4);
             for s in 0..40u64 {
