@@ -1350,6 +1350,7 @@ impl Worker {
                         EngineError::Unreadable { .. }
                             | EngineError::Unwritable { .. }
                             | EngineError::UnknownRowsFull { .. }
+                            | EngineError::DataLost { .. }
                     )
                 {
                     self.losses += 1;

@@ -52,10 +52,15 @@ fn a_served_array_that_has_failed_is_reported_by_its_server() {
     );
     let mut client = Client::open(server.tcp_addr(), "xraid", false);
     let data = random_bytes(64 << 10, 3);
+    let mut refused = 0;
     for i in 0..64 {
-        client.write(i * (64 << 10), &data);
+        if client.write(i * (64 << 10), &data) != 0 {
+            refused += 1;
+        }
     }
-    let _ = client.flush();
+    if client.flush() != 0 {
+        refused += 1;
+    }
     client.disconnect();
     let start = Instant::now();
     let s = loop {
@@ -69,8 +74,15 @@ fn a_served_array_that_has_failed_is_reported_by_its_server() {
     assert_eq!(s["health"], "failed", "{s}");
     assert_eq!(s["members"][1]["state"], "faulty", "{s}");
     assert_eq!(s["members"][2]["state"], "faulty", "{s}");
+    // Every request answered EIO once the array had failed is a lost one.
+    assert!(refused > 0, "writes after the second failure fail");
+    assert_eq!(s["lost_requests"], refused, "{s}");
     let text = ok(&["status", p(&disks)]);
     assert!(text.contains(": served, failed raid5"), "{text}");
+    assert!(
+        text.contains(&format!("Lost : {refused} requests")),
+        "{text}"
+    );
     server.stop();
 }
 
