@@ -90,6 +90,10 @@ pub struct Array {
     /// [`Array::take_events`] has yet to hand out: a superblock round follows them
     /// itself when the engine changed under it.
     followed: Vec<xraid_engine::Event>,
+    /// Followed events changed what the superblocks must say, and no round has
+    /// written them since (one that failed leaves it for the next
+    /// [`Array::take_events`]).
+    record_pending: bool,
 }
 
 /// How one round of superblock writes ended.
@@ -437,6 +441,7 @@ impl Array {
             integrity,
             bad_outside,
             followed: Vec::new(),
+            record_pending: false,
         };
         if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
             // The log's replay made parity right: the close marks the array clean.
@@ -1022,7 +1027,10 @@ impl Array {
         let mut stale = 0;
         loop {
             let (role, error) = match self.write_superblocks(resync_offset, recovered_to)? {
-                Round::Written => return Ok(()),
+                Round::Written => {
+                    self.record_pending = false;
+                    return Ok(());
+                }
                 Round::Stale if stale < STALE_ROUNDS => {
                     stale += 1;
                     self.follow_events();
@@ -1043,14 +1051,17 @@ impl Array {
                 }
                 Round::MemberRefused(role, error) => (role, error),
             };
-            if self.driver.engine().is_replacing(role_idx(role)) {
-                // Failing it would hand its role to the replacement, whose superblock
-                // the next round must then write: told through the events first.
-                return Err(error);
-            }
+            // A member being replaced hands its role to the replacement: the next
+            // round follows that first, and writes the replacement's superblock as
+            // the role's member's (before 2026-11-28 the update gave up instead, and
+            // every later one met the same refusal).
+            let replaced = self.driver.engine().is_replacing(role_idx(role));
             let io = std::io::Error::other(error.to_string());
             self.driver
                 .fail_member_on_error(role_idx(role), FailReason::WriteError, &io);
+            if replaced {
+                self.follow_events();
+            }
             if let Some(lost) = self.driver.engine().lost_error() {
                 return Err(ArrayError::StateUnrecorded {
                     error: error.to_string(),
@@ -1179,6 +1190,9 @@ impl Array {
             if let Some(data) = data {
                 let outside = self.bad_outside.get(path).cloned().unwrap_or_default();
                 if let Err(error) = crate::badblocks::store(&device, sb, &data, &outside, path) {
+                    if self.changed_since(&states) {
+                        return Ok(Round::Stale);
+                    }
                     return Ok(Round::MemberRefused(role, error));
                 }
             }
@@ -1186,6 +1200,10 @@ impl Array {
             if let Err(error) =
                 write_header_and_superblock(&device, sb, header, member_sectors, path)
             {
+                if self.changed_since(&states) {
+                    // The device may have left the role meanwhile (a take-over).
+                    return Ok(Round::Stale);
+                }
                 return Ok(Round::MemberRefused(role, error));
             }
         }
@@ -1220,6 +1238,10 @@ impl Array {
             if let Err(error) =
                 write_header_and_superblock(&device, sb, header, member_sectors, path)
             {
+                if self.changed_since(&states) {
+                    // The device may have left the role meanwhile (a take-over).
+                    return Ok(Round::Stale);
+                }
                 return Ok(Round::ReplacementRefused(role, error));
             }
         }
@@ -1798,8 +1820,8 @@ impl Array {
     /// from a member that failed, or failing itself). Use this rather than the
     /// driver's own `take_events` while replacements may run.
     pub fn take_events(&mut self) -> Result<Vec<xraid_engine::Event>, ArrayError> {
-        let changed = self.follow_events();
-        if changed && self.mode == OpenMode::ReadWrite {
+        self.follow_events();
+        if self.record_pending && self.mode == OpenMode::ReadWrite {
             self.dirty = true;
             self.update_superblocks(0, None)?;
         }
@@ -1808,9 +1830,9 @@ impl Array {
 
     /// Takes the engine's new events and keeps the array's records in step with them
     /// (a replacement that took its role over or finished is the role's member now;
-    /// one that failed is let go); the events wait for [`Array::take_events`].
-    /// Returns whether the superblocks must say something new.
-    fn follow_events(&mut self) -> bool {
+    /// one that failed is let go); the events wait for [`Array::take_events`]. Where
+    /// the superblocks must say something new, `record_pending` says so.
+    fn follow_events(&mut self) {
         use xraid_engine::Event;
         let events = self.driver.take_events();
         let mut changed = false;
@@ -1882,7 +1904,7 @@ impl Array {
             }
         }
         self.followed.extend(events);
-        changed
+        self.record_pending |= changed;
     }
 
     /// Records a device the array no longer uses (the driver closes it once the kernel

@@ -293,12 +293,13 @@ mod tests {
         result.expect("the update waits for the member the array cannot do without");
     }
 
-    /// A member being replaced that fails (here: at the stall timeout, found by a tick
-    /// inside a superblock update's device I/O) hands its role to the replacement at
-    /// once in the engine; the update must not then write the old member's superblock
-    /// onto the replacement's device.
-    #[test]
-    fn a_take_over_during_an_update_does_not_write_the_old_superblock_on_the_replacement() {
+    /// `replace_member_live` of stalled role 2 by a blank `n2` while a read of role 2
+    /// waits on it, with the stall timeout passed first (`late`: found by a tick
+    /// inside the update's first device I/O) or not (found while role 2's own
+    /// superblock write waits). The engine fails role 2 and hands its role to the
+    /// replacement in the middle of the update: n2 must hold role 2 afterwards, as a
+    /// member being built, with its own superblock as current as the others'.
+    fn take_over_during_an_update(late: bool) {
         let dir = tempfile::tempdir().expect("tempdir");
         let members = raid5(dir.path(), false);
         let n2 = dir.path().join("n2");
@@ -307,41 +308,136 @@ mod tests {
             .and_then(|f| f.set_len(len))
             .expect("n2");
         let read_sb = |p: &Path| {
-            crate::read_superblock(
-                &xraid_member::FileMember::open(
-                    p,
-                    &xraid_member::OpenOptions {
-                        write: false,
-                        direct: xraid_member::DirectMode::Auto,
-                        lock: false,
-                    },
-                )
-                .expect("open"),
-                p,
-            )
-            .expect("read")
-            .expect("superblock")
+            let options = xraid_member::OpenOptions {
+                write: false,
+                direct: xraid_member::DirectMode::Auto,
+                lock: false,
+            };
+            let member = xraid_member::FileMember::open(p, &options).expect("open");
+            crate::read_superblock(&member, p)
+                .expect("read")
+                .expect("superblock")
         };
         let d2 = read_sb(&members[2]);
         let mut array = open_with_role_2_about_to_stall(&members);
         let on_role_2 = first_chunk_on_role_2(&array);
-        // A read held by the stalled member, and the stall timeout passed unticked.
         let buf = array.driver().engine_mut().buffers_mut().alloc(4096);
         array
             .driver()
             .submit(xraid_engine::RequestKind::Read, on_role_2, 8, Some(buf));
         array.driver().pump(false).expect("pump");
-        std::thread::sleep(STALL_TIMEOUT + Duration::from_millis(100));
-        let replaced = array.replace_member_live(&members[2], &n2, None, true);
+        if late {
+            std::thread::sleep(STALL_TIMEOUT + Duration::from_millis(100));
+        }
+        array
+            .replace_member_live(&members[2], &n2, None, true)
+            .expect("the replacement is taken");
+        let states = array.driver_ref().engine().member_states().to_vec();
+        assert_eq!(
+            states,
+            [
+                MemberState::Active,
+                MemberState::Active,
+                MemberState::Rebuilding
+            ],
+            "the replacement took role 2 over and is being built"
+        );
+        assert_eq!(array.role_path(2), Some(n2.as_path()), "n2 holds role 2");
         let on_n2 = read_sb(&n2);
-        let now_d0 = read_sb(&members[0]);
-        let now_d2 = read_sb(&members[2]);
-        eprintln!("replace: {replaced:?}; states {:?}; d0 events {} roles {:?}; d2 events {}; n2 events {} dev_number {} (d2 {}) feature_map {:#x} recovery_offset {}",
-            array.driver_ref().engine().member_states(), now_d0.events, now_d0.dev_roles, now_d2.events, on_n2.events, on_n2.dev_number, d2.dev_number, on_n2.feature_map, on_n2.recovery_offset);
         assert_ne!(
             on_n2.device_uuid, d2.device_uuid,
             "the replacement's device carries the old member's superblock (events {}, feature_map {:#x})",
             on_n2.events, on_n2.feature_map
         );
+        assert_ne!(
+            on_n2.feature_map & xraid_format::MD_FEATURE_RECOVERY_OFFSET,
+            0,
+            "n2 says how far it is built"
+        );
+        let d0 = read_sb(&members[0]);
+        assert_eq!(d0.events, on_n2.events, "n2 is as current as role 0");
+    }
+
+    /// Before (a review of 80bff24), the update wrote d2's superblock onto n2: after
+    /// a crash the empty copy would pass for the member.
+    #[test]
+    fn a_take_over_during_an_update_does_not_write_the_old_superblock_on_the_replacement() {
+        take_over_during_an_update(true);
+    }
+
+    /// Before (a review of 12d6f40), the update blamed role 2's refused write on the
+    /// device holding role 2 by then, and failed the replacement.
+    #[test]
+    fn a_take_over_during_the_old_members_own_write_keeps_the_replacement() {
+        take_over_during_an_update(false);
+    }
+
+    /// RAID-5 of three: role 1 slow (2 s per I/O, past the stall timeout) and role 2
+    /// stalled with a read waiting on it. Role 1's superblock write waits; meanwhile
+    /// the engine fails role 2, which makes role 1 the member the array cannot do
+    /// without: its write is then waited for, not timed out (a review of 12d6f40
+    /// found it failed, and the array lost).
+    #[test]
+    fn a_member_that_becomes_indispensable_during_its_write_is_waited_for() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members = raid5(dir.path(), false);
+        let assembled = assemble(&members, &member_options(true)).expect("assemble");
+        let faults = [
+            MemberFault {
+                role: 1,
+                plan: FaultPlan {
+                    stall_after: Some(0),
+                    stall_for: Duration::from_secs(2),
+                    ..FaultPlan::default()
+                },
+            },
+            MemberFault {
+                role: 2,
+                plan: FaultPlan {
+                    stall_after: Some(200),
+                    stall_for: STALL,
+                    ..FaultPlan::default()
+                },
+            },
+        ];
+        let mut array = Array::open_with_faults(
+            assembled,
+            OpenMode::ReadWrite,
+            BackendChoice::Threads,
+            &faults,
+        )
+        .expect("open");
+        let engine = array.driver().engine_mut();
+        let config = engine.config();
+        engine.set_config(EngineConfig {
+            stall_timeout: Nanos(u64::try_from(STALL_TIMEOUT.as_nanos()).expect("fits")),
+            ..config
+        });
+        let on_role_2 = first_chunk_on_role_2(&array);
+        let mut read = vec![0u8; 4096];
+        let role_2 = |array: &Array| {
+            array
+                .driver_ref()
+                .member(MemberIdx(2))
+                .expect("role 2")
+                .member
+                .hold_for()
+        };
+        while role_2(&array).is_none() {
+            array
+                .driver()
+                .read_at(&mut read, on_role_2 * 512)
+                .expect("role 2 answers until its stall");
+        }
+        let buf = array.driver().engine_mut().buffers_mut().alloc(4096);
+        array
+            .driver()
+            .submit(xraid_engine::RequestKind::Read, on_role_2, 8, Some(buf));
+        array.driver().pump(false).expect("pump");
+        let result = array.begin_writes();
+        let states = array.driver_ref().engine().member_states().to_vec();
+        assert_eq!(states[1], MemberState::Active, "role 1 failed: {result:?}");
+        assert_eq!(states[2], MemberState::Failed, "role 2 failed at its stall");
+        result.expect("recorded");
     }
 }

@@ -52,25 +52,69 @@ impl ArrayDriver {
     /// earlier one, which would then leave the older metadata on the device. A
     /// failure of the backend itself comes back as this I/O's error too: the caller
     /// learns of it again at its next pump.
+    ///
+    /// The device is quiet meanwhile: the engine's I/O to it already in the kernel
+    /// completes first, and new I/O the engine sends it waits until this one is done
+    /// (the other devices' goes on). A metadata write through the page cache racing
+    /// the engine's direct I/O to the same sectors lands in either order, and the
+    /// kernel fails the direct one (EIO) when it cannot drop the cached pages under it.
     pub fn device_io(&mut self, slot: MemberIdx, io: DeviceIo<'_>, offset: u64) -> io::Result<()> {
+        self.quiet_slot = Some(slot);
+        let result = self.device_io_quiet(slot, io, offset);
+        self.quiet_slot = None;
+        for deferred in std::mem::take(&mut self.deferred) {
+            self.dispatch(deferred);
+        }
+        result
+    }
+
+    /// [`ArrayDriver::device_io`], with the engine's new I/O to `slot` deferred.
+    fn device_io_quiet(
+        &mut self,
+        slot: MemberIdx,
+        io: DeviceIo<'_>,
+        offset: u64,
+    ) -> io::Result<()> {
         let Some(device) = self.members.get(slot.index()).and_then(Option::as_ref) else {
             return Err(io::Error::from_raw_os_error(libc::ENODEV));
         };
         let member = device.member.clone();
         let gen = self.slot_gen[slot.index()];
-        if self
+        while self
             .lent
             .iter()
             .any(|l| l.abandoned && l.slot == slot && l.gen == gen)
         {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "an earlier write to the device has not completed: it did not answer within the stall timeout",
-            ));
+            if self.engine.can_do_without_device(slot) {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "an earlier write to the device has not completed: it did not answer within the stall timeout",
+                ));
+            }
+            // A device the array cannot do without (a peer failed since) is waited
+            // for: the earlier write leaves the kernel first.
+            self.device_io_step(None)
+                .map_err(|e| io::Error::other(e.to_string()))?;
         }
         let stall = self.engine.config().stall_timeout.0;
-        let deadline = (stall > 0 && self.engine.can_do_without_device(slot))
-            .then(|| Instant::now() + Duration::from_nanos(stall));
+        let deadline = (stall > 0).then(|| Instant::now() + Duration::from_nanos(stall));
+        // The engine's I/O to the device in the kernel (or held) completes first.
+        let engine_ios = |d: &Self| {
+            let abandoned = d
+                .lent
+                .iter()
+                .filter(|l| l.slot == slot && l.gen == gen)
+                .count();
+            d.in_kernel[slot.index()] as usize > abandoned
+        };
+        while engine_ios(self) && self.serving(slot, gen) {
+            let live = deadline.filter(|_| self.engine.can_do_without_device(slot));
+            if live.is_some_and(|d| d <= Instant::now()) {
+                return Err(timed_out());
+            }
+            self.device_io_step(live)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+        }
         let result = if let Some(hold) = member.hold_for() {
             self.device_io_held(slot, io, offset, hold, deadline)
         } else if let Some(direct) = member.direct_fd() {
@@ -110,6 +154,9 @@ impl ArrayDriver {
                     perform(member.as_ref(), io, offset)
                 }));
             }
+            // Whether the array can do without it is asked again at each wait: a
+            // peer failing meanwhile can make it the last copy.
+            let deadline = deadline.filter(|_| self.engine.can_do_without_device(slot));
             if deadline.is_some_and(|d| d <= now) {
                 return Ok(Err(timed_out()));
             }
@@ -173,11 +220,12 @@ impl ArrayDriver {
                 }
                 return Ok(result);
             }
-            if deadline.is_some_and(|d| d <= Instant::now()) {
+            let live = deadline.filter(|_| self.engine.can_do_without_device(slot));
+            if live.is_some_and(|d| d <= Instant::now()) {
                 self.lent[at].abandoned = true;
                 return Ok(Err(timed_out()));
             }
-            self.device_io_step(deadline)?;
+            self.device_io_step(live)?;
         }
     }
 

@@ -165,6 +165,10 @@ pub struct ArrayDriver {
     /// kernel still has, and until then the kernel may read or write these.
     lent: Vec<device_io::Lent>,
     next_device_io: u64,
+    /// The driver slot a device I/O is being made to: the engine's new I/O to that
+    /// device waits in `deferred` meanwhile (see [`ArrayDriver::device_io`]).
+    quiet_slot: Option<MemberIdx>,
+    deferred: Vec<MemberIo>,
     /// Reads other threads do straight from active members (see `bypass`).
     bypass: ReadBypass,
 }
@@ -213,6 +217,8 @@ impl ArrayDriver {
             next_request: 0,
             lent: Vec::new(),
             next_device_io: 0,
+            quiet_slot: None,
+            deferred: Vec::new(),
             bypass: bypass::new_bypass(geo),
         };
         driver.publish_bypass();
@@ -623,7 +629,8 @@ impl ArrayDriver {
         if self.engine.is_replacing(role) {
             let slot = self.engine.replacement_slot(role);
             self.note_failure(slot, error);
-            self.engine.fail_replacement(role);
+            self.engine
+                .fail_replacement_for(role, FailReason::WriteError);
         }
     }
 
@@ -646,6 +653,10 @@ impl ArrayDriver {
     /// Sends one member I/O to the kernel, or performs it inline for members that have
     /// no descriptor (in-memory members).
     fn dispatch(&mut self, io: MemberIo) {
+        if self.quiet_slot == Some(io.member) {
+            self.deferred.push(io);
+            return;
+        }
         let Some(slot) = self.members[io.member.index()].as_ref() else {
             // Queued for a device before it left its role, and retired since: it fails
             // as gone, which counts against no one (the role's I/Os are another

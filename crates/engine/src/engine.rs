@@ -529,6 +529,18 @@ impl Engine {
         }
     }
 
+    /// [`Engine::fail_replacement`] for `reason` (an I/O the driver made itself to
+    /// it failed), which its event reports.
+    pub fn fail_replacement_for(&mut self, role: MemberIdx, reason: FailReason) -> bool {
+        match self.replacement_of(role) {
+            Some(pseudo) => {
+                self.fail_member_for(pseudo, reason);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The role whose replacement pseudo-member `member` is, if it is one.
     pub(crate) fn pseudo_role(&self, member: MemberIdx) -> Option<usize> {
         member.index().checked_sub(self.members.len())

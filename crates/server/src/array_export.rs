@@ -1089,10 +1089,15 @@ impl Worker {
         let events = match self.array.take_events() {
             Ok(events) => events,
             Err(e) => {
-                log::error(&format!(
-                    "array '{}': could not record a replacement in the superblocks: {e}",
-                    self.name
-                ));
+                if !self.unrecorded {
+                    log::error(&format!(
+                        "array '{}': could not record a change of its members in the superblocks: {e}; writes fail until it is recorded",
+                        self.name
+                    ));
+                }
+                // A take-over or a failure the superblocks do not say yet: no write
+                // is acknowledged that a crash could undo (see `unrecorded`).
+                self.unrecorded = true;
                 Vec::new()
             }
         };
@@ -1319,6 +1324,9 @@ impl Worker {
                     "array '{}': could not record the rebuild's progress: {e}",
                     self.name
                 ));
+                // Its update may have met a member failing: recorded before any
+                // reply, as every failure is.
+                self.unrecorded = !self.record_failure();
             }
         }
         if let Err(e) = self.array.maintain() {
@@ -1327,6 +1335,8 @@ impl Worker {
                 self.name
             ));
         }
+        // The updates above ran the engine: a member may have failed meanwhile.
+        self.array.driver().publish_bypass();
         while let Some(reply) = self.array.driver().next_reply() {
             let Some(part) = self.parts.remove(&reply.id) else {
                 continue;
