@@ -99,11 +99,12 @@ mod tests {
     const STALL: Duration = Duration::from_secs(600);
     const STALL_TIMEOUT: Duration = Duration::from_millis(300);
 
-    /// A RAID-5 of three files in `dir`, with or without a write-intent bitmap.
-    fn raid5(dir: &Path, bitmap: bool) -> Vec<PathBuf> {
-        let members: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("d{i}"))).collect();
+    /// An array of `level` over `disks` files in `dir` (16 MiB each), with or without a
+    /// write-intent bitmap.
+    fn create_on(dir: &Path, level: Level, disks: usize, bitmap: bool) -> Vec<PathBuf> {
+        let members: Vec<PathBuf> = (0..disks).map(|i| dir.join(format!("d{i}"))).collect();
         let opts = CreateOptions {
-            level: Level::Raid5,
+            level,
             layout: None,
             chunk_bytes: CHUNK_BYTES,
             name: "stall".into(),
@@ -117,6 +118,11 @@ mod tests {
         };
         create(&opts, &mut |_, _| {}).expect("create");
         members
+    }
+
+    /// A RAID-5 of three files in `dir`, with or without a write-intent bitmap.
+    fn raid5(dir: &Path, bitmap: bool) -> Vec<PathBuf> {
+        create_on(dir, Level::Raid5, 3, bitmap)
     }
 
     /// Opens the array of `members` with `role` stalling for `stall_for` after its
@@ -257,21 +263,7 @@ mod tests {
     #[test]
     fn a_slow_member_the_array_cannot_do_without_is_waited_for_by_an_update() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let members: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("d{i}"))).collect();
-        let opts = CreateOptions {
-            level: Level::Raid0,
-            layout: None,
-            chunk_bytes: CHUNK_BYTES,
-            name: "stall0".into(),
-            size_bytes: Some(16 * MIB),
-            members: members.clone(),
-            force: false,
-            backend: BackendChoice::Threads,
-            bitmap: false,
-            bitmap_chunk_bytes: None,
-            integrity: false,
-        };
-        create(&opts, &mut |_, _| {}).expect("create");
+        let members = create_on(dir.path(), Level::Raid0, 2, false);
         let mut array = open_stalling(&members, 1, 0, Duration::from_secs(2));
         // The engine's own I/O to it: waited for (excused), not failed.
         let mut buf = vec![0u8; 2 * CHUNK_BYTES as usize];
