@@ -125,23 +125,33 @@ mod tests {
         create_on(dir, Level::Raid5, 3, bitmap)
     }
 
-    /// Opens the array of `members` with `role` stalling for `stall_for` after its
-    /// first `after` I/Os, the engine's stall timeout cut to [`STALL_TIMEOUT`].
-    fn open_stalling(members: &[PathBuf], role: u16, after: u64, stall_for: Duration) -> Array {
-        let assembled = assemble(members, &member_options(true)).expect("assemble");
-        let fault = MemberFault {
+    /// A fault: `role` stalls for `stall_for` after its first `after` I/Os.
+    fn stall(role: u16, after: u64, stall_for: Duration) -> MemberFault {
+        MemberFault {
             role,
             plan: FaultPlan {
                 stall_after: Some(after),
                 stall_for,
                 ..FaultPlan::default()
             },
-        };
+        }
+    }
+
+    /// Opens the array of `members` with `role` stalling for `stall_for` after its
+    /// first `after` I/Os, the engine's stall timeout cut to [`STALL_TIMEOUT`].
+    fn open_stalling(members: &[PathBuf], role: u16, after: u64, stall_for: Duration) -> Array {
+        open_with(members, &[stall(role, after, stall_for)])
+    }
+
+    /// Opens the array of `members` with `faults`, the engine's stall timeout cut to
+    /// [`STALL_TIMEOUT`].
+    fn open_with(members: &[PathBuf], faults: &[MemberFault]) -> Array {
+        let assembled = assemble(members, &member_options(true)).expect("assemble");
         let mut array = Array::open_with_faults(
             assembled,
             OpenMode::ReadWrite,
             BackendChoice::Threads,
-            std::slice::from_ref(&fault),
+            faults,
         )
         .expect("open");
         let engine = array.driver().engine_mut();
@@ -373,38 +383,8 @@ mod tests {
     fn a_member_that_becomes_indispensable_during_its_write_is_waited_for() {
         let dir = tempfile::tempdir().expect("tempdir");
         let members = raid5(dir.path(), false);
-        let assembled = assemble(&members, &member_options(true)).expect("assemble");
-        let faults = [
-            MemberFault {
-                role: 1,
-                plan: FaultPlan {
-                    stall_after: Some(0),
-                    stall_for: Duration::from_secs(2),
-                    ..FaultPlan::default()
-                },
-            },
-            MemberFault {
-                role: 2,
-                plan: FaultPlan {
-                    stall_after: Some(200),
-                    stall_for: STALL,
-                    ..FaultPlan::default()
-                },
-            },
-        ];
-        let mut array = Array::open_with_faults(
-            assembled,
-            OpenMode::ReadWrite,
-            BackendChoice::Threads,
-            &faults,
-        )
-        .expect("open");
-        let engine = array.driver().engine_mut();
-        let config = engine.config();
-        engine.set_config(EngineConfig {
-            stall_timeout: Nanos(u64::try_from(STALL_TIMEOUT.as_nanos()).expect("fits")),
-            ..config
-        });
+        let faults = [stall(1, 0, Duration::from_secs(2)), stall(2, 200, STALL)];
+        let mut array = open_with(&members, &faults);
         let on_role_2 = first_chunk_on_role_2(&array);
         let mut read = vec![0u8; 4096];
         let role_2 = |array: &Array| {
