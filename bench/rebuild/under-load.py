@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Client writes while a RAID-5 is rebuilt: what a rebuild costs the clients, and how
-fast it goes under their load.
+"""Client writes while a RAID-5 (or, with LEVEL, another level) is rebuilt: what a
+rebuild costs the clients, and how fast it goes under their load.
 
-One 4-member RAID-5 (64K chunk) on DIR, filled with random data and served over a Unix
+One 4-member RAID-5 (64K chunk; LEVEL=1 a four-way mirror, LEVEL=6 or 10 those) on DIR, filled with random data and served over a Unix
 socket with --rebuild-min MIN (the pace while clients are busy). Each run measures fio's
 nbd engine doing 4 KiB random writes at QD32 for RUNTIME seconds, three times:
 
@@ -18,6 +18,7 @@ and use reconstruct-write (docs/RELIABILITY.md): the share of writes that pays f
 grows with the rebuild's pace, so MIN is swept.
 
   RUNS=3 RUNTIME=8 MINS="10 50" SIZE=512M bench/rebuild/under-load.py
+  LEVEL=1 RUNS=2 RUNTIME=5 MINS=300 SIZE=2G XRAID=path/to/xraid bench/rebuild/under-load.py
 
 Raw rows: bench/runs/<date>-<hostname>/rebuild-under-load.csv; prints medians.
 """
@@ -44,6 +45,7 @@ RUNS = int(env("RUNS", "3"))
 RUNTIME = int(env("RUNTIME", "8"))
 MINS = env("MINS", "10 50").split()
 SIZE = env("SIZE", "512M")
+LEVEL = env("LEVEL", "5")
 DIR = env("DIR", "/dev/shm")
 XRAID = env("XRAID", "")
 
@@ -92,7 +94,9 @@ def one_run(xraid, work, minimum, member_bytes):
     shutil.rmtree(folder, ignore_errors=True)
     os.mkdir(folder)
     members = [os.path.join(folder, f"d{i}") for i in range(4)]
-    subprocess.run([xraid, "create", "-l", "5", "-c", "64K", "--size", str(member_bytes),
+    # A mirror has no chunk to choose.
+    chunk = [] if LEVEL == "1" else ["-c", "64K"]
+    subprocess.run([xraid, "create", "-l", LEVEL, *chunk, "--size", str(member_bytes),
                     *members], check=True, stdout=subprocess.DEVNULL)
     made = status(xraid, folder)
     array_bytes, data_bytes = made["array_size_bytes"], made["member_data_bytes"]

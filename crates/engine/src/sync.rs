@@ -21,8 +21,10 @@ use xraid_layout::{Layout, Level, SECTOR_BYTES};
 use crate::engine::Engine;
 use crate::{EngineConfig, Event, MemberIdx, MemberState, Nanos, SyncKind, SyncProgress};
 
-/// Array sectors in one RAID-1 sync unit (512 KiB).
-pub(crate) const RAID1_UNIT_SECTORS: u64 = 1024;
+/// Array sectors in one RAID-1 sync unit (2 MiB; 512 KiB until 2026-11-27, when 2 MiB
+/// rebuilt a mirror on tmpfs about twice as fast with no cost to client writes
+/// measured: docs/PERFORMANCE.md).
+pub(crate) const RAID1_UNIT_SECTORS: u64 = 4096;
 
 /// Why a sync cannot start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

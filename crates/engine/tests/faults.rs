@@ -2328,9 +2328,16 @@ fn a_replaced_members_late_answer_does_not_fail_its_replacement() {
 /// the resync keeps (the first), never one copy now and the other later.
 #[test]
 fn a_mirror_read_after_a_crash_takes_the_copy_the_owed_resync_keeps() {
-    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 3, 16, 4096)
-        .expect("geometry");
-    let unit = 1024u64;
+    // The RAID-1 sync unit (2 MiB), and four of them per member.
+    let unit = 4096u64;
+    let geo = Geometry::new(
+        Level::Raid1,
+        Layout::default_for(Level::Raid1),
+        3,
+        16,
+        4 * unit,
+    )
+    .expect("geometry");
     let mut torn = 0;
     for seed in 0..64 {
         let mut array = SimArray::new(geo, seed);
