@@ -391,6 +391,15 @@ fn reads_unknown_rows(engine: &Engine, o: &StripeOp) -> bool {
     }
 }
 
+/// The rows operation `o` covers, per data member: (member, from, to).
+fn data_rows(engine: &Engine, o: &StripeOp) -> Vec<(MemberIdx, u32, u32)> {
+    let map = engine.geo.stripe_map(o.stripe);
+    o.segs
+        .iter()
+        .map(|s| (map.data_member(s.data_index), s.start, s.end))
+        .collect()
+}
+
 /// Whether client write `op` would split unknown rows into more bands than the
 /// stripe log's markers name, so that the markers would take in rows known (see
 /// `unknown::write_outgrows_markers`).
@@ -399,16 +408,10 @@ fn splits_unknown_rows_past_the_markers(engine: &Engine, op: usize) -> bool {
     if o.purpose != Purpose::Write || !crate::unknown::any(engine) {
         return false;
     }
-    let map = engine.geo.stripe_map(o.stripe);
-    let rows: Vec<(MemberIdx, u32, u32)> = o
-        .segs
-        .iter()
-        .map(|s| (map.data_member(s.data_index), s.start, s.end))
-        .collect();
     crate::unknown::write_outgrows_markers(
         engine,
         o.stripe,
-        &rows,
+        &data_rows(engine, o),
         crate::ppl::unknown_rows_room(engine),
     )
 }
@@ -1944,12 +1947,7 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
     if written && crate::unknown::any(engine) {
         // The write's rows hold its data now (parity too, on a missing member).
         let round = engine.log.as_ref().map_or(0, |l| l.flush_round);
-        let map = engine.geo.stripe_map(o.stripe);
-        let rows: Vec<(MemberIdx, u32, u32)> = o
-            .segs
-            .iter()
-            .map(|s| (map.data_member(s.data_index), s.start, s.end))
-            .collect();
+        let rows = data_rows(engine, o);
         let stripe = o.stripe;
         for (m, a, b) in rows {
             crate::unknown::written_over(engine, stripe, m, a, b, round);
