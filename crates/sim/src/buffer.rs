@@ -9,7 +9,7 @@
 
 use xraid_engine::Nanos;
 
-use crate::mechanics::{Dir, HeadPos, Mechanics};
+use crate::mechanics::{HeadPos, Mechanics, ReadCursor};
 
 /// The media reading on into a segment in the background.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,9 @@ struct Stream {
     head: HeadPos,
     /// The stream stops here (read-ahead size, end of disk).
     limit: u64,
+    /// The whole tracks it has read by the last time it was asked about, so a long
+    /// stream (a sequential reader keeps pushing `limit` on) is walked once.
+    cursor: ReadCursor,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,9 +65,14 @@ impl DriveBuffer {
         }
     }
 
-    /// How many blocks a stream has read by `t`, and where the arm is then.
-    fn progress(mech: &Mechanics, s: &Stream, t: Nanos) -> (u64, HeadPos) {
-        mech.read_progress(s.head, s.next, s.limit - s.next, s.t0, t)
+    /// How many blocks a stream has read by `t`, and where the arm is then; the
+    /// stream's cursor moves on to `t`.
+    fn progress(mech: &Mechanics, s: &mut Stream, t: Nanos) -> (u64, HeadPos) {
+        if t < s.cursor.passed() {
+            // Asked about a time before what the cursor has passed: walk afresh.
+            return mech.read_progress(s.head, s.next, s.limit - s.next, s.t0, t);
+        }
+        mech.read_progress_from(&mut s.cursor, s.limit - s.next, t)
     }
 
     /// What the buffer holds of `lba..lba + n` at `t`. A read served by the stream
@@ -105,8 +113,7 @@ impl DriveBuffer {
             if end <= s.next + done {
                 return Lookup::Hit;
             }
-            let mut h = s.head;
-            return Lookup::Streaming(mech.transfer(&mut h, Dir::Read, s.next, end - s.next, s.t0));
+            return Lookup::Streaming(mech.read_end_from(&s.cursor, end - s.next));
         }
         Lookup::Miss
     }
@@ -115,8 +122,8 @@ impl DriveBuffer {
     /// is then, if a stream was running.
     pub fn stop_stream(&mut self, mech: &Mechanics, t: Nanos) -> Option<HeadPos> {
         for seg in &mut self.segs {
-            if let Some(s) = seg.stream.take() {
-                let (done, head) = Self::progress(mech, &s, t);
+            if let Some(mut s) = seg.stream.take() {
+                let (done, head) = Self::progress(mech, &mut s, t);
                 seg.end = s.next + done;
                 return Some(head);
             }
@@ -125,10 +132,10 @@ impl DriveBuffer {
     }
 
     /// Where the arm would be at `t` if the running stream went on until then.
-    pub fn arm_at(&self, mech: &Mechanics, t: Nanos) -> Option<HeadPos> {
+    pub fn arm_at(&mut self, mech: &Mechanics, t: Nanos) -> Option<HeadPos> {
         self.segs
-            .iter()
-            .find_map(|seg| seg.stream.as_ref())
+            .iter_mut()
+            .find_map(|seg| seg.stream.as_mut())
             .map(|s| Self::progress(mech, s, t).1)
     }
 
@@ -147,11 +154,12 @@ impl DriveBuffer {
     ) {
         self.clock += 1;
         let limit = (end + read_ahead).min(mech.format.sectors());
-        let stream = (limit > end).then_some(Stream {
+        let stream = (limit > end).then(|| Stream {
             next: end,
             t0,
             head,
             limit,
+            cursor: mech.read_cursor(head, end, t0),
         });
         let seg = Segment {
             start: start.max(end.saturating_sub(self.segment_sectors)),

@@ -233,7 +233,7 @@ impl Disk {
     }
 
     /// Which queued command to serve next at `t`.
-    fn pick(&self, t: Nanos) -> usize {
+    fn pick(&mut self, t: Nanos) -> usize {
         match self.model.scheduler {
             Scheduler::Fifo => 0,
             Scheduler::Sptf => {

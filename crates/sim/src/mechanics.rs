@@ -57,6 +57,31 @@ pub struct HeadPos {
     pub head: u32,
 }
 
+/// Where a walk over a read's tracks stands ([`Mechanics::read_progress_from`]): the
+/// whole tracks passed so far and when the heads reach the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadCursor {
+    /// When the read started.
+    t0: Nanos,
+    /// The next track's first sector to read, and when the heads are there.
+    loc: Loc,
+    at: Nanos,
+    /// Sectors read in the tracks passed, and where the heads were for the last of
+    /// them (`head` for none).
+    done: u64,
+    last: HeadPos,
+    /// When the last track passed was done (`t0` for none).
+    passed: Nanos,
+}
+
+impl ReadCursor {
+    /// When the last whole track it passed was done: later questions may go on from
+    /// it, earlier ones must start a new cursor.
+    pub fn passed(&self) -> Nanos {
+        self.passed
+    }
+}
+
 /// Whether a transfer reads or writes the media (writes settle longer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dir {
@@ -226,32 +251,92 @@ impl Mechanics {
         t0: Nanos,
         t: Nanos,
     ) -> (u64, HeadPos) {
-        if n == 0 || t <= t0 {
-            return (0, head);
+        let mut cursor = self.read_cursor(head, lba, t0);
+        self.read_progress_from(&mut cursor, n, t)
+    }
+
+    /// When the read of `len` sectors of the track from `loc` on ends, the heads there
+    /// at `at`; `first`: the read's first track, where read-on-arrival may start
+    /// anywhere under the head (as [`Mechanics::transfer`] reads).
+    fn read_piece_end(&self, loc: Loc, at: Nanos, first: bool, len: u64) -> Nanos {
+        let z = *self.format.zone(loc.zone);
+        let slot = self
+            .format
+            .slot(loc.zone, loc.cylinder, loc.head, loc.sector);
+        let wait = self.wait_for_slot(at, slot, z.slots);
+        if first && self.zero_latency && wait.0 > 0 {
+            let under = self.slot_at(at, z.slots);
+            if u64::from((under + z.slots - slot) % z.slots) < len {
+                let next = (under + 1) % z.slots;
+                let to_next = self.wait_for_slot(at, next, z.slots);
+                let rev = self.slots_time(u64::from(z.slots), z.slots);
+                return Nanos(at.0 + to_next.0 + rev.0);
+            }
         }
-        let mut loc = self.format.locate(lba);
-        let mut at = Nanos(t0.0 + self.move_time(head, loc, Dir::Read).0);
-        let (mut done, mut last) = (0, head);
-        let mut first = true;
+        Nanos(at.0 + wait.0 + self.slots_time(len, z.slots).0)
+    }
+
+    /// When the read `cursor` walks has its first `n` sectors (more than the cursor has
+    /// passed): the end of [`Mechanics::transfer`] of them, walked from the cursor on.
+    pub fn read_end_from(&self, cursor: &ReadCursor, n: u64) -> Nanos {
+        let (mut loc, mut at, mut done) = (cursor.loc, cursor.at, cursor.done);
+        let mut first = done == 0;
         loop {
             let z = *self.format.zone(loc.zone);
             let full = u64::from(z.sectors_per_track - loc.sector).min(n - done);
-            let slot = self
-                .format
-                .slot(loc.zone, loc.cylinder, loc.head, loc.sector);
-            let wait = self.wait_for_slot(at, slot, z.slots);
-            let end_of = |len: u64| -> Nanos {
-                if first && self.zero_latency && wait.0 > 0 {
-                    let under = self.slot_at(at, z.slots);
-                    if u64::from((under + z.slots - slot) % z.slots) < len {
-                        let next = (under + 1) % z.slots;
-                        let to_next = self.wait_for_slot(at, next, z.slots);
-                        let rev = self.slots_time(u64::from(z.slots), z.slots);
-                        return Nanos(at.0 + to_next.0 + rev.0);
-                    }
-                }
-                Nanos(at.0 + wait.0 + self.slots_time(len, z.slots).0)
+            let piece_end = self.read_piece_end(loc, at, first, full);
+            done += full;
+            if done >= n {
+                return piece_end;
+            }
+            first = false;
+            let Some(next) = self.format.next_track(loc) else {
+                unreachable!("a read-ahead stream stops at the disk's end");
             };
+            at = Nanos(piece_end.0 + self.switch_time(loc, next, Dir::Read).0);
+            loc = next;
+        }
+    }
+
+    /// A walk of a read from `lba`, the arm leaving `head` at `t0`, before its first
+    /// track.
+    pub fn read_cursor(&self, head: HeadPos, lba: u64, t0: Nanos) -> ReadCursor {
+        let loc = self.format.locate(lba);
+        ReadCursor {
+            t0,
+            loc,
+            at: Nanos(t0.0 + self.move_time(head, loc, Dir::Read).0),
+            done: 0,
+            last: head,
+            passed: t0,
+        }
+    }
+
+    /// [`Mechanics::read_progress`] of the read `cursor` walks (of `n` sectors in all),
+    /// going on from the whole tracks the cursor has passed; `t` must be no earlier
+    /// than [`ReadCursor::passed`]. The cursor moves on over the whole tracks done by
+    /// `t`, so a stream asked again later walks only the tracks since: a long
+    /// sequential read (a rebuild's) costs its tracks once, not once per question.
+    pub fn read_progress_from(&self, cursor: &mut ReadCursor, n: u64, t: Nanos) -> (u64, HeadPos) {
+        debug_assert!(
+            t >= cursor.passed,
+            "a read cursor only goes forward in time"
+        );
+        if n <= cursor.done || t <= cursor.t0 {
+            return (n.min(cursor.done), cursor.last);
+        }
+        let ReadCursor {
+            mut loc,
+            mut at,
+            mut done,
+            ..
+        } = *cursor;
+        let mut last = cursor.last;
+        let mut first = done == 0;
+        loop {
+            let z = *self.format.zone(loc.zone);
+            let full = u64::from(z.sectors_per_track - loc.sector).min(n - done);
+            let end_of = |len: u64| self.read_piece_end(loc, at, first, len);
             let piece_end = end_of(full);
             let here = HeadPos {
                 cylinder: loc.cylinder,
@@ -273,6 +358,10 @@ impl Mechanics {
                     lo
                 } else {
                     // slots_time(len) = ceil(len·REV / per_ns) <= x  <=>  len·REV <= x·per_ns.
+                    let slot = self
+                        .format
+                        .slot(loc.zone, loc.cylinder, loc.head, loc.sector);
+                    let wait = self.wait_for_slot(at, slot, z.slots);
                     let x = t.0.saturating_sub(at.0 + wait.0);
                     let per_ns = u128::from(self.units_per_ns(z.slots));
                     let len = u128::from(x) * per_ns / u128::from(REV);
@@ -295,6 +384,16 @@ impl Mechanics {
             };
             at = Nanos(piece_end.0 + self.switch_time(loc, next, Dir::Read).0);
             loc = next;
+            // The track was read whole (a piece cut short by `n` ended the walk above):
+            // any later question, with `n` as large or larger, passes it the same way.
+            *cursor = ReadCursor {
+                loc,
+                at,
+                done,
+                last,
+                passed: piece_end,
+                ..*cursor
+            };
         }
     }
 

@@ -473,3 +473,68 @@ fn read_progress_agrees_with_whole_transfers() {
         }
     }
 }
+
+#[test]
+fn a_read_cursor_asked_again_later_agrees_with_a_fresh_walk() {
+    // A read-ahead stream asks how far it has read again and again as time passes
+    // and a sequential reader pushes its end on; the cursor walks each track once.
+    // Every answer must be the fresh walk's, and the time the stream holds a block
+    // must be the whole transfer's end.
+    let zoned = DiskParams {
+        zones: vec![
+            Zone {
+                cylinders: 30,
+                sectors_per_track: 37,
+            },
+            Zone {
+                cylinders: 30,
+                sectors_per_track: 29,
+            },
+        ],
+        spare_sectors_per_track: 3,
+        ..params()
+    };
+    let mut rng = Rng::new(12);
+    for p in [params(), zoned] {
+        for zero_latency in [false, true] {
+            let model = DiskParams {
+                zero_latency,
+                ..p.clone()
+            }
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+            let mech = &model.mech;
+            for _ in 0..200 {
+                let lba = rng.below(mech.format.sectors() / 2);
+                let start = mech.format.locate(rng.below(mech.format.sectors()));
+                let head = HeadPos {
+                    cylinder: start.cylinder,
+                    head: start.head,
+                };
+                let t0 = Nanos(rng.below(1_000_000_000));
+                let mut cursor = mech.read_cursor(head, lba, t0);
+                let (mut n, mut t) = (1 + rng.below(300), t0);
+                for _ in 0..40 {
+                    n = (n + rng.below(400)).min(mech.format.sectors() - lba);
+                    t = Nanos(t.0 + rng.below(20_000_000));
+                    let fresh = mech.read_progress(head, lba, n, t0, t);
+                    assert_eq!(
+                        mech.read_progress_from(&mut cursor, n, t),
+                        fresh,
+                        "lba {lba} n {n} t0 {t0:?} t {t:?} zero_latency {zero_latency}"
+                    );
+                    assert!(cursor.passed() <= t);
+                    if fresh.0 < n {
+                        let k = fresh.0 + 1 + rng.below(n - fresh.0);
+                        let mut h = head;
+                        assert_eq!(
+                            mech.read_end_from(&cursor, k),
+                            mech.transfer(&mut h, Dir::Read, lba, k, t0),
+                            "end of {k} from lba {lba}, t0 {t0:?}, zero_latency {zero_latency}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
