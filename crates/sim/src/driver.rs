@@ -15,8 +15,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use xraid_engine::{
-    Area, BufId, Engine, EngineConfig, EngineError, IoId, IoKind, MemberState, Nanos, Request,
-    RequestId, RequestKind, Stats,
+    Area, BufId, Engine, EngineConfig, EngineError, Event, IoId, IoKind, MemberIdx, MemberState,
+    Nanos, Request, RequestId, RequestKind, Stats, SyncError, SyncKind,
 };
 use xraid_layout::{Geometry, Layout, LayoutError, Level, SECTOR_BYTES};
 
@@ -95,6 +95,11 @@ pub struct RunResult {
     pub errors: u64,
     /// From the first request to the last reply.
     pub span: Nanos,
+    /// From the run's start to its end: the span, or longer when a rebuild went on
+    /// after the workload (what components' utilisation is counted over).
+    pub elapsed: Nanos,
+    /// The member rebuilt beside the workload ([`SimArray::start_rebuild`]).
+    pub rebuild: Option<RebuildResult>,
     /// Every request's latency, and reads' and writes' apart.
     pub latency: Latency,
     pub read_latency: Latency,
@@ -110,6 +115,42 @@ pub struct RunResult {
     pub capped: bool,
     /// A digest of every reply's id and time: equal digests, equal runs.
     pub digest: u64,
+}
+
+/// A member rebuilt in a run: one member failed and a blank drive of the same model
+/// in its place rebuilt by the engine's recover, from redundancy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RebuildResult {
+    /// The role rebuilt.
+    pub role: u16,
+    /// Bytes of the member's data area, all of which the rebuild writes.
+    pub member_bytes: u64,
+    /// Simulated time from its start to its end (flushes included).
+    pub duration: Nanos,
+    /// Member bytes rebuilt when the workload's last request was answered (all of
+    /// them when the rebuild ended first).
+    pub done_with_workload: u64,
+    /// Sync units it could not rebuild (none unless redundancy is gone).
+    pub unrecoverable: u64,
+}
+
+impl RebuildResult {
+    /// Member bytes rebuilt per simulated second.
+    pub fn bytes_per_sec(&self) -> f64 {
+        if self.duration.0 == 0 {
+            return 0.0;
+        }
+        self.member_bytes as f64 * 1e9 / self.duration.0 as f64
+    }
+}
+
+/// A rebuild under way in a run.
+#[derive(Debug, Clone, Copy)]
+struct RebuildTrack {
+    role: u16,
+    started: Nanos,
+    /// When the engine said it ended, and the units it could not rebuild.
+    finished: Option<(Nanos, u64)>,
 }
 
 /// Why a run could not start.
@@ -130,6 +171,9 @@ pub enum RunError {
     /// The strings, controllers and buses are refused.
     #[error("topology: {0}")]
     Topology(#[from] TopologyError),
+    /// A rebuild was asked of a target that cannot do one.
+    #[error("cannot rebuild: {0}")]
+    Rebuild(String),
 }
 
 /// A controller in a run: its policies, its data path, its cache, its counters.
@@ -192,6 +236,7 @@ pub struct SimArray {
     /// Disks handed a command since the last step: a submission may finish a command
     /// at once, and the step collects it.
     submitted: Vec<bool>,
+    rebuild: Option<RebuildTrack>,
 }
 
 type Replies = Vec<(RequestId, Result<(), EngineError>)>;
@@ -272,6 +317,100 @@ impl SimArray {
             event_seq: 0,
             wake: vec![None; n],
             submitted: vec![false; n],
+            rebuild: None,
+        }
+    }
+
+    /// Fails member `role` and starts rebuilding a blank drive in its place, at a pace
+    /// of `min_bytes_per_sec` per member while client requests are in flight and
+    /// `max_bytes_per_sec` (0: flat out) when none are — `xraid serve`'s
+    /// `--rebuild-min`/`--rebuild-max`. The next [`SimArray::run`] goes on until the
+    /// rebuild has ended and reports it. Simulated drives hold no data, so the failed
+    /// member's drive stands in for its blank replacement: the same model in the same
+    /// place on its string.
+    pub fn start_rebuild(
+        &mut self,
+        role: u16,
+        min_bytes_per_sec: u64,
+        max_bytes_per_sec: u64,
+    ) -> Result<(), RunError> {
+        let disks = self.disks.len();
+        let Some(engine) = self.engine.as_mut() else {
+            return Err(RunError::Rebuild(
+                "a plain disk has no array to rebuild a member of".into(),
+            ));
+        };
+        if usize::from(role) >= disks {
+            return Err(RunError::Rebuild(format!(
+                "the array has members 0 to {}, not {role}",
+                disks - 1
+            )));
+        }
+        if self.rebuild.is_some() || !engine.is_idle() {
+            return Err(RunError::Rebuild(
+                "a rebuild starts on an idle array, once".into(),
+            ));
+        }
+        if engine.geometry().level() == Level::Raid0 {
+            return Err(RunError::Rebuild(
+                SyncError::NoRedundancy("rebuild").to_string(),
+            ));
+        }
+        let member = MemberIdx(role);
+        engine.fail_member(member);
+        let refused = |e: SyncError| RunError::Rebuild(e.to_string());
+        engine.mark_rebuilding(member).map_err(refused)?;
+        engine.set_config(EngineConfig {
+            sync_min_bytes_per_sec: min_bytes_per_sec,
+            sync_max_bytes_per_sec: max_bytes_per_sec,
+            ..engine.config()
+        });
+        engine.start_sync(SyncKind::Recover, 0).map_err(refused)?;
+        self.rebuild = Some(RebuildTrack {
+            role,
+            started: self.now,
+            finished: None,
+        });
+        let mut replies = Vec::new();
+        self.pump(&mut replies);
+        Ok(())
+    }
+
+    /// Whether a rebuild started and has not ended yet.
+    fn rebuilding(&self) -> bool {
+        self.rebuild.is_some_and(|r| r.finished.is_none())
+    }
+
+    /// Member bytes the running rebuild has done (all of them once it ended).
+    fn rebuilt_bytes(&self) -> u64 {
+        let Some(engine) = &self.engine else { return 0 };
+        let member_bytes = engine.geometry().member_sectors() * SECTOR_BYTES;
+        match (self.rebuild, engine.sync_progress()) {
+            (Some(RebuildTrack { finished: None, .. }), Some(p)) if p.total_units > 0 => {
+                let done = u128::from(p.done_below) * u128::from(member_bytes);
+                (done / u128::from(p.total_units)) as u64
+            }
+            (Some(RebuildTrack { finished: None, .. }), _) => 0,
+            _ => member_bytes,
+        }
+    }
+
+    /// Takes the engine's events: the end of a rebuild is one.
+    fn take_events(&mut self) {
+        let Some(engine) = self.engine.as_mut() else {
+            return;
+        };
+        while let Some(event) = engine.poll_event() {
+            if let Event::SyncFinished {
+                kind: SyncKind::Recover,
+                unrecoverable,
+                ..
+            } = event
+            {
+                if let Some(r) = self.rebuild.as_mut().filter(|r| r.finished.is_none()) {
+                    r.finished = Some((self.now, unrecoverable));
+                }
+            }
         }
     }
 
@@ -545,6 +684,7 @@ impl SimArray {
                 replies.push((reply.id, reply.result));
             }
         }
+        self.take_events();
     }
 
     /// Advances the clock to the next event and handles everything due then; false
@@ -646,6 +786,8 @@ impl SimArray {
             write_bytes: 0,
             errors: 0,
             span: Nanos(0),
+            elapsed: Nanos(0),
+            rebuild: None,
             latency: Latency::default(),
             read_latency: Latency::default(),
             write_latency: Latency::default(),
@@ -660,6 +802,8 @@ impl SimArray {
         let t0 = self.now;
         let stop_at = w.runtime.map(|d| Nanos(t0.0.saturating_add(d.0)));
         let mut total_issued = 0u64;
+        let mut last_reply = t0;
+        let mut done_with_workload = None;
         loop {
             let in_time = stop_at.is_none_or(|s| self.now < s);
             r.capped |= in_time
@@ -690,11 +834,17 @@ impl SimArray {
                     }
                 }
             }
-            if in_flight.iter().all(|&n| n == 0) {
-                break;
+            let issuing = stop_at.is_none_or(|s| self.now < s)
+                && total_issued < MAX_RUN_REQUESTS
+                && issued.iter().any(|&n| n < w.requests);
+            if !issuing && in_flight.iter().all(|&n| n == 0) {
+                done_with_workload.get_or_insert_with(|| self.rebuilt_bytes());
+                if !self.rebuilding() {
+                    break;
+                }
             }
             if replies.is_empty() && !self.step(&mut replies) {
-                unreachable!("requests in flight but no event pending");
+                unreachable!("requests in flight or a rebuild running, but no event pending");
             }
             for (id, result) in replies.drain(..) {
                 let slot = id.0 & ((1 << SLOT_BITS) - 1);
@@ -706,6 +856,7 @@ impl SimArray {
                     engine.buffers_mut().free(buf);
                 }
                 let latency = self.now.0 - f.start.0;
+                last_reply = self.now;
                 all.push(latency);
                 in_flight[f.job] -= 1;
                 r.requests += 1;
@@ -725,7 +876,18 @@ impl SimArray {
                 }
             }
         }
-        r.span = Nanos(self.now.0 - t0.0);
+        r.span = Nanos(last_reply.0 - t0.0);
+        r.elapsed = Nanos(self.now.0 - t0.0);
+        if let (Some(track), Some(engine)) = (self.rebuild.take(), &self.engine) {
+            let (end, unrecoverable) = track.finished.unwrap_or((self.now, 0));
+            r.rebuild = Some(RebuildResult {
+                role: track.role,
+                member_bytes: engine.geometry().member_sectors() * SECTOR_BYTES,
+                duration: Nanos(end.0 - track.started.0),
+                done_with_workload: done_with_workload.unwrap_or(0),
+                unrecoverable,
+            });
+        }
         r.latency = Latency::of(&mut all);
         r.read_latency = Latency::of(&mut reads);
         r.write_latency = Latency::of(&mut writes);

@@ -3,7 +3,7 @@
 
 use xraid_layout::{Layout, Level};
 
-use crate::{ArraySpec, DiskModel, Pattern, Presets, RunResult, SimArray, Workload};
+use crate::{ArraySpec, DiskModel, Nanos, Pattern, Presets, RunResult, SimArray, Workload};
 
 fn model() -> DiskModel {
     let presets = Presets::builtin().unwrap_or_else(|e| panic!("{e}"));
@@ -143,4 +143,181 @@ fn bad_workloads_are_refused() {
         .is_err());
     let bad = ArraySpec { disks: 1, ..spec };
     assert!(SimArray::new(bad, &model()).is_err());
+}
+
+/// A 4-member array of the small IBM 0661 (400 MB), fast to rebuild whole.
+fn small_array(level: Level, chunk_sectors: u32) -> SimArray {
+    let presets = Presets::builtin().unwrap_or_else(|e| panic!("{e}"));
+    let model = presets
+        .disk("ibm_0661_467")
+        .and_then(|p| p.model())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let spec = ArraySpec {
+        level,
+        layout: Layout::default_for(level),
+        disks: 4,
+        chunk_sectors,
+    };
+    SimArray::new(spec, &model).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// What one member's drive does alone: bytes per simulated second reading (or
+/// writing) `bytes` of its data area end to end, 1 MiB at a time, 4 in flight.
+fn member_alone(rw: Pattern, bytes: u64) -> f64 {
+    let presets = Presets::builtin().unwrap_or_else(|e| panic!("{e}"));
+    let model = presets
+        .disk("ibm_0661_467")
+        .and_then(|p| p.model())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bs = 1 << 20;
+    let w = Workload {
+        bs,
+        offset: crate::DATA_OFFSET_SECTORS * 512,
+        size: bytes / bs * bs,
+        requests: bytes / bs,
+        ..workload(rw, 0, 4, 1)
+    };
+    let r = SimArray::single(model)
+        .run(&w)
+        .unwrap_or_else(|e| panic!("{e}"));
+    r.bytes as f64 * 1e9 / r.span.0 as f64
+}
+
+#[test]
+fn a_rebuild_on_an_idle_array_reads_every_survivor_and_writes_the_new_member_whole() {
+    for (level, chunk) in [
+        (Level::Raid5, 1024),
+        (Level::Raid6, 1024),
+        (Level::Raid1, 128),
+        (Level::Raid10, 1024),
+    ] {
+        let mut array = small_array(level, chunk);
+        array
+            .start_rebuild(1, 1_000_000, 0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = array
+            .run(&workload(Pattern::Read, 0, 1, 1))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Some(rb) = r.rebuild else {
+            panic!("{level:?}: no rebuild reported")
+        };
+        assert_eq!(
+            (r.requests, r.span),
+            (0, Nanos(0)),
+            "{level:?}: no workload"
+        );
+        assert_eq!(rb.role, 1);
+        assert_eq!(rb.unrecoverable, 0);
+        assert_eq!(rb.done_with_workload, 0);
+        assert_eq!(
+            rb.duration, r.elapsed,
+            "{level:?}: the run ends with the rebuild"
+        );
+        let member_sectors = rb.member_bytes / 512;
+        assert_eq!(
+            r.disks[1].sectors_written, member_sectors,
+            "{level:?}: the new member is written whole, once"
+        );
+        assert_eq!(
+            r.disks[1].sectors_read, 0,
+            "{level:?}: nothing is read from it"
+        );
+        let read: u64 = r.disks.iter().map(|d| d.sectors_read).sum();
+        let needed = match level {
+            // Every other member is read: parity levels need all of a stripe's rest.
+            Level::Raid5 | Level::Raid6 => 3 * member_sectors,
+            // One copy of every block is enough.
+            _ => member_sectors,
+        };
+        assert_eq!(read, needed, "{level:?}: survivors read once");
+        // It is an engine as the array would run it: the member is active again.
+        let states = array.engine().map(|e| e.member_states().to_vec());
+        assert_eq!(
+            states,
+            Some(vec![xraid_engine::MemberState::Active; 4]),
+            "{level:?}"
+        );
+        // No rebuild outruns one member's drive (its larger units may save a little of
+        // the per-command time the 1 MiB reference pays); these keep it streaming.
+        let alone = member_alone(Pattern::Read, rb.member_bytes)
+            .min(member_alone(Pattern::Write, rb.member_bytes));
+        let ratio = rb.bytes_per_sec() / alone;
+        assert!(
+            (0.8..=1.05).contains(&ratio),
+            "{level:?}: rebuild at {ratio:.3} of one member's rate"
+        );
+    }
+}
+
+#[test]
+fn a_rebuild_beside_a_workload_keeps_its_minimum_pace_and_then_runs_flat_out() {
+    let mut array = small_array(Level::Raid5, 128);
+    let min = 200_000;
+    array
+        .start_rebuild(2, min, 0)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let w = Workload {
+        runtime: Some(Nanos(20_000_000_000)),
+        requests: u64::MAX,
+        ..workload(Pattern::RandWrite, 0, 4, 3)
+    };
+    let r = array.run(&w).unwrap_or_else(|e| panic!("{e}"));
+    let Some(rb) = r.rebuild else {
+        panic!("no rebuild reported")
+    };
+    assert_eq!(
+        r.errors, 0,
+        "every write of the degraded, rebuilding array is done"
+    );
+    assert!(r.writes > 100, "{} writes", r.writes);
+    // While the writes ran the rebuild kept (about) its minimum pace; then it ran on
+    // alone past the workload's end.
+    let during = rb.done_with_workload as f64 * 1e9 / r.span.0 as f64;
+    assert!(
+        (0.9 * min as f64..=1.5 * min as f64).contains(&during),
+        "{during:.0} B/s beside the writes"
+    );
+    assert!(rb.done_with_workload < rb.member_bytes);
+    assert!(r.elapsed > r.span && rb.duration == r.elapsed);
+    assert!(r.disks[2].sectors_written * 512 >= rb.member_bytes);
+}
+
+#[test]
+fn a_rebuild_replays_exactly_from_its_seed() {
+    let go = || {
+        let mut array = small_array(Level::Raid6, 256);
+        array
+            .start_rebuild(0, 500_000, 0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let w = Workload {
+            runtime: Some(Nanos(5_000_000_000)),
+            requests: u64::MAX,
+            ..workload(Pattern::RandRw, 0, 8, 9)
+        };
+        array.run(&w).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (a, b) = (go(), go());
+    assert!(a.rebuild.is_some());
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_rebuild_that_cannot_be_done_is_refused() {
+    let presets = Presets::builtin().unwrap_or_else(|e| panic!("{e}"));
+    let model = presets
+        .disk("ibm_0661_467")
+        .and_then(|p| p.model())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let refused = |mut a: SimArray, role: u16| match a.start_rebuild(role, 0, 0) {
+        Err(crate::RunError::Rebuild(why)) => why,
+        other => panic!("role {role}: {other:?}"),
+    };
+    assert!(refused(SimArray::single(model), 0).contains("plain disk"));
+    assert!(refused(small_array(Level::Raid5, 128), 4).contains("members 0 to 3"));
+    assert!(refused(small_array(Level::Raid0, 128), 0).contains("RAID-0"));
+    let mut twice = small_array(Level::Raid1, 128);
+    twice
+        .start_rebuild(0, 0, 0)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(refused(twice, 1).contains("once"));
 }

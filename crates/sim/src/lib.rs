@@ -67,7 +67,8 @@ pub use controller::{
 pub use disk::{Completion, Disk, DiskOp, DiskRequest, DiskStats};
 pub use drive::{Drive, DriveModel};
 pub use driver::{
-    ArraySpec, Latency, RunError, RunResult, SimArray, DATA_OFFSET_SECTORS, MAX_RUN_REQUESTS,
+    ArraySpec, Latency, RebuildResult, RunError, RunResult, SimArray, DATA_OFFSET_SECTORS,
+    MAX_RUN_REQUESTS,
 };
 pub use geometry::{Format, Loc, Zone, ZoneInfo};
 pub use mechanics::{Dir, HeadPos, Mechanics};

@@ -95,8 +95,11 @@ pub enum Command {
     /// host buses they hang on (see docs/SIMULATOR.md and examples/sim/). Prints
     /// bandwidth, IOPS and latency percentiles as fio would, the utilisation of every
     /// drive, string, controller and bus (an SSD's busiest part, its garbage
-    /// collection and write amplification), and which one limits throughput. The same
-    /// configuration, workload and seed print the same bytes.
+    /// collection and write amplification), and which one limits throughput. With
+    /// --rebuild ROLE, a member fails and a blank drive is rebuilt in its place beside
+    /// the workload (or alone): how long it takes, at what rate against the member
+    /// drive's own, and what it costs the workload. The same configuration, workload
+    /// and seed print the same bytes.
     Sim(SimArgs),
 }
 
@@ -437,6 +440,21 @@ pub struct SimArgs {
     /// Seed of the random choices: the same seed replays the same run exactly.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Fail member ROLE (0, 1, ...) of the array and rebuild a blank drive of the same
+    /// model in its place, from redundancy, while the workload runs (no workload
+    /// without --size or --runtime). The run goes on until the rebuild has ended, and
+    /// reports its time and rate against one member's drive reading and writing its
+    /// data area alone.
+    #[arg(long, value_name = "ROLE")]
+    pub rebuild: Option<u16>,
+    /// Rebuild pace per member while the workload has requests in flight, in MB/s
+    /// (serve's --rebuild-min; default 1, 0 for no cap).
+    #[arg(long, value_name = "MB/s", requires = "rebuild")]
+    pub rebuild_min: Option<u64>,
+    /// Rebuild pace per member while the workload has none in flight, in MB/s
+    /// (serve's --rebuild-max; default: no cap).
+    #[arg(long, value_name = "MB/s", requires = "rebuild")]
+    pub rebuild_max: Option<u64>,
     /// Print a JSON document instead of text (fields in docs/SIMULATOR.md).
     #[arg(long)]
     pub json: bool,

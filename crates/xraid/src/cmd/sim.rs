@@ -7,7 +7,8 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use xraid_layout::{Layout, SECTOR_BYTES};
 use xraid_sim::{
-    Latency, Nanos, Pattern, Presets, RunResult, SimConfig, SsdStats, Target, Workload, MAX_RUNTIME,
+    Latency, Nanos, Pattern, Presets, RebuildResult, RunResult, SimArray, SimConfig, SsdStats,
+    Target, Workload, DATA_OFFSET_SECTORS, MAX_RUNTIME,
 };
 
 use crate::cli::{SimArgs, SimRw};
@@ -22,7 +23,8 @@ const SATURATED_PERCENT: f64 = 90.0;
 #[derive(Debug, Serialize)]
 struct Report {
     target: TargetReport,
-    workload: WorkloadReport,
+    /// Null for a rebuild alone (`--rebuild` without --size or --runtime).
+    workload: Option<WorkloadReport>,
     /// Simulated time from the first request to the last reply.
     span_ns: u64,
     errors: u64,
@@ -37,7 +39,41 @@ struct Report {
     limit: LimitReport,
     /// A digest of every reply's id and time, in hex: equal digests, equal runs.
     digest: String,
+    /// The member rebuilt (`--rebuild`), or null.
+    rebuild: Option<RebuildReport>,
 }
+
+/// A member rebuilt beside the workload, and what bounds its rate.
+#[derive(Debug, Serialize)]
+struct RebuildReport {
+    role: u16,
+    /// The member's data area, all of which the rebuild writes.
+    member_bytes: u64,
+    /// Simulated time from the member's failure to the rebuild's end.
+    duration_ns: u64,
+    /// member_bytes per simulated second, in 10^6 bytes.
+    mb_s: f64,
+    /// The rebuilt member's drive alone, reading and then writing its data area end
+    /// to end (1 MiB requests, 4 in flight): what one member can do.
+    member_read_mb_s: f64,
+    member_write_mb_s: f64,
+    /// mb_s / member_read_mb_s, and mb_s over the slower of the drive's two rates (a
+    /// rebuild reads the other members and writes this one).
+    vs_member_read: f64,
+    vs_member_slower: f64,
+    /// Bytes rebuilt by the workload's last reply (all when the rebuild ended first).
+    done_with_workload_bytes: u64,
+    /// Sync units that could not be rebuilt.
+    unrecoverable_units: u64,
+    /// The pace asked, in MB/s per member (null max: no cap).
+    min_mb_s: u64,
+    max_mb_s: Option<u64>,
+}
+
+/// Bytes of each request, and requests in flight, of the runs that measure what one
+/// member's drive does alone.
+const MEMBER_RUN_BS: u64 = 1 << 20;
+const MEMBER_RUN_IODEPTH: usize = 4;
 
 #[derive(Debug, Serialize)]
 struct TargetReport {
@@ -177,6 +213,8 @@ pub fn run(args: SimArgs) -> Result<()> {
     let requests = match (args.size, runtime) {
         (_, Some(_)) => u64::MAX,
         (Some(size), None) => size / args.bs.max(1),
+        // A rebuild alone: its end ends the run.
+        (None, None) if args.rebuild.is_some() => 0,
         (None, None) => bail!(
             "give --size (bytes each job moves) or --runtime (simulated seconds) to end the run"
         ),
@@ -194,14 +232,72 @@ pub fn run(args: SimArgs) -> Result<()> {
         seed: args.seed,
     };
     let (_, blocks) = w.check(sim.target_sectors())?;
+    let pace = (args.rebuild_min.unwrap_or(1), args.rebuild_max);
+    if let Some(role) = args.rebuild {
+        let mb = |v: u64| v.saturating_mul(1_000_000);
+        sim.start_rebuild(role, mb(pace.0), pace.1.map_or(0, mb))?;
+    }
     let r = sim.run(&w)?;
-    let report = report(&config, &w, blocks * w.bs, capacity_bytes, &r);
+    let mut report = report(&config, &w, blocks * w.bs, capacity_bytes, &r);
+    if let Some(rb) = &r.rebuild {
+        report.rebuild = Some(rebuild_report(&config, rb, pace)?);
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_text(&report);
     }
     Ok(())
+}
+
+/// The rebuild's figures beside what the rebuilt member's drive does alone.
+fn rebuild_report(
+    config: &SimConfig,
+    rb: &RebuildResult,
+    (min_mb_s, max_mb_s): (u64, Option<u64>),
+) -> Result<RebuildReport> {
+    let Some(drive) = config
+        .disks()
+        .get(usize::from(rb.role))
+        .map(|d| d.model.clone())
+    else {
+        bail!("the rebuilt member {} is not in the configuration", rb.role);
+    };
+    let alone = |rw: Pattern| -> Result<f64> {
+        let mut sim = SimArray::single_drive(drive.clone());
+        let size = rb.member_bytes / MEMBER_RUN_BS * MEMBER_RUN_BS;
+        let w = Workload {
+            rw,
+            bs: MEMBER_RUN_BS,
+            iodepth: MEMBER_RUN_IODEPTH,
+            numjobs: 1,
+            rwmixread: 0,
+            offset: DATA_OFFSET_SECTORS * SECTOR_BYTES,
+            size,
+            requests: size / MEMBER_RUN_BS,
+            runtime: None,
+            seed: 1,
+        };
+        let r = sim.run(&w)?;
+        Ok(r.bytes as f64 * 1e3 / r.span.0.max(1) as f64)
+    };
+    let (read, write) = (alone(Pattern::Read)?, alone(Pattern::Write)?);
+    let mb_s = rb.bytes_per_sec() / 1e6;
+    let ratio = |of: f64| if of > 0.0 { round3(mb_s / of) } else { 0.0 };
+    Ok(RebuildReport {
+        role: rb.role,
+        member_bytes: rb.member_bytes,
+        duration_ns: rb.duration.0,
+        mb_s: round3(mb_s),
+        member_read_mb_s: round3(read),
+        member_write_mb_s: round3(write),
+        vs_member_read: ratio(read),
+        vs_member_slower: ratio(read.min(write)),
+        done_with_workload_bytes: rb.done_with_workload,
+        unrecoverable_units: rb.unrecoverable,
+        min_mb_s,
+        max_mb_s,
+    })
 }
 
 fn runtime(seconds: Option<f64>) -> Result<Option<Nanos>> {
@@ -281,11 +377,13 @@ fn report(
         },
     };
     let span = r.span;
+    // Components work until the run's end, a rebuild's included.
+    let elapsed = r.elapsed;
     let util = |busy: Nanos| {
-        if span.0 == 0 {
+        if elapsed.0 == 0 {
             0.0
         } else {
-            round3((busy.0 as f64 * 100.0 / span.0 as f64).min(100.0))
+            round3((busy.0 as f64 * 100.0 / elapsed.0 as f64).min(100.0))
         }
     };
     let mut components: Vec<ComponentReport> = config
@@ -357,7 +455,7 @@ fn report(
     }
     Report {
         target,
-        workload: WorkloadReport {
+        workload: (w.requests > 0).then(|| WorkloadReport {
             rw: w.rw.name(),
             bs: w.bs,
             iodepth: w.iodepth,
@@ -367,7 +465,7 @@ fn report(
             size,
             runtime_ns: w.runtime.map(|n| n.0),
             seed: w.seed,
-        },
+        }),
         span_ns: span.0,
         errors: r.errors,
         capped: r.capped,
@@ -381,9 +479,10 @@ fn report(
             rcw: r.engine.rcw,
             full_stripe: r.engine.full_stripe,
         },
-        limit: limit(&components, w),
+        limit: limit(&components, w, r.rebuild.is_some()),
         components,
         digest: format!("{:016x}", r.digest),
+        rebuild: None,
     }
 }
 
@@ -404,7 +503,7 @@ fn ssd_report(f: &SsdStats, util: impl Fn(Nanos) -> f64) -> SsdReport {
 
 /// The busiest component, and whether it or the workload limits throughput. Ties go
 /// to the first in member order, so the verdict is as deterministic as the run.
-fn limit(components: &[ComponentReport], w: &Workload) -> LimitReport {
+fn limit(components: &[ComponentReport], w: &Workload, rebuild: bool) -> LimitReport {
     let busiest = components
         .iter()
         .fold(None::<&ComponentReport>, |best, c| match best {
@@ -428,6 +527,13 @@ fn limit(components: &[ComponentReport], w: &Workload) -> LimitReport {
         format!(
             "{} ({} {}) limits throughput: {:.1}% busy{part}",
             b.id, b.kind, b.name, b.util_percent
+        )
+    } else if rebuild {
+        format!(
+            "no component is saturated (busiest: {}, {:.1}% busy{part}): the rebuild's pace or its sync units in flight, and the workload's {} request(s) in flight, limit throughput",
+            b.id,
+            b.util_percent,
+            w.iodepth * w.numjobs as usize,
         )
     } else {
         format!(
@@ -497,20 +603,11 @@ fn print_text(r: &Report) {
         _ if ssds == 1 => "one SSD".to_string(),
         _ => "one disk".to_string(),
     };
-    let w = &r.workload;
     println!("target: {what}, {}", human(t.capacity_bytes));
-    let mut job = format!(
-        "job: rw={} bs={} iodepth={} numjobs={}",
-        w.rw, w.bs, w.iodepth, w.numjobs
-    );
-    if matches!(w.rw, "rw" | "randrw") {
-        job.push_str(&format!(" rwmixread={}", w.rwmixread));
+    match &r.workload {
+        Some(w) => print_job(w),
+        None => println!("job: none, the rebuild alone"),
     }
-    job.push_str(&format!(" offset={} size={}", w.offset, human(w.size)));
-    if let Some(rt) = w.runtime_ns {
-        job.push_str(&format!(" runtime={}s", rt as f64 / 1e9));
-    }
-    println!("{job} seed={}", w.seed);
     print_dir("read", &r.read, r.span_ns);
     print_dir("write", &r.write, r.span_ns);
     if r.read.requests > 0 && r.write.requests > 0 {
@@ -578,5 +675,56 @@ fn print_text(r: &Report) {
         };
         println!("    {} {name}: {:.1}% busy, {what}", c.id, c.util_percent);
     }
+    if let Some(rb) = &r.rebuild {
+        print_rebuild(rb, r.workload.is_some());
+    }
     println!("  limit: {}", r.limit.verdict);
+}
+
+fn print_job(w: &WorkloadReport) {
+    let mut job = format!(
+        "job: rw={} bs={} iodepth={} numjobs={}",
+        w.rw, w.bs, w.iodepth, w.numjobs
+    );
+    if matches!(w.rw, "rw" | "randrw") {
+        job.push_str(&format!(" rwmixread={}", w.rwmixread));
+    }
+    job.push_str(&format!(" offset={} size={}", w.offset, human(w.size)));
+    if let Some(rt) = w.runtime_ns {
+        job.push_str(&format!(" runtime={}s", rt as f64 / 1e9));
+    }
+    println!("{job} seed={}", w.seed);
+}
+
+fn print_rebuild(rb: &RebuildReport, workload: bool) {
+    let secs = rb.duration_ns as f64 / 1e9;
+    println!(
+        "  rebuild of member {}: {} in {secs:.3} s ({:.3} MB/s); the member's drive alone reads at {:.3} MB/s and writes at {:.3} MB/s: {:.3}x its read rate, {:.3}x the slower",
+        rb.role,
+        human(rb.member_bytes),
+        rb.mb_s,
+        rb.member_read_mb_s,
+        rb.member_write_mb_s,
+        rb.vs_member_read,
+        rb.vs_member_slower
+    );
+    let pace = match rb.max_mb_s {
+        Some(max) => format!("{} to {max} MB/s", rb.min_mb_s),
+        None => format!("at least {} MB/s, no cap", rb.min_mb_s),
+    };
+    if workload {
+        let done = rb.done_with_workload_bytes as f64 * 100.0 / rb.member_bytes.max(1) as f64;
+        println!("    {done:.1}% rebuilt by the workload's end; pace {pace}");
+    } else {
+        match rb.max_mb_s {
+            Some(max) => println!("    no workload; pace capped at {max} MB/s"),
+            None => println!("    no workload; no pace cap"),
+        }
+    }
+    if rb.unrecoverable_units > 0 {
+        println!(
+            "    {} sync units could not be rebuilt",
+            rb.unrecoverable_units
+        );
+    }
 }

@@ -636,3 +636,106 @@ fn bad_ssd_configurations_get_one_line_naming_the_key() {
         "{help}"
     );
 }
+
+/// A 4-member RAID-5 of the small IBM 0661, fast to rebuild whole.
+const SMALL_RAID5: &str = r#"
+[array]
+level = "raid5"
+chunk_kib = 512
+members = ["ibm_0661_467", "ibm_0661_467", "ibm_0661_467", "ibm_0661_467"]
+"#;
+
+#[test]
+fn a_simulated_rebuild_reports_its_rate_against_one_members_drive() {
+    let dir = tempdir();
+    let c = config(dir.path(), "r5.toml", SMALL_RAID5);
+    // Alone: no workload, the rebuild's end ends the run.
+    let v = json(&["sim", p(&c), "--rebuild", "2", "--json"]);
+    assert!(v["workload"].is_null(), "{v}");
+    let rb = &v["rebuild"];
+    assert_eq!(u(&rb["role"]), 2);
+    let member = u(&rb["member_bytes"]);
+    assert!(member > 300_000_000, "{rb}");
+    let (rate, read, write) = (
+        rb["mb_s"].as_f64().unwrap_or(0.0),
+        rb["member_read_mb_s"].as_f64().unwrap_or(0.0),
+        rb["member_write_mb_s"].as_f64().unwrap_or(0.0),
+    );
+    // The rebuild writes the whole member and reads the three others whole.
+    let disk = |i: usize| &v["components"][i];
+    assert_eq!(u(&disk(2)["reads"]), 0, "{v}");
+    assert!(u(&disk(2)["writes"]) > 0 && u(&disk(0)["reads"]) > 0, "{v}");
+    assert!(rate > 0.0 && rate <= 1.05 * read.min(write), "{rb}");
+    assert_eq!(
+        rb["vs_member_slower"].as_f64(),
+        Some(((rate / read.min(write)) * 1000.0).round() / 1000.0),
+        "{rb}"
+    );
+    assert_eq!(u(&rb["unrecoverable_units"]), 0);
+    // Beside a workload, capped: the writes all succeed, the rebuild goes on after.
+    let args = [
+        "sim",
+        p(&c),
+        "--rebuild",
+        "0",
+        "--rebuild-min",
+        "1",
+        "--rebuild-max",
+        "1",
+        "--rw",
+        "randwrite",
+        "--iodepth",
+        "4",
+        "--runtime",
+        "2",
+    ];
+    let text = ok(&args);
+    assert!(text.contains("rebuild of member 0:"), "{text}");
+    assert!(
+        text.contains("rebuilt by the workload's end; pace 1 to 1 MB/s"),
+        "{text}"
+    );
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let v = json(&with_json);
+    assert_eq!(u(&v["errors"]), 0, "{v}");
+    let rb = &v["rebuild"];
+    let done = u(&rb["done_with_workload_bytes"]);
+    assert!(
+        (1_500_000..3_000_000).contains(&done),
+        "1 MB/s for 2 s: {rb}"
+    );
+    // Capped at 1 MB/s throughout: the whole member takes member_bytes / 1 MB/s.
+    let secs = u(&rb["duration_ns"]) as f64 / 1e9;
+    let expect = member as f64 / 1e6;
+    assert!(
+        (secs - expect).abs() < 0.05 * expect,
+        "{secs} s for {expect} s: {rb}"
+    );
+    // And the same run prints the same bytes.
+    assert_eq!(json(&with_json), v);
+}
+
+#[test]
+fn a_rebuild_that_cannot_be_simulated_gets_one_line() {
+    let dir = tempdir();
+    let d = dir.path();
+    let r5 = config(d, "r5.toml", SMALL_RAID5);
+    let one = config(d, "one.toml", ONE_DISK);
+    let r0 = config(d, "r0.toml", RAID0_3);
+    for (c, role, want) in [
+        (&r5, "4", "the array has members 0 to 3, not 4"),
+        (&one, "0", "a plain disk has no array"),
+        (&r0, "0", "RAID-0 has no redundancy to rebuild"),
+    ] {
+        let err = fails(&["sim", p(c), "--rebuild", role]);
+        assert!(err.contains(want), "want {want:?} in {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    let out = xraid()
+        .args(["sim", p(&r5), "--size", "1M", "--rebuild-min", "5"])
+        .output()
+        .expect("xraid runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--rebuild"), "{err}");
+}
