@@ -113,7 +113,14 @@ impl DriveBuffer {
             if end <= s.next + done {
                 return Lookup::Hit;
             }
-            return Lookup::Streaming(mech.read_end_from(&s.cursor, end - s.next));
+            // The cursor has passed only blocks read by `t` unless `t` came before
+            // what it had passed (then `progress` walked afresh, and so does this).
+            let from = if t < s.cursor.passed() {
+                mech.read_cursor(s.head, s.next, s.t0)
+            } else {
+                s.cursor
+            };
+            return Lookup::Streaming(mech.read_end_from(&from, end - s.next));
         }
         Lookup::Miss
     }

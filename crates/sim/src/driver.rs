@@ -151,6 +151,8 @@ struct RebuildTrack {
     started: Nanos,
     /// When the engine said it ended, and the units it could not rebuild.
     finished: Option<(Nanos, u64)>,
+    /// The engine's recover has begun (with the run's first requests).
+    sync_started: bool,
 }
 
 /// Why a run could not start.
@@ -324,8 +326,8 @@ impl SimArray {
     /// Fails member `role` and starts rebuilding a blank drive in its place, at a pace
     /// of `min_bytes_per_sec` per member while client requests are in flight and
     /// `max_bytes_per_sec` (0: flat out) when none are — `xraid serve`'s
-    /// `--rebuild-min`/`--rebuild-max`. The next [`SimArray::run`] goes on until the
-    /// rebuild has ended and reports it. Simulated drives hold no data, so the failed
+    /// `--rebuild-min`/`--rebuild-max`. The next [`SimArray::run`] begins the rebuild
+    /// with its first requests, goes on until the rebuild has ended, and reports it. Simulated drives hold no data, so the failed
     /// member's drive stands in for its blank replacement: the same model in the same
     /// place on its string.
     pub fn start_rebuild(
@@ -365,14 +367,31 @@ impl SimArray {
             sync_max_bytes_per_sec: max_bytes_per_sec,
             ..engine.config()
         });
-        engine.start_sync(SyncKind::Recover, 0).map_err(refused)?;
+        engine.can_start_sync(SyncKind::Recover).map_err(refused)?;
         self.rebuild = Some(RebuildTrack {
             role,
             started: self.now,
             finished: None,
+            sync_started: false,
         });
-        let mut replies = Vec::new();
-        self.pump(&mut replies);
+        Ok(())
+    }
+
+    /// Starts the recover [`SimArray::start_rebuild`] set up, once the run's first
+    /// requests are in: begun before them, it would find the clients idle and launch
+    /// a whole window of units at the idle pace, ahead of the workload's first request.
+    fn start_rebuild_sync(&mut self, replies: &mut Replies) -> Result<(), RunError> {
+        let Some(track) = self.rebuild.as_mut().filter(|r| !r.sync_started) else {
+            return Ok(());
+        };
+        track.sync_started = true;
+        track.started = self.now;
+        if let Some(engine) = self.engine.as_mut() {
+            engine
+                .start_sync(SyncKind::Recover, 0)
+                .map_err(|e| RunError::Rebuild(e.to_string()))?;
+        }
+        self.pump(replies);
         Ok(())
     }
 
@@ -834,6 +853,7 @@ impl SimArray {
                     }
                 }
             }
+            self.start_rebuild_sync(&mut replies)?;
             let issuing = stop_at.is_none_or(|s| self.now < s)
                 && total_issued < MAX_RUN_REQUESTS
                 && issued.iter().any(|&n| n < w.requests);

@@ -283,6 +283,40 @@ fn a_rebuild_beside_a_workload_keeps_its_minimum_pace_and_then_runs_flat_out() {
 }
 
 #[test]
+fn a_rebuild_starts_at_its_minimum_pace_beside_the_workloads_first_requests() {
+    // Begun before the workload's first requests, the recover found the clients idle
+    // and queued a whole window of 2 MiB mirror units (32 MiB, half a minute of these
+    // disks) ahead of them. At a sixth of the disks' rate the writes go on beside it.
+    let run = |rebuild: bool| {
+        let mut array = small_array(Level::Raid1, 128);
+        if rebuild {
+            array
+                .start_rebuild(0, 200_000, 0)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let w = Workload {
+            runtime: Some(Nanos(5_000_000_000)),
+            requests: u64::MAX,
+            ..workload(Pattern::RandWrite, 0, 4, 5)
+        };
+        array.run(&w).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (alone, beside) = (run(false), run(true));
+    assert!(
+        beside.requests * 3 > alone.requests,
+        "{} writes beside the rebuild, {} alone",
+        beside.requests,
+        alone.requests
+    );
+    assert!(
+        beside.latency.p50.0 < 10 * alone.latency.p50.0,
+        "p50 {:?} beside the rebuild, {:?} alone",
+        beside.latency.p50,
+        alone.latency.p50
+    );
+}
+
+#[test]
 fn a_rebuild_replays_exactly_from_its_seed() {
     let go = || {
         let mut array = small_array(Level::Raid6, 256);

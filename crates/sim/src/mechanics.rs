@@ -314,7 +314,8 @@ impl Mechanics {
 
     /// [`Mechanics::read_progress`] of the read `cursor` walks (of `n` sectors in all),
     /// going on from the whole tracks the cursor has passed; `t` must be no earlier
-    /// than [`ReadCursor::passed`]. The cursor moves on over the whole tracks done by
+    /// than [`ReadCursor::passed`], and `n` no smaller than in the questions before (a
+    /// stream's end only moves on). The cursor moves on over the whole tracks done by
     /// `t`, so a stream asked again later walks only the tracks since: a long
     /// sequential read (a rebuild's) costs its tracks once, not once per question.
     pub fn read_progress_from(&self, cursor: &mut ReadCursor, n: u64, t: Nanos) -> (u64, HeadPos) {
@@ -322,6 +323,7 @@ impl Mechanics {
             t >= cursor.passed,
             "a read cursor only goes forward in time"
         );
+        debug_assert!(n >= cursor.done, "a read cursor's read only grows");
         if n <= cursor.done || t <= cursor.t0 {
             return (n.min(cursor.done), cursor.last);
         }

@@ -538,3 +538,27 @@ fn a_read_cursor_asked_again_later_agrees_with_a_fresh_walk() {
         }
     }
 }
+
+#[test]
+fn a_stream_asked_about_an_earlier_time_than_its_cursor_passed_answers_as_a_transfer() {
+    // The cursor moves on with each question; a question about an earlier time
+    // (none comes today, but nothing forbids one) walks afresh, its ready time too.
+    let model = DiskParams {
+        read_ahead_sectors: 0,
+        queue_depth: 1,
+        scheduler: Scheduler::Fifo,
+        zero_latency: false,
+        ..params()
+    }
+    .build()
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mech = &model.mech;
+    let head = HeadPos::default();
+    let mut buf = crate::buffer::DriveBuffer::new(4, 2048);
+    buf.insert(mech, 0, 8, Nanos(0), head, 1000);
+    let _ = buf.lookup(mech, 900, 8, Nanos(60_000_000), 0);
+    let early = buf.lookup(mech, 300, 8, Nanos(5_000_000), 0);
+    let mut h = head;
+    let want = mech.transfer(&mut h, Dir::Read, 8, 300, Nanos(0));
+    assert_eq!(early, crate::buffer::Lookup::Streaming(want));
+}

@@ -61,8 +61,9 @@ struct RebuildReport {
     /// rebuild reads the other members and writes this one).
     vs_member_read: f64,
     vs_member_slower: f64,
-    /// Bytes rebuilt by the workload's last reply (all when the rebuild ended first).
-    done_with_workload_bytes: u64,
+    /// Bytes rebuilt by the workload's last reply (all when the rebuild ended first);
+    /// null without a workload.
+    done_with_workload_bytes: Option<u64>,
     /// Sync units that could not be rebuilt.
     unrecoverable_units: u64,
     /// The pace asked, in MB/s per member (null max: no cap).
@@ -232,7 +233,16 @@ pub fn run(args: SimArgs) -> Result<()> {
         seed: args.seed,
     };
     let (_, blocks) = w.check(sim.target_sectors())?;
-    let pace = (args.rebuild_min.unwrap_or(1), args.rebuild_max);
+    // 0 is no cap, as on serve.
+    let pace = (
+        args.rebuild_min.unwrap_or(1),
+        args.rebuild_max.filter(|&m| m > 0),
+    );
+    if let (min @ 1.., Some(max)) = pace {
+        if min > max {
+            bail!("--rebuild-min {min} is above --rebuild-max {max}: the pace beside a workload cannot exceed the pace without one");
+        }
+    }
     if let Some(role) = args.rebuild {
         let mb = |v: u64| v.saturating_mul(1_000_000);
         sim.start_rebuild(role, mb(pace.0), pace.1.map_or(0, mb))?;
@@ -240,7 +250,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     let r = sim.run(&w)?;
     let mut report = report(&config, &w, blocks * w.bs, capacity_bytes, &r);
     if let Some(rb) = &r.rebuild {
-        report.rebuild = Some(rebuild_report(&config, rb, pace)?);
+        report.rebuild = Some(rebuild_report(&config, rb, w.requests > 0, pace)?);
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -254,6 +264,7 @@ pub fn run(args: SimArgs) -> Result<()> {
 fn rebuild_report(
     config: &SimConfig,
     rb: &RebuildResult,
+    workload: bool,
     (min_mb_s, max_mb_s): (u64, Option<u64>),
 ) -> Result<RebuildReport> {
     let Some(drive) = config
@@ -293,7 +304,7 @@ fn rebuild_report(
         member_write_mb_s: round3(write),
         vs_member_read: ratio(read),
         vs_member_slower: ratio(read.min(write)),
-        done_with_workload_bytes: rb.done_with_workload,
+        done_with_workload_bytes: workload.then_some(rb.done_with_workload),
         unrecoverable_units: rb.unrecoverable,
         min_mb_s,
         max_mb_s,
@@ -528,6 +539,11 @@ fn limit(components: &[ComponentReport], w: &Workload, rebuild: bool) -> LimitRe
             "{} ({} {}) limits throughput: {:.1}% busy{part}",
             b.id, b.kind, b.name, b.util_percent
         )
+    } else if rebuild && w.requests == 0 {
+        format!(
+            "no component is saturated (busiest: {}, {:.1}% busy{part}): the rebuild's pace or its sync units in flight limit it",
+            b.id, b.util_percent,
+        )
     } else if rebuild {
         format!(
             "no component is saturated (busiest: {}, {:.1}% busy{part}): the rebuild's pace or its sync units in flight, and the workload's {} request(s) in flight, limit throughput",
@@ -708,12 +724,14 @@ fn print_rebuild(rb: &RebuildReport, workload: bool) {
         rb.vs_member_read,
         rb.vs_member_slower
     );
-    let pace = match rb.max_mb_s {
-        Some(max) => format!("{} to {max} MB/s", rb.min_mb_s),
-        None => format!("at least {} MB/s, no cap", rb.min_mb_s),
+    let pace = match (rb.min_mb_s, rb.max_mb_s) {
+        (0, Some(max)) => format!("no cap beside the workload, {max} MB/s without it"),
+        (0, None) => "no cap".to_string(),
+        (min, Some(max)) => format!("{min} to {max} MB/s"),
+        (min, None) => format!("at least {min} MB/s, no cap"),
     };
-    if workload {
-        let done = rb.done_with_workload_bytes as f64 * 100.0 / rb.member_bytes.max(1) as f64;
+    if let (true, Some(done)) = (workload, rb.done_with_workload_bytes) {
+        let done = done as f64 * 100.0 / rb.member_bytes.max(1) as f64;
         println!("    {done:.1}% rebuilt by the workload's end; pace {pace}");
     } else {
         match rb.max_mb_s {

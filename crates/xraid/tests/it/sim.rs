@@ -672,6 +672,11 @@ fn a_simulated_rebuild_reports_its_rate_against_one_members_drive() {
         "{rb}"
     );
     assert_eq!(u(&rb["unrecoverable_units"]), 0);
+    assert!(rb["done_with_workload_bytes"].is_null(), "{rb}");
+    assert!(rb["max_mb_s"].is_null(), "{rb}");
+    // 0 is no cap, as on serve.
+    let text = ok(&["sim", p(&c), "--rebuild", "1", "--rebuild-max", "0"]);
+    assert!(text.contains("no workload; no pace cap"), "{text}");
     // Beside a workload, capped: the writes all succeed, the rebuild goes on after.
     let args = [
         "sim",
@@ -732,6 +737,20 @@ fn a_rebuild_that_cannot_be_simulated_gets_one_line() {
         assert!(err.contains(want), "want {want:?} in {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
     }
+    let err = fails(&[
+        "sim",
+        p(&r5),
+        "--rebuild",
+        "1",
+        "--rebuild-min",
+        "5",
+        "--rebuild-max",
+        "2",
+    ]);
+    assert!(
+        err.contains("--rebuild-min 5 is above --rebuild-max 2") && err.lines().count() == 1,
+        "{err}"
+    );
     let out = xraid()
         .args(["sim", p(&r5), "--size", "1M", "--rebuild-min", "5"])
         .output()
