@@ -145,13 +145,18 @@ fn bad_workloads_are_refused() {
     assert!(SimArray::new(bad, &model()).is_err());
 }
 
-/// A 4-member array of the small IBM 0661 (400 MB), fast to rebuild whole.
-fn small_array(level: Level, chunk_sectors: u32) -> SimArray {
+/// The small IBM 0661 (400 MB): fast to rebuild whole.
+fn ibm_model() -> DiskModel {
     let presets = Presets::builtin().unwrap_or_else(|e| panic!("{e}"));
-    let model = presets
+    presets
         .disk("ibm_0661_467")
         .and_then(|p| p.model())
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A 4-member array of IBM 0661s.
+fn small_array(level: Level, chunk_sectors: u32) -> SimArray {
+    let model = ibm_model();
     let spec = ArraySpec {
         level,
         layout: Layout::default_for(level),
@@ -164,11 +169,7 @@ fn small_array(level: Level, chunk_sectors: u32) -> SimArray {
 /// What one member's drive does alone: bytes per simulated second reading (or
 /// writing) `bytes` of its data area end to end, 1 MiB at a time, 4 in flight.
 fn member_alone(rw: Pattern, bytes: u64) -> f64 {
-    let presets = Presets::builtin().unwrap_or_else(|e| panic!("{e}"));
-    let model = presets
-        .disk("ibm_0661_467")
-        .and_then(|p| p.model())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let model = ibm_model();
     let bs = 1 << 20;
     let w = Workload {
         bs,
@@ -337,11 +338,7 @@ fn a_rebuild_replays_exactly_from_its_seed() {
 
 #[test]
 fn a_rebuild_that_cannot_be_done_is_refused() {
-    let presets = Presets::builtin().unwrap_or_else(|e| panic!("{e}"));
-    let model = presets
-        .disk("ibm_0661_467")
-        .and_then(|p| p.model())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let model = ibm_model();
     let refused = |mut a: SimArray, role: u16| match a.start_rebuild(role, 0, 0) {
         Err(crate::RunError::Rebuild(why)) => why,
         other => panic!("role {role}: {other:?}"),

@@ -406,12 +406,9 @@ fn rotation_is_exact_far_into_a_run() {
     assert_eq!((w0.0 + turn - half) % turn, w2.0 % turn);
 }
 
-#[test]
-fn read_progress_agrees_with_whole_transfers() {
-    // `read_progress` is the largest count whose transfer has ended by t; check it
-    // against that definition (a search with whole transfers) on zoned formats, with
-    // spares, skews, and read-on-arrival on and off.
-    let zoned = DiskParams {
+/// Two zones, with spares: what the read-walk tests run on besides `params()`.
+fn zoned_params() -> DiskParams {
+    DiskParams {
         zones: vec![
             Zone {
                 cylinders: 30,
@@ -424,7 +421,15 @@ fn read_progress_agrees_with_whole_transfers() {
         ],
         spare_sectors_per_track: 3,
         ..params()
-    };
+    }
+}
+
+#[test]
+fn read_progress_agrees_with_whole_transfers() {
+    // `read_progress` is the largest count whose transfer has ended by t; check it
+    // against that definition (a search with whole transfers) on zoned formats, with
+    // spares, skews, and read-on-arrival on and off.
+    let zoned = zoned_params();
     let mut rng = Rng::new(11);
     for p in [params(), zoned] {
         for zero_latency in [false, true] {
@@ -480,20 +485,7 @@ fn a_read_cursor_asked_again_later_agrees_with_a_fresh_walk() {
     // and a sequential reader pushes its end on; the cursor walks each track once.
     // Every answer must be the fresh walk's, and the time the stream holds a block
     // must be the whole transfer's end.
-    let zoned = DiskParams {
-        zones: vec![
-            Zone {
-                cylinders: 30,
-                sectors_per_track: 37,
-            },
-            Zone {
-                cylinders: 30,
-                sectors_per_track: 29,
-            },
-        ],
-        spare_sectors_per_track: 3,
-        ..params()
-    };
+    let zoned = zoned_params();
     let mut rng = Rng::new(12);
     for p in [params(), zoned] {
         for zero_latency in [false, true] {
