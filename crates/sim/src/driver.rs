@@ -323,13 +323,13 @@ impl SimArray {
         }
     }
 
-    /// Fails member `role` and starts rebuilding a blank drive in its place, at a pace
-    /// of `min_bytes_per_sec` per member while client requests are in flight and
-    /// `max_bytes_per_sec` (0: flat out) when none are — `xraid serve`'s
+    /// Fails member `role` and sets up the rebuild of a blank drive in its place, at a
+    /// pace of `min_bytes_per_sec` per member while client requests are in flight and
+    /// `max_bytes_per_sec` when none are (0: no cap) — `xraid serve`'s
     /// `--rebuild-min`/`--rebuild-max`. The next [`SimArray::run`] begins the rebuild
-    /// with its first requests, goes on until the rebuild has ended, and reports it. Simulated drives hold no data, so the failed
-    /// member's drive stands in for its blank replacement: the same model in the same
-    /// place on its string.
+    /// with its first requests, goes on until the rebuild has ended, and reports it.
+    /// Simulated drives hold no data, so the failed member's drive stands in for its
+    /// blank replacement: the same model in the same place on its string.
     pub fn start_rebuild(
         &mut self,
         role: u16,
