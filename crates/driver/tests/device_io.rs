@@ -8,9 +8,11 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
 use xraid_driver::{ArrayDriver, BackendChoice, DeviceIo, MemberSlot};
-use xraid_engine::{EngineConfig, Nanos};
+use xraid_engine::{EngineConfig, MemberState, Nanos};
 use xraid_layout::{Geometry, Layout, Level, MemberIdx};
-use xraid_member::{DirectFd, DirectMode, FileMember, Member, MemoryMember, OpenOptions};
+use xraid_member::{
+    DirectFd, DirectMode, FaultPlan, FaultyMember, FileMember, Member, MemoryMember, OpenOptions,
+};
 
 const DATA_OFFSET: u64 = 1 << 20;
 const MEMBER_BYTES: u64 = DATA_OFFSET + (4 << 20);
@@ -150,4 +152,301 @@ fn a_device_io_that_does_not_complete_times_out_and_its_buffer_waits_for_the_ker
         buf, [0u8; 4],
         "given up on, the caller's buffer is left alone"
     );
+}
+
+/// A "device" whose descriptor is the write end of a pipe the test holds the read end
+/// of: what the kernel writes to it arrives in order on the read end, and with the
+/// pipe full a write does not complete until the test reads some out.
+#[derive(Debug)]
+struct Piped {
+    write_end: OwnedFd,
+}
+
+impl Member for Piped {
+    fn name(&self) -> &str {
+        "piped"
+    }
+    fn size_bytes(&self) -> u64 {
+        MEMBER_BYTES
+    }
+    fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+        Err(io::Error::other("only through the kernel"))
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+        Err(io::Error::other("only through the kernel"))
+    }
+    fn flush(&self) -> io::Result<()> {
+        Err(io::Error::other("only through the kernel"))
+    }
+    fn direct_fd(&self) -> Option<DirectFd> {
+        let fd = self.write_end.as_raw_fd();
+        Some(DirectFd {
+            fd,
+            buffered_fd: fd,
+            align: 1,
+        })
+    }
+}
+
+/// Fills the pipe behind `write_end` to the last byte (the descriptor is left
+/// blocking, as the kernel's writes to it must wait, not fail); returns how much.
+fn fill_pipe(write_end: &OwnedFd) -> usize {
+    let fd = write_end.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this test owns; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    assert!(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } >= 0);
+    let mut filled = 0;
+    for chunk in [4096, 1] {
+        let bytes = vec![0xeeu8; chunk];
+        // SAFETY: `bytes` is valid for `chunk` bytes for the call.
+        while unsafe { libc::write(fd, bytes.as_ptr().cast(), chunk) } > 0 {
+            filled += chunk;
+        }
+    }
+    // SAFETY: as above.
+    assert!(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } >= 0);
+    filled
+}
+
+/// A superblock write that timed out but is still in the kernel keeps the next write
+/// to that device from going out until it has left the kernel: sent at once, the newer
+/// write could land first and the older one after it, leaving the older superblock on
+/// the device. Here the device is a full pipe: the first write waits in the kernel
+/// past the stall timeout; the second is refused without reaching the device; once
+/// the first has landed, the second, asked again, lands after it. Before (80bff24 to
+/// 12d6f40) the second went to the kernel beside the first, and the pipe received it
+/// before the first: the older superblock landed last.
+#[test]
+fn a_write_after_one_that_timed_out_waits_until_the_first_has_left_the_kernel() {
+    let (read_end, write_end) = std::io::pipe().expect("pipe");
+    let write_end = OwnedFd::from(write_end);
+    let filled = fill_pipe(&write_end);
+    // io_uring only: the thread pool's pwrite to a pipe fails at once.
+    let Some(mut driver) = raid1(Box::new(Piped { write_end }), BackendChoice::Uring) else {
+        eprintln!("skipped: io_uring is not available");
+        return;
+    };
+    let (older, newer) = (
+        b"superblock events 7".as_slice(),
+        b"superblock events 8".as_slice(),
+    );
+    let err = driver
+        .device_io(MemberIdx(1), DeviceIo::Write(older), 4096)
+        .expect_err("the pipe is full: the write stays in the kernel");
+    assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+    let err = driver
+        .device_io(MemberIdx(1), DeviceIo::Write(newer), 4096)
+        .expect_err("the older write is still in the kernel");
+    assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+    // The device drains: the older write lands, and leaves the kernel.
+    let mut fill = vec![0u8; filled];
+    io::Read::read_exact(&mut &read_end, &mut fill).expect("read the fill");
+    for _ in 0..1000 {
+        if !driver.io_in_flight() {
+            break;
+        }
+        driver.pump(true).expect("pump");
+    }
+    assert!(!driver.io_in_flight(), "the older write was collected");
+    driver
+        .device_io(MemberIdx(1), DeviceIo::Write(newer), 4096)
+        .expect("nothing of the device's is in the kernel now");
+    drop(driver);
+    let mut landed = Vec::new();
+    io::Read::read_to_end(&mut &read_end, &mut landed).expect("read what landed");
+    assert_eq!(
+        String::from_utf8_lossy(&landed),
+        String::from_utf8_lossy(&[older, newer].concat()),
+        "what reached the device, in order: the refused write must not be there"
+    );
+}
+
+/// While the stripe log recovers (reads its rings and replays them at open), the engine
+/// runs no timers: the open waits for a slow member there rather than fail it at the
+/// stall timeout in the middle of the replay. A device I/O made meanwhile (the
+/// replay's record of the superblocks) waits with the engine pumped, not ticked.
+/// Here role 2 is slow (every I/O held for [`SLOW`], past the 100 ms stall timeout)
+/// with its ring's read out; a superblock write to it waits for that read and times
+/// out itself, but role 2 is not failed, and the recovery ends with every member in.
+/// Before (80bff24 to 12d6f40) the wait ticked the engine, whose stall timer failed
+/// role 2 in the middle of the recovery.
+#[test]
+fn a_device_io_while_the_stripe_log_recovers_runs_no_engine_timer() {
+    const SLOW: Duration = Duration::from_millis(600);
+    const LOG_OFFSET: u64 = 512 << 10;
+    let members = (0..3)
+        .map(|role| {
+            let memory = MemoryMember::new(format!("mem{role}"), MEMBER_BYTES);
+            let member: Box<dyn Member> = if role == 2 {
+                let plan = FaultPlan {
+                    latency: Some(SLOW),
+                    ..FaultPlan::default()
+                };
+                Box::new(FaultyMember::new(Box::new(memory), plan))
+            } else {
+                Box::new(memory)
+            };
+            Some(MemberSlot {
+                member: member.into(),
+                data_offset_bytes: DATA_OFFSET,
+                log_offset_bytes: Some(LOG_OFFSET),
+                bitmap_offset_bytes: None,
+                checksums_offset_bytes: None,
+            })
+        })
+        .collect();
+    let geo = Geometry::new(
+        Level::Raid5,
+        Layout::default_for(Level::Raid5),
+        3,
+        128,
+        (MEMBER_BYTES - DATA_OFFSET) / 512,
+    )
+    .expect("valid geometry");
+    let mut driver = ArrayDriver::new(geo, members, BackendChoice::Threads).expect("driver");
+    let engine = driver.engine_mut();
+    let config = engine.config();
+    engine.set_config(EngineConfig {
+        stall_timeout: Nanos(100_000_000),
+        // The rings (zeroed: nothing to replay) are read first.
+        log_sectors: 256,
+        ..config
+    });
+    driver.pump(false).expect("pump");
+    assert!(
+        driver.engine().log_recovering(),
+        "role 2's ring read is held"
+    );
+    let written = driver.device_io(MemberIdx(2), DeviceIo::Write(&[0x5a; 4096]), 4096);
+    let role_2 = driver.engine().member_states()[2];
+    assert_eq!(
+        role_2,
+        MemberState::Active,
+        "role 2 was failed by the engine's stall timer during the recovery ({:?}; the write: {written:?})",
+        driver.take_failures()
+    );
+    // The caller (the replay's record) decides what a write that timed out costs.
+    let err = written.expect_err("role 2's ring read is not done within the stall timeout");
+    assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+    for _ in 0..100_000 {
+        if !driver.engine().log_recovering() {
+            break;
+        }
+        driver.pump(true).expect("pump");
+    }
+    assert!(!driver.engine().log_recovering(), "the recovery ended");
+    assert_eq!(
+        driver.engine().member_states(),
+        [MemberState::Active; 3],
+        "every member is in"
+    );
+    assert!(driver.take_failures().is_empty());
+}
+
+/// A wait for member I/O with an I/O held aside (a slow member's, see
+/// `Member::hold_for`) ends when that I/O falls due, even with another I/O in the
+/// kernel that does not complete: nothing else would wake it. Here a RAID-0 reads
+/// chunk 1 from a member that never answers (a pipe nobody writes to) and chunk 0 from
+/// a member whose I/O is held for 50 ms; `pump(true)` must come back for the held read,
+/// which is answered while the other read is still in the kernel. Before (80bff24 to
+/// 12d6f40) the wait had no bound but the caller's: it slept until the hung read
+/// completed (here when the test gives up and answers it, after 10 s; on a hung device,
+/// never).
+#[test]
+fn a_wait_with_an_io_held_aside_ends_when_it_falls_due() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+
+    let (read_end, write_end) = std::io::pipe().expect("pipe");
+    let slow = FaultPlan {
+        latency: Some(Duration::from_millis(50)),
+        ..FaultPlan::default()
+    };
+    let slots = vec![
+        slot(Box::new(FaultyMember::new(
+            Box::new(MemoryMember::new("slow", MEMBER_BYTES)),
+            slow,
+        ))),
+        // Chunk 1 at byte 0 of the pipe (its data area from byte 0).
+        Some(MemberSlot {
+            member: std::sync::Arc::new(Hung {
+                read_end: OwnedFd::from(read_end),
+            }),
+            data_offset_bytes: 0,
+            log_offset_bytes: None,
+            bitmap_offset_bytes: None,
+            checksums_offset_bytes: None,
+        }),
+    ];
+    let geo = Geometry::new(
+        Level::Raid0,
+        Layout::default_for(Level::Raid0),
+        2,
+        128,
+        (MEMBER_BYTES - DATA_OFFSET) / 512,
+    )
+    .expect("valid geometry");
+    // io_uring only: the thread pool's pread of a pipe fails at once.
+    let Ok(mut driver) = ArrayDriver::new(geo, slots, BackendChoice::Uring) else {
+        eprintln!("skipped: io_uring is not available");
+        return;
+    };
+    // Should the wait not end, the hung read is answered after a while, so that the
+    // test fails rather than hangs.
+    let write_end = Arc::new(write_end);
+    let answered = Arc::new(AtomicBool::new(false));
+    let (done, rescue) = mpsc::channel::<()>();
+    let rescuer = {
+        let (write_end, answered) = (write_end.clone(), answered.clone());
+        std::thread::spawn(move || {
+            if rescue.recv_timeout(Duration::from_secs(10)).is_err() {
+                answered.store(true, Ordering::SeqCst);
+                io::Write::write_all(&mut &*write_end, &[0u8; 4096]).expect("write to the pipe");
+            }
+        })
+    };
+    let mut read = |sector: u64| {
+        let buf = driver.engine_mut().buffers_mut().alloc(4096);
+        driver.submit(xraid_engine::RequestKind::Read, sector, 8, Some(buf))
+    };
+    let _hung = read(128);
+    let held = read(0);
+    // Sent: one read to the kernel, one held aside. (Sent by the waiting pump itself,
+    // the held read does not bound that wait yet: the bound is taken before the
+    // engine's new I/Os are sent.)
+    driver.pump(false).expect("pump");
+    let mut waits = 0;
+    let reply = loop {
+        if let Some(reply) = driver.next_reply() {
+            break reply;
+        }
+        assert!(waits < 1000, "no reply after {waits} waits");
+        driver.pump(true).expect("pump");
+        waits += 1;
+    };
+    let answered_first = answered.load(Ordering::SeqCst);
+    let _ = done.send(());
+    rescuer.join().expect("the rescuer");
+    assert!(
+        !answered_first,
+        "the wait did not end until the hung read was answered (reply {:?} after {waits} waits)",
+        reply.id
+    );
+    assert_eq!(reply.id, held, "the held read answers first");
+    reply.result.expect("the held read succeeds");
+    assert!(
+        driver.io_in_flight(),
+        "the hung read is still in the kernel"
+    );
+    // Answered at last (all 4 KiB: a short read is read on), the hung read leaves
+    // the kernel.
+    io::Write::write_all(&mut &*write_end, &[0u8; 4096]).expect("write to the pipe");
+    for _ in 0..1000 {
+        if !driver.io_in_flight() {
+            break;
+        }
+        driver.pump(true).expect("pump");
+    }
+    assert!(!driver.io_in_flight());
 }
