@@ -488,11 +488,6 @@ impl ArrayDriver {
     /// [`ArrayDriver::pump`], waiting no later than `until` when given.
     fn pump_until(&mut self, wait: bool, until: Option<Instant>) -> Result<(), DriverError> {
         self.release_held();
-        // A held I/O falls due without a completion to wake the wait: bound it.
-        let until = [until, self.held.iter().map(|h| h.due).min()]
-            .into_iter()
-            .flatten()
-            .min();
         loop {
             while let Some(io) = self.engine.poll_member_io() {
                 self.dispatch(io);
@@ -504,6 +499,13 @@ impl ArrayDriver {
             }
             break;
         }
+        // A held I/O falls due without a completion to wake the wait: bound it, the
+        // ones just sent included (bounded before them, a wait beside an I/O stuck in
+        // the kernel slept past their due time, up to the engine's next timer).
+        let until = [until, self.held.iter().map(|h| h.due).min()]
+            .into_iter()
+            .flatten()
+            .min();
         self.drain_replies();
         let must_wait = wait && self.replies.is_empty() && self.backend.in_flight() > 0;
         if wait && self.replies.is_empty() && self.backend.in_flight() == 0 {

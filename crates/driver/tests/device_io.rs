@@ -412,10 +412,8 @@ fn a_wait_with_an_io_held_aside_ends_when_it_falls_due() {
     };
     let _hung = read(128);
     let held = read(0);
-    // Sent: one read to the kernel, one held aside. (Sent by the waiting pump itself,
-    // the held read does not bound that wait yet: the bound is taken before the
-    // engine's new I/Os are sent.)
-    driver.pump(false).expect("pump");
+    // The waiting pump itself sends them, one read to the kernel and one held aside:
+    // the held one bounds that very wait.
     let mut waits = 0;
     let reply = loop {
         if let Some(reply) = driver.next_reply() {
