@@ -412,4 +412,121 @@ mod tests {
         assert_eq!(states[2], MemberState::Failed, "role 2 failed at its stall");
         result.expect("recorded");
     }
+
+    /// Reads the superblock of the file at `path` (opened without a lock).
+    fn superblock_of(path: &Path) -> xraid_format::Superblock {
+        let options = xraid_member::OpenOptions {
+            write: false,
+            direct: xraid_member::DirectMode::Auto,
+            lock: false,
+        };
+        let member = xraid_member::FileMember::open(path, &options).expect("open");
+        crate::read_superblock(&member, path)
+            .expect("read")
+            .expect("superblock")
+    }
+
+    /// A RAID-1 of eleven files in `dir`, opened with roles 1 to 9 set to stall after
+    /// their first `100 + role - 1` I/Os (for [`STALL`]), the engine's stall timeout
+    /// [`STALL_TIMEOUT`]; `n10`, a blank file, replaces role 10 and is dropped at once
+    /// (a change the superblocks must record, followed by the next `take_events`).
+    /// Then nine writes are sent, the first to stall on role 1, the next on role 2,
+    /// and so on: the engine sends each once the one before it is done, which is when
+    /// the role it stalled on is failed. So once the pump runs, roles 1 to 9 fail one
+    /// at a time, a stall timeout apart, and each round of a superblock update (which
+    /// writes the roles in order) meets the next one failing before it reaches role
+    /// 10. Returns the array, the members and n10.
+    fn raid1_with_staggered_stalls(dir: &Path) -> (Array, Vec<PathBuf>, PathBuf) {
+        const HEALTHY: u64 = 100;
+        let members = create_on(dir, Level::Raid1, 11, false);
+        let n10 = dir.join("n10");
+        let len = std::fs::metadata(&members[10]).expect("d10").len();
+        std::fs::File::create(&n10)
+            .and_then(|f| f.set_len(len))
+            .expect("n10");
+        let faults: Vec<MemberFault> = (1..10u16)
+            .map(|role| stall(role, HEALTHY + u64::from(role) - 1, STALL))
+            .collect();
+        let mut array = open_with(&members, &faults);
+        array
+            .replace_member_live(&members[10], &n10, None, true)
+            .expect("the replacement is taken");
+        assert!(
+            array.driver().engine_mut().fail_replacement(MemberIdx(10)),
+            "n10 is dropped"
+        );
+        let stalls_next = |array: &Array, role: u16| {
+            array
+                .driver_ref()
+                .member(MemberIdx(role))
+                .expect("a member")
+                .member
+                .hold_for()
+                .is_some()
+        };
+        // Every write goes to each copy: all count alike, until role 1 is at its stall.
+        let block = vec![7u8; 4096];
+        let mut writes = 0;
+        while !stalls_next(&array, 1) {
+            array.driver().write_at(&block, 0).expect("write");
+            writes += 1;
+            assert!(writes <= HEALTHY, "role 1 never reached its stall");
+        }
+        for role in 2..10 {
+            assert!(!stalls_next(&array, role), "role {role} stalls too early");
+        }
+        for role in 1..10u64 {
+            let buf = array.driver().engine_mut().buffers_mut().alloc(4096);
+            array.driver().submit(
+                xraid_engine::RequestKind::Write,
+                role * CHUNK_BYTES / 512,
+                8,
+                Some(buf),
+            );
+            array.driver().pump(false).expect("pump");
+        }
+        assert!(
+            array
+                .driver_ref()
+                .engine()
+                .member_states()
+                .iter()
+                .all(|s| *s == MemberState::Active),
+            "none failed yet"
+        );
+        (array, members, n10)
+    }
+
+    /// A change the superblocks must record (here a dropped replacement), followed by
+    /// an update that gives up (its rounds meet a member failing, one after another,
+    /// more often than it tries: `MembersChanging`), stays to be recorded: the next
+    /// `take_events` writes it. Before (a review of 12d6f40) the update followed the
+    /// change and forgot it when it failed: role 10's superblock went on naming n10
+    /// as its replacement.
+    #[test]
+    fn a_change_an_update_gave_up_on_is_recorded_by_the_next() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut array, members, n10) = raid1_with_staggered_stalls(dir.path());
+        let dev_n10 = superblock_of(&n10).dev_number as usize;
+        let role_of_n10 = || superblock_of(&members[10]).dev_roles[dev_n10];
+        assert_eq!(
+            role_of_n10(),
+            10,
+            "n10 is recorded as role 10's replacement"
+        );
+        let given_up = array.take_events();
+        assert!(
+            matches!(given_up, Err(crate::ArrayError::MembersChanging { .. })),
+            "the update gives up: {given_up:?}"
+        );
+        let states = array.driver_ref().engine().member_states().to_vec();
+        assert_eq!(states[10], MemberState::Active, "{states:?}");
+        assert_eq!(role_of_n10(), 10, "not recorded yet");
+        array.take_events().expect("the next update writes it");
+        assert_eq!(
+            role_of_n10(),
+            ROLE_FAULTY,
+            "the dropped replacement is recorded"
+        );
+    }
 }

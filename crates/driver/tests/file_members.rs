@@ -6,7 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use xraid_driver::{AllocationRun, ArrayDriver, BackendChoice, MemberSlot};
-use xraid_engine::{MemberState, SyncKind};
+use xraid_engine::{Event, FailReason, MemberState, SyncKind};
 use xraid_layout::MemberIdx;
 use xraid_layout::{Geometry, Layout, Level};
 use xraid_member::{DirectMode, FileMember, Member, OpenOptions};
@@ -325,4 +325,35 @@ fn a_member_that_left_its_role_is_closed() {
     assert!(!d.holds(&old), "the driver let go of the old member");
     assert_eq!(open_fds(&old), 0, "the old member's file is closed");
     assert!(d.holds(&new) && open_fds(&new) > 0);
+}
+
+/// A replacement the driver drops because an I/O it made to it itself failed (the
+/// array's superblock write, `fail_replacement_on_error`) is reported as failed on a
+/// write error, not as failed by request (before 120e4dc it was dropped as an
+/// operator's `fail` would drop it, and its event said `Requested`).
+#[test]
+fn a_replacement_dropped_on_a_refused_write_is_reported_as_a_write_error() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut d = array(dir.path(), Level::Raid5, 4, &[]);
+    let new = MemberSlot {
+        member: member(dir.path(), 9).into(),
+        data_offset_bytes: DATA_OFFSET,
+        log_offset_bytes: None,
+        bitmap_offset_bytes: None,
+        checksums_offset_bytes: None,
+    };
+    d.start_replacement(MemberIdx(1), new).expect("replacement");
+    let refused = std::io::Error::other("the replacement refused its superblock");
+    d.fail_replacement_on_error(MemberIdx(1), &refused);
+    assert!(!d.engine().is_replacing(MemberIdx(1)), "dropped");
+    assert_eq!(d.engine().member_states()[1], MemberState::Active);
+    let events = d.take_events();
+    let reasons: Vec<FailReason> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ReplacementFailed { role, reason } if *role == MemberIdx(1) => Some(*reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons, [FailReason::WriteError], "{events:?}");
 }

@@ -46,6 +46,11 @@ pub struct FaultPlan {
     /// On the machine's power rail ([`crate::cut_machine_power`]): one cut undoes the
     /// unflushed writes of every member on it at the same instant.
     pub on_machine_power: bool,
+    /// Tests only (no `--fault` word): the device's kernel descriptors are handed
+    /// out (`direct_fd`), so that the array's read bypass reads it as it reads a real
+    /// device. Only a plan whose every I/O is held (`stall_after: Some(0)`) keeps the
+    /// driver's own I/O to it in the plan; the driver sends the rest to the kernel.
+    pub direct_fd_for_bypass: bool,
 }
 
 /// How long a stalled I/O hangs unless told: longer than the engine's stall timeout.
@@ -187,6 +192,7 @@ impl FaultPlan {
             lost_ranges,
             power_cut_after,
             on_machine_power,
+            direct_fd_for_bypass: _,
         } = self;
         fail_after.is_none()
             && error_ranges.is_empty()
@@ -325,7 +331,8 @@ pub fn with_hold_waited<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// A member wrapped in a [`FaultPlan`]. Its I/O always runs inline (no kernel
-/// descriptor is handed out), so every I/O passes through the plan.
+/// descriptor is handed out, unless the plan says `direct_fd_for_bypass`), so every
+/// I/O passes through the plan.
 #[derive(Debug)]
 pub struct FaultyMember {
     /// The member and what its volatile cache would lose, shared with the machine's
@@ -562,6 +569,9 @@ impl Member for FaultyMember {
     }
 
     fn direct_fd(&self) -> Option<DirectFd> {
+        if self.plan.direct_fd_for_bypass {
+            return self.cache.inner.direct_fd();
+        }
         None
     }
 

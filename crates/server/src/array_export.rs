@@ -1559,4 +1559,354 @@ mod tests {
         drop(sleeping);
         alarm.join().expect("the alarm ends");
     }
+
+    /// A worker for `array` as `spawn` makes one, without its thread: the test runs
+    /// its steps itself.
+    fn worker(array: Array) -> Worker {
+        let (_tx, rx) = mpsc::channel();
+        Worker {
+            pool: IoBufPool::new(),
+            array,
+            name: "test".to_owned(),
+            read_only: false,
+            rx,
+            sleeping: Arc::new(AtomicBool::new(false)),
+            small: VecDeque::new(),
+            large: VecDeque::new(),
+            large_bytes: 0,
+            parts: HashMap::new(),
+            running: HashMap::new(),
+            next_job: 0,
+            began_writes: true,
+            reniced_at: None,
+            checkpointed_at: std::time::Instant::now(),
+            last_sync: None,
+            scrub_start: None,
+            losses: 0,
+            ticked_at: std::time::Instant::now(),
+            unrecorded: false,
+        }
+    }
+
+    fn superblock_of(path: &std::path::Path) -> xraid_format::Superblock {
+        let options = xraid_member::OpenOptions {
+            write: false,
+            direct: xraid_member::DirectMode::Auto,
+            lock: false,
+        };
+        let member = xraid_member::FileMember::open(path, &options).expect("open");
+        xraid_array::read_superblock(&member, path)
+            .expect("read")
+            .expect("superblock")
+    }
+
+    /// A RAID-1 in `dir` (as xraid-array's `raid1_with_staggered_stalls`) whose
+    /// next superblock update gives up (`MembersChanging`): roles 1 to `stalled`
+    /// stall one after the other, and each round of the update meets the next one
+    /// failing before it reaches the last role. Role `stalled + 1`, the last, is
+    /// replaced by a blank `n`; with `checkpoint`, its copy runs (paced) and has done
+    /// a unit, so that the next checkpoint is an update; without, it is dropped at
+    /// once, a change the superblocks must record. The engine's stall timeout is
+    /// 300 ms. Returns the array, the members and n.
+    ///
+    /// The stalls: role r stalls after its first `100 + r - 1` I/Os (one more for
+    /// r >= 2 with `checkpoint`: the checkpoint's flush reaches them before their
+    /// stall, and waits for role 1, where it stalls). Writes go to every copy, so
+    /// all count alike until role 1 is at its stall; then `stalled` writes are sent,
+    /// the first to stall on role 1, the next on role 2, and so on. The engine sends
+    /// each once the one before it is done, which is when the role it stalled on is
+    /// failed: roles 1 to `stalled` fail one at a time, a stall timeout apart.
+    fn raid1_with_staggered_stalls(
+        dir: &std::path::Path,
+        checkpoint: bool,
+    ) -> (Array, Vec<std::path::PathBuf>, std::path::PathBuf) {
+        const HEALTHY: u64 = 100;
+        const CHUNK_BYTES: u64 = 64 << 10;
+        const MEMBER_BYTES: u64 = 16 << 20;
+        let stalled: u16 = if checkpoint { 10 } else { 9 };
+        let last = usize::from(stalled) + 1;
+        let members: Vec<std::path::PathBuf> =
+            (0..=last).map(|i| dir.join(format!("d{i}"))).collect();
+        let opts = xraid_array::CreateOptions {
+            level: xraid_engine::Level::Raid1,
+            layout: None,
+            chunk_bytes: CHUNK_BYTES,
+            name: "stall".into(),
+            size_bytes: Some(MEMBER_BYTES),
+            members: members.clone(),
+            force: false,
+            backend: xraid_driver::BackendChoice::Threads,
+            bitmap: false,
+            bitmap_chunk_bytes: None,
+            integrity: false,
+        };
+        xraid_array::create(&opts, &mut |_, _| {}).expect("create");
+        let new = dir.join(format!("n{last}"));
+        std::fs::File::create(&new)
+            .and_then(|f| f.set_len(std::fs::metadata(&members[last])?.len()))
+            .expect("the replacement's file");
+        let faults: Vec<xraid_member::MemberFault> = (1..=stalled)
+            .map(|role| xraid_member::MemberFault {
+                role,
+                plan: xraid_member::FaultPlan {
+                    stall_after: Some(
+                        HEALTHY + u64::from(role) - 1 + u64::from(checkpoint && role >= 2),
+                    ),
+                    stall_for: Duration::from_secs(600),
+                    ..xraid_member::FaultPlan::default()
+                },
+            })
+            .collect();
+        let options = xraid_member::OpenOptions {
+            write: true,
+            direct: xraid_member::DirectMode::Auto,
+            lock: true,
+        };
+        let assembled = xraid_array::assemble(&members, &options).expect("assemble");
+        let mut array = Array::open_with_faults(
+            assembled,
+            xraid_array::OpenMode::ReadWrite,
+            xraid_driver::BackendChoice::Threads,
+            &faults,
+        )
+        .expect("open");
+        let engine = array.driver().engine_mut();
+        let config = engine.config();
+        engine.set_config(xraid_engine::EngineConfig {
+            stall_timeout: xraid_engine::Nanos(300_000_000),
+            sync_min_bytes_per_sec: 1 << 20,
+            sync_max_bytes_per_sec: 4 << 20,
+            ..config
+        });
+        let role = MemberIdx(stalled + 1);
+        array
+            .replace_member_live(&members[last], &new, None, true)
+            .expect("the replacement is taken");
+        if !checkpoint {
+            assert!(array.driver().engine_mut().fail_replacement(role));
+        }
+        let stalls_next = |array: &Array, role: u16| {
+            array
+                .driver_ref()
+                .member(MemberIdx(role))
+                .expect("a member")
+                .member
+                .hold_for()
+                .is_some()
+        };
+        let block = vec![7u8; 4096];
+        let mut writes = 0;
+        while !stalls_next(&array, 1) {
+            array.driver().write_at(&block, 0).expect("write");
+            writes += 1;
+            assert!(writes <= HEALTHY, "role 1 never reached its stall");
+        }
+        if checkpoint {
+            let done = |array: &Array| {
+                let engine = array.driver_ref().engine();
+                engine.sync_progress().map_or(0, |p| p.done_below)
+            };
+            while done(&array) == 0 {
+                array.driver().pump(true).expect("pump");
+                array.driver().tick();
+            }
+        }
+        for role in 2..=stalled {
+            assert!(!stalls_next(&array, role), "role {role} stalls too early");
+        }
+        // In the last copy unit, which the paced copy is far from.
+        let first = array.driver_ref().engine().array_sectors() - 4096;
+        for role in 1..=u64::from(stalled) {
+            let buf = array.driver().engine_mut().buffers_mut().alloc(4096);
+            let sector = first + role * CHUNK_BYTES / 512;
+            array
+                .driver()
+                .submit(RequestKind::Write, sector, 8, Some(buf));
+            array.driver().pump(false).expect("pump");
+        }
+        let states = array.driver_ref().engine().member_states();
+        assert!(
+            states.iter().all(|s| *s == MemberState::Active),
+            "{states:?}"
+        );
+        (array, members, new)
+    }
+
+    /// The superblock update that records a change of the members (here a dropped
+    /// replacement, followed by `take_events`) gives up (`MembersChanging`): the
+    /// worker tries the record again before it sends any reply, and until one is
+    /// written no write is acknowledged. Before (a review of 12d6f40) it only logged
+    /// the error: replies went out with role 10's superblock still naming n10 as its
+    /// replacement, which a crash would then resume building from its checkpoint,
+    /// without the writes acknowledged since.
+    #[test]
+    fn a_change_an_update_could_not_record_is_recorded_before_any_reply() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (array, members, n10) = raid1_with_staggered_stalls(dir.path(), false);
+        let dev_n10 = superblock_of(&n10).dev_number as usize;
+        let role_of_n10 = || superblock_of(&members[10]).dev_roles[dev_n10];
+        assert_eq!(
+            role_of_n10(),
+            10,
+            "n10 is recorded as role 10's replacement"
+        );
+        let mut worker = worker(array);
+        worker.collect();
+        assert_eq!(
+            role_of_n10(),
+            xraid_format::ROLE_FAULTY,
+            "the replies went out with the dropped replacement unrecorded"
+        );
+        assert!(
+            !worker.unrecorded,
+            "recorded: writes are acknowledged again"
+        );
+    }
+
+    /// RAID-1 of two files; role 0, the copy the read bypass reads, holds every I/O
+    /// (a device that stopped answering), its kernel descriptors handed out so that
+    /// the bypass reads it as it reads a real device. A write of 4 KiB at 0 waits on
+    /// it. The worker has a record to retry (`unrecorded`, as after a failed update):
+    /// the superblock update waits on role 0, the engine fails role 0 at the stall
+    /// timeout, and the write completes on role 1 alone, its reply among those the
+    /// worker then sends. A read of those bytes through the bypass must not come from
+    /// role 0, which never got them. Before (a review of 12d6f40) the bypass was
+    /// published only before the update, with role 0 active: such a read returned
+    /// what role 0 held before the acknowledged write.
+    #[test]
+    fn a_read_through_the_bypass_after_an_update_does_not_see_a_member_it_failed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members: Vec<std::path::PathBuf> =
+            (0..2).map(|i| dir.path().join(format!("d{i}"))).collect();
+        let opts = xraid_array::CreateOptions {
+            level: xraid_engine::Level::Raid1,
+            layout: None,
+            chunk_bytes: 64 << 10,
+            name: "bypass".into(),
+            size_bytes: Some(16 << 20),
+            members: members.clone(),
+            force: false,
+            backend: xraid_driver::BackendChoice::Threads,
+            bitmap: false,
+            bitmap_chunk_bytes: None,
+            integrity: false,
+        };
+        xraid_array::create(&opts, &mut |_, _| {}).expect("create");
+        let options = xraid_member::OpenOptions {
+            write: true,
+            direct: xraid_member::DirectMode::Auto,
+            lock: true,
+        };
+        let assembled = xraid_array::assemble(&members, &options).expect("assemble");
+        let stalled = xraid_member::MemberFault {
+            role: 0,
+            plan: xraid_member::FaultPlan {
+                stall_after: Some(0),
+                stall_for: Duration::from_secs(600),
+                direct_fd_for_bypass: true,
+                ..xraid_member::FaultPlan::default()
+            },
+        };
+        let mut array = Array::open_with_faults(
+            assembled,
+            xraid_array::OpenMode::ReadWrite,
+            xraid_driver::BackendChoice::Threads,
+            &[stalled],
+        )
+        .expect("open");
+        let engine = array.driver().engine_mut();
+        let config = engine.config();
+        engine.set_config(xraid_engine::EngineConfig {
+            stall_timeout: xraid_engine::Nanos(300_000_000),
+            ..config
+        });
+        let bypass = array.driver().read_bypass();
+        let data = vec![0xabu8; 4096];
+        let buf = array.driver().engine_mut().buffers_mut().alloc(4096);
+        array
+            .driver()
+            .engine_mut()
+            .buffers_mut()
+            .get_mut(buf)
+            .copy_from_slice(&data);
+        let write = array.driver().submit(RequestKind::Write, 0, 8, Some(buf));
+        array.driver().pump(false).expect("pump");
+        let mut worker = worker(array);
+        // The write as a client's job, whose reply the worker sends.
+        let (done, replies) = mpsc::channel();
+        worker.parts.insert(
+            write,
+            Part {
+                job: 0,
+                release: None,
+            },
+        );
+        worker.running.insert(
+            0,
+            Running {
+                cookie: 7,
+                flight_bytes: 4096,
+                done,
+                remaining: 1,
+                error: None,
+                read: None,
+                large_bytes: 0,
+                fua: false,
+                flushing: false,
+                zeros_left: VecDeque::new(),
+                punch: false,
+            },
+        );
+        worker.unrecorded = true;
+        worker.collect();
+        let engine = worker.array.driver_ref().engine();
+        assert_eq!(engine.member_states()[0], MemberState::Failed);
+        assert!(!worker.unrecorded, "recorded");
+        match replies.try_recv() {
+            Ok(Done::Job {
+                cookie: 7,
+                result: Ok(None),
+                ..
+            }) => {}
+            other => panic!("the write is acknowledged: {other:?}"),
+        }
+        let mut read = vec![0u8; 4096];
+        assert!(
+            !bypass.read(&mut read, 0) || read == data,
+            "the bypass read what role 0 held before the acknowledged write"
+        );
+    }
+
+    /// A rebuild's checkpoint whose superblock update gives up (`MembersChanging`;
+    /// roles 1 to 10 failed during it) is followed by a record of the members
+    /// before any reply. Before (a review of 12d6f40) the worker only logged it: the
+    /// replies went out with role 11's superblock calling roles 1 to 10 active.
+    #[test]
+    fn a_failed_checkpoint_is_followed_by_a_record_before_any_reply() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (array, members, n11) = raid1_with_staggered_stalls(dir.path(), true);
+        let dev_10 = superblock_of(&members[10]).dev_number as usize;
+        assert_eq!(superblock_of(&members[11]).dev_roles[dev_10], 10);
+        let mut worker = worker(array);
+        worker.checkpointed_at = std::time::Instant::now()
+            .checked_sub(SYNC_CHECKPOINT_EVERY)
+            .expect("uptime");
+        worker.collect();
+        assert_eq!(
+            superblock_of(&n11).recovery_offset,
+            0,
+            "the checkpoint gave up: its progress is not what was recorded"
+        );
+        let states = worker.array.driver_ref().engine().member_states();
+        assert_eq!(states[10], MemberState::Failed, "{states:?}");
+        assert_eq!(
+            superblock_of(&members[11]).dev_roles[dev_10],
+            xraid_format::ROLE_FAULTY,
+            "the replies went out with role 10's failure unrecorded"
+        );
+        assert!(
+            !worker.unrecorded,
+            "recorded: writes are acknowledged again"
+        );
+    }
 }
