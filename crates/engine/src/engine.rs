@@ -55,6 +55,9 @@ pub(crate) enum IoTarget {
     },
     /// A member flush for a client flush.
     Flush { req: usize, member: MemberIdx },
+    /// A flush answered already because its member was failed while it waited (see
+    /// `abandon_flushes`): the device's own answer, whenever it comes, is ignored.
+    Abandoned,
     /// A member flush ending a sync.
     SyncFlush { member: MemberIdx },
     /// A flush making log entries durable so that their room can be reused.
@@ -349,6 +352,7 @@ impl Engine {
         // Entries waiting for this member's next log batch go on without it.
         crate::ppl::gather(self);
         self.fail(member, reason);
+        self.abandon_flushes();
         crate::ppl::release(self);
     }
 
@@ -756,6 +760,9 @@ impl Engine {
         self.now = now;
         let key = usize::try_from(io.0).expect("io ids fit usize");
         let target = self.ios.remove(key);
+        if let IoTarget::Abandoned = target {
+            return;
+        }
         // An I/O sent to a member since replaced in its role (a spare stepped in)
         // completes with no bearing on the newcomer: its failure fails nobody.
         let stale = target_member(&target)
@@ -791,6 +798,7 @@ impl Engine {
             self.stats.io_errors += 1;
         }
         match target {
+            IoTarget::Abandoned => {}
             IoTarget::Direct { req, member, seg } => {
                 if let Err(failure) = result {
                     if seg.write && failure == IoFailed::Medium && self.cannot_do_without(member) {
@@ -967,6 +975,39 @@ impl Engine {
             } else {
                 // Waited for as it is, until it answers.
                 self.stall_excused[member.index()] = true;
+            }
+        }
+        self.abandon_flushes();
+    }
+
+    /// Answers the client and sync flushes still out to members failed since they
+    /// were sent, as if the devices had refused them: the member has left the array,
+    /// so what the flush was to make durable there no longer counts, and a device
+    /// that hangs in the kernel for good then holds no client flush back (the data
+    /// I/O waiting on it still waits: its buffer is lent to the kernel, and a flush
+    /// lends none). The slot stays taken until the device answers.
+    fn abandon_flushes(&mut self) {
+        let gone: Vec<usize> = self
+            .ios
+            .iter()
+            .filter_map(|(key, target)| match *target {
+                IoTarget::Flush { member, .. } | IoTarget::SyncFlush { member }
+                    if !self.is_present(member) =>
+                {
+                    Some(key)
+                }
+                _ => None,
+            })
+            .collect();
+        for key in gone {
+            let target = std::mem::replace(self.ios.get_mut(key), IoTarget::Abandoned);
+            match target {
+                IoTarget::Flush { req, .. } => {
+                    let error = self.lost_error();
+                    self.request_step_done(req, error);
+                }
+                IoTarget::SyncFlush { .. } => crate::sync::flush_done(self),
+                _ => unreachable!("only flushes are abandoned"),
             }
         }
     }
@@ -1604,5 +1645,6 @@ fn target_member(target: &IoTarget) -> Option<MemberIdx> {
         | IoTarget::LogBatch { member }
         | IoTarget::Intent { member, .. }
         | IoTarget::ChecksumPages { member, .. } => Some(member),
+        IoTarget::Abandoned => None,
     }
 }

@@ -2612,3 +2612,44 @@ fn a_degraded_mirror_resync_pays_what_is_owed_and_a_degraded_parity_one_does_not
         assert!(got == data, "{level:?}: the data reads back");
     }
 }
+
+#[test]
+fn a_client_flush_does_not_wait_for_a_member_failed_for_stalling_on_it() {
+    // A device that hangs in the kernel for good never answers its flush; once the
+    // stall timeout fails it, the flush is answered from the members left (its
+    // data I/O still waits: its buffers are lent, a flush lends none).
+    for level in [Level::Raid1, Level::Raid5] {
+        let geo = Geometry::new(level, Layout::default_for(level), 3, 8, 2048).expect("geometry");
+        let mut array = SimArray::new(geo, 31);
+        array.engine.set_config(EngineConfig {
+            stall_timeout: xraid_engine::Nanos(1_000_000_000),
+            ..EngineConfig::default()
+        });
+        let data = vec![6u8; 64 * SECTOR];
+        array.write(0, &data).expect("write");
+        // Member 2 stops answering for ten minutes.
+        array.members[2].extra_latency = xraid_engine::Nanos(600_000_000_000);
+        array.start_flush();
+        let start = array.now();
+        while !array.engine.clients_idle() {
+            assert!(array.step(), "{level:?}: the flush is never answered");
+        }
+        let waited = array.now().0 - start.0;
+        assert!(
+            waited < 2_000_000_000,
+            "{level:?}: the flush waited {waited} ns, past the stall timeout"
+        );
+        assert_eq!(array.engine.member_states()[2], MemberState::Failed);
+        let replies = array.run();
+        assert_eq!(replies.len(), 1, "{level:?}");
+        assert!(
+            replies[0].result.is_ok(),
+            "{level:?}: {:?}",
+            replies[0].result
+        );
+        // The device's late answer changes nothing; the array goes on degraded.
+        assert_eq!(array.read(0, 64).expect("read"), data, "{level:?}");
+        array.write(8, &data[..8 * SECTOR]).expect("write after");
+        array.flush().expect("flush after");
+    }
+}
