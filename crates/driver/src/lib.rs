@@ -715,15 +715,22 @@ impl ArrayDriver {
             self.complete_inline(io.id, io.member, result);
             return;
         }
-        let ptr = self.engine.buffers().raw_ptr(io.buf);
+        // A flush moves no data: its buffer is never looked at (the engine may have
+        // answered it and freed the buffer already, for a device that left the array).
+        let (ptr, len) = if io.kind == IoKind::Flush {
+            (std::ptr::null_mut(), 0)
+        } else {
+            (self.engine.buffers().raw_ptr(io.buf), io.buf.len)
+        };
         let Some(direct) = slot.member.direct_fd() else {
             let result = self.perform_inline(&io, offset);
             self.complete_inline(io.id, io.member, result);
             return;
         };
         let aligned = |v: usize| v.is_multiple_of(direct.align);
-        let use_direct = aligned(ptr as usize)
-            && aligned(io.buf.len)
+        let use_direct = io.kind != IoKind::Flush
+            && aligned(ptr as usize)
+            && aligned(len)
             && u64::try_from(direct.align).is_ok_and(|a| offset.is_multiple_of(a));
         let fd = if use_direct {
             direct.fd
@@ -742,9 +749,9 @@ impl ArrayDriver {
             kind,
             offset,
             ptr,
-            len: io.buf.len,
+            len,
         };
-        // SAFETY: the buffer behind `ptr` belongs to the engine's buffer table and stays
+        // SAFETY: a flush has no buffer (null, 0); the buffer behind any other `ptr` belongs to the engine's buffer table and stays
         // allocated, unmoved and untouched by the engine until this I/O's completion is
         // handed back (the engine frees scratch and the caller frees request buffers only
         // after the reply); the member's descriptors stay open until this I/O completes:

@@ -184,6 +184,10 @@ pub struct Engine {
     /// Per role, how many times a new device took it ([`Engine::replace_member`]); per
     /// I/O in flight (by key), the count when it was sent.
     member_gen: Vec<u32>,
+    /// Client and sync flushes out to members, and [`Engine::members_standing`] when
+    /// they were last looked at for devices that no longer serve.
+    flushes_out: usize,
+    flushes_checked_at: u64,
     io_gen: Vec<u32>,
     /// The member whose completion being handled came from a replaced device.
     stale_member: Option<MemberIdx>,
@@ -246,6 +250,8 @@ impl Engine {
             stall_excused: vec![false; members.len()],
             // Roles, then their replacement pseudo-members.
             member_gen: vec![0; 2 * members.len()],
+            flushes_out: 0,
+            flushes_checked_at: 0,
             io_gen: Vec::new(),
             stale_member: None,
             known_bad: crate::badblocks::KnownBad::new(2 * members.len()),
@@ -752,6 +758,7 @@ impl Engine {
         // Stripe writes ready to log meanwhile share their members' next log batches.
         crate::ppl::gather(self);
         self.completion(io, result, now);
+        self.abandon_flushes();
         crate::ppl::release(self);
     }
 
@@ -760,8 +767,10 @@ impl Engine {
         self.now = now;
         let key = usize::try_from(io.0).expect("io ids fit usize");
         let target = self.ios.remove(key);
-        if let IoTarget::Abandoned = target {
-            return;
+        match target {
+            IoTarget::Abandoned => return,
+            IoTarget::Flush { .. } | IoTarget::SyncFlush { .. } => self.flushes_out -= 1,
+            _ => {}
         }
         // An I/O sent to a member since replaced in its role (a spare stepped in)
         // completes with no bearing on the newcomer: its failure fails nobody.
@@ -933,6 +942,7 @@ impl Engine {
     fn timeout(&mut self, now: Nanos) {
         self.now = now;
         self.check_stalls();
+        self.abandon_flushes();
         crate::intent::kick(self);
         crate::sync::pump(self);
     }
@@ -977,39 +987,86 @@ impl Engine {
                 self.stall_excused[member.index()] = true;
             }
         }
-        self.abandon_flushes();
     }
 
-    /// Answers the client and sync flushes still out to members failed since they
-    /// were sent, as if the devices had refused them: the member has left the array,
-    /// so what the flush was to make durable there no longer counts, and a device
-    /// that hangs in the kernel for good then holds no client flush back (the data
-    /// I/O waiting on it still waits: its buffer is lent to the kernel, and a flush
-    /// lends none). The slot stays taken until the device answers.
-    fn abandon_flushes(&mut self) {
+    /// Answers the client and sync flushes still out to devices that no longer serve
+    /// (their member failed, or another device took the role), as if the devices
+    /// had refused them: what the flush was to make durable there no longer counts,
+    /// and a device that hangs in the kernel for good then holds no client flush back
+    /// (its data I/O still waits: its buffer is lent to the kernel; a flush's buffer
+    /// is never looked at). The slot stays taken until the device answers, and that
+    /// answer is ignored. Looked at only while a flush is out and the members'
+    /// standing has changed since the last look, so the I/O path pays nothing.
+    pub(crate) fn abandon_flushes(&mut self) {
+        if self.flushes_out == 0 {
+            return;
+        }
+        let standing = self.members_standing();
+        if standing == self.flushes_checked_at {
+            return;
+        }
+        self.flushes_checked_at = standing;
         let gone: Vec<usize> = self
             .ios
             .iter()
             .filter_map(|(key, target)| match *target {
                 IoTarget::Flush { member, .. } | IoTarget::SyncFlush { member }
-                    if !self.is_present(member) =>
+                    if !self.flush_device_serves(key, member) =>
                 {
                     Some(key)
                 }
                 _ => None,
             })
             .collect();
+        let mut sync_flush = false;
         for key in gone {
             let target = std::mem::replace(self.ios.get_mut(key), IoTarget::Abandoned);
+            self.flushes_out -= 1;
             match target {
                 IoTarget::Flush { req, .. } => {
                     let error = self.lost_error();
                     self.request_step_done(req, error);
                 }
-                IoTarget::SyncFlush { .. } => crate::sync::flush_done(self),
+                IoTarget::SyncFlush { .. } => {
+                    crate::sync::flush_done(self);
+                    sync_flush = true;
+                }
                 _ => unreachable!("only flushes are abandoned"),
             }
         }
+        if sync_flush {
+            crate::sync::pump(self);
+        }
+    }
+
+    /// Whether the device flush `key` went to (for `member`, a role or a replacement's
+    /// slot) still serves: the same device generation, and a role not failed — a
+    /// replacement while it is being built, or once it took the role over, its role's.
+    fn flush_device_serves(&self, key: usize, member: MemberIdx) -> bool {
+        if self.io_gen.get(key).copied().unwrap_or(0) != self.member_gen[member.index()] {
+            return false;
+        }
+        match self.pseudo_role(member) {
+            Some(role) if self.took_over[role] => self.members[role] != MemberState::Failed,
+            Some(role) => self.replacing[role],
+            None => self.members[member.index()] != MemberState::Failed,
+        }
+    }
+
+    /// A digest of who serves: member states, device generations, replacements.
+    fn members_standing(&self) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut mix = |v: u64| h = (h ^ v).wrapping_mul(0x0100_0000_01b3);
+        for m in &self.members {
+            mix(*m as u64);
+        }
+        for &g in &self.member_gen {
+            mix(u64::from(g));
+        }
+        for (&r, &t) in self.replacing.iter().zip(&self.took_over) {
+            mix(u64::from(r) | u64::from(t) << 1);
+        }
+        h
     }
 
     /// Whether `member`'s stalls are waited out: a role's member that the array cannot
@@ -1444,6 +1501,9 @@ impl Engine {
         }
         if kind.is_write() && area == Area::Data {
             self.mirror_to_replacement(member, kind, sector, buf, target);
+        }
+        if let IoTarget::Flush { .. } | IoTarget::SyncFlush { .. } = target {
+            self.flushes_out += 1;
         }
         let key = self.ios.insert(target);
         self.latency.issued(key, self.now, kind);

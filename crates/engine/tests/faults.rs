@@ -2653,3 +2653,100 @@ fn a_client_flush_does_not_wait_for_a_member_failed_for_stalling_on_it() {
         array.flush().expect("flush after");
     }
 }
+
+#[test]
+fn a_flush_to_a_replaced_members_hung_device_does_not_hold_the_client() {
+    // Role 2's device hangs while its replacement is being built: the stall fails it,
+    // the replacement takes the role over, and the old device's flush (another
+    // generation now) is answered; the replacement's own flush is waited for.
+    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 3, 0, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 32);
+    array.engine.set_config(EngineConfig {
+        stall_timeout: xraid_engine::Nanos(1_000_000_000),
+        sync_max_bytes_per_sec: 1_000_000,
+        ..EngineConfig::default()
+    });
+    let data = vec![7u8; 64 * SECTOR];
+    array.write(0, &data).expect("write");
+    array.start_replacement(MemberIdx(2)).expect("replace");
+    array
+        .engine
+        .start_sync(xraid_engine::SyncKind::Recover, 0)
+        .expect("recover");
+    array.members[2].extra_latency = xraid_engine::Nanos(600_000_000_000);
+    array.start_flush();
+    let start = array.now();
+    while !array.engine.clients_idle() {
+        assert!(array.step(), "the flush is never answered");
+    }
+    let waited = array.now().0 - start.0;
+    assert!(waited < 2_000_000_000, "the flush waited {waited} ns");
+    assert_eq!(
+        array.engine.member_states(),
+        &[
+            MemberState::Active,
+            MemberState::Active,
+            MemberState::Rebuilding
+        ]
+    );
+    let replies = array.run();
+    assert!(replies.iter().all(|r| r.result.is_ok()), "{replies:?}");
+    array.run_sync();
+    assert_eq!(array.read(0, 64).expect("read"), data);
+}
+
+#[test]
+fn a_sync_flush_answered_for_a_failed_member_lets_the_recover_end() {
+    // The recover's closing flushes are out; one member's hangs and the operator
+    // fails that member: its flush is answered, and the recover ends (the
+    // replacement takes its role) instead of waiting for the hung device.
+    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 3, 0, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 33);
+    array.engine.set_config(EngineConfig {
+        stall_timeout: xraid_engine::Nanos(0),
+        ..EngineConfig::default()
+    });
+    let data = vec![9u8; 64 * SECTOR];
+    array.write(0, &data).expect("write");
+    array.start_replacement(MemberIdx(0)).expect("replace");
+    array
+        .engine
+        .start_sync(xraid_engine::SyncKind::Recover, 0)
+        .expect("recover");
+    // The last unit under way: the closing flushes that follow find member 1 hung.
+    let total = array.engine.sync_progress().map_or(0, |p| p.total_units);
+    assert!(array.run_sync_until(total - 1));
+    array.members[1].extra_latency = xraid_engine::Nanos(600_000_000_000);
+    // Run until only member 1's flush is left of the recover.
+    let mut steps = 0;
+    while array.now().0 < 1_000_000_000 && steps < 10_000 {
+        let flushing_only_member_1 = array
+            .engine
+            .sync_progress()
+            .is_some_and(|p| p.done_below == total)
+            && array.in_flight().count() == 1
+            && array.in_flight().all(|io| io.member == MemberIdx(1));
+        if flushing_only_member_1 {
+            break;
+        }
+        assert!(array.step());
+        steps += 1;
+    }
+    assert!(
+        array.in_flight().count() == 1 && array.in_flight().all(|io| io.member == MemberIdx(1)),
+        "only member 1's flush is out"
+    );
+    array.engine.fail_member(MemberIdx(1));
+    let start = array.now();
+    while array.engine.sync_progress().is_some() {
+        assert!(array.step(), "the recover never ends");
+        assert!(
+            array.now().0 - start.0 < 1_000_000_000,
+            "the recover waited for the hung device"
+        );
+    }
+    assert!(array.engine.member_states()[0] != MemberState::Failed);
+    assert_eq!(array.read(0, 64).expect("read"), data);
+}
