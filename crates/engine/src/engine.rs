@@ -409,6 +409,7 @@ impl Engine {
         self.took_over[role] = true;
         // What the old device still answers no longer counts for the role.
         self.member_gen[role] += 1;
+        self.flushes_follow_takeover(role);
         self.read_errors[role] = 0;
         self.fresh_figures(role);
         crate::integrity::device_changed(self, role);
@@ -449,6 +450,7 @@ impl Engine {
         self.replacing[role] = false;
         self.took_over[role] = true;
         self.member_gen[role] += 1;
+        self.flushes_follow_takeover(role);
         self.read_errors[role] = 0;
         self.fresh_figures(role);
         crate::integrity::device_changed(self, role);
@@ -1050,6 +1052,35 @@ impl Engine {
             Some(role) if self.took_over[role] => self.members[role] != MemberState::Failed,
             Some(role) => self.replacing[role],
             None => self.members[member.index()] != MemberState::Failed,
+        }
+    }
+
+    /// The replacement of `role` took the role: its flushes still out are the role's
+    /// from now on. The generation of the replacement's slot moves on with the next
+    /// replacement, which would make them look sent to a device that left (and get
+    /// them answered with the role's device unflushed), and the stall check would
+    /// not see them hang.
+    fn flushes_follow_takeover(&mut self, role: usize) {
+        let pseudo = member_idx(self.members.len() + role);
+        let gen = self.member_gen[pseudo.index()];
+        let keys: Vec<usize> = self
+            .ios
+            .iter()
+            .filter(|(key, target)| {
+                matches!(**target,
+                    IoTarget::Flush { member, .. } | IoTarget::SyncFlush { member }
+                        if member == pseudo)
+                    && self.io_gen.get(*key).copied().unwrap_or(0) == gen
+            })
+            .map(|(key, _)| key)
+            .collect();
+        for key in keys {
+            if let IoTarget::Flush { member, .. } | IoTarget::SyncFlush { member } =
+                self.ios.get_mut(key)
+            {
+                *member = member_idx(role);
+            }
+            self.io_gen[key] = self.member_gen[role];
         }
     }
 

@@ -2750,3 +2750,69 @@ fn a_sync_flush_answered_for_a_failed_member_lets_the_recover_end() {
     assert!(array.engine.member_states()[0] != MemberState::Failed);
     assert_eq!(array.read(0, 64).expect("read"), data);
 }
+
+#[test]
+fn a_flush_to_a_replacement_that_took_its_role_is_waited_for_after_the_next_replacement_starts() {
+    // A client flush goes to the replacement being built (and to the members); the
+    // replacement then takes its role, and a new replacement for that role starts.
+    // The first replacement holds the role now: the client's flush must wait for it.
+    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 3, 0, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 34);
+    array.engine.set_config(EngineConfig {
+        stall_timeout: xraid_engine::Nanos(0),
+        ..EngineConfig::default()
+    });
+    let data = vec![5u8; 64 * SECTOR];
+    array.write(0, &data).expect("write");
+    let role = MemberIdx(2);
+    array.start_replacement(role).expect("replace");
+    let new_slot = array.engine.replacement_slot(role);
+    array
+        .engine
+        .start_sync(xraid_engine::SyncKind::Recover, 0)
+        .expect("recover");
+    let total = array.engine.sync_progress().map_or(0, |p| p.total_units);
+    assert!(array.run_sync_until(total));
+    // The recover's closing flushes are out; the new device turns slow, and a client
+    // flush goes to it.
+    array.slot_mut(new_slot).extra_latency = xraid_engine::Nanos(600_000_000_000);
+    array.start_flush();
+    while array.engine.sync_progress().is_some() {
+        assert!(array.step(), "the recover never ends");
+    }
+    assert_eq!(array.engine.device_slot(role), new_slot, "it took the role");
+    assert!(
+        !array.engine.clients_idle(),
+        "the flush waits for the new device"
+    );
+    // Another replacement of the same role starts (its slot's generation moves on),
+    // and a read completes meanwhile.
+    array.start_replacement(role).expect("replace again");
+    let before = array.now();
+    let (_, buf) = array.start_read(0, 8);
+    while array.now().0 - before.0 < 1_000_000_000 {
+        assert!(array.step());
+        assert!(
+            array.in_flight().count() > 0 || array.now().0 - before.0 >= 1_000_000_000,
+            "nothing left in flight"
+        );
+        if array.in_flight().count() == 1 {
+            break;
+        }
+    }
+    assert!(
+        !array.engine.clients_idle(),
+        "the flush was answered without the device that holds the role"
+    );
+    while !array.engine.clients_idle() {
+        assert!(array.step());
+    }
+    assert!(
+        array.now().0 - before.0 > 500_000_000_000,
+        "answered when the device did"
+    );
+    let replies = array.run();
+    assert!(replies.iter().all(|r| r.result.is_ok()), "{replies:?}");
+    array.engine.buffers_mut().free(buf);
+}
