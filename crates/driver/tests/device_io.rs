@@ -90,16 +90,20 @@ fn a_device_io_to_a_member_with_descriptors_goes_through_the_kernel() {
     assert!(!driver.io_in_flight());
 }
 
-/// A "device" whose descriptor is the read end of a pipe: a read from it does not
-/// complete until something is written to the pipe, as on a device that hangs.
+/// A "device" whose descriptor is one end of a pipe, reached only through the kernel.
+/// On the read end a read does not complete until something is written to the pipe,
+/// as on a device that hangs; on the write end what the kernel writes arrives in order
+/// on the read end the test holds, and with the pipe full a write does not complete
+/// until the test reads some out.
 #[derive(Debug)]
-struct Hung {
-    read_end: OwnedFd,
+struct PipeEnd {
+    name: &'static str,
+    fd: OwnedFd,
 }
 
-impl Member for Hung {
+impl Member for PipeEnd {
     fn name(&self) -> &str {
-        "hung"
+        self.name
     }
     fn size_bytes(&self) -> u64 {
         MEMBER_BYTES
@@ -114,7 +118,7 @@ impl Member for Hung {
         Err(io::Error::other("only through the kernel"))
     }
     fn direct_fd(&self) -> Option<DirectFd> {
-        let fd = self.read_end.as_raw_fd();
+        let fd = self.fd.as_raw_fd();
         Some(DirectFd {
             fd,
             buffered_fd: fd,
@@ -128,7 +132,13 @@ fn a_device_io_that_does_not_complete_times_out_and_its_buffer_waits_for_the_ker
     let (read_end, write_end) = std::io::pipe().expect("pipe");
     let read_end = OwnedFd::from(read_end);
     // io_uring only: the thread pool's pread of a pipe fails at once.
-    let Some(mut driver) = raid1(Box::new(Hung { read_end }), BackendChoice::Uring) else {
+    let Some(mut driver) = raid1(
+        Box::new(PipeEnd {
+            name: "hung",
+            fd: read_end,
+        }),
+        BackendChoice::Uring,
+    ) else {
         eprintln!("skipped: io_uring is not available");
         return;
     };
@@ -152,40 +162,6 @@ fn a_device_io_that_does_not_complete_times_out_and_its_buffer_waits_for_the_ker
         buf, [0u8; 4],
         "given up on, the caller's buffer is left alone"
     );
-}
-
-/// A "device" whose descriptor is the write end of a pipe the test holds the read end
-/// of: what the kernel writes to it arrives in order on the read end, and with the
-/// pipe full a write does not complete until the test reads some out.
-#[derive(Debug)]
-struct Piped {
-    write_end: OwnedFd,
-}
-
-impl Member for Piped {
-    fn name(&self) -> &str {
-        "piped"
-    }
-    fn size_bytes(&self) -> u64 {
-        MEMBER_BYTES
-    }
-    fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
-        Err(io::Error::other("only through the kernel"))
-    }
-    fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
-        Err(io::Error::other("only through the kernel"))
-    }
-    fn flush(&self) -> io::Result<()> {
-        Err(io::Error::other("only through the kernel"))
-    }
-    fn direct_fd(&self) -> Option<DirectFd> {
-        let fd = self.write_end.as_raw_fd();
-        Some(DirectFd {
-            fd,
-            buffered_fd: fd,
-            align: 1,
-        })
-    }
 }
 
 /// Fills the pipe behind `write_end` to the last byte (the descriptor is left
@@ -223,7 +199,13 @@ fn a_write_after_one_that_timed_out_waits_until_the_first_has_left_the_kernel() 
     let write_end = OwnedFd::from(write_end);
     let filled = fill_pipe(&write_end);
     // io_uring only: the thread pool's pwrite to a pipe fails at once.
-    let Some(mut driver) = raid1(Box::new(Piped { write_end }), BackendChoice::Uring) else {
+    let Some(mut driver) = raid1(
+        Box::new(PipeEnd {
+            name: "piped",
+            fd: write_end,
+        }),
+        BackendChoice::Uring,
+    ) else {
         eprintln!("skipped: io_uring is not available");
         return;
     };
@@ -370,8 +352,9 @@ fn a_wait_with_an_io_held_aside_ends_when_it_falls_due() {
         ))),
         // Chunk 1 at byte 0 of the pipe (its data area from byte 0).
         Some(MemberSlot {
-            member: std::sync::Arc::new(Hung {
-                read_end: OwnedFd::from(read_end),
+            member: std::sync::Arc::new(PipeEnd {
+                name: "hung",
+                fd: OwnedFd::from(read_end),
             }),
             data_offset_bytes: 0,
             log_offset_bytes: None,
