@@ -1,7 +1,9 @@
 //! The physics a disk model must get right (issue 5's "done when"), each checked against
 //! a figure computed from the parameters by hand, not by the model's own functions.
 
-use crate::{Dir, Disk, DiskOp, DiskParams, DiskRequest, HeadPos, Nanos, Rng, Scheduler, Zone};
+use crate::{
+    Dir, Disk, DiskModel, DiskOp, DiskParams, DiskRequest, HeadPos, Nanos, Rng, Scheduler, Zone,
+};
 
 /// A late-1990s 7200 rpm drive, single zone unless a test adds zones. 200 sectors per
 /// track is a multiple of 8, so aligned 4 KiB reads never cross a track.
@@ -424,14 +426,11 @@ fn zoned_params() -> DiskParams {
     }
 }
 
-#[test]
-fn read_progress_agrees_with_whole_transfers() {
-    // `read_progress` is the largest count whose transfer has ended by t; check it
-    // against that definition (a search with whole transfers) on zoned formats, with
-    // spares, skews, and read-on-arrival on and off.
-    let zoned = zoned_params();
-    let mut rng = Rng::new(11);
-    for p in [params(), zoned] {
+/// The models the read-walk tests run on: `params()` and the zoned set, each with
+/// read-on-arrival off and on.
+fn read_walk_models() -> Vec<(bool, DiskModel)> {
+    let mut models = Vec::new();
+    for p in [params(), zoned_params()] {
         for zero_latency in [false, true] {
             let model = DiskParams {
                 zero_latency,
@@ -439,42 +438,54 @@ fn read_progress_agrees_with_whole_transfers() {
             }
             .build()
             .unwrap_or_else(|e| panic!("{e}"));
-            let mech = &model.mech;
-            for _ in 0..3000 {
-                let n = 1 + rng.below(600);
-                let lba = rng.below(mech.format.sectors() - n);
-                let start = mech.format.locate(rng.below(mech.format.sectors()));
-                let head = HeadPos {
-                    cylinder: start.cylinder,
-                    head: start.head,
-                };
-                let t0 = Nanos(rng.below(1_000_000_000));
-                let whole = |k: u64| {
-                    let mut h = head;
-                    (mech.transfer(&mut h, Dir::Read, lba, k, t0), h)
-                };
-                let span = whole(n).0 .0 - t0.0;
-                let t = Nanos(t0.0 + rng.below(span + span / 4));
-                let expect = if whole(n).0 <= t {
-                    (n, whole(n).1)
-                } else {
-                    let (mut lo, mut hi) = (0, n);
-                    while hi - lo > 1 {
-                        let mid = lo + (hi - lo) / 2;
-                        if whole(mid).0 <= t {
-                            lo = mid;
-                        } else {
-                            hi = mid;
-                        }
+            models.push((zero_latency, model));
+        }
+    }
+    models
+}
+
+#[test]
+fn read_progress_agrees_with_whole_transfers() {
+    // `read_progress` is the largest count whose transfer has ended by t; check it
+    // against that definition (a search with whole transfers) on zoned formats, with
+    // spares, skews, and read-on-arrival on and off.
+    let mut rng = Rng::new(11);
+    for (zero_latency, model) in read_walk_models() {
+        let mech = &model.mech;
+        for _ in 0..3000 {
+            let n = 1 + rng.below(600);
+            let lba = rng.below(mech.format.sectors() - n);
+            let start = mech.format.locate(rng.below(mech.format.sectors()));
+            let head = HeadPos {
+                cylinder: start.cylinder,
+                head: start.head,
+            };
+            let t0 = Nanos(rng.below(1_000_000_000));
+            let whole = |k: u64| {
+                let mut h = head;
+                (mech.transfer(&mut h, Dir::Read, lba, k, t0), h)
+            };
+            let span = whole(n).0 .0 - t0.0;
+            let t = Nanos(t0.0 + rng.below(span + span / 4));
+            let expect = if whole(n).0 <= t {
+                (n, whole(n).1)
+            } else {
+                let (mut lo, mut hi) = (0, n);
+                while hi - lo > 1 {
+                    let mid = lo + (hi - lo) / 2;
+                    if whole(mid).0 <= t {
+                        lo = mid;
+                    } else {
+                        hi = mid;
                     }
-                    (lo, if lo == 0 { head } else { whole(lo).1 })
-                };
-                assert_eq!(
-                    mech.read_progress(head, lba, n, t0, t),
-                    expect,
-                    "lba {lba} n {n} t0 {t0:?} t {t:?} zero_latency {zero_latency}"
-                );
-            }
+                }
+                (lo, if lo == 0 { head } else { whole(lo).1 })
+            };
+            assert_eq!(
+                mech.read_progress(head, lba, n, t0, t),
+                expect,
+                "lba {lba} n {n} t0 {t0:?} t {t:?} zero_latency {zero_latency}"
+            );
         }
     }
 }
@@ -485,46 +496,37 @@ fn a_read_cursor_asked_again_later_agrees_with_a_fresh_walk() {
     // and a sequential reader pushes its end on; the cursor walks each track once.
     // Every answer must be the fresh walk's, and the time the stream holds a block
     // must be the whole transfer's end.
-    let zoned = zoned_params();
     let mut rng = Rng::new(12);
-    for p in [params(), zoned] {
-        for zero_latency in [false, true] {
-            let model = DiskParams {
-                zero_latency,
-                ..p.clone()
-            }
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-            let mech = &model.mech;
-            for _ in 0..200 {
-                let lba = rng.below(mech.format.sectors() / 2);
-                let start = mech.format.locate(rng.below(mech.format.sectors()));
-                let head = HeadPos {
-                    cylinder: start.cylinder,
-                    head: start.head,
-                };
-                let t0 = Nanos(rng.below(1_000_000_000));
-                let mut cursor = mech.read_cursor(head, lba, t0);
-                let (mut n, mut t) = (1 + rng.below(300), t0);
-                for _ in 0..40 {
-                    n = (n + rng.below(400)).min(mech.format.sectors() - lba);
-                    t = Nanos(t.0 + rng.below(20_000_000));
-                    let fresh = mech.read_progress(head, lba, n, t0, t);
+    for (zero_latency, model) in read_walk_models() {
+        let mech = &model.mech;
+        for _ in 0..200 {
+            let lba = rng.below(mech.format.sectors() / 2);
+            let start = mech.format.locate(rng.below(mech.format.sectors()));
+            let head = HeadPos {
+                cylinder: start.cylinder,
+                head: start.head,
+            };
+            let t0 = Nanos(rng.below(1_000_000_000));
+            let mut cursor = mech.read_cursor(head, lba, t0);
+            let (mut n, mut t) = (1 + rng.below(300), t0);
+            for _ in 0..40 {
+                n = (n + rng.below(400)).min(mech.format.sectors() - lba);
+                t = Nanos(t.0 + rng.below(20_000_000));
+                let fresh = mech.read_progress(head, lba, n, t0, t);
+                assert_eq!(
+                    mech.read_progress_from(&mut cursor, n, t),
+                    fresh,
+                    "lba {lba} n {n} t0 {t0:?} t {t:?} zero_latency {zero_latency}"
+                );
+                assert!(cursor.passed() <= t);
+                if fresh.0 < n {
+                    let k = fresh.0 + 1 + rng.below(n - fresh.0);
+                    let mut h = head;
                     assert_eq!(
-                        mech.read_progress_from(&mut cursor, n, t),
-                        fresh,
-                        "lba {lba} n {n} t0 {t0:?} t {t:?} zero_latency {zero_latency}"
+                        mech.read_end_from(&cursor, k),
+                        mech.transfer(&mut h, Dir::Read, lba, k, t0),
+                        "end of {k} from lba {lba}, t0 {t0:?}, zero_latency {zero_latency}"
                     );
-                    assert!(cursor.passed() <= t);
-                    if fresh.0 < n {
-                        let k = fresh.0 + 1 + rng.below(n - fresh.0);
-                        let mut h = head;
-                        assert_eq!(
-                            mech.read_end_from(&cursor, k),
-                            mech.transfer(&mut h, Dir::Read, lba, k, t0),
-                            "end of {k} from lba {lba}, t0 {t0:?}, zero_latency {zero_latency}"
-                        );
-                    }
                 }
             }
         }
