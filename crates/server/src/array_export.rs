@@ -1588,6 +1588,34 @@ mod tests {
         }
     }
 
+    /// Creates a RAID-1 of plain files `members` (no bitmap, no integrity).
+    fn create_raid1(members: &[std::path::PathBuf], chunk_bytes: u64, size_bytes: u64, name: &str) {
+        let opts = xraid_array::CreateOptions {
+            level: xraid_engine::Level::Raid1,
+            layout: None,
+            chunk_bytes,
+            name: name.into(),
+            size_bytes: Some(size_bytes),
+            members: members.to_vec(),
+            force: false,
+            backend: xraid_driver::BackendChoice::Threads,
+            bitmap: false,
+            bitmap_chunk_bytes: None,
+            integrity: false,
+        };
+        xraid_array::create(&opts, &mut |_, _| {}).expect("create");
+    }
+
+    /// Assembles `members` to be opened for writing.
+    fn assemble_to_write(members: &[std::path::PathBuf]) -> xraid_array::Assembled {
+        let options = xraid_member::OpenOptions {
+            write: true,
+            direct: xraid_member::DirectMode::Auto,
+            lock: true,
+        };
+        xraid_array::assemble(members, &options).expect("assemble")
+    }
+
     fn superblock_of(path: &std::path::Path) -> xraid_format::Superblock {
         let options = xraid_member::OpenOptions {
             write: false,
@@ -1627,20 +1655,7 @@ mod tests {
         let last = usize::from(stalled) + 1;
         let members: Vec<std::path::PathBuf> =
             (0..=last).map(|i| dir.join(format!("d{i}"))).collect();
-        let opts = xraid_array::CreateOptions {
-            level: xraid_engine::Level::Raid1,
-            layout: None,
-            chunk_bytes: CHUNK_BYTES,
-            name: "stall".into(),
-            size_bytes: Some(MEMBER_BYTES),
-            members: members.clone(),
-            force: false,
-            backend: xraid_driver::BackendChoice::Threads,
-            bitmap: false,
-            bitmap_chunk_bytes: None,
-            integrity: false,
-        };
-        xraid_array::create(&opts, &mut |_, _| {}).expect("create");
+        create_raid1(&members, CHUNK_BYTES, MEMBER_BYTES, "stall");
         let new = dir.join(format!("n{last}"));
         std::fs::File::create(&new)
             .and_then(|f| f.set_len(std::fs::metadata(&members[last])?.len()))
@@ -1657,12 +1672,7 @@ mod tests {
                 },
             })
             .collect();
-        let options = xraid_member::OpenOptions {
-            write: true,
-            direct: xraid_member::DirectMode::Auto,
-            lock: true,
-        };
-        let assembled = xraid_array::assemble(&members, &options).expect("assemble");
+        let assembled = assemble_to_write(&members);
         let mut array = Array::open_with_faults(
             assembled,
             xraid_array::OpenMode::ReadWrite,
@@ -1778,26 +1788,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let members: Vec<std::path::PathBuf> =
             (0..2).map(|i| dir.path().join(format!("d{i}"))).collect();
-        let opts = xraid_array::CreateOptions {
-            level: xraid_engine::Level::Raid1,
-            layout: None,
-            chunk_bytes: 64 << 10,
-            name: "bypass".into(),
-            size_bytes: Some(16 << 20),
-            members: members.clone(),
-            force: false,
-            backend: xraid_driver::BackendChoice::Threads,
-            bitmap: false,
-            bitmap_chunk_bytes: None,
-            integrity: false,
-        };
-        xraid_array::create(&opts, &mut |_, _| {}).expect("create");
-        let options = xraid_member::OpenOptions {
-            write: true,
-            direct: xraid_member::DirectMode::Auto,
-            lock: true,
-        };
-        let assembled = xraid_array::assemble(&members, &options).expect("assemble");
+        create_raid1(&members, 64 << 10, 16 << 20, "bypass");
+        let assembled = assemble_to_write(&members);
         let stalled = xraid_member::MemberFault {
             role: 0,
             plan: xraid_member::FaultPlan {
