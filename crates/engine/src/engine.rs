@@ -58,8 +58,8 @@ pub(crate) enum IoTarget {
     /// A flush answered already because its member was failed while it waited (see
     /// `abandon_flushes`): the device's own answer, whenever it comes, is ignored.
     Abandoned,
-    /// A member flush ending a sync.
-    SyncFlush { member: MemberIdx },
+    /// A member flush ending a sync, of the sync's `round` of them.
+    SyncFlush { member: MemberIdx, round: u64 },
     /// A flush making log entries durable so that their room can be reused.
     LogCheckpoint { member: MemberIdx },
     /// An I/O of the log's recovery at start.
@@ -147,6 +147,10 @@ pub struct Engine {
     pub(crate) sync: Option<SyncState>,
     /// The empty buffer sync flushes carry.
     pub(crate) sync_flush_buf: Option<BufId>,
+    /// Rounds of closing sync flushes sent so far: each flush carries its round, so
+    /// one sent before a recover started over (or by an earlier sync) is not counted
+    /// for the round now waited on.
+    pub(crate) sync_flush_rounds: u64,
     /// Units below which the superblocks record the running recover's targets as
     /// rebuilt (md's recovery_offset), as the driver last said (see
     /// `sync::rebuilt_unrecorded`); a restart of the walk sets it back to 0.
@@ -236,6 +240,7 @@ impl Engine {
             read_errors: vec![0; members.len()],
             sync: None,
             sync_flush_buf: None,
+            sync_flush_rounds: 0,
             recovery_recorded: 0,
             rebuilt_floor: vec![0; roles],
             recorded_floor: vec![0; roles],
@@ -882,11 +887,11 @@ impl Engine {
                 }
                 self.request_step_done(req, error);
             }
-            IoTarget::SyncFlush { member } => {
+            IoTarget::SyncFlush { member, round } => {
                 if result.is_err() {
                     self.fail(member, FailReason::WriteError);
                 }
-                crate::sync::flush_done(self);
+                crate::sync::flush_done(self, round);
             }
             IoTarget::LogCheckpoint { member } => {
                 crate::ppl::on_checkpoint_flush(self, member, result);
@@ -1012,7 +1017,7 @@ impl Engine {
             .ios
             .iter()
             .filter_map(|(key, target)| match *target {
-                IoTarget::Flush { member, .. } | IoTarget::SyncFlush { member }
+                IoTarget::Flush { member, .. } | IoTarget::SyncFlush { member, .. }
                     if !self.flush_device_serves(key, member) =>
                 {
                     Some(key)
@@ -1029,8 +1034,8 @@ impl Engine {
                     let error = self.lost_error();
                     self.request_step_done(req, error);
                 }
-                IoTarget::SyncFlush { .. } => {
-                    crate::sync::flush_done(self);
+                IoTarget::SyncFlush { round, .. } => {
+                    crate::sync::flush_done(self, round);
                     sync_flush = true;
                 }
                 _ => unreachable!("only flushes are abandoned"),
@@ -1068,14 +1073,14 @@ impl Engine {
             .iter()
             .filter(|(key, target)| {
                 matches!(**target,
-                    IoTarget::Flush { member, .. } | IoTarget::SyncFlush { member }
+                    IoTarget::Flush { member, .. } | IoTarget::SyncFlush { member, .. }
                         if member == pseudo)
                     && self.io_gen.get(*key).copied().unwrap_or(0) == gen
             })
             .map(|(key, _)| key)
             .collect();
         for key in keys {
-            if let IoTarget::Flush { member, .. } | IoTarget::SyncFlush { member } =
+            if let IoTarget::Flush { member, .. } | IoTarget::SyncFlush { member, .. } =
                 self.ios.get_mut(key)
             {
                 *member = member_idx(role);
@@ -1208,7 +1213,7 @@ impl Engine {
     }
 
     /// Flushes `member` for the end of a sync.
-    pub(crate) fn emit_sync_flush(&mut self, member: MemberIdx) {
+    pub(crate) fn emit_sync_flush(&mut self, member: MemberIdx, round: u64) {
         let buf = match self.sync_flush_buf {
             Some(buf) => buf,
             None => {
@@ -1227,7 +1232,7 @@ impl Engine {
             IoKind::Flush,
             0,
             slice,
-            IoTarget::SyncFlush { member },
+            IoTarget::SyncFlush { member, round },
         );
     }
 
@@ -1728,7 +1733,7 @@ fn target_member(target: &IoTarget) -> Option<MemberIdx> {
         | IoTarget::MirrorRetry { member, .. }
         | IoTarget::StripeRetry { member, .. }
         | IoTarget::Flush { member, .. }
-        | IoTarget::SyncFlush { member }
+        | IoTarget::SyncFlush { member, .. }
         | IoTarget::LogCheckpoint { member }
         | IoTarget::LogRecovery { member }
         | IoTarget::LogReplayRetry { member, .. }

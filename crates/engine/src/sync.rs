@@ -63,10 +63,11 @@ pub(crate) struct SyncState {
     cancelled: bool,
     /// Earliest time the next unit may be issued.
     next_launch: Nanos,
-    /// Member flushes still running after the last unit: a sync ends only when what
-    /// it wrote is durable, so a rebuilt member is never declared in sync on data a
-    /// power cut could still take away.
-    flushing: Option<u32>,
+    /// The round of member flushes sent after the last unit (`Engine::sync_flush_rounds`)
+    /// and how many of them are still running: a sync ends only when what it wrote is
+    /// durable, so a rebuilt member is never declared in sync on data a power cut could
+    /// still take away.
+    flushing: Option<(u64, u32)>,
     /// Below this unit, visit only units whose write-intent bits are set (a resync
     /// after a crash, the catch-up of a member that returns, the part a replacement
     /// had copied before a crash), skipping the rest as done.
@@ -484,7 +485,7 @@ pub(crate) fn pump(engine: &mut Engine) {
                             start_flush(engine);
                         }
                     }
-                    Some(0) => finish(engine),
+                    Some((_, 0)) => finish(engine),
                     Some(_) => {}
                 }
             }
@@ -590,11 +591,13 @@ pub(crate) fn unit_done(engine: &mut Engine, unit: u64, outcome: UnitOutcome) {
 fn start_flush(engine: &mut Engine) {
     // Replacements too: one is declared holding its role only on durable data.
     let members = engine.flush_targets();
+    engine.sync_flush_rounds += 1;
+    let round = engine.sync_flush_rounds;
     if let Some(s) = &mut engine.sync {
-        s.flushing = Some(u32::try_from(members.len()).expect("few members"));
+        s.flushing = Some((round, u32::try_from(members.len()).expect("few members")));
     }
     for member in members {
-        engine.emit_sync_flush(member);
+        engine.emit_sync_flush(member, round);
     }
     if members_flushing(engine) == Some(0) {
         finish(engine);
@@ -602,14 +605,22 @@ fn start_flush(engine: &mut Engine) {
 }
 
 fn members_flushing(engine: &Engine) -> Option<u32> {
-    engine.sync.as_ref().and_then(|s| s.flushing)
+    engine
+        .sync
+        .as_ref()
+        .and_then(|s| s.flushing)
+        .map(|(_, n)| n)
 }
 
-/// One of the final flushes completed (a failed one has failed its member).
-pub(crate) fn flush_done(engine: &mut Engine) {
+/// One of the final flushes of `round` completed (a failed one has failed its
+/// member). A flush of an earlier round — sent before the recover started over, or
+/// by an earlier sync — made nothing of this round's durable, and is not counted.
+pub(crate) fn flush_done(engine: &mut Engine, round: u64) {
     if let Some(s) = &mut engine.sync {
-        if let Some(n) = &mut s.flushing {
-            *n -= 1;
+        if let Some((waited, n)) = &mut s.flushing {
+            if *waited == round {
+                *n -= 1;
+            }
         }
     }
     // The completion path pumps afterwards, which finishes at zero.

@@ -2816,3 +2816,85 @@ fn a_flush_to_a_replacement_that_took_its_role_is_waited_for_after_the_next_repl
     assert!(replies.iter().all(|r| r.result.is_ok()), "{replies:?}");
     array.engine.buffers_mut().free(buf);
 }
+
+#[test]
+fn a_sync_flush_from_before_the_recover_started_over_does_not_end_the_next_round() {
+    // The recover's closing flushes are out, member 1's slow. A member returns, so the
+    // recover walks again and flushes again; member 3's flush of that second round is
+    // the slowest. Member 1's flush of the first round, answered meanwhile, must not
+    // count for the second round: the recover ends only once member 3's is answered.
+    let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 4, 0, 2048)
+        .expect("geometry");
+    let mut array = SimArray::new(geo, 35);
+    array.shuffle = false;
+    array.engine.set_config(EngineConfig {
+        stall_timeout: xraid_engine::Nanos(0),
+        ..EngineConfig::default()
+    });
+    let data = vec![7u8; 64 * SECTOR];
+    array.write(0, &data).expect("write");
+    array.kill_member(MemberIdx(2));
+    array.return_member(MemberIdx(2), false).expect("return");
+    array.members[1].extra_latency = xraid_engine::Nanos(1_500_000_000);
+    array
+        .engine
+        .start_sync(xraid_engine::SyncKind::Recover, 0)
+        .expect("recover");
+    let total = array.engine.sync_progress().map_or(0, |p| p.total_units);
+    assert!(array.run_sync_until(total));
+    let first_round_flushes = |array: &SimArray| {
+        array
+            .in_flight()
+            .filter(|io| io.kind == xraid_engine::IoKind::Flush)
+            .count()
+    };
+    assert!(
+        first_round_flushes(&array) > 0,
+        "the closing flushes are out"
+    );
+    // Let every first-round flush but member 1's be answered.
+    while array
+        .in_flight()
+        .any(|io| io.kind == xraid_engine::IoKind::Flush && io.member != MemberIdx(1))
+    {
+        assert!(array.step());
+    }
+    let flushes_sent = array.now();
+    array.members[1].extra_latency = xraid_engine::Nanos(0);
+    array.members[3].extra_latency = xraid_engine::Nanos(1_000_000_000);
+    array.kill_member(MemberIdx(3));
+    array.return_member(MemberIdx(3), false).expect("return");
+    // The driver's next tick walks again (as `xraid serve` ticks).
+    let now = array.now();
+    array.engine.handle_timeout(now);
+    let mut last_flush_to_3 = None;
+    while array.engine.sync_progress().is_some() {
+        if array
+            .in_flight()
+            .any(|io| io.kind == xraid_engine::IoKind::Flush && io.member == MemberIdx(3))
+        {
+            last_flush_to_3 = Some(array.now());
+        }
+        assert!(array.step(), "the recover never ends");
+        assert!(
+            array.now().0 - flushes_sent.0 < 10_000_000_000,
+            "the recover ran for ten seconds"
+        );
+    }
+    assert!(
+        last_flush_to_3.is_some(),
+        "the second round flushed member 3"
+    );
+    assert!(
+        !array
+            .in_flight()
+            .any(|io| io.kind == xraid_engine::IoKind::Flush && io.member == MemberIdx(3)),
+        "the recover ended with member 3's flush still out"
+    );
+    assert!(array
+        .engine
+        .member_states()
+        .iter()
+        .all(|s| *s == MemberState::Active));
+    assert_eq!(array.read(0, 64).expect("read"), data);
+}
