@@ -75,7 +75,13 @@ def fio(sock, rw, bs, depth, out, runtime, size):
         args += ["--time_based", f"--runtime={runtime}"]
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     with open(out) as f:
-        return json.load(f)["jobs"][0]["write"]["iops"]
+        write = json.load(f)["jobs"][0]["write"]
+    # Completion latency in ms: the 99.9th percentile and the worst, where a pause of
+    # the server (a superblock update it waits for) shows.
+    clat = write["clat_ns"]
+    pct = clat.get("percentile", {})
+    p999 = pct.get("99.900000", 0) / 1e6
+    return write["iops"], p999, clat["max"] / 1e6
 
 
 def status(xraid, folder):
@@ -116,10 +122,10 @@ def one_run(xraid, work, minimum, member_bytes):
 
         def measure(phase):
             cpu0 = cpu_seconds(proc.pid)
-            iops = fio(sock, "randwrite", "4k", 32, os.path.join(work, "fio.json"),
-                       RUNTIME, array_bytes)
+            iops, p999, worst = fio(sock, "randwrite", "4k", 32,
+                                    os.path.join(work, "fio.json"), RUNTIME, array_bytes)
             cpu = cpu_seconds(proc.pid) - cpu0
-            rows[phase] = (iops, cpu / (iops * RUNTIME) * 1e6)
+            rows[phase] = (iops, cpu / (iops * RUNTIME) * 1e6, p999, worst)
 
         measure("whole")
         subprocess.run([xraid, "fail", folder, members[1]], check=True,
@@ -156,34 +162,41 @@ def main():
     new = not os.path.exists(csv)
     out = open(csv, "a")
     if new:
-        out.write("date,run,rebuild_min_mb_s,phase,iops,server_cpu_us_per_io,rebuild_mb_s\n")
+        out.write("date,run,rebuild_min_mb_s,phase,iops,server_cpu_us_per_io,rebuild_mb_s,"
+                  "p99_9_ms,max_ms,dir\n")
     results = {}
     try:
         for run in range(1, RUNS + 1):
             for minimum in MINS:
                 rows, rate = one_run(xraid, work, minimum, member_bytes)
-                for phase, (iops, us) in rows.items():
+                for phase, (iops, us, p999, worst) in rows.items():
                     r = f"{rate:.1f}" if phase == "rebuilding" else ""
                     out.write(f"{datetime.date.today()},{run},{minimum},{phase},{iops:.0f},"
-                              f"{us:.1f},{r}\n")
-                    results.setdefault((minimum, phase), []).append((iops, us, rate))
+                              f"{us:.1f},{r},{p999:.2f},{worst:.2f},{DIR}\n")
+                    results.setdefault((minimum, phase), []).append(
+                        (iops, us, rate, p999, worst))
                 out.flush()
                 log(f"run {run}, min {minimum} MB/s: " + ", ".join(
-                    f"{p} {i:.0f} IOPS" for p, (i, _) in rows.items())
+                    f"{p} {i:.0f} IOPS (p99.9 {q:.1f} ms, max {w:.1f} ms)"
+                    for p, (i, _, q, w) in rows.items())
                     + f", rebuild {rate:.1f} MB/s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("| rebuild min MB/s | phase | IOPS (median) | vs whole | server µs/IO | rebuild MB/s |")
-    print("|---|---|---|---|---|---|")
+    print("| rebuild min MB/s | phase | IOPS (median) | vs whole | server µs/IO "
+          "| p99.9 ms | max ms | rebuild MB/s |")
+    print("|---|---|---|---|---|---|---|---|")
     for minimum in MINS:
-        whole = statistics.median(i for i, _, _ in results[(minimum, "whole")])
+        whole = statistics.median(c[0] for c in results[(minimum, "whole")])
         for phase in ("whole", "degraded", "rebuilding"):
             cells = results[(minimum, phase)]
-            iops = statistics.median(i for i, _, _ in cells)
-            us = statistics.median(u for _, u, _ in cells)
-            rate = (f"{statistics.median(r for _, _, r in cells):.1f}"
+            iops = statistics.median(c[0] for c in cells)
+            us = statistics.median(c[1] for c in cells)
+            p999 = statistics.median(c[3] for c in cells)
+            worst = statistics.median(c[4] for c in cells)
+            rate = (f"{statistics.median(c[2] for c in cells):.1f}"
                     if phase == "rebuilding" else "")
-            print(f"| {minimum} | {phase} | {iops:,.0f} | {iops / whole:.2f} | {us:.1f} | {rate} |")
+            print(f"| {minimum} | {phase} | {iops:,.0f} | {iops / whole:.2f} | {us:.1f} "
+                  f"| {p999:.1f} | {worst:.1f} | {rate} |")
 
 
 if __name__ == "__main__":
