@@ -44,6 +44,10 @@ const SLOT_BITS: u32 = 16;
 /// percentiles, so a bound keeps a long `--runtime` run's memory bounded (80 MB).
 pub const MAX_RUN_REQUESTS: u64 = 10_000_000;
 
+/// Steps of a run between two reports of its progress (a report costs a few
+/// divisions; a step, a few hundred nanoseconds of host time).
+const PROGRESS_EVERY: u64 = 1 << 10;
+
 /// The array to build on the disks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArraySpec {
@@ -782,6 +786,19 @@ impl SimArray {
 
     /// Runs `w` to its end.
     pub fn run(&mut self, w: &Workload) -> Result<RunResult, RunError> {
+        self.run_with_progress(w, &mut |_| {})
+    }
+
+    /// Runs `w` to its end, telling `progress` now and then how far the run has got:
+    /// the fraction (0 to 1) of what ends it — the workload's requests or simulated
+    /// time, and the rebuild, whichever is further from its end — and 1 at the end.
+    /// A run that takes long on the host (a whole large drive rebuilt, say) can show
+    /// it; the run itself is the same with or without.
+    pub fn run_with_progress(
+        &mut self,
+        w: &Workload,
+        progress: &mut dyn FnMut(f64),
+    ) -> Result<RunResult, RunError> {
         let region = w.check(self.target_sectors())?;
         let jobs = w.numjobs as usize;
         let mut gens: Vec<Generator> = (0..w.numjobs)
@@ -823,7 +840,33 @@ impl SimArray {
         let mut total_issued = 0u64;
         let mut last_reply = t0;
         let mut done_with_workload = None;
+        // Requests the run issues at most, all jobs together.
+        let planned = w
+            .requests
+            .saturating_mul(u64::from(w.numjobs))
+            .min(MAX_RUN_REQUESTS);
+        let mut steps = 0u64;
         loop {
+            steps += 1;
+            if steps.is_multiple_of(PROGRESS_EVERY) {
+                let by_requests = total_issued as f64 / planned.max(1) as f64;
+                let workload = match stop_at {
+                    _ if planned == 0 => 1.0,
+                    Some(stop) => {
+                        let by_time = (self.now.0 - t0.0) as f64 / (stop.0 - t0.0).max(1) as f64;
+                        by_time.max(by_requests)
+                    }
+                    None => by_requests,
+                };
+                let rebuild = match &self.engine {
+                    Some(engine) if self.rebuilding() => {
+                        let member = engine.geometry().member_sectors() * SECTOR_BYTES;
+                        self.rebuilt_bytes() as f64 / member.max(1) as f64
+                    }
+                    _ => 1.0,
+                };
+                progress(workload.min(rebuild).clamp(0.0, 1.0));
+            }
             let in_time = stop_at.is_none_or(|s| self.now < s);
             r.capped |= in_time
                 && total_issued >= MAX_RUN_REQUESTS
@@ -896,6 +939,7 @@ impl SimArray {
                 }
             }
         }
+        progress(1.0);
         r.span = Nanos(last_reply.0 - t0.0);
         r.elapsed = Nanos(self.now.0 - t0.0);
         if let (Some(track), Some(engine)) = (self.rebuild.take(), &self.engine) {

@@ -352,3 +352,85 @@ fn a_rebuild_that_cannot_be_done_is_refused() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(refused(twice, 1).contains("once"));
 }
+
+/// Checks what a run told its progress: fractions within 0..=1 that never go back,
+/// some before the end, and 1 last.
+fn assert_progress(reports: &[f64], what: &str) {
+    assert!(
+        reports.len() >= 3,
+        "{what}: {} reports: {reports:?}",
+        reports.len()
+    );
+    assert!(
+        reports.windows(2).all(|p| p[0] <= p[1]),
+        "{what}: went back: {reports:?}"
+    );
+    assert!(
+        reports.iter().all(|f| (0.0..=1.0).contains(f)),
+        "{what}: {reports:?}"
+    );
+    assert!(
+        reports[..reports.len() - 1]
+            .iter()
+            .any(|&f| f > 0.0 && f < 1.0),
+        "{what}: nothing between start and end: {reports:?}"
+    );
+    assert_eq!(reports.last(), Some(&1.0), "{what}");
+}
+
+#[test]
+fn a_long_run_reports_its_progress_and_runs_the_same_with_or_without() {
+    type Case = fn() -> (SimArray, Workload);
+    let runs: [(&str, Case); 3] = [
+        (
+            "a rebuild beside timed writes",
+            (|| {
+                let mut array = small_array(Level::Raid5, 128);
+                array
+                    .start_rebuild(2, 200_000, 0)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let w = Workload {
+                    runtime: Some(Nanos(20_000_000_000)),
+                    requests: u64::MAX,
+                    ..workload(Pattern::RandWrite, 0, 4, 3)
+                };
+                (array, w)
+            }) as Case,
+        ),
+        (
+            "a rebuild alone",
+            (|| {
+                // Larger drives than the IBM's: enough steps to report between.
+                let spec = ArraySpec {
+                    level: Level::Raid1,
+                    layout: Layout::default_for(Level::Raid1),
+                    disks: 2,
+                    chunk_sectors: 128,
+                };
+                let mut array = SimArray::new(spec, &model()).unwrap_or_else(|e| panic!("{e}"));
+                array
+                    .start_rebuild(1, 0, 0)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                (array, workload(Pattern::Read, 0, 1, 1))
+            }) as Case,
+        ),
+        (
+            "a counted workload",
+            (|| {
+                let array = small_array(Level::Raid0, 128);
+                (array, workload(Pattern::RandRead, 50_000, 8, 4))
+            }) as Case,
+        ),
+    ];
+    for (what, make) in runs {
+        let (mut quiet, w) = make();
+        let without = quiet.run(&w).unwrap_or_else(|e| panic!("{e}"));
+        let (mut told, w) = make();
+        let mut reports = Vec::new();
+        let with = told
+            .run_with_progress(&w, &mut |f| reports.push(f))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(with, without, "{what}: the run changed");
+        assert_progress(&reports, what);
+    }
+}

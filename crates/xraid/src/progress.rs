@@ -41,6 +41,30 @@ fn shown_bar(total: u64, what: &str) -> ProgressBar {
     bar
 }
 
+/// Steps of a [`fraction_bar`]: a tenth of a percent each.
+pub const FRACTION_STEPS: u64 = 1000;
+
+/// A bar for work measured as a fraction done (a simulation: its end is simulated time
+/// or requests, not bytes), moved with [`set_fraction`]; a silent stand-in off a
+/// terminal.
+pub fn fraction_bar(what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(FRACTION_STEPS);
+    let style = ProgressStyle::with_template("{msg} [{bar:30}] {percent}% ETA {eta}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    bar.set_style(style);
+    bar.set_message(what.to_owned());
+    bar
+}
+
+/// Moves a [`fraction_bar`] to `fraction` (0 to 1) of its work.
+pub fn set_fraction(bar: &ProgressBar, fraction: f64) {
+    bar.set_position((fraction.clamp(0.0, 1.0) * FRACTION_STEPS as f64) as u64);
+}
+
 /// Gives `bar` its total once it is known, turning a spinner into a bar.
 pub fn set_total(bar: &ProgressBar, total: u64) {
     if total == 0 {
@@ -76,6 +100,12 @@ mod tests {
         let status = serde_json::json!({ "sync": { "total_bytes": 4096 } });
         follow_sync(&bar, &status, Some(1024));
         assert_eq!((bar.length(), bar.position()), (Some(4096), 1024));
+        let fraction = fraction_bar("simulating");
+        fraction.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        set_fraction(&fraction, 0.25);
+        assert_eq!(fraction.position(), FRACTION_STEPS / 4);
+        set_fraction(&fraction, 7.0);
+        assert_eq!(fraction.position(), FRACTION_STEPS, "never past the end");
         let known = shown_bar(10, "writing");
         known.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         assert_eq!(known.length(), Some(10));

@@ -12,6 +12,7 @@ use xraid_sim::{
 };
 
 use crate::cli::{SimArgs, SimRw};
+use crate::progress;
 use crate::size::human;
 
 /// A component at least this busy is called saturated: above it, queueing delay grows
@@ -247,7 +248,7 @@ pub fn run(args: SimArgs) -> Result<()> {
         let mb = |v: u64| v.saturating_mul(1_000_000);
         sim.start_rebuild(role, mb(pace.0), pace.1.map_or(0, mb))?;
     }
-    let r = sim.run(&w)?;
+    let r = run_showing_progress(&mut sim, &w, "simulating")?;
     let mut report = report(&config, &w, blocks * w.bs, capacity_bytes, &r);
     if let Some(rb) = &r.rebuild {
         report.rebuild = Some(rebuild_report(&config, rb, w.requests > 0, pace)?);
@@ -289,7 +290,11 @@ fn rebuild_report(
             runtime: None,
             seed: 1,
         };
-        let r = sim.run(&w)?;
+        let what = match rw {
+            Pattern::Read => "the member's drive alone, reading",
+            _ => "the member's drive alone, writing",
+        };
+        let r = run_showing_progress(&mut sim, &w, what)?;
         Ok(r.bytes as f64 * 1e3 / r.span.0.max(1) as f64)
     };
     let (read, write) = (alone(Pattern::Read)?, alone(Pattern::Write)?);
@@ -309,6 +314,15 @@ fn rebuild_report(
         min_mb_s,
         max_mb_s,
     })
+}
+
+/// Runs `w`, with a progress bar on a terminal: a large drive takes minutes of host
+/// time.
+fn run_showing_progress(sim: &mut SimArray, w: &Workload, what: &str) -> Result<RunResult> {
+    let bar = progress::fraction_bar(what);
+    let r = sim.run_with_progress(w, &mut |f| progress::set_fraction(&bar, f));
+    bar.finish_and_clear();
+    Ok(r?)
 }
 
 fn runtime(seconds: Option<f64>) -> Result<Option<Nanos>> {
