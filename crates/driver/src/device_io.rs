@@ -110,6 +110,10 @@ impl ArrayDriver {
         while engine_ios(self) && self.serving(slot, gen) {
             let live = deadline.filter(|_| self.engine.can_do_without_device(slot));
             if live.is_some_and(|d| d <= Instant::now()) {
+                self.timers_before_timing_out();
+                if !self.serving(slot, gen) {
+                    break;
+                }
                 return Err(timed_out());
             }
             self.device_io_step(live)
@@ -158,6 +162,10 @@ impl ArrayDriver {
             // peer failing meanwhile can make it the last copy.
             let deadline = deadline.filter(|_| self.engine.can_do_without_device(slot));
             if deadline.is_some_and(|d| d <= now) {
+                self.timers_before_timing_out();
+                if !self.serving(slot, gen) {
+                    continue;
+                }
                 return Ok(Err(timed_out()));
             }
             let until = deadline.map_or(due, |d| d.min(due));
@@ -222,10 +230,27 @@ impl ArrayDriver {
             }
             let live = deadline.filter(|_| self.engine.can_do_without_device(slot));
             if live.is_some_and(|d| d <= Instant::now()) {
+                // Said to the caller after the engine's own stalls are seen (the
+                // member may be failed for one of them now: it is gone either way).
+                self.timers_before_timing_out();
                 self.lent[at].abandoned = true;
                 return Ok(Err(timed_out()));
             }
             self.device_io_step(live)?;
+        }
+    }
+
+    /// A device I/O's own deadline has passed: the engine's timers run first, so that a
+    /// member whose older I/O (the engine's, sent before this one) stalled is failed
+    /// for that, as the clock has it, even where this thread woke late, past both
+    /// deadlines. Otherwise which of the two was seen first would depend on the
+    /// thread's scheduling: a superblock update would take the device for one that
+    /// refused its write rather than one the engine failed meanwhile (a changed array,
+    /// which the update follows and counts), and give up, or not, by chance. Not while
+    /// the stripe log replays (see [`ArrayDriver::device_io_step`]).
+    fn timers_before_timing_out(&mut self) {
+        if !self.engine.log_recovering() {
+            self.tick();
         }
     }
 
