@@ -25,6 +25,7 @@ use xraid_nbd::{block_status_chunk, BlockDescriptor};
 
 use crate::handshake::BASE_ALLOCATION_ID;
 use crate::log;
+use crate::published::{Published, PUBLISH_EVERY};
 
 /// Requests of at least this many bytes take the large lane.
 const LARGE_REQUEST_BYTES: usize = crate::lane::BULK_BYTES as usize;
@@ -64,10 +65,13 @@ pub(crate) enum JobOp {
         len: u64,
         max_extents: usize,
     },
-    /// A control request from the control socket (see `control`), answered at once.
+    /// A control request from the control socket (see `control`), answered at once —
+    /// unless it reaches the worker after `deadline`, when its client has stopped
+    /// waiting: it is then dropped, not carried out behind the client's back.
     Control {
         request: serde_json::Value,
         reply: Sender<serde_json::Value>,
+        deadline: std::time::Instant,
     },
 }
 
@@ -136,6 +140,8 @@ pub(crate) struct ArrayHandle {
     pub min_block: u32,
     /// Payload buffers, reused between connections, the worker and reply writers.
     pub pool: IoBufPool,
+    /// The worker's last status and heartbeat, for a control socket it cannot answer.
+    pub published: Arc<Published>,
 }
 
 impl ArrayHandle {
@@ -240,6 +246,7 @@ pub(crate) fn spawn(
         },
 
         pool: IoBufPool::new(),
+        published: Arc::new(Published::new()),
     };
     if let Some(p) = array.driver().engine().sync_progress() {
         let why = match p.kind {
@@ -276,6 +283,8 @@ pub(crate) fn spawn(
     }
     let worker = Worker {
         pool: handle.pool.clone(),
+        published: Arc::clone(&handle.published),
+        published_at: None,
         array,
         name,
         read_only,
@@ -333,6 +342,10 @@ struct Part {
 struct Worker {
     /// Where read buffers come from and write payloads go back to.
     pool: IoBufPool,
+    /// Where the loop beats and the status goes now and then, for the control socket.
+    published: Arc<Published>,
+    /// When the status was last published.
+    published_at: Option<std::time::Instant>,
     array: Array,
     name: String,
     read_only: bool,
@@ -403,6 +416,7 @@ impl Worker {
         // listed there) is logged, and recorded, before anything else.
         self.collect();
         loop {
+            self.beat();
             let idle = self.small.is_empty() && self.large.is_empty() && !self.busy();
             if idle {
                 match self.rx.recv_timeout(WAKE_EVERY) {
@@ -451,6 +465,20 @@ impl Worker {
             self.array.driver().pump(true)?;
             self.sleeping.store(false, Ordering::SeqCst);
             self.collect();
+        }
+    }
+
+    /// The loop comes round: said where the control socket sees it, with the status
+    /// now and then (see `published`).
+    fn beat(&mut self) {
+        self.published.beat();
+        let due = self
+            .published_at
+            .is_none_or(|at| at.elapsed() >= PUBLISH_EVERY);
+        if due {
+            let status = self.status();
+            self.published.publish(status);
+            self.published_at = Some(std::time::Instant::now());
         }
     }
 
@@ -861,7 +889,20 @@ impl Worker {
     }
 
     fn enqueue(&mut self, job: Job) {
-        if let JobOp::Control { request, reply } = job.op {
+        if let JobOp::Control {
+            request,
+            reply,
+            deadline,
+        } = job.op
+        {
+            if std::time::Instant::now() > deadline {
+                log::info(&format!(
+                    "array '{}': a control request ({}) came after its client had stopped waiting: not carried out",
+                    self.name,
+                    request["op"].as_str().unwrap_or("?")
+                ));
+                return;
+            }
             let answer = self.control(&request);
             let _ = reply.send(answer);
             return;
@@ -1560,12 +1601,23 @@ mod tests {
         alarm.join().expect("the alarm ends");
     }
 
+    /// The tests whose members stall run one at a time: each times a sequence of
+    /// stalls on the wall clock (300 ms to 5 s apart), which another such test's
+    /// threads beside it can throw off.
+    fn stall_tests_one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        ONE.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// A worker for `array` as `spawn` makes one, without its thread: the test runs
     /// its steps itself.
     fn worker(array: Array) -> Worker {
         let (_tx, rx) = mpsc::channel();
         Worker {
             pool: IoBufPool::new(),
+            published: Arc::new(Published::new()),
+            published_at: None,
             array,
             name: "test".to_owned(),
             read_only: false,
@@ -1751,6 +1803,7 @@ mod tests {
     /// without the writes acknowledged since.
     #[test]
     fn a_change_an_update_could_not_record_is_recorded_before_any_reply() {
+        let _one_at_a_time = stall_tests_one_at_a_time();
         let dir = tempfile::tempdir().expect("tempdir");
         let (array, members, n10) = raid1_with_staggered_stalls(dir.path(), false);
         let dev_n10 = superblock_of(&n10).dev_number as usize;
@@ -1785,6 +1838,7 @@ mod tests {
     /// what role 0 held before the acknowledged write.
     #[test]
     fn a_read_through_the_bypass_after_an_update_does_not_see_a_member_it_failed() {
+        let _one_at_a_time = stall_tests_one_at_a_time();
         let dir = tempfile::tempdir().expect("tempdir");
         let members: Vec<std::path::PathBuf> =
             (0..2).map(|i| dir.path().join(format!("d{i}"))).collect();
@@ -1875,6 +1929,7 @@ mod tests {
     /// replies went out with role 11's superblock calling roles 1 to 10 active.
     #[test]
     fn a_failed_checkpoint_is_followed_by_a_record_before_any_reply() {
+        let _one_at_a_time = stall_tests_one_at_a_time();
         let dir = tempfile::tempdir().expect("tempdir");
         let (array, members, n11) = raid1_with_staggered_stalls(dir.path(), true);
         let dev_10 = superblock_of(&members[10]).dev_number as usize;
@@ -1900,5 +1955,131 @@ mod tests {
             !worker.unrecorded,
             "recorded: writes are acknowledged again"
         );
+    }
+
+    /// While the array's thread waits on a stalled member (a superblock update, here
+    /// the one recording an operator's `fail`), a status is answered from what the
+    /// thread last published, saying so; a request the thread reaches only after its
+    /// client stopped waiting is dropped, not carried out. Before, the control socket
+    /// answered one request at a time, a status waited up to 10 s behind the update
+    /// and then said only "did not answer in time", and a `fail` given up on was still
+    /// carried out whenever the thread got to it.
+    #[test]
+    fn a_status_is_answered_while_the_array_thread_waits_on_a_stalled_member() {
+        let _one_at_a_time = stall_tests_one_at_a_time();
+        const HEALTHY: u64 = 100;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members: Vec<std::path::PathBuf> =
+            (0..4).map(|i| dir.path().join(format!("d{i}"))).collect();
+        create_raid1(&members, 64 << 10, 16 << 20, "busy");
+        let faults = [xraid_member::MemberFault {
+            role: 1,
+            plan: xraid_member::FaultPlan {
+                stall_after: Some(HEALTHY),
+                stall_for: Duration::from_secs(600),
+                ..xraid_member::FaultPlan::default()
+            },
+        }];
+        let mut array = Array::open_with_faults(
+            assemble_to_write(&members),
+            xraid_array::OpenMode::ReadWrite,
+            xraid_driver::BackendChoice::Threads,
+            &faults,
+        )
+        .expect("open");
+        let engine = array.driver().engine_mut();
+        let config = engine.config();
+        let stall_timeout = Duration::from_secs(5);
+        engine.set_config(xraid_engine::EngineConfig {
+            stall_timeout: xraid_engine::Nanos(stall_timeout.as_nanos() as u64),
+            ..config
+        });
+        // Role 1's next I/O stalls: the next superblock update waits on it.
+        let stalls_next = |array: &Array| {
+            array
+                .driver_ref()
+                .member(MemberIdx(1))
+                .expect("a member")
+                .member
+                .hold_for()
+                .is_some()
+        };
+        let block = vec![3u8; 4096];
+        let mut writes = 0;
+        while !stalls_next(&array) {
+            array.driver().write_at(&block, 0).expect("write");
+            writes += 1;
+            assert!(writes <= HEALTHY, "role 1 never reached its stall");
+        }
+        let (handle, thread) = spawn(array, "busy".to_owned(), false).expect("spawn");
+        let socket = dir.path().join("control.sock");
+        let control = crate::control::Control::start(socket.clone(), handle.clone(), "busy".into())
+            .expect("the control socket");
+        // One request through the control socket, as the CLI sends it.
+        let ask = move |request: serde_json::Value| -> serde_json::Value {
+            use std::io::{BufRead, Write};
+            let mut stream = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+            writeln!(stream, "{request}").expect("send");
+            let mut line = String::new();
+            std::io::BufReader::new(&stream)
+                .read_line(&mut line)
+                .expect("answer");
+            serde_json::from_str(&line).expect("JSON")
+        };
+        let path = |m: &std::path::Path| m.display().to_string();
+        let fail_d2 = {
+            let ask = ask.clone();
+            let request = serde_json::json!({ "op": "fail", "member": path(&members[2]) });
+            std::thread::spawn(move || ask(request))
+        };
+        // The thread takes the fail and waits in its update on role 1; a status sent
+        // meanwhile is not queued behind the fail's connection either.
+        std::thread::sleep(Duration::from_millis(500));
+        let asked = std::time::Instant::now();
+        let status = ask(serde_json::json!({ "op": "status" }));
+        assert!(
+            asked.elapsed() < Duration::from_millis(2500),
+            "the status waited {:?}",
+            asked.elapsed()
+        );
+        assert_eq!(status["ok"], true, "{status}");
+        assert_eq!(status["answered_from"], "snapshot", "{status}");
+        assert!(
+            status["busy_ms"].as_u64().is_some_and(|ms| ms >= 2000),
+            "{status}"
+        );
+        assert_eq!(status["members"][0]["state"], "active", "{status}");
+        // A fail given up on before the thread gets to it.
+        let late = crate::control::ask_worker_within(
+            &handle,
+            serde_json::json!({ "op": "fail", "member": path(&members[3]) }),
+            Duration::from_millis(200),
+        );
+        assert_eq!(late["ok"], false, "{late}");
+        assert!(
+            late["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("did not answer within")),
+            "{late}"
+        );
+        let failed = fail_d2.join().expect("the fail's thread");
+        assert_eq!(failed["ok"], true, "{failed}");
+        let now = crate::control::ask_worker_within(
+            &handle,
+            serde_json::json!({ "op": "status" }),
+            Duration::from_secs(10),
+        );
+        assert!(now.get("answered_from").is_none(), "{now}");
+        let states: Vec<&str> = (0..4)
+            .map(|r| now["members"][r]["state"].as_str().unwrap_or("?"))
+            .collect();
+        assert_eq!(
+            states,
+            ["active", "faulty", "faulty", "active"],
+            "role 1 failed at its stall, role 2 by the operator, and the late fail of role 3 dropped: {now}"
+        );
+        control.stop();
+        drop(handle);
+        thread.join().expect("the array's thread");
     }
 }

@@ -14,13 +14,17 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::array_export::{ArrayHandle, Job, JobOp};
 use crate::log;
 
 /// How long one control client may take to send its request, and a reply may take.
 const PATIENCE: Duration = Duration::from_secs(10);
+
+/// How long a status request waits for the array's thread before it is answered
+/// with the status the thread last published (see `published`).
+const STATUS_PATIENCE: Duration = Duration::from_secs(2);
 
 /// A running control socket; [`Control::stop`] ends it (and lets go of the array).
 #[derive(Debug)]
@@ -66,12 +70,33 @@ impl Control {
     }
 }
 
+/// Control requests answered at once, at most: each has a thread, so that a status
+/// is not queued behind a request the array's thread is slow to answer.
+const MAX_AT_ONCE: usize = 8;
+
 fn serve(listener: &UnixListener, handle: &ArrayHandle, stop: &AtomicBool, name: &str) {
+    let mut answering: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::SeqCst) {
+        answering.retain(|t| !t.is_finished());
         match listener.accept() {
+            Ok((stream, _)) if answering.len() >= MAX_AT_ONCE => {
+                let _ = refuse(&stream, "too many control requests at once: try again");
+            }
             Ok((stream, _)) => {
-                if let Err(e) = answer(stream, handle) {
-                    log::info(&format!("array '{name}': a control request failed: {e}"));
+                let handle = handle.clone();
+                let array = name.to_owned();
+                let spawned = std::thread::Builder::new()
+                    .name("xraid-control-req".to_owned())
+                    .spawn(move || {
+                        if let Err(e) = answer(stream, &handle) {
+                            log::info(&format!("array '{array}': a control request failed: {e}"));
+                        }
+                    });
+                match spawned {
+                    Ok(t) => answering.push(t),
+                    Err(e) => log::error(&format!(
+                        "array '{name}': cannot start a thread for a control request: {e}"
+                    )),
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -83,6 +108,19 @@ fn serve(listener: &UnixListener, handle: &ArrayHandle, stop: &AtomicBool, name:
             }
         }
     }
+    // Their handles to the array go with them: the array stops once all are gone.
+    for t in answering {
+        let _ = t.join();
+    }
+}
+
+/// Answers a connection with `message` as an error, without reading its request.
+fn refuse(stream: &UnixStream, message: &str) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_write_timeout(Some(PATIENCE))?;
+    let mut out = stream;
+    out.write_all(error_reply(message).to_string().as_bytes())?;
+    out.write_all(b"\n")
 }
 
 /// Reads one request, has the worker answer it, writes the answer.
@@ -106,10 +144,31 @@ fn answer(stream: UnixStream, handle: &ArrayHandle) -> std::io::Result<()> {
 }
 
 fn ask_worker(handle: &ArrayHandle, request: serde_json::Value) -> serde_json::Value {
+    let patience = if request["op"] == "status" {
+        STATUS_PATIENCE
+    } else {
+        PATIENCE
+    };
+    ask_worker_within(handle, request, patience)
+}
+
+/// Has the array's thread answer `request`, waiting up to `patience`. A status the
+/// thread does not give in time comes from what it last published; any other request
+/// is dropped by the thread if it has not begun it by then (see `JobOp::Control`).
+pub(crate) fn ask_worker_within(
+    handle: &ArrayHandle,
+    request: serde_json::Value,
+    patience: Duration,
+) -> serde_json::Value {
+    let status = request["op"] == "status";
     let (tx, rx) = mpsc::channel();
     let (done, _) = mpsc::channel();
     let job = Job {
-        op: JobOp::Control { request, reply: tx },
+        op: JobOp::Control {
+            request,
+            reply: tx,
+            deadline: Instant::now() + patience,
+        },
         cookie: 0,
         done,
         flight_bytes: 0,
@@ -117,8 +176,17 @@ fn ask_worker(handle: &ArrayHandle, request: serde_json::Value) -> serde_json::V
     if handle.submit(job).is_err() {
         return error_reply("the array is stopping");
     }
-    rx.recv_timeout(PATIENCE)
-        .unwrap_or_else(|_| error_reply("the array did not answer in time"))
+    if let Ok(answer) = rx.recv_timeout(patience) {
+        return answer;
+    }
+    if let Some(last) = status.then(|| handle.published.last()).flatten() {
+        return last;
+    }
+    error_reply(&format!(
+        "the array's thread did not answer within {} s: it has been busy for {} s (a superblock update waiting on a stalled member holds it for up to the stall timeout; see the server's log); the request was dropped unless it had begun, so check with xraid status",
+        patience.as_secs_f64(),
+        handle.published.busy_for().as_secs()
+    ))
 }
 
 pub(crate) fn error_reply(message: &str) -> serde_json::Value {

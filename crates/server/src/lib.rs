@@ -15,6 +15,7 @@ mod handshake;
 mod lane;
 mod log;
 mod mapped;
+mod published;
 mod server;
 mod stall;
 mod stream;

@@ -77,6 +77,16 @@ struct LeftOutStatus {
 pub fn run(args: StatusArgs) -> Result<()> {
     if let Some(socket) = super::live::served(&args.array) {
         let mut live = super::live::ask(&socket, &serde_json::json!({ "op": "status" }))?;
+        if live["answered_from"] == "snapshot" {
+            // The array's thread is held (a superblock update waiting on a stalled
+            // member, most likely): what it said last, and how long ago.
+            eprintln!(
+                "xraid: warning: array '{}': the server's array thread has been busy for {:.1} s (waiting on a member, most likely: see the server's log); this is its status as of {:.1} s ago",
+                live["name"].as_str().unwrap_or("?"),
+                live["busy_ms"].as_u64().unwrap_or(0) as f64 / 1e3,
+                live["snapshot_age_ms"].as_u64().unwrap_or(0) as f64 / 1e3,
+            );
+        }
         add_superblock_fields(&mut live);
         if args.json {
             println!("{}", serde_json::to_string_pretty(&live)?);
