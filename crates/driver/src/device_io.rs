@@ -15,6 +15,19 @@ use xraid_uring::{IoOp, OpKind};
 
 use crate::{encode_token, ArrayDriver, DriverError, DEVICE_IO};
 
+/// The device I/O the array's thread is waiting on, where other threads can see it
+/// (see [`ArrayDriver::device_io_watch`]): a status asked while the thread is held
+/// can say on which device, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceWait {
+    /// The driver slot: a role, or `raid_disks + role` for a role's replacement.
+    pub slot: MemberIdx,
+    pub since: Instant,
+}
+
+/// Shared view of the device I/O being waited on, if any.
+pub type DeviceWaitWatch = std::sync::Arc<std::sync::Mutex<Option<DeviceWait>>>;
+
 /// One I/O to a device of the array, at a byte offset from the device's start.
 #[derive(Debug)]
 pub enum DeviceIo<'a> {
@@ -60,7 +73,12 @@ impl ArrayDriver {
     /// kernel fails the direct one (EIO) when it cannot drop the cached pages under it.
     pub fn device_io(&mut self, slot: MemberIdx, io: DeviceIo<'_>, offset: u64) -> io::Result<()> {
         self.quiet_slot = Some(slot);
+        self.set_device_wait(Some(DeviceWait {
+            slot,
+            since: Instant::now(),
+        }));
         let result = self.device_io_quiet(slot, io, offset);
+        self.set_device_wait(None);
         self.quiet_slot = None;
         for deferred in std::mem::take(&mut self.deferred) {
             self.dispatch(deferred);
@@ -238,6 +256,18 @@ impl ArrayDriver {
             }
             self.device_io_step(live)?;
         }
+    }
+
+    /// Where other threads see which device I/O this driver's thread waits on.
+    pub fn device_io_watch(&self) -> DeviceWaitWatch {
+        std::sync::Arc::clone(&self.device_wait)
+    }
+
+    fn set_device_wait(&self, wait: Option<DeviceWait>) {
+        *self
+            .device_wait
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = wait;
     }
 
     /// A device I/O's own deadline has passed: the engine's timers run first, so that a

@@ -19,7 +19,7 @@ use xraid_layout::{Geometry, MemberIdx};
 use xraid_member::Member;
 use xraid_uring::{Backend, BackendKind, Completion, IoOp, OpKind};
 
-pub use device_io::DeviceIo;
+pub use device_io::{DeviceIo, DeviceWait, DeviceWaitWatch};
 pub use xraid_uring::{BackendChoice, Waker};
 
 /// Member I/Os the driver keeps in the kernel at once; more wait in the engine's queue.
@@ -168,6 +168,8 @@ pub struct ArrayDriver {
     /// The driver slot a device I/O is being made to: the engine's new I/O to that
     /// device waits in `deferred` meanwhile (see [`ArrayDriver::device_io`]).
     quiet_slot: Option<MemberIdx>,
+    /// The same device I/O, and since when, for other threads to see.
+    device_wait: device_io::DeviceWaitWatch,
     deferred: Vec<MemberIo>,
     /// Reads other threads do straight from active members (see `bypass`).
     bypass: ReadBypass,
@@ -218,6 +220,7 @@ impl ArrayDriver {
             lent: Vec::new(),
             next_device_io: 0,
             quiet_slot: None,
+            device_wait: std::sync::Arc::default(),
             deferred: Vec::new(),
             bypass: bypass::new_bypass(geo),
         };

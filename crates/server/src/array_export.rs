@@ -246,7 +246,7 @@ pub(crate) fn spawn(
         },
 
         pool: IoBufPool::new(),
-        published: Arc::new(Published::new()),
+        published: Arc::new(Published::new(Some(array.driver().device_io_watch()))),
     };
     if let Some(p) = array.driver().engine().sync_progress() {
         let why = match p.kind {
@@ -477,7 +477,15 @@ impl Worker {
             .is_none_or(|at| at.elapsed() >= PUBLISH_EVERY);
         if due {
             let status = self.status();
-            self.published.publish(status);
+            let driver = self.array.driver_ref();
+            let slots = (0..2 * driver.engine().geometry().raid_disks())
+                .map(|i| {
+                    driver
+                        .slot(MemberIdx(i))
+                        .map(|s| s.member.name().to_owned())
+                })
+                .collect();
+            self.published.publish(status, slots);
             self.published_at = Some(std::time::Instant::now());
         }
     }
@@ -1616,7 +1624,7 @@ mod tests {
         let (_tx, rx) = mpsc::channel();
         Worker {
             pool: IoBufPool::new(),
-            published: Arc::new(Published::new()),
+            published: Arc::new(Published::new(None)),
             published_at: None,
             array,
             name: "test".to_owned(),
@@ -2049,6 +2057,15 @@ mod tests {
             "{status}"
         );
         assert_eq!(status["members"][0]["state"], "active", "{status}");
+        // What it waits on: role 1's superblock write.
+        assert_eq!(status["waiting_on"]["slot"], 1, "{status}");
+        assert_eq!(status["waiting_on"]["path"], path(&members[1]), "{status}");
+        assert!(
+            status["waiting_on"]["for_ms"]
+                .as_u64()
+                .is_some_and(|ms| ms >= 1000),
+            "{status}"
+        );
         // A fail given up on before the thread gets to it.
         let late = crate::control::ask_worker_within(
             &handle,

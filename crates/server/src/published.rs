@@ -1,12 +1,15 @@
 //! What the control socket can say of an array whose thread is busy: the status the
-//! thread last published, and how long ago its loop last came round. A superblock
-//! update that meets a stalled member holds the thread for up to the stall timeout (a
-//! round per stalled member); `xraid status` is what an operator reaches for then, so
-//! it answers from here instead of waiting with everything else.
+//! thread last published, how long ago its loop last came round, and the device I/O it
+//! waits on, if any. A superblock update that meets a stalled member holds the thread
+//! for up to the stall timeout (a round per stalled member); `xraid status` is what an
+//! operator reaches for then, so it answers from here instead of waiting with
+//! everything else.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use xraid_driver::DeviceWaitWatch;
 
 /// How often the array's thread publishes its status while its loop runs.
 pub(crate) const PUBLISH_EVERY: Duration = Duration::from_secs(1);
@@ -16,16 +19,29 @@ pub(crate) struct Published {
     base: Instant,
     /// Nanoseconds from `base` to the start of the thread's last round.
     beat_ns: AtomicU64,
-    /// The last status published, and when.
-    status: Mutex<Option<(Instant, serde_json::Value)>>,
+    /// The last status published.
+    status: Mutex<Option<Snapshot>>,
+    /// The device I/O the thread waits on, if any (the driver's own view).
+    device_wait: Option<DeviceWaitWatch>,
+}
+
+#[derive(Debug, Clone)]
+struct Snapshot {
+    at: Instant,
+    status: serde_json::Value,
+    /// The name of the device in each driver slot then.
+    slots: Vec<Option<String>>,
 }
 
 impl Published {
-    pub(crate) fn new() -> Published {
+    /// Published state for an array whose driver shows the device I/O it waits on in
+    /// `device_wait`.
+    pub(crate) fn new(device_wait: Option<DeviceWaitWatch>) -> Published {
         Published {
             base: Instant::now(),
             beat_ns: AtomicU64::new(0),
             status: Mutex::new(None),
+            device_wait,
         }
     }
 
@@ -41,22 +57,42 @@ impl Published {
         self.base.elapsed().saturating_sub(beat)
     }
 
-    pub(crate) fn publish(&self, status: serde_json::Value) {
-        *self.status.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((Instant::now(), status));
+    /// Publishes `status`, with the name of the device in each driver slot.
+    pub(crate) fn publish(&self, status: serde_json::Value, slots: Vec<Option<String>>) {
+        let snapshot = Snapshot {
+            at: Instant::now(),
+            status,
+            slots,
+        };
+        *self.status.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
     }
 
     /// The last status published, marked as such: how old it is and how long the
-    /// thread has been busy (`answered_from`, `snapshot_age_ms`, `busy_ms`).
+    /// thread has been busy (`answered_from`, `snapshot_age_ms`, `busy_ms`), and the
+    /// device I/O it waits on, if it waits on one (`waiting_on`: the driver `slot`,
+    /// the device's `path`, `for_ms`).
     pub(crate) fn last(&self) -> Option<serde_json::Value> {
-        let (at, mut status) = self
+        let snapshot = self
             .status
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()?;
+        let mut status = snapshot.status;
         status["answered_from"] = "snapshot".into();
-        status["snapshot_age_ms"] = millis(at.elapsed()).into();
+        status["snapshot_age_ms"] = millis(snapshot.at.elapsed()).into();
         status["busy_ms"] = millis(self.busy_for()).into();
+        let wait = self
+            .device_wait
+            .as_ref()
+            .and_then(|w| *w.lock().unwrap_or_else(PoisonError::into_inner));
+        if let Some(wait) = wait {
+            let slot = usize::from(wait.slot.0);
+            status["waiting_on"] = serde_json::json!({
+                "slot": slot,
+                "path": snapshot.slots.get(slot).cloned().flatten(),
+                "for_ms": millis(wait.since.elapsed()),
+            });
+        }
         Some(status)
     }
 }
@@ -70,11 +106,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_last_status_comes_back_marked_with_its_age_and_the_threads_busy_time() {
-        let p = Published::new();
+    fn the_last_status_comes_back_marked_with_its_age_the_threads_busy_time_and_its_wait() {
+        let watch = DeviceWaitWatch::default();
+        let p = Published::new(Some(std::sync::Arc::clone(&watch)));
         assert!(p.last().is_none(), "nothing published yet");
         p.beat();
-        p.publish(serde_json::json!({ "ok": true, "health": "clean" }));
+        let slots = vec![Some("/dev/a".to_owned()), None, Some("/dev/c".to_owned())];
+        p.publish(serde_json::json!({ "ok": true, "health": "clean" }), slots);
         std::thread::sleep(Duration::from_millis(30));
         let last = p.last().expect("published");
         assert_eq!(last["health"], "clean");
@@ -85,6 +123,23 @@ mod tests {
         );
         assert!(
             last["busy_ms"].as_u64().is_some_and(|ms| ms >= 30),
+            "{last}"
+        );
+        assert!(
+            last.get("waiting_on").is_none(),
+            "no device I/O waited on: {last}"
+        );
+        *watch.lock().expect("lock") = Some(xraid_driver::DeviceWait {
+            slot: xraid_engine::MemberIdx(2),
+            since: Instant::now() - Duration::from_millis(50),
+        });
+        let last = p.last().expect("published");
+        assert_eq!(last["waiting_on"]["slot"], 2, "{last}");
+        assert_eq!(last["waiting_on"]["path"], "/dev/c", "{last}");
+        assert!(
+            last["waiting_on"]["for_ms"]
+                .as_u64()
+                .is_some_and(|ms| ms >= 50),
             "{last}"
         );
         p.beat();

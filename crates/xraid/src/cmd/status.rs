@@ -80,11 +80,20 @@ pub fn run(args: StatusArgs) -> Result<()> {
         if live["answered_from"] == "snapshot" {
             // The array's thread is held (a superblock update waiting on a stalled
             // member, most likely): what it said last, and how long ago.
+            let seconds = |v: &serde_json::Value| v.as_u64().unwrap_or(0) as f64 / 1e3;
+            let waiting = match live["waiting_on"].as_object() {
+                Some(w) => format!(
+                    "waiting {:.1} s on {} (a metadata write or read it has not answered)",
+                    seconds(&w["for_ms"]),
+                    w["path"].as_str().unwrap_or("a member")
+                ),
+                None => "waiting on a member, most likely: see the server's log".to_owned(),
+            };
             eprintln!(
-                "xraid: warning: array '{}': the server's array thread has been busy for {:.1} s (waiting on a member, most likely: see the server's log); this is its status as of {:.1} s ago",
+                "xraid: warning: array '{}': the server's array thread has been busy for {:.1} s ({waiting}); this is its status as of {:.1} s ago",
                 live["name"].as_str().unwrap_or("?"),
-                live["busy_ms"].as_u64().unwrap_or(0) as f64 / 1e3,
-                live["snapshot_age_ms"].as_u64().unwrap_or(0) as f64 / 1e3,
+                seconds(&live["busy_ms"]),
+                seconds(&live["snapshot_age_ms"]),
             );
         }
         add_superblock_fields(&mut live);
