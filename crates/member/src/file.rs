@@ -76,13 +76,13 @@ impl FileMember {
         } else {
             (meta.len(), FILE_DIRECT_ALIGN)
         };
-        let (direct, direct_reason) =
-            settle_direct(opts.direct, || open_direct(path, opts.write, size, align)).map_err(
-                |reason| MemberError::DirectRequired {
-                    path: path.to_owned(),
-                    reason,
-                },
-            )?;
+        let (direct, direct_reason) = settle_direct(opts.direct, || {
+            open_direct(path, is_block, opts.write, size, align)
+        })
+        .map_err(|reason| MemberError::DirectRequired {
+            path: path.to_owned(),
+            reason,
+        })?;
         Ok(FileMember {
             path: path.to_owned(),
             name: path.display().to_string(),
