@@ -7,8 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use xraid_nbd::Command as Nbd;
+
 use crate::members::md_agrees;
-use crate::util::{p, random_bytes, tempdir, xraid};
+use crate::nbd_clients::{nbdsh, run as tool};
+use crate::nbd_raw::Client;
+use crate::server::Server;
+use crate::util::{ok, ok_once_let_go, p, random_bytes, tempdir, xraid};
 
 /// How the loop devices present their backing files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,11 +160,20 @@ fn md_examines(members: &[&str], level: &str) {
 
 /// A RAID-5 on four loop devices and a RAID-1 on two, created on the whole devices,
 /// hold what is written, read it back through O_DIRECT, and md reads their superblocks
-/// as xraid wrote them.
+/// as xraid wrote them: on 512-byte and 4096-byte sectors, with and without the loop
+/// driver's direct I/O.
 #[test]
 fn raid5_and_raid1_on_loop_devices_hold_what_is_written() {
-    for (level, n, array_mib) in [("raid5", 4, 93), ("raid1", 2, 31)] {
-        let Some(loops) = Loops::attach(&vec![32; n], Sectors::Default) else {
+    for sectors in [Sectors::Default, Sectors::DirectIo, Sectors::FourK] {
+        for (level, n, array_mib) in [("raid5", 4, 93), ("raid1", 2, 31)] {
+            raid_on_loops_holds_what_is_written(sectors, level, n, array_mib);
+        }
+    }
+}
+
+fn raid_on_loops_holds_what_is_written(sectors: Sectors, level: &str, n: usize, array_mib: u64) {
+    {
+        let Some(loops) = Loops::attach(&vec![32; n], sectors) else {
             return;
         };
         let dir = tempdir();
@@ -179,4 +193,228 @@ fn raid5_and_raid1_on_loop_devices_hold_what_is_written() {
         );
         md_examines(&members, level);
     }
+}
+
+/// A folder of symbolic links to the devices, as /dev/disk/by-id gives them: the way to
+/// name an array of block devices to the commands that take one ARRAY (fail, add,
+/// replace, remove), and where its control socket goes.
+fn linked(dir: &Path, names: &[(&str, &Path)]) -> PathBuf {
+    let disks = dir.join("disks");
+    std::fs::create_dir_all(&disks).expect("disks folder");
+    for (name, device) in names {
+        std::os::unix::fs::symlink(device, disks.join(name)).expect("a link to the device");
+    }
+    disks
+}
+
+/// A RAID-5 of the four 16 MiB `devices` (chunk 64K, a 45 MiB array), named by a
+/// folder of links d0..d3, holding `seed`'s bytes; returns the folder and those bytes.
+fn filled_raid5(dir: &Path, devices: &[PathBuf], seed: u64) -> (PathBuf, Vec<u8>) {
+    let names: Vec<String> = (0..devices.len()).map(|i| format!("d{i}")).collect();
+    let links: Vec<(&str, &Path)> = names
+        .iter()
+        .zip(devices)
+        .map(|(n, d)| (n.as_str(), d.as_path()))
+        .collect();
+    let disks = linked(dir, &links);
+    let members: Vec<PathBuf> = names.iter().map(|n| disks.join(n)).collect();
+    let members: Vec<&str> = members.iter().map(|m| p(m)).collect();
+    run_quiet(&with(&["create", "-l", "5", "-c", "64K"], &members));
+    let data = random_bytes(ARRAY_BYTES, seed);
+    let image = dir.join("image.raw");
+    std::fs::write(&image, &data).expect("image");
+    run_quiet(&["write", "-i", p(&image), p(&disks)]);
+    (disks, data)
+}
+
+/// What a trim of `at..at + len` frees on such a RAID-5 (and so reads as zeros): the
+/// whole stripes (192 KiB of data each) inside it.
+fn trimmed(at: usize, len: usize) -> std::ops::Range<usize> {
+    const STRIPE: usize = 192 << 10;
+    at.next_multiple_of(STRIPE)..(at + len) / STRIPE * STRIPE
+}
+
+/// A RAID-5 of four 16 MiB members, chunk 64K.
+const ARRAY_BYTES: usize = 45 << 20;
+
+/// The array read back with `xraid read` (offline) equals `expected`; a degraded one
+/// may say so, with no other warning.
+fn reads_back(members: &[&str], expected: &[u8]) {
+    let dir = tempdir();
+    let out = dir.path().join("array.bin");
+    let (_, stderr) = run(&with(&["read", "-o", p(&out)], members));
+    assert!(
+        stderr.lines().all(|l| l.contains("is degraded: role(s)")),
+        "{stderr}"
+    );
+    let got = std::fs::read(&out).expect("read back");
+    assert_eq!(got.len(), expected.len(), "{members:?}");
+    if let Some(at) = (0..got.len()).find(|&i| got[i] != expected[i]) {
+        panic!("{members:?}: the array differs from what was written at byte {at}");
+    }
+}
+
+fn scrub_finds_nothing(array: &[&str]) {
+    let out = run_quiet(&with(&["scrub", "check", "--json"], array));
+    let report: serde_json::Value = serde_json::from_str(&out).expect("scrub JSON");
+    assert_eq!(report["mismatched_units"], 0, "{report}");
+    assert_eq!(report["completed"], true, "{report}");
+}
+
+/// Served from its devices, named as a user names disks (`xraid serve /dev/sdb ...`),
+/// a RAID-5 takes qemu-img's writes, gives nbdcopy the same back, frees what nbdsh
+/// trims and zeroes, and reads the same offline afterwards with parity right.
+#[test]
+fn a_raid5_of_loop_devices_serves_nbd_clients() {
+    crate::require_tool!("qemu-img");
+    crate::require_tool!("nbdcopy");
+    let Some(loops) = Loops::attach(&[16; 4], Sectors::Default) else {
+        return;
+    };
+    let dir = tempdir();
+    let members = loops.paths();
+    run_quiet(&with(&["create", "-l", "5", "-c", "64K"], &members));
+    let server = Server::unix(dir.path(), &members);
+    assert!(
+        !server.stderr().contains("warning"),
+        "served with O_DIRECT: {}",
+        server.stderr()
+    );
+    let uri = server.uri("xraid");
+    let mut expected = random_bytes(ARRAY_BYTES, 3);
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, &expected).expect("image");
+    tool(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", p(&image), &uri],
+    );
+    // The live status reaches the server through its control socket, beside the first
+    // device.
+    let live = ok(&with(&["status", "--json"], &members));
+    let live: serde_json::Value = serde_json::from_str(&live).expect("status JSON");
+    assert_eq!(live["served"], true, "{live}");
+    assert_eq!(live["health"], "clean", "{live}");
+    if let Some(mut nbdsh) = nbdsh() {
+        const M: usize = 1 << 20;
+        let out = nbdsh
+            .args(["-c", &format!("h.connect_uri('{uri}')")])
+            .args(["-c", &format!("h.trim({}, {})", 3 * M, 20 * M + 512)])
+            .args(["-c", &format!("h.zero({}, {})", 8 * M + 4096, M + 512)])
+            .output()
+            .expect("nbdsh runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // nbdsh takes the length first.
+        expected[trimmed(20 * M + 512, 3 * M)].fill(0);
+        expected[M + 512..9 * M + 4096 + 512].fill(0);
+    }
+    let copy = dir.path().join("copy.raw");
+    tool("nbdcopy", &[&uri, p(&copy)]);
+    std::fs::write(&image, &expected).expect("expected image");
+    let got = std::fs::read(&copy).expect("copy");
+    if let Some(at) = (0..got.len()).find(|&i| got[i] != expected[i]) {
+        let end = (at..got.len())
+            .find(|&i| got[i] == expected[i])
+            .unwrap_or(got.len());
+        panic!(
+            "nbdcopy reads back other bytes at {at}..{end}: {:?} for {:?}",
+            &got[at..at + 16],
+            &expected[at..at + 16]
+        );
+    }
+    server.stop();
+    reads_back(&members, &expected);
+    scrub_finds_nothing(&members);
+    md_examines(&members, "raid5");
+}
+
+/// 4Kn devices: an array whose members take only 4096-byte I/O still serves a client
+/// that writes, trims and zeroes 512-byte sectors anywhere (md would advertise 4096;
+/// xraid reads, modifies and writes the rest of the device's block), a member lost
+/// while served is rebuilt onto another 4Kn device, and everything reads back.
+#[test]
+fn four_k_sector_devices_take_512_byte_requests_and_rebuild() {
+    let Some(loops) = Loops::attach(&[16; 6], Sectors::FourK) else {
+        return;
+    };
+    let dir = tempdir();
+    let (disks, mut expected) = filled_raid5(dir.path(), &loops.devices[..4], 4);
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let mut client = Client::open(server.tcp_addr(), "xraid", false);
+    let writes = |client: &mut Client, expected: &mut Vec<u8>, seed: u64| {
+        // Single sectors, runs that straddle a device block, a chunk and a stripe.
+        for (i, (at, len)) in [
+            (512, 512),
+            (3 * 512, 1024),
+            (4096 - 512, 1536),
+            ((64 << 10) - 1024, 2048),
+            ((192 << 10) - 512, 8192 + 512),
+            (7 << 20 | 512 * 9, 512 * 77),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let data = random_bytes(len, seed + i as u64);
+            assert_eq!(client.write(at as u64, &data), 0, "write of {len} at {at}");
+            expected[at..at + len].copy_from_slice(&data);
+        }
+        for (command, at, len) in [
+            (Nbd::Trim, (1 << 20) + 512, 700 << 10),
+            (Nbd::WriteZeroes, (3 << 20) + 1536, 4096 + 1024),
+        ] {
+            let reply = client.command(command, at as u64, len as u32);
+            assert_eq!(reply.error, 0, "{command:?} of {len} at {at}");
+            if command == Nbd::WriteZeroes {
+                expected[at..at + len].fill(0);
+            } else {
+                expected[trimmed(at, len)].fill(0);
+            }
+        }
+        assert_eq!(client.flush(), 0);
+    };
+    writes(&mut client, &mut expected, 100);
+    for (at, len) in [(0, 1 << 20), (7 << 20, 1 << 20)] {
+        let got = client.read(at as u64, len as u32).expect("read");
+        assert!(got == expected[at..at + len], "read at {at}");
+    }
+
+    // d2 fails; the clients go on, and its place is taken by a fresh 4Kn device.
+    ok(&["fail", p(&disks), p(&disks.join("d2"))]);
+    writes(&mut client, &mut expected, 200);
+    std::os::unix::fs::symlink(&loops.devices[4], disks.join("n2")).expect("n2");
+    let out = ok_once_let_go(&["add", p(&disks), p(&disks.join("n2"))]);
+    assert!(out.contains("rebuilt by the server"), "{out}");
+    // d1 is swapped for another without losing redundancy on the way.
+    std::os::unix::fs::symlink(&loops.devices[5], disks.join("n1")).expect("n1");
+    let out = ok(&[
+        "replace",
+        p(&disks),
+        p(&disks.join("d1")),
+        p(&disks.join("n1")),
+    ]);
+    assert!(out.contains("holds role 1 now"), "{out}");
+    writes(&mut client, &mut expected, 300);
+    let got = client.read(0, 4 << 20).expect("read");
+    assert!(got == expected[..4 << 20], "read after the rebuild");
+    client.disconnect();
+    scrub_finds_nothing(&[p(&disks)]);
+    server.stop();
+
+    for gone in ["d1", "d2"] {
+        std::fs::remove_file(disks.join(gone)).expect("the replaced links");
+    }
+    reads_back(&[p(&disks)], &expected);
+    scrub_finds_nothing(&[p(&disks)]);
+    // The new members carry the array: without d0 and d3 in turn, all is there.
+    let (n1, n2) = (disks.join("n1"), disks.join("n2"));
+    reads_back(&[p(&n1), p(&n2), p(&disks.join("d3"))], &expected);
+    reads_back(&[p(&disks.join("d0")), p(&n1), p(&n2)], &expected);
+    let members: Vec<PathBuf> = ["d0", "n1", "n2", "d3"]
+        .iter()
+        .map(|n| disks.join(n))
+        .collect();
+    md_examines(&members.iter().map(|m| p(m)).collect::<Vec<_>>(), "raid5");
 }
