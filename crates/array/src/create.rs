@@ -48,7 +48,8 @@ pub struct CreateOptions {
     pub layout: Option<Layout>,
     pub chunk_bytes: u64,
     pub name: String,
-    /// Size of member files to create where they do not exist.
+    /// Size of member files to create where they do not exist; existing members
+    /// smaller than it are refused.
     pub size_bytes: Option<u64>,
     pub members: Vec<PathBuf>,
     /// Overwrite members that already belong to an md array.
@@ -144,6 +145,16 @@ pub fn create(
                 path: path.clone(),
                 size,
                 need,
+            });
+        }
+        // As mdadm refuses a device smaller than its --size: the member files made
+        // for the others would otherwise be sized for an array this one cuts short,
+        // and the array would come out smaller than asked without a word.
+        if let Some(asked) = opts.size_bytes.filter(|&asked| size < asked) {
+            return Err(ArrayError::SmallerThanSize {
+                path: path.clone(),
+                size,
+                asked,
             });
         }
         if !opts.force {

@@ -51,6 +51,12 @@ pub enum ArrayError {
     },
     #[error("{path} holds {size} bytes but a member needs at least {need}: give a larger --size or a larger member")]
     TooSmall { path: PathBuf, size: u64, need: u64 },
+    #[error("{path} holds {size} bytes, less than the {asked} --size asks of every member: give a larger member, or leave out --size to size the array by its smallest member")]
+    SmallerThanSize {
+        path: PathBuf,
+        size: u64,
+        asked: u64,
+    },
     #[error("{path} is truncated: it holds {size} bytes but its superblock says the array uses {need}; restore the full file")]
     Truncated { path: PathBuf, size: u64, need: u64 },
     #[error("{path} does not exist: give --size to create member files")]

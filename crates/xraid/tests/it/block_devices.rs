@@ -13,7 +13,7 @@ use crate::members::md_agrees;
 use crate::nbd_clients::{nbdsh, run as tool};
 use crate::nbd_raw::Client;
 use crate::server::Server;
-use crate::util::{ok, ok_once_let_go, p, random_bytes, tempdir, xraid};
+use crate::util::{fails, ok, ok_once_let_go, p, random_bytes, tempdir, xraid};
 
 /// How the loop devices present their backing files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -417,4 +417,70 @@ fn four_k_sector_devices_take_512_byte_requests_and_rebuild() {
         .map(|n| disks.join(n))
         .collect();
     md_examines(&members.iter().map(|m| p(m)).collect::<Vec<_>>(), "raid5");
+}
+
+/// An array of two new sparse files and two loop devices works like any other; a
+/// device smaller than the array needs is refused by create, add and replace with one
+/// line, and nothing is written.
+#[test]
+fn files_and_devices_mix_and_a_smaller_device_is_refused() {
+    let Some(loops) = Loops::attach(&[16, 16, 8], Sectors::Default) else {
+        return;
+    };
+    let dir = tempdir();
+    let (f0, f1) = (dir.path().join("f0"), dir.path().join("f1"));
+    let (l0, l1, small) = (&loops.devices[0], &loops.devices[1], &loops.devices[2]);
+    let untouched = || {
+        let mut head = vec![0u8; 64 << 10];
+        let f = std::fs::File::open(small).expect("the small device");
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, 0).expect("read it");
+        assert!(head.iter().all(|&b| b == 0), "nothing written to {small:?}");
+    };
+    // Asked for 16M members, the 8M device cannot be one.
+    let err = fails(&[
+        "create",
+        "-l",
+        "5",
+        "-c",
+        "64K",
+        "--size",
+        "16M",
+        p(&f0),
+        p(l0),
+        p(small),
+    ]);
+    assert!(err.contains(p(small)), "names the device: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(!f0.exists(), "no file left behind");
+    untouched();
+
+    let members = [p(&f0), p(l0), p(&f1), p(l1)];
+    run_quiet(&with(
+        &["create", "-l", "5", "-c", "64K", "--size", "16M"],
+        &members,
+    ));
+    md_examines(&members, "raid5");
+    write_and_read_back(dir.path(), &members, 0, &random_bytes(ARRAY_BYTES, 5));
+    scrub_finds_nothing(&members);
+
+    let links = [
+        ("f0", f0.as_path()),
+        ("l0", l0.as_path()),
+        ("f1", f1.as_path()),
+        ("l1", l1.as_path()),
+    ];
+    let disks = linked(dir.path(), &links);
+    ok(&["fail", p(&disks), p(&disks.join("l1"))]);
+    for args in [
+        vec!["add", p(&disks), p(small)],
+        vec!["replace", p(&disks), p(&disks.join("f0")), p(small)],
+    ] {
+        let err = fails(&args);
+        assert!(
+            err.contains("but a member needs at least"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        untouched();
+    }
 }
