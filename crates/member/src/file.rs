@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::device::{block_device_size, logical_block_size, FILE_DIRECT_ALIGN};
@@ -38,11 +38,8 @@ impl FileMember {
                 path: path.to_owned(),
             });
         }
-        let buffered = std::fs::OpenOptions::new()
-            .read(true)
-            .write(opts.write)
-            .open(path)
-            .map_err(|e| open_error(path, e))?;
+        let exclusive = opts.lock && meta.file_type().is_block_device();
+        let buffered = open_buffered(path, opts.write, exclusive)?;
         let meta = buffered.metadata().map_err(|e| open_error(path, e))?;
         let is_block = meta.file_type().is_block_device();
         if !(meta.is_file() || is_block) {
@@ -155,6 +152,36 @@ fn settle_direct(
             (Direct::Unavailable(reason), DirectMode::On) => Err(reason),
             (Direct::Unavailable(reason), _) => Ok((None, Some(reason))),
         },
+    }
+}
+
+/// Opens the page-cache descriptor. `exclusive`: a block device to be locked is
+/// opened with O_EXCL as well, as md opens its members, so that the kernel refuses it
+/// while it is mounted, an md or LVM member, or opened so by another program (EBUSY):
+/// flock alone sees none of those, and create wrote over a mounted file system. A
+/// holder that is another xraid may be one just killed whose last I/O the kernel is
+/// still finishing: it is waited for as long as a flock would be.
+fn open_buffered(path: &Path, write: bool, exclusive: bool) -> Result<File, MemberError> {
+    let flags = if exclusive { libc::O_EXCL } else { 0 };
+    let start = std::time::Instant::now();
+    loop {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(write)
+            .custom_flags(flags)
+            .open(path)
+        {
+            Ok(file) => return Ok(file),
+            Err(e) if exclusive && e.raw_os_error() == Some(libc::EBUSY) => {
+                if start.elapsed() >= crate::lock::GRACE {
+                    return Err(MemberError::Busy {
+                        path: path.to_owned(),
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(open_error(path, e)),
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! Where the kernel offers no loop devices (no /dev/loop-control) each test says it is
 //! skipped; anywhere else a failure is a failure.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -482,5 +483,75 @@ fn files_and_devices_mix_and_a_smaller_device_is_refused() {
         );
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
         untouched();
+    }
+}
+
+/// A device the kernel holds — here a mounted file system — is refused by create
+/// (as mdadm refuses it: "Device or resource busy") and left as it was; before, the
+/// mirror copy was written over the mounted file system.
+#[test]
+fn a_mounted_device_is_refused_and_left_alone() {
+    crate::require_tool!("mkfs.ext4");
+    let Some(loops) = Loops::attach(&[16, 16], Sectors::Default) else {
+        return;
+    };
+    let (fs, other) = (&loops.devices[0], &loops.devices[1]);
+    let mkfs = Command::new("mkfs.ext4")
+        .args(["-q", "-F", p(fs)])
+        .output()
+        .expect("mkfs.ext4 runs");
+    assert!(mkfs.status.success(), "{mkfs:?}");
+    let dir = tempdir();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mount point");
+    let mounted = Command::new("mount")
+        .args([p(fs), p(&mnt)])
+        .output()
+        .expect("mount runs");
+    if !mounted.status.success() {
+        // Containers may forbid mounting; a held device is still checked below.
+        eprintln!(
+            "mount not allowed here ({}): checking an O_EXCL holder only",
+            String::from_utf8_lossy(&mounted.stderr).trim()
+        );
+    }
+    let _unmount = Unmount(mounted.status.success().then(|| mnt.clone()));
+    // Another program holding the device exclusively, as md, LVM and mount do.
+    let holder = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(other)
+        .expect("an exclusive open of the other device");
+    for (members, held) in [([p(fs), p(other)], p(fs)), ([p(other), p(fs)], p(other))] {
+        if held == p(fs) && !mounted.status.success() {
+            continue;
+        }
+        let err = fails(&with(&["create", "-l", "1", "--force"], &members));
+        assert!(err.contains(held) && err.contains("is in use"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+    drop(holder);
+    if mounted.status.success() {
+        drop(_unmount);
+        let fsck = Command::new("e2fsck")
+            .args(["-fn", p(fs)])
+            .output()
+            .expect("e2fsck runs");
+        assert!(
+            fsck.status.success(),
+            "the file system was written over: {}",
+            String::from_utf8_lossy(&fsck.stdout)
+        );
+    }
+}
+
+/// Unmounts its folder when dropped.
+struct Unmount(Option<PathBuf>);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        if let Some(mnt) = self.0.take() {
+            let _ = Command::new("umount").arg(&mnt).status();
+        }
     }
 }
