@@ -120,15 +120,35 @@ fn with<'a>(args: &[&'a str], members: &[&'a str]) -> Vec<&'a str> {
     args.iter().chain(members).copied().collect()
 }
 
-/// Writes `data` at `offset` with `xraid write` and reads it back with `xraid read`.
-fn write_and_read_back(dir: &Path, members: &[&str], offset: u64, data: &[u8]) {
+/// Writes `data` at `offset` with `xraid write` and reads it back with `xraid read`,
+/// both through the I/O `backend`.
+fn write_and_read_back(dir: &Path, members: &[&str], backend: &str, offset: u64, data: &[u8]) {
     let input = dir.join("in.bin");
     std::fs::write(&input, data).expect("input");
     let at = offset.to_string();
-    run_quiet(&with(&["write", "--offset", &at, "-i", p(&input)], members));
+    let write = [
+        "--io-backend",
+        backend,
+        "write",
+        "--offset",
+        &at,
+        "-i",
+        p(&input),
+    ];
+    run_quiet(&with(&write, members));
     let output = dir.join("out.bin");
     let len = data.len().to_string();
-    let read = ["read", "--offset", &at, "--length", &len, "-o", p(&output)];
+    let read = [
+        "--io-backend",
+        backend,
+        "read",
+        "--offset",
+        &at,
+        "--length",
+        &len,
+        "-o",
+        p(&output),
+    ];
     run_quiet(&with(&read, members));
     assert!(
         std::fs::read(&output).expect("output") == data,
@@ -160,40 +180,48 @@ fn md_examines(members: &[&str], level: &str) {
 }
 
 /// A RAID-5 on four loop devices and a RAID-1 on two, created on the whole devices,
-/// hold what is written, read it back through O_DIRECT, and md reads their superblocks
-/// as xraid wrote them: on 512-byte and 4096-byte sectors, with and without the loop
-/// driver's direct I/O.
+/// hold what is written, read it back through O_DIRECT (both I/O backends), and md
+/// reads their superblocks as xraid wrote them: on 512-byte and 4096-byte sectors,
+/// with and without the loop driver's direct I/O, and on a mix of both sector sizes
+/// (whose array md gives 4096-byte blocks).
 #[test]
 fn raid5_and_raid1_on_loop_devices_hold_what_is_written() {
     for sectors in [Sectors::Default, Sectors::DirectIo, Sectors::FourK] {
         for (level, n, array_mib) in [("raid5", 4, 93), ("raid1", 2, 31)] {
-            raid_on_loops_holds_what_is_written(sectors, level, n, array_mib);
+            let Some(loops) = Loops::attach(&vec![32; n], sectors) else {
+                return;
+            };
+            holds_what_is_written(&loops.paths(), level, array_mib);
         }
     }
+    let (Some(small), Some(large)) = (
+        Loops::attach(&[32, 32], Sectors::Default),
+        Loops::attach(&[32, 32], Sectors::FourK),
+    ) else {
+        return;
+    };
+    let mixed = [small.paths(), large.paths()].concat();
+    holds_what_is_written(&mixed, "raid5", 93);
 }
 
-fn raid_on_loops_holds_what_is_written(sectors: Sectors, level: &str, n: usize, array_mib: u64) {
-    {
-        let Some(loops) = Loops::attach(&vec![32; n], sectors) else {
-            return;
-        };
-        let dir = tempdir();
-        let members = loops.paths();
-        let (out, _) = run(&with(&["create", "-l", level, "-c", "64K"], &members));
-        // The whole device, less md's 1 MiB data offset.
-        let bytes = (array_mib << 20).to_string();
-        assert!(out.contains(&format!("({bytes} bytes)")), "{out}");
-        md_examines(&members, level);
-        write_and_read_back(dir.path(), &members, 64 << 10, &random_bytes(8 << 20, 1));
+/// Creates a `level` array of `array_mib` MiB on `members`, writes it (at its start and
+/// its end) and reads it back with each I/O backend.
+fn holds_what_is_written(members: &[&str], level: &str, array_mib: u64) {
+    let dir = tempdir();
+    let (out, _) = run(&with(&["create", "-l", level, "-c", "64K"], members));
+    // The whole device, less md's 1 MiB data offset.
+    let bytes = (array_mib << 20).to_string();
+    assert!(out.contains(&format!("({bytes} bytes)")), "{out}");
+    md_examines(members, level);
+    for (backend, seed) in [("uring", 1), ("threads", 3)] {
+        let data = random_bytes(8 << 20, seed);
+        write_and_read_back(dir.path(), members, backend, 64 << 10, &data);
         // The array's last bytes: the devices' ends are reached.
-        write_and_read_back(
-            dir.path(),
-            &members,
-            (array_mib << 20) - (1 << 20),
-            &random_bytes(1 << 20, 2),
-        );
-        md_examines(&members, level);
+        let end = (array_mib << 20) - (1 << 20);
+        let data = random_bytes(1 << 20, seed + 1);
+        write_and_read_back(dir.path(), members, backend, end, &data);
     }
+    md_examines(members, level);
 }
 
 /// A folder of symbolic links to the devices, as /dev/disk/by-id gives them: the way to
@@ -326,6 +354,15 @@ fn a_raid5_of_loop_devices_serves_nbd_clients() {
             &expected[at..at + 16]
         );
     }
+    // Killed, the server lets go of its devices (held with O_EXCL as well as flock)
+    // and a new one serves them at once.
+    server.kill();
+    let server = Server::unix(dir.path(), &members);
+    tool("nbdcopy", &[&server.uri("xraid"), p(&copy)]);
+    assert!(
+        std::fs::read(&copy).expect("copy") == expected,
+        "after a kill"
+    );
     server.stop();
     reads_back(&members, &expected);
     scrub_finds_nothing(&members);
@@ -353,7 +390,7 @@ fn four_k_sector_devices_take_512_byte_requests_and_rebuild() {
             (4096 - 512, 1536),
             ((64 << 10) - 1024, 2048),
             ((192 << 10) - 512, 8192 + 512),
-            (7 << 20 | 512 * 9, 512 * 77),
+            ((7 << 20) + 512 * 9, 512 * 77),
         ]
         .into_iter()
         .enumerate()
@@ -461,7 +498,13 @@ fn files_and_devices_mix_and_a_smaller_device_is_refused() {
         &members,
     ));
     md_examines(&members, "raid5");
-    write_and_read_back(dir.path(), &members, 0, &random_bytes(ARRAY_BYTES, 5));
+    write_and_read_back(
+        dir.path(),
+        &members,
+        "auto",
+        0,
+        &random_bytes(ARRAY_BYTES, 5),
+    );
     scrub_finds_nothing(&members);
 
     let links = [
