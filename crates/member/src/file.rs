@@ -38,7 +38,7 @@ impl FileMember {
                 path: path.to_owned(),
             });
         }
-        let exclusive = opts.lock && meta.file_type().is_block_device();
+        let exclusive = opts.lock && opts.write && meta.file_type().is_block_device();
         let buffered = open_buffered(path, opts.write, exclusive)?;
         let meta = buffered.metadata().map_err(|e| open_error(path, e))?;
         let is_block = meta.file_type().is_block_device();
@@ -155,10 +155,11 @@ fn settle_direct(
     }
 }
 
-/// Opens the page-cache descriptor. `exclusive`: a block device to be locked is
-/// opened with O_EXCL as well, as md opens its members, so that the kernel refuses it
-/// while it is mounted, an md or LVM member, or opened so by another program (EBUSY):
-/// flock alone sees none of those, and create wrote over a mounted file system. A
+/// Opens the page-cache descriptor. `exclusive`: a block device to be locked for
+/// writing is opened with O_EXCL as well, as md opens its members, so that the kernel
+/// refuses it while it is mounted, an md or LVM member, or opened so by another
+/// program (EBUSY): flock alone sees none of those, and create wrote over a mounted
+/// file system. Reading such a device harms nothing, so readers are not refused. A
 /// holder that is another xraid may be one just killed whose last I/O the kernel is
 /// still finishing: it is waited for as long as a flock would be.
 fn open_buffered(path: &Path, write: bool, exclusive: bool) -> Result<File, MemberError> {

@@ -573,6 +573,10 @@ fn a_mounted_device_is_refused_and_left_alone() {
         assert!(err.contains(held) && err.contains("is in use"), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     }
+    // Reading harms nothing: examine still looks at a held device (and finds no
+    // superblock there).
+    let err = fails(&["examine", p(other)]);
+    assert!(err.contains("not an md member"), "{err}");
     drop(holder);
     if mounted.status.success() {
         drop(_unmount);
