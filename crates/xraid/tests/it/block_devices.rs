@@ -398,6 +398,9 @@ fn four_k_sector_devices_take_512_byte_requests_and_rebuild() {
             let data = random_bytes(len, seed + i as u64);
             assert_eq!(client.write(at as u64, &data), 0, "write of {len} at {at}");
             expected[at..at + len].copy_from_slice(&data);
+            // Read back as written: 512-byte reads of a 4096-byte-sector device too.
+            let got = client.read(at as u64, len as u32).expect("read");
+            assert!(got == data, "read of {len} at {at}");
         }
         for (command, at, len) in [
             (Nbd::Trim, (1 << 20) + 512, 700 << 10),
