@@ -6,7 +6,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::device::{block_device_size, logical_block_size, FILE_DIRECT_ALIGN};
+use crate::device::{block_device_size, logical_block_size, read_only, FILE_DIRECT_ALIGN};
 use crate::direct::{open_direct, Direct};
 use crate::lock::{lock_exclusive, Locked};
 use crate::{DirectFd, DirectMode, Member, MemberError, OpenOptions};
@@ -67,6 +67,15 @@ impl FileMember {
             path: path.to_owned(),
             source,
         };
+        // Refused here, before anything is written: its writes would fail (EPERM) and
+        // the array would mark it faulty and run degraded over a write-protect flag
+        // (md starts such an array read-only instead). A device that cannot say is
+        // taken as writable: its writes then fail as before.
+        if is_block && opts.write && read_only(&buffered).unwrap_or(false) {
+            return Err(MemberError::ReadOnly {
+                path: path.to_owned(),
+            });
+        }
         let (size, align) = if is_block {
             let size = block_device_size(&buffered).map_err(size_error)?;
             (size, logical_block_size(&buffered).map_err(size_error)?)

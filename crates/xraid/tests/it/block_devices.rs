@@ -54,6 +54,11 @@ impl Loops {
                 .expect("a sparse backing file");
             let device = losetup_find_and_attach(&file, sectors);
             loops.devices.push(device);
+            // One a crashed test left write-protected is writable again.
+            let _ = Command::new("blockdev")
+                .arg("--setrw")
+                .arg(&loops.devices[i])
+                .status();
         }
         Some(loops)
     }
@@ -66,6 +71,9 @@ impl Loops {
 impl Drop for Loops {
     fn drop(&mut self) {
         for device in &self.devices {
+            // A read-only flag (`blockdev --setro`) outlives the attachment: the next
+            // test to get this device would find it write-protected.
+            let _ = Command::new("blockdev").arg("--setrw").arg(device).status();
             let _ = Command::new("losetup").arg("-d").arg(device).status();
         }
     }
@@ -604,4 +612,57 @@ impl Drop for Unmount {
             let _ = Command::new("umount").arg(&mnt).status();
         }
     }
+}
+
+/// A write-protected device (`blockdev --setro`, a disk's write-protect switch, a
+/// read-only image) is refused by whatever would write the array, with one line and
+/// nothing written; the array still reads and serves read-only. Before, `xraid write`
+/// opened it, its writes failed (EPERM) and it was marked faulty: the array went
+/// degraded over a write-protect flag.
+#[test]
+fn a_write_protected_device_is_refused_and_the_array_still_reads() {
+    let Some(loops) = Loops::attach(&[16; 4], Sectors::Default) else {
+        return;
+    };
+    let dir = tempdir();
+    let (disks, expected) = filled_raid5(dir.path(), &loops.devices, 6);
+    let protected = &loops.devices[3];
+    let setro = |flag: &str| {
+        let out = Command::new("blockdev")
+            .args([flag, p(protected)])
+            .output()
+            .expect("blockdev runs");
+        assert!(out.status.success(), "blockdev {flag}: {out:?}");
+    };
+    setro("--setro");
+    let events = |disks: &Path| {
+        let s: serde_json::Value =
+            serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status JSON");
+        (s["events"].clone(), s["degraded"].clone())
+    };
+    let before = events(&disks);
+    let image = dir.path().join("image.raw");
+    for args in [
+        vec!["write", "-i", p(&image), p(&disks)],
+        vec!["scrub", "repair", p(&disks)],
+    ] {
+        let err = fails(&args);
+        assert!(
+            err.contains("disks/d3 is read-only (write-protected)"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert_eq!(events(&disks), before, "{args:?} changed the superblocks");
+    }
+    reads_back(&[p(&disks)], &expected);
+    if crate::util::has_tool("nbdcopy") {
+        let server = Server::unix(dir.path(), &["--read-only", p(&disks)]);
+        let copy = dir.path().join("copy.raw");
+        tool("nbdcopy", &[&server.uri("xraid"), p(&copy)]);
+        assert!(std::fs::read(&copy).expect("copy") == expected, "served");
+        server.stop();
+    }
+    setro("--setrw");
+    run_quiet(&["write", "-i", p(&image), p(&disks)]);
+    scrub_finds_nothing(&[p(&disks)]);
 }
