@@ -63,6 +63,11 @@ impl Loops {
         Some(loops)
     }
 
+    /// The file behind device `i`.
+    fn backing(&self, i: usize) -> PathBuf {
+        self._backing.path().join(format!("backing{i}"))
+    }
+
     fn paths(&self) -> Vec<&str> {
         self.devices.iter().map(|d| p(d)).collect()
     }
@@ -665,4 +670,58 @@ fn a_write_protected_device_is_refused_and_the_array_still_reads() {
     setro("--setrw");
     run_quiet(&["write", "-i", p(&image), p(&disks)]);
     scrub_finds_nothing(&[p(&disks)]);
+}
+
+/// A disk that goes bad under the server — here a loop device whose backing file is cut
+/// to 2 MiB and re-read (`losetup -c`), so that the kernel fails every I/O past that —
+/// has its reads rebuilt from parity and rewritten, is failed once they keep failing
+/// (md's read-error limit), and every client read and write meanwhile is answered
+/// right; a fresh device added in its place is rebuilt, and the array scrubs clean and
+/// reads back whole.
+#[test]
+fn a_device_that_goes_bad_while_served_is_failed_and_replaced() {
+    crate::require_tool!("nbdcopy");
+    let Some(loops) = Loops::attach(&[16; 5], Sectors::Default) else {
+        return;
+    };
+    let dir = tempdir();
+    let (disks, written) = filled_raid5(dir.path(), &loops.devices[..4], 7);
+    let server = Server::unix(dir.path(), &[p(&disks)]);
+    let uri = server.uri("xraid");
+    std::fs::File::options()
+        .write(true)
+        .open(loops.backing(2))
+        .and_then(|f| f.set_len(2 << 20))
+        .expect("cut d2's backing file");
+    let out = Command::new("losetup")
+        .args(["-c", p(&loops.devices[2])])
+        .output()
+        .expect("losetup runs");
+    assert!(out.status.success(), "losetup -c: {out:?}");
+    let copy = dir.path().join("copy.raw");
+    tool("nbdcopy", &[&uri, p(&copy)]);
+    assert!(std::fs::read(&copy).expect("copy") == written, "read right");
+    server.wait_for_log(0, &["disks/d2 failed"]);
+    let live: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
+    assert_eq!(live["health"], "degraded", "{live}");
+    let expected = random_bytes(ARRAY_BYTES, 8);
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, &expected).expect("image");
+    tool("nbdcopy", &[p(&image), &uri]);
+    tool("nbdcopy", &[&uri, p(&copy)]);
+    assert!(
+        std::fs::read(&copy).expect("copy") == expected,
+        "written right"
+    );
+
+    std::os::unix::fs::symlink(&loops.devices[4], disks.join("n2")).expect("n2");
+    let out = ok_once_let_go(&["add", p(&disks), p(&disks.join("n2"))]);
+    assert!(out.contains("rebuilt by the server"), "{out}");
+    scrub_finds_nothing(&[p(&disks)]);
+    server.stop();
+    std::fs::remove_file(disks.join("d2")).expect("the bad disk's link");
+    reads_back(&[p(&disks)], &expected);
+    let d = |n: &str| disks.join(n);
+    reads_back(&[p(&d("d0")), p(&d("d1")), p(&d("n2"))], &expected);
 }
