@@ -177,6 +177,14 @@ fn md_examines(members: &[&str], level: &str) {
     }
     for (role, member) in members.iter().enumerate() {
         let md = md_agrees(Path::new(member));
+        let ours = ok(&["examine", member]);
+        for key in ["Raid Level", "Raid Devices", "Array Size", "Data Offset"] {
+            let line = format!("{key} : {}", md[key]);
+            assert!(
+                ours.contains(&line),
+                "{member}: xraid examine lacks {line}:\n{ours}"
+            );
+        }
         assert_eq!(md["Raid Level"], level, "{member}: {md:?}");
         assert_eq!(
             md["Raid Devices"],
