@@ -551,6 +551,17 @@ fn files_and_devices_mix_and_a_smaller_device_is_refused() {
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
         untouched();
     }
+    // Without --size, the smallest member sizes the array, as with mdadm, which warns
+    // when the largest exceeds it by more than 1%: so does create.
+    let (_, stderr) = run(&["create", "-l", "1", "--force", p(l0), p(small)]);
+    let warning = format!(
+        "xraid: warning: {} (16.00 MiB) exceeds the smallest member, {} (8.00 MiB), by more \
+         than 1%: the array uses only as much of each member as {} holds",
+        p(l0),
+        p(small),
+        p(small)
+    );
+    assert!(stderr.contains(&warning), "{stderr}");
 }
 
 /// A device the kernel holds — here a mounted file system — is refused by create
