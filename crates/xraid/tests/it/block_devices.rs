@@ -458,6 +458,15 @@ fn four_k_sector_devices_take_512_byte_requests_and_rebuild() {
         p(&disks.join("n1")),
     ]);
     assert!(out.contains("holds role 1 now"), "{out}");
+    // The replaced device, closed by the server, is opened again (exclusively) as a
+    // hot spare; the failed one is taken out for good.
+    let out = ok_once_let_go(&["add", "--spare", p(&disks), p(&disks.join("d1"))]);
+    assert!(out.contains("added as a hot spare by the server"), "{out}");
+    let out = ok(&["remove", p(&disks), p(&disks.join("d2"))]);
+    assert!(
+        out.contains("removed from the array by the server"),
+        "{out}"
+    );
     writes(&mut client, &mut expected, 300);
     let got = client.read(0, 4 << 20).expect("read");
     assert!(got == expected[..4 << 20], "read after the rebuild");
@@ -465,6 +474,11 @@ fn four_k_sector_devices_take_512_byte_requests_and_rebuild() {
     scrub_finds_nothing(&[p(&disks)]);
     server.stop();
 
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
+    assert_eq!(s["health"], "clean", "{s}");
+    assert_eq!(s["spares"].as_array().map(Vec::len), Some(1), "{s}");
+    assert_eq!(s["left_out"].as_array().map(Vec::len), Some(0), "{s}");
     for gone in ["d1", "d2"] {
         std::fs::remove_file(disks.join(gone)).expect("the replaced links");
     }
