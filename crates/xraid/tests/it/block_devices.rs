@@ -32,7 +32,7 @@ enum Sectors {
 struct Loops {
     devices: Vec<PathBuf>,
     /// Holds the backing files; dropped after the devices are detached.
-    _backing: tempfile::TempDir,
+    backing_dir: tempfile::TempDir,
 }
 
 impl Loops {
@@ -45,10 +45,10 @@ impl Loops {
         }
         let mut loops = Loops {
             devices: Vec::new(),
-            _backing: tempdir(),
+            backing_dir: tempdir(),
         };
         for (i, mib) in sizes_mib.iter().enumerate() {
-            let file = loops._backing.path().join(format!("backing{i}"));
+            let file = loops.backing(i);
             std::fs::File::create(&file)
                 .and_then(|f| f.set_len(mib << 20))
                 .expect("a sparse backing file");
@@ -65,7 +65,7 @@ impl Loops {
 
     /// The file behind device `i`.
     fn backing(&self, i: usize) -> PathBuf {
-        self._backing.path().join(format!("backing{i}"))
+        self.backing_dir.path().join(format!("backing{i}"))
     }
 
     fn paths(&self) -> Vec<&str> {
@@ -169,8 +169,8 @@ fn write_and_read_back(dir: &Path, members: &[&str], backend: &str, offset: u64,
     );
 }
 
-/// `mdadm --examine` and `xraid examine` agree on every device, which holds `role` of
-/// a `level` array of `devices` members.
+/// `mdadm --examine` and `xraid examine` agree on every one of `members` (role by
+/// role, in order) of a clean `level` array: its shape, state, events and role.
 fn md_examines(members: &[&str], level: &str) {
     if !crate::util::has_tool("mdadm") {
         return;
