@@ -49,7 +49,8 @@ pub enum ArrayError {
         min: u16,
         max: u16,
     },
-    #[error("{path} holds {size} bytes but a member needs at least {need}: give a larger --size or a larger member")]
+    // A disk's size is what it is: --size only helps a member file yet to be made.
+    #[error("{path} holds {size} bytes but a member needs at least {need}: give a larger member (or, for a file to be made, a larger --size)")]
     TooSmall { path: PathBuf, size: u64, need: u64 },
     #[error("{path} holds {size} bytes, less than the {asked} --size asks of every member: give a larger member, or leave out --size to size the array by its smallest member")]
     SmallerThanSize {
