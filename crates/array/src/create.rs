@@ -48,7 +48,8 @@ pub struct CreateOptions {
     pub layout: Option<Layout>,
     pub chunk_bytes: u64,
     pub name: String,
-    /// Size of member files to create where they do not exist.
+    /// Size of member files to create where they do not exist; existing members
+    /// smaller than it are refused.
     pub size_bytes: Option<u64>,
     pub members: Vec<PathBuf>,
     /// Overwrite members that already belong to an md array.
@@ -73,6 +74,31 @@ pub struct Created {
     pub members: Vec<PathBuf>,
     /// Whether old member contents were read to initialise parity (or mirrors).
     pub synced: bool,
+    /// The largest member, when it exceeds the smallest by more than 1% (mdadm's
+    /// threshold for its warning): what the array leaves unused on it.
+    pub uneven: Option<Uneven>,
+}
+
+/// Members of rather different sizes: the array uses only as much of each as the
+/// smallest holds.
+#[derive(Debug, Clone)]
+pub struct Uneven {
+    pub largest: PathBuf,
+    pub largest_bytes: u64,
+    pub smallest: PathBuf,
+    pub smallest_bytes: u64,
+}
+
+/// The members' sizes, if the largest exceeds the smallest by more than 1%.
+fn uneven(sizes: &[(PathBuf, u64)]) -> Option<Uneven> {
+    let (smallest, smallest_bytes) = sizes.iter().min_by_key(|(_, size)| *size)?;
+    let (largest, largest_bytes) = sizes.iter().max_by_key(|(_, size)| *size)?;
+    (largest_bytes - smallest_bytes > smallest_bytes / 100).then(|| Uneven {
+        largest: largest.clone(),
+        largest_bytes: *largest_bytes,
+        smallest: smallest.clone(),
+        smallest_bytes: *smallest_bytes,
+    })
 }
 
 /// Creates an array. `progress(done, total)` is told about the initial sync, if any.
@@ -121,6 +147,7 @@ pub fn create(
     let need = (data_offset + unit + area) * SECTOR_BYTES;
     let mut existing: Vec<Option<FileMember>> = Vec::with_capacity(n);
     let mut member_bytes = u64::MAX;
+    let mut sizes: Vec<(PathBuf, u64)> = Vec::with_capacity(n);
     for path in &opts.members {
         if !path.exists() {
             let size = opts
@@ -134,6 +161,7 @@ pub fn create(
                 });
             }
             member_bytes = member_bytes.min(size);
+            sizes.push((path.clone(), size));
             existing.push(None);
             continue;
         }
@@ -144,6 +172,16 @@ pub fn create(
                 path: path.clone(),
                 size,
                 need,
+            });
+        }
+        // As mdadm refuses a device smaller than its --size: the member files made
+        // for the others would otherwise be sized for an array this one cuts short,
+        // and the array would come out smaller than asked without a word.
+        if let Some(asked) = opts.size_bytes.filter(|&asked| size < asked) {
+            return Err(ArrayError::SmallerThanSize {
+                path: path.clone(),
+                size,
+                asked,
             });
         }
         if !opts.force {
@@ -162,6 +200,7 @@ pub fn create(
             }
         }
         member_bytes = member_bytes.min(size);
+        sizes.push((path.clone(), size));
         existing.push(Some(member));
     }
     let data_sectors = if opts.integrity {
@@ -298,6 +337,7 @@ pub fn create(
         name: opts.name.clone(),
         members: opts.members.clone(),
         synced,
+        uneven: uneven(&sizes),
     })
 }
 

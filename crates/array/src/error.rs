@@ -49,8 +49,15 @@ pub enum ArrayError {
         min: u16,
         max: u16,
     },
-    #[error("{path} holds {size} bytes but a member needs at least {need}: give a larger --size or a larger member")]
+    // A disk's size is what it is: --size only helps a member file yet to be made.
+    #[error("{path} holds {size} bytes but a member needs at least {need}: give a larger member (or, for a file to be made, a larger --size)")]
     TooSmall { path: PathBuf, size: u64, need: u64 },
+    #[error("{path} holds {size} bytes, less than the {asked} --size asks of every member: give a larger member, or leave out --size to size the array by its smallest member")]
+    SmallerThanSize {
+        path: PathBuf,
+        size: u64,
+        asked: u64,
+    },
     #[error("{path} is truncated: it holds {size} bytes but its superblock says the array uses {need}; restore the full file")]
     Truncated { path: PathBuf, size: u64, need: u64 },
     #[error("{path} does not exist: give --size to create member files")]

@@ -23,7 +23,7 @@ pub use assemble::{
     FoundMember, LeftOut, LeftOutReason,
 };
 pub use badblocks::listed_bad_sectors;
-pub use create::{create, CreateOptions, Created, DATA_OFFSET_SECTORS};
+pub use create::{create, CreateOptions, Created, Uneven, DATA_OFFSET_SECTORS};
 pub use error::ArrayError;
 pub use integrity::array_keeps_checksums as keeps_checksums;
 pub use members::{

@@ -1,5 +1,5 @@
 //! What the kernel knows about an open member: its size and, for block devices, the
-//! logical block size O_DIRECT must be aligned to.
+//! logical block size O_DIRECT must be aligned to and whether it is write-protected.
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
@@ -30,4 +30,40 @@ pub(crate) fn logical_block_size(file: &File) -> io::Result<usize> {
     }
     let size = usize::try_from(size).unwrap_or(0);
     Ok(size.max(MIN_SECTOR))
+}
+
+/// BLKROGET, `_IO(0x12, 94)`, which libc does not name. Where `_IOC_NONE` is 1 rather
+/// than 0 (mips, powerpc, sparc), the direction sits in bit 29, as libc's BLKSSZGET
+/// shows for those architectures.
+#[cfg(any(
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "sparc",
+    target_arch = "sparc64"
+))]
+const BLKROGET: libc::Ioctl = 0x2000_125e;
+#[cfg(not(any(
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "sparc",
+    target_arch = "sparc64"
+)))]
+const BLKROGET: libc::Ioctl = 0x125e;
+
+/// Whether the kernel holds the block device read-only (a write-protect switch,
+/// `blockdev --setro`, a read-only loop device). Opening it to write succeeds all the
+/// same; only the writes fail.
+pub(crate) fn read_only(file: &File) -> io::Result<bool> {
+    let mut ro: libc::c_int = 0;
+    // SAFETY: BLKROGET writes one c_int through the pointer, which points at `ro`,
+    // alive for the call; the descriptor belongs to the borrowed `file`.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKROGET, &mut ro) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ro != 0)
 }

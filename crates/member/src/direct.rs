@@ -25,9 +25,17 @@ pub(crate) enum Direct {
 }
 
 /// Opens `path` again with O_DIRECT and, when the member is large enough, reads its
-/// first block through it.
-pub(crate) fn open_direct(path: &Path, write: bool, size: u64, align: usize) -> Direct {
-    if in_memory(path) {
+/// first block through it. `is_block`: `path` is a block device node, whose data lies
+/// on the device, not in the file system that holds the node (/dev is devtmpfs, which
+/// statfs reports as tmpfs: asking it would deny every disk O_DIRECT).
+pub(crate) fn open_direct(
+    path: &Path,
+    is_block: bool,
+    write: bool,
+    size: u64,
+    align: usize,
+) -> Direct {
+    if !is_block && in_memory(path) {
         return Direct::Unavailable(IN_MEMORY.to_owned());
     }
     let file = match std::fs::OpenOptions::new()

@@ -16,6 +16,18 @@ pub enum MemberError {
         path.display()
     )]
     InUse { path: PathBuf },
+    #[error(
+        "{} is in use (mounted, a member of md or LVM, or held by another xraid): \
+         unmount it or stop what holds it first",
+        path.display()
+    )]
+    Busy { path: PathBuf },
+    #[error(
+        "{} is read-only (write-protected): make it writable (blockdev --setrw), or only \
+         read the array (xraid read, xraid serve --read-only)",
+        path.display()
+    )]
+    ReadOnly { path: PathBuf },
     #[error("{}: cannot open: {source}: check the path and its permissions", path.display())]
     Open { path: PathBuf, source: io::Error },
     #[error("{}: cannot lock: {source}: use a file system that supports flock", path.display())]

@@ -3,10 +3,10 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::device::{block_device_size, logical_block_size, FILE_DIRECT_ALIGN};
+use crate::device::{block_device_size, logical_block_size, read_only, FILE_DIRECT_ALIGN};
 use crate::direct::{open_direct, Direct};
 use crate::lock::{lock_exclusive, Locked};
 use crate::{DirectFd, DirectMode, Member, MemberError, OpenOptions};
@@ -38,11 +38,8 @@ impl FileMember {
                 path: path.to_owned(),
             });
         }
-        let buffered = std::fs::OpenOptions::new()
-            .read(true)
-            .write(opts.write)
-            .open(path)
-            .map_err(|e| open_error(path, e))?;
+        let exclusive = opts.lock && opts.write && meta.file_type().is_block_device();
+        let buffered = open_buffered(path, opts.write, exclusive)?;
         let meta = buffered.metadata().map_err(|e| open_error(path, e))?;
         let is_block = meta.file_type().is_block_device();
         if !(meta.is_file() || is_block) {
@@ -70,19 +67,28 @@ impl FileMember {
             path: path.to_owned(),
             source,
         };
+        // Refused here, before anything is written: its writes would fail (EPERM) and
+        // the array would mark it faulty and run degraded over a write-protect flag
+        // (md starts such an array read-only instead). A device that cannot say is
+        // taken as writable: its writes then fail as before.
+        if is_block && opts.write && read_only(&buffered).unwrap_or(false) {
+            return Err(MemberError::ReadOnly {
+                path: path.to_owned(),
+            });
+        }
         let (size, align) = if is_block {
             let size = block_device_size(&buffered).map_err(size_error)?;
             (size, logical_block_size(&buffered).map_err(size_error)?)
         } else {
             (meta.len(), FILE_DIRECT_ALIGN)
         };
-        let (direct, direct_reason) =
-            settle_direct(opts.direct, || open_direct(path, opts.write, size, align)).map_err(
-                |reason| MemberError::DirectRequired {
-                    path: path.to_owned(),
-                    reason,
-                },
-            )?;
+        let (direct, direct_reason) = settle_direct(opts.direct, || {
+            open_direct(path, is_block, opts.write, size, align)
+        })
+        .map_err(|reason| MemberError::DirectRequired {
+            path: path.to_owned(),
+            reason,
+        })?;
         Ok(FileMember {
             path: path.to_owned(),
             name: path.display().to_string(),
@@ -155,6 +161,37 @@ fn settle_direct(
             (Direct::Unavailable(reason), DirectMode::On) => Err(reason),
             (Direct::Unavailable(reason), _) => Ok((None, Some(reason))),
         },
+    }
+}
+
+/// Opens the page-cache descriptor. `exclusive`: a block device to be locked for
+/// writing is opened with O_EXCL as well, as md opens its members, so that the kernel
+/// refuses it while it is mounted, an md or LVM member, or opened so by another
+/// program (EBUSY): flock alone sees none of those, and create wrote over a mounted
+/// file system. Reading such a device harms nothing, so readers are not refused. A
+/// holder that is another xraid may be one just killed whose last I/O the kernel is
+/// still finishing: it is waited for as long as a flock would be.
+fn open_buffered(path: &Path, write: bool, exclusive: bool) -> Result<File, MemberError> {
+    let flags = if exclusive { libc::O_EXCL } else { 0 };
+    let start = std::time::Instant::now();
+    loop {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(write)
+            .custom_flags(flags)
+            .open(path)
+        {
+            Ok(file) => return Ok(file),
+            Err(e) if exclusive && e.raw_os_error() == Some(libc::EBUSY) => {
+                if start.elapsed() >= crate::lock::GRACE {
+                    return Err(MemberError::Busy {
+                        path: path.to_owned(),
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(open_error(path, e)),
+        }
     }
 }
 

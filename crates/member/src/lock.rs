@@ -14,7 +14,7 @@ pub(crate) enum Locked {
 /// How long a lock held elsewhere is waited for. A process that was just killed can
 /// hold its members a moment longer: the kernel's io_uring workers finishing its last
 /// I/O keep the files open. A restart right after a crash should not fail on that.
-const GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
+pub(crate) const GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// Takes an exclusive flock on `file`, waiting up to [`GRACE`] for another holder to
 /// go. The lock lives as long as the open file description, so it goes away when

@@ -19,7 +19,9 @@ pub struct OpenOptions {
     /// Open for writing as well as reading.
     pub write: bool,
     pub direct: DirectMode,
-    /// Take an exclusive flock, so that a second xraid on the same member is refused.
+    /// Take an exclusive flock, so that a second xraid on the same member is refused;
+    /// a block device opened to write is opened with O_EXCL too, so that one the
+    /// kernel holds (mounted, an md or LVM member) is refused.
     pub lock: bool,
 }
 

@@ -260,4 +260,24 @@ fn block_device_named_in_the_environment() {
     assert!(fds.align == 1 || (fds.align >= 512 && fds.align.is_power_of_two()));
     let mut buf = [0u8; 100];
     m.read_at(&mut buf, 1).expect("unaligned read");
+    // Block devices take O_DIRECT: the node's devtmpfs is not where their data lives.
+    assert_eq!(m.direct_unavailable_reason(), None);
+    // Held to write, the device is claimed: a second writer is refused (after the
+    // grace a just-killed holder gets), a reader is not. Nothing is written.
+    let writer = options(true, DirectMode::Auto, true);
+    match FileMember::open(&path, &writer) {
+        Ok(_held) => {
+            let err = FileMember::open(&path, &writer).expect_err("a second writer");
+            assert!(matches!(err, MemberError::Busy { .. }), "{err:?}");
+            FileMember::open(&path, &options(false, DirectMode::Auto, false)).expect("a reader");
+        }
+        // A mounted disk (or one md holds) is refused: as it should be.
+        Err(MemberError::Busy { .. } | MemberError::ReadOnly { .. }) => {
+            eprintln!(
+                "{}: held elsewhere or read-only: not opened to write",
+                m.name()
+            );
+        }
+        Err(e) => panic!("open to write: {e}"),
+    }
 }

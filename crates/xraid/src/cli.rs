@@ -120,7 +120,9 @@ pub struct CreateArgs {
     /// Array name stored in the superblocks.
     #[arg(long, short = 'N', default_value = "xraid")]
     pub name: String,
-    /// Size of member files to create where they do not exist yet (sparse); K/M/G/T.
+    /// Size of member files to create where they do not exist yet (sparse); existing
+    /// members (files, block devices) smaller than it are refused, as mdadm does.
+    /// K/M/G/T.
     #[arg(long, short = 'z', value_parser = parse_size)]
     pub size: Option<u64>,
     /// Overwrite members that already belong to an md array.

@@ -100,6 +100,16 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         };
         println!("{what} from the members' existing contents");
     }
+    if let Some(u) = &created.uneven {
+        eprintln!(
+            "xraid: warning: {} ({}) exceeds the smallest member, {} ({}), by more than 1%: the array uses only as much of each member as {} holds",
+            u.largest.display(),
+            human(u.largest_bytes),
+            u.smallest.display(),
+            human(u.smallest_bytes),
+            u.smallest.display()
+        );
+    }
     if args.integrity {
         println!("integrity mode: every 4 KiB block is checked against its CRC-32C on read");
     }

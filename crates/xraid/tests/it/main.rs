@@ -9,6 +9,7 @@ mod util;
 mod bad_input;
 mod badblocks;
 mod bitmap;
+mod block_devices;
 mod control;
 mod crash_loop;
 mod create_examine;
