@@ -568,6 +568,10 @@ impl Member for FaultyMember {
         Ok(())
     }
 
+    fn logical_block_bytes(&self) -> u32 {
+        self.cache.inner.logical_block_bytes()
+    }
+
     fn direct_fd(&self) -> Option<DirectFd> {
         if self.plan.direct_fd_for_bypass {
             return self.cache.inner.direct_fd();

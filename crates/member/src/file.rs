@@ -22,6 +22,8 @@ pub struct FileMember {
     direct: Option<File>,
     /// O_DIRECT alignment for `direct`.
     align: usize,
+    /// The logical block size: a block device's own, 512 for a file.
+    logical: u32,
     size: u64,
     /// Why O_DIRECT was wanted (Auto) but is not used.
     direct_reason: Option<String>,
@@ -95,6 +97,11 @@ impl FileMember {
             buffered,
             direct,
             align,
+            logical: if is_block {
+                u32::try_from(align).unwrap_or(u32::MAX)
+            } else {
+                512
+            },
             size,
             direct_reason,
         })
@@ -240,6 +247,10 @@ impl Member for FileMember {
             }
             done => done,
         }
+    }
+
+    fn logical_block_bytes(&self) -> u32 {
+        self.logical
     }
 
     fn direct_fd(&self) -> Option<DirectFd> {

@@ -55,6 +55,13 @@ pub trait Member: std::fmt::Debug + Send + Sync {
     /// [`Member::read_at`]/[`Member::write_at`]/[`Member::flush`] inline.
     fn direct_fd(&self) -> Option<DirectFd>;
 
+    /// The device's logical block size: the smallest write it takes without reading
+    /// around it first (512 for a file; 4096 for a 4Kn disk). An array advertises the
+    /// largest of its members' to clients, as md does for its own block device.
+    fn logical_block_bytes(&self) -> u32 {
+        512
+    }
+
     /// How long an I/O sent to the member now would go unanswered, for a member that
     /// is slow or stalls on purpose (a fault-injecting one with a `latency=`, or past
     /// its `stall-after`); `None` (any real device): it answers as it can. The driver

@@ -138,6 +138,11 @@ pub(crate) struct ArrayHandle {
     /// The smallest request the export takes: 512 bytes, or in integrity mode 4 KiB
     /// (a write of part of a checksummed block would leave that block unchecked).
     pub min_block: u32,
+    /// The minimum block size advertised to clients: `min_block`, or the members'
+    /// largest logical block size where that is larger (4096 on 4Kn disks), as md's
+    /// block device would have it, so that a file system made through the export
+    /// still mounts on md. Smaller requests are still taken (read around).
+    pub advertised_block: u32,
     /// Payload buffers, reused between connections, the worker and reply writers.
     pub pool: IoBufPool,
     /// The worker's last status and heartbeat, for a control socket it cannot answer.
@@ -227,6 +232,16 @@ pub(crate) fn spawn(
         .map_err(|e| DriverError::Backend(format!("cannot start the array's alarm thread: {e}")))?;
     // The stripe log's replay, if any, started at open: no bypassed read before it ends.
     array.driver().publish_bypass();
+    let min_block = if array.driver().engine().integrity_on() {
+        xraid_format::BLOCK_BYTES as u32
+    } else {
+        512
+    };
+    let members_block = (0..2 * geo.raid_disks())
+        .filter_map(|i| array.driver_ref().slot(MemberIdx(i)))
+        .map(|s| s.member.logical_block_bytes())
+        .max()
+        .unwrap_or(512);
     let handle = ArrayHandle {
         tx,
         waker,
@@ -239,11 +254,8 @@ pub(crate) fn spawn(
         } else {
             4096
         },
-        min_block: if array.driver().engine().integrity_on() {
-            xraid_format::BLOCK_BYTES as u32
-        } else {
-            512
-        },
+        min_block,
+        advertised_block: min_block.max(members_block),
 
         pool: IoBufPool::new(),
         published: Arc::new(Published::new(Some(array.driver().device_io_watch()))),

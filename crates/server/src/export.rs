@@ -59,22 +59,31 @@ impl Export {
         flags
     }
 
-    /// Minimum, preferred and maximum block sizes. Arrays work in 512-byte sectors
-    /// (4 KiB blocks in integrity mode); their preferred size is the largest power of
-    /// two within a full stripe.
+    /// Minimum, preferred and maximum block sizes, as advertised. Arrays work in
+    /// 512-byte sectors (4 KiB blocks in integrity mode) and advertise their members'
+    /// logical block size where it is larger; their preferred size is the largest
+    /// power of two within a full stripe.
     pub(crate) fn block_sizes(&self) -> (u32, u32, u32) {
         match &self.kind {
             ExportKind::File(_) => (1, 4096, MAX_REQUEST_BYTES),
             ExportKind::Array(a) => {
                 let stripe = a.stripe_bytes.clamp(4096, u64::from(MAX_REQUEST_BYTES));
-                let preferred = 1u64 << (63 - stripe.leading_zeros());
-                (a.min_block, preferred as u32, MAX_REQUEST_BYTES)
+                let preferred = (1u64 << (63 - stripe.leading_zeros()))
+                    .max(u64::from(a.advertised_block));
+                let preferred = u32::try_from(preferred).unwrap_or(MAX_REQUEST_BYTES);
+                (a.advertised_block, preferred, MAX_REQUEST_BYTES)
             }
         }
     }
 
+    /// The smallest request taken (offsets and lengths are multiples of it): the
+    /// advertised minimum, but for an array on 4Kn members, whose 512-byte requests
+    /// are still taken.
     pub(crate) fn min_block(&self) -> u32 {
-        self.block_sizes().0
+        match &self.kind {
+            ExportKind::File(_) => 1,
+            ExportKind::Array(a) => a.min_block,
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use std::process::Command;
 use xraid_nbd::Command as Nbd;
 
 use crate::members::md_agrees;
-use crate::nbd_clients::{nbdsh, run as tool};
+use crate::nbd_clients::{nbdinfo_json, nbdsh, run as tool};
 use crate::nbd_raw::Client;
 use crate::server::Server;
 use crate::util::{fails, ok, ok_once_let_go, p, random_bytes, tempdir, xraid};
@@ -402,6 +402,10 @@ fn four_k_sector_devices_take_512_byte_requests_and_rebuild() {
     let dir = tempdir();
     let (disks, mut expected) = filled_raid5(dir.path(), &loops.devices[..4], 4);
     let server = Server::tcp(dir.path(), &[p(&disks)]);
+    // Advertised as md's block device would be (so that a file system made through
+    // it mounts on md too); 512-byte requests are taken all the same (below).
+    let info = nbdinfo_json(&[], &format!("nbd://{}/xraid", server.tcp_addr()));
+    assert_eq!(info["exports"][0]["block_size_minimum"], 4096, "{info}");
     let mut client = Client::open(server.tcp_addr(), "xraid", false);
     let writes = |client: &mut Client, expected: &mut Vec<u8>, seed: u64| {
         // Single sectors, runs that straddle a device block, a chunk and a stripe.

@@ -41,7 +41,7 @@ fn checked(program: &str, args: &[&str], out: &Output) -> String {
 }
 
 /// `nbdinfo --json ARGS URI`, parsed.
-fn nbdinfo_json(args: &[&str], uri: &str) -> serde_json::Value {
+pub(crate) fn nbdinfo_json(args: &[&str], uri: &str) -> serde_json::Value {
     let mut full = vec!["--json"];
     full.extend_from_slice(args);
     full.push(uri);
