@@ -68,8 +68,8 @@ impl Export {
             ExportKind::File(_) => (1, 4096, MAX_REQUEST_BYTES),
             ExportKind::Array(a) => {
                 let stripe = a.stripe_bytes.clamp(4096, u64::from(MAX_REQUEST_BYTES));
-                let preferred = (1u64 << (63 - stripe.leading_zeros()))
-                    .max(u64::from(a.advertised_block));
+                let preferred =
+                    (1u64 << (63 - stripe.leading_zeros())).max(u64::from(a.advertised_block));
                 let preferred = u32::try_from(preferred).unwrap_or(MAX_REQUEST_BYTES);
                 (a.advertised_block, preferred, MAX_REQUEST_BYTES)
             }
