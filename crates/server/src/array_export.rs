@@ -25,6 +25,7 @@ use xraid_nbd::{block_status_chunk, BlockDescriptor};
 
 use crate::handshake::BASE_ALLOCATION_ID;
 use crate::log;
+use crate::log_budget::{Fault, LogBudget, Say};
 use crate::published::{Published, PUBLISH_EVERY};
 
 /// Requests of at least this many bytes take the large lane.
@@ -314,6 +315,7 @@ pub(crate) fn spawn(
         last_sync: None,
         scrub_start: None,
         losses: 0,
+        log_budget: LogBudget::default(),
         ticked_at: std::time::Instant::now(),
         unrecorded: false,
     };
@@ -384,6 +386,8 @@ struct Worker {
     /// they do, no write is acknowledged, since after a crash the failed member would
     /// come back as current and lose what those writes changed.
     unrecorded: bool,
+    /// How many of each member's recurring faults were logged (see `log_budget`).
+    log_budget: LogBudget,
     /// Requests that failed for data the array has lost (unreadable, unwritable), and
     /// how many of them were logged (the first `MAX_LOSSES_LOGGED`).
     losses: u64,
@@ -1189,12 +1193,13 @@ impl Worker {
                     member,
                     sector,
                     sectors,
-                } => log::info(&format!(
-                    "array '{}': read error on member {} at sectors {sector}..{} corrected from redundancy",
-                    self.name,
-                    member.0,
-                    sector + sectors
-                )),
+                } => self.log_fault(Fault::ReadErrorCorrected, member, false, |name| {
+                    format!(
+                        "array '{name}': read error on member {} at sectors {sector}..{} corrected from redundancy",
+                        member.0,
+                        sector + sectors
+                    )
+                }),
                 Event::SyncFinished {
                     kind,
                     completed,
@@ -1304,32 +1309,35 @@ impl Worker {
                     member,
                     sector,
                     sectors,
-                } => log::error(&format!(
-                    "array '{}': member {} returned data that disagrees with its checksums at sectors {sector}..{} (silent corruption); repaired from redundancy",
-                    self.name,
-                    member.0,
-                    sector + sectors
-                )),
+                } => self.log_fault(Fault::ChecksumMismatch, member, true, |name| {
+                    format!(
+                        "array '{name}': member {} returned data that disagrees with its checksums at sectors {sector}..{} (silent corruption); repaired from redundancy",
+                        member.0,
+                        sector + sectors
+                    )
+                }),
                 Event::WriteRefusedRecorded {
                     member,
                     sector,
                     sectors,
-                } => log::error(&format!(
-                    "array '{}': member {} refused a write at sectors {sector}..{}; the range goes into its bad block log (the data stands on another copy) and the member serves on",
-                    self.name,
-                    member.0,
-                    sector + sectors
-                )),
+                } => self.log_fault(Fault::WriteRefused, member, true, |name| {
+                    format!(
+                        "array '{name}': member {} refused a write at sectors {sector}..{}; the range goes into its bad block log (the data stands on another copy) and the member serves on",
+                        member.0,
+                        sector + sectors
+                    )
+                }),
                 Event::LostInRebuild {
                     member,
                     sector,
                     sectors,
-                } => log::error(&format!(
-                    "array '{}': member {} could not be rebuilt at sectors {sector}..{}: no other member holds them (bad block logs list them); they go into its own log, reads of them fail, and the rebuild goes on",
-                    self.name,
-                    member.0,
-                    sector + sectors
-                )),
+                } => self.log_fault(Fault::LostInRebuild, member, true, |name| {
+                    format!(
+                        "array '{name}': member {} could not be rebuilt at sectors {sector}..{}: no other member holds them (bad block logs list them); they go into its own log, reads of them fail, and the rebuild goes on",
+                        member.0,
+                        sector + sectors
+                    )
+                }),
                 // Said once per member below: one stripe each, and they come many at a time.
                 Event::TornParityListed { .. } | Event::MemberFailed { .. } => {}
             }
@@ -1468,6 +1476,38 @@ impl Worker {
 
     /// Writes the members' states to the superblocks after a failure; false (logged
     /// once) when that fails.
+    /// Logs one more `fault` of `member` (`line` given the array's name) within the
+    /// member's budget for that kind (see `log_budget`): in full at first, then only
+    /// counted.
+    fn log_fault(
+        &mut self,
+        fault: Fault,
+        member: MemberIdx,
+        error: bool,
+        line: impl FnOnce(&str) -> String,
+    ) {
+        let emit = |text: &str| {
+            if error {
+                log::error(text);
+            } else {
+                log::info(text);
+            }
+        };
+        let path = self
+            .array
+            .role_path(member.index())
+            .map_or_else(|| member.0.to_string(), |p| p.display().to_string());
+        match self.log_budget.one_more(fault, member.0, &path) {
+            Say::InFull => emit(&line(&self.name)),
+            Say::InFullLast(more) => {
+                emit(&line(&self.name));
+                log::info(&format!("array '{}': {more}", self.name));
+            }
+            Say::Count(count) => emit(&format!("array '{}': {count}", self.name)),
+            Say::Nothing => {}
+        }
+    }
+
     fn record_failure(&mut self) -> bool {
         if self.unrecorded && self.array.driver().engine().lost_error().is_some() {
             // Every member that could not take it is failed by now: nothing is left
@@ -1655,6 +1695,7 @@ mod tests {
             last_sync: None,
             scrub_start: None,
             losses: 0,
+            log_budget: LogBudget::default(),
             ticked_at: std::time::Instant::now(),
             unrecorded: false,
         }

@@ -14,6 +14,7 @@ mod file_transmission;
 mod handshake;
 mod lane;
 mod log;
+mod log_budget;
 mod mapped;
 mod published;
 mod server;
