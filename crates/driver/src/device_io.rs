@@ -125,6 +125,7 @@ impl ArrayDriver {
                 .count();
             d.in_kernel[slot.index()] as usize > abandoned
         };
+        let served = self.serving(slot, gen);
         while engine_ios(self) && self.serving(slot, gen) {
             let live = deadline.filter(|_| self.engine.can_do_without_device(slot));
             if live.is_some_and(|d| d <= Instant::now()) {
@@ -136,6 +137,14 @@ impl ArrayDriver {
             }
             self.device_io_step(live)
                 .map_err(|e| io::Error::other(e.to_string()))?;
+        }
+        if served && !self.serving(slot, gen) {
+            // Failed (or gone) while its engine I/O was waited for: as in
+            // `device_io_held`, nothing more goes to it (a write would land whenever
+            // the device drains, for an array that has changed since).
+            return Err(io::Error::other(
+                "the device was failed while this I/O waited on it",
+            ));
         }
         let result = if let Some(hold) = member.hold_for() {
             self.device_io_held(slot, io, offset, hold, deadline)

@@ -431,3 +431,60 @@ fn a_wait_with_an_io_held_aside_ends_when_it_falls_due() {
     }
     assert!(!driver.io_in_flight());
 }
+
+/// A device I/O that waits for the engine's own I/O to its device, stuck in the
+/// kernel, must not go out once the engine has failed the device meanwhile: the held
+/// path says "the device was failed while this I/O waited on it", but the kernel path
+/// leaves its wait (the loop's `serving` condition, or since 148fff1 the `break` after
+/// the tick at the deadline) and sends the write to the failed device anyway, where a
+/// superblock written for the array as it was lands whenever the device drains.
+#[test]
+fn a_device_write_does_not_go_to_a_device_the_engine_failed_while_it_waited() {
+    let (read_end, write_end) = std::io::pipe().expect("pipe");
+    let write_end = OwnedFd::from(write_end);
+    let filled = fill_pipe(&write_end);
+    let Some(mut driver) = raid1(
+        Box::new(PipeEnd {
+            name: "piped",
+            fd: write_end,
+        }),
+        BackendChoice::Uring,
+    ) else {
+        eprintln!("skipped: io_uring is not available");
+        return;
+    };
+    // The engine's write to the piped device stays in the kernel (the pipe is full).
+    let buf = driver.engine_mut().buffers_mut().alloc(4096);
+    driver
+        .engine_mut()
+        .buffers_mut()
+        .get_mut(buf)
+        .copy_from_slice(&[0x11; 4096]);
+    let _id = driver.submit(xraid_engine::RequestKind::Write, 0, 8, Some(buf));
+    driver.pump(false).expect("pump");
+    let stale = b"superblock of the array as it was".as_slice();
+    let err = driver
+        .device_io(MemberIdx(1), DeviceIo::Write(stale), 4096)
+        .expect_err("the device does not answer");
+    assert_eq!(
+        driver.engine().member_states()[1],
+        MemberState::Failed,
+        "the engine failed the device for its stalled write"
+    );
+    // The device drains.
+    let mut fill = vec![0u8; filled];
+    io::Read::read_exact(&mut &read_end, &mut fill).expect("read the fill");
+    for _ in 0..1000 {
+        if !driver.io_in_flight() {
+            break;
+        }
+        driver.pump(true).expect("pump");
+    }
+    drop(driver);
+    let mut landed = Vec::new();
+    io::Read::read_to_end(&mut &read_end, &mut landed).expect("read what landed");
+    assert!(
+        !landed.windows(stale.len()).any(|w| w == stale),
+        "the write reached a device the engine had failed before it was sent ({err})"
+    );
+}

@@ -492,18 +492,24 @@ impl Worker {
             .published_at
             .is_none_or(|at| at.elapsed() >= PUBLISH_EVERY);
         if due {
-            let status = self.status();
-            let driver = self.array.driver_ref();
-            let slots = (0..2 * driver.engine().geometry().raid_disks())
-                .map(|i| {
-                    driver
-                        .slot(MemberIdx(i))
-                        .map(|s| s.member.name().to_owned())
-                })
-                .collect();
-            self.published.publish(status, slots);
-            self.published_at = Some(std::time::Instant::now());
+            self.publish_now();
         }
+    }
+
+    /// Publishes the status now (the loop's round is due, or the engine changed and
+    /// the thread may be held next), with the device in each driver slot.
+    fn publish_now(&mut self) {
+        let status = self.status();
+        let driver = self.array.driver_ref();
+        let slots = (0..2 * driver.engine().geometry().raid_disks())
+            .map(|i| {
+                driver
+                    .slot(MemberIdx(i))
+                    .map(|s| s.member.name().to_owned())
+            })
+            .collect();
+        self.published.publish(status, slots);
+        self.published_at = Some(std::time::Instant::now());
     }
 
     /// Answers a control request (see `control`).
@@ -707,6 +713,7 @@ impl Worker {
             // serves on, so this never costs the array anything.
             let member = MemberIdx(u16::try_from(role).unwrap_or(u16::MAX));
             self.array.driver().engine_mut().fail_replacement(member);
+            self.publish_now();
             self.collect();
             if let Err(e) = self.array.record_members() {
                 return crate::control::error_reply(&format!(
@@ -739,6 +746,9 @@ impl Worker {
             ));
         }
         self.array.driver().engine_mut().fail_member(member);
+        // What a status answered from the snapshot says while the superblocks are
+        // written (a stalled member can hold that up for the stall timeout).
+        self.publish_now();
         // Log it, put a spare in, and write the superblocks now, as md does.
         self.collect();
         if let Err(e) = self.array.record_members() {
@@ -920,6 +930,10 @@ impl Worker {
         } = job.op
         {
             if std::time::Instant::now() > deadline {
+                if request["op"] == "status" {
+                    // Answered from the snapshot meanwhile: nothing to say.
+                    return;
+                }
                 log::info(&format!(
                     "array '{}': a control request ({}) came after its client had stopped waiting: not carried out",
                     self.name,
@@ -2151,5 +2165,199 @@ mod tests {
         control.stop();
         drop(handle);
         thread.join().expect("the array's thread");
+    }
+
+    /// The array's thread stopped on an error (`serve` returned one): `fail_everything`
+    /// takes every job until the handles are gone, a control request's included, and
+    /// drops its reply. The control socket then took the dropped reply for a thread
+    /// that is merely busy: a status came back at once as the last snapshot, `ok` and
+    /// healthy, and any other request was told the thread "did not answer within 10 s"
+    /// and had been busy waiting on a member, at once. Before 4b7775b it said the array
+    /// did not answer.
+    #[test]
+    fn a_status_of_an_array_whose_thread_stopped_is_not_its_last_healthy_snapshot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members: Vec<std::path::PathBuf> =
+            (0..2).map(|i| dir.path().join(format!("d{i}"))).collect();
+        create_raid1(&members, 64 << 10, 4 << 20, "stopped");
+        let mut array = Array::open_with_faults(
+            assemble_to_write(&members),
+            xraid_array::OpenMode::ReadWrite,
+            xraid_driver::BackendChoice::Threads,
+            &[],
+        )
+        .expect("open");
+        let waker = array.driver().waker().expect("waker");
+        let bypass = array.driver().read_bypass();
+        let mut w = worker(array);
+        let (tx, rx) = mpsc::channel();
+        w.rx = rx;
+        let handle = ArrayHandle {
+            tx,
+            waker,
+            sleeping: Arc::clone(&w.sleeping),
+            size: 4 << 20,
+            stripe_bytes: 4096,
+            bypass,
+            trim_unit: 4096,
+            min_block: 512,
+            advertised_block: 512,
+            pool: w.pool.clone(),
+            published: Arc::clone(&w.published),
+        };
+        // The loop came round once (a healthy status published), then the array
+        // stopped on an error.
+        w.beat();
+        let stopped = std::thread::spawn(move || {
+            w.fail_everything();
+            w
+        });
+        let asked = std::time::Instant::now();
+        let status = crate::control::ask_worker_within(
+            &handle,
+            serde_json::json!({ "op": "status" }),
+            Duration::from_secs(2),
+        );
+        let fail = crate::control::ask_worker_within(
+            &handle,
+            serde_json::json!({ "op": "fail", "member": "/nowhere" }),
+            Duration::from_secs(10),
+        );
+        let took = asked.elapsed();
+        drop(handle);
+        let _ = stopped.join().expect("the stopped thread");
+        assert_ne!(
+            status["ok"], true,
+            "the stopped array's status is its last snapshot: {status}"
+        );
+        assert!(
+            !fail["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("did not answer within 10 s")),
+            "answered after {took:?}, yet it says it waited 10 s: {fail}"
+        );
+    }
+
+    /// Eight connections that have sent nothing (yet) take every control thread: a
+    /// status is refused ("too many control requests at once") for as long as they
+    /// trickle — the request is read with a 10 s timeout per read, not per request —
+    /// and `Control::stop` waits for them. SERVE.md says a status is never queued
+    /// behind another request.
+    #[test]
+    fn a_status_is_answered_beside_eight_connections_that_send_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members: Vec<std::path::PathBuf> =
+            (0..2).map(|i| dir.path().join(format!("d{i}"))).collect();
+        create_raid1(&members, 64 << 10, 4 << 20, "quiet");
+        let array = Array::open_with_faults(
+            assemble_to_write(&members),
+            xraid_array::OpenMode::ReadWrite,
+            xraid_driver::BackendChoice::Threads,
+            &[],
+        )
+        .expect("open");
+        let (handle, thread) = spawn(array, "quiet".to_owned(), false).expect("spawn");
+        let socket = dir.path().join("control.sock");
+        let control =
+            crate::control::Control::start(socket.clone(), handle.clone(), "quiet".into())
+                .expect("the control socket");
+        let quiet: Vec<std::os::unix::net::UnixStream> = (0..8)
+            .map(|_| std::os::unix::net::UnixStream::connect(&socket).expect("connect"))
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let status = {
+            use std::io::{BufRead, Write};
+            let mut stream = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+            writeln!(stream, "{}", serde_json::json!({ "op": "status" })).expect("send");
+            let mut line = String::new();
+            std::io::BufReader::new(&stream)
+                .read_line(&mut line)
+                .expect("answer");
+            serde_json::from_str::<serde_json::Value>(&line).expect("JSON")
+        };
+        drop(quiet);
+        control.stop();
+        drop(handle);
+        thread.join().expect("the array's thread");
+        assert_eq!(status["ok"], true, "{status}");
+    }
+
+    /// A `fail` the thread has carried out in the engine while its superblock update
+    /// waits on a stalled member: a status meanwhile comes from the snapshot, which was
+    /// taken before the fail and calls the member active. The client of a request the
+    /// thread had begun but not finished in time is told to "check with xraid status",
+    /// which then says the member was not failed.
+    #[test]
+    fn a_status_snapshot_taken_while_a_fail_is_recorded_shows_the_member_failed() {
+        let _one_at_a_time = stall_tests_one_at_a_time();
+        const HEALTHY: u64 = 100;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members: Vec<std::path::PathBuf> =
+            (0..4).map(|i| dir.path().join(format!("d{i}"))).collect();
+        create_raid1(&members, 64 << 10, 16 << 20, "busy");
+        let faults = [xraid_member::MemberFault {
+            role: 1,
+            plan: xraid_member::FaultPlan {
+                stall_after: Some(HEALTHY),
+                stall_for: Duration::from_secs(600),
+                ..xraid_member::FaultPlan::default()
+            },
+        }];
+        let mut array = Array::open_with_faults(
+            assemble_to_write(&members),
+            xraid_array::OpenMode::ReadWrite,
+            xraid_driver::BackendChoice::Threads,
+            &faults,
+        )
+        .expect("open");
+        let engine = array.driver().engine_mut();
+        let config = engine.config();
+        engine.set_config(xraid_engine::EngineConfig {
+            stall_timeout: xraid_engine::Nanos(5_000_000_000),
+            ..config
+        });
+        let stalls_next = |array: &Array| {
+            array
+                .driver_ref()
+                .member(MemberIdx(1))
+                .expect("a member")
+                .member
+                .hold_for()
+                .is_some()
+        };
+        let block = vec![3u8; 4096];
+        let mut writes = 0;
+        while !stalls_next(&array) {
+            array.driver().write_at(&block, 0).expect("write");
+            writes += 1;
+            assert!(writes <= HEALTHY, "role 1 never reached its stall");
+        }
+        let (handle, thread) = spawn(array, "busy".to_owned(), false).expect("spawn");
+        let path = members[2].display().to_string();
+        let fail_d2 = {
+            let handle = handle.clone();
+            std::thread::spawn(move || {
+                crate::control::ask_worker_within(
+                    &handle,
+                    serde_json::json!({ "op": "fail", "member": path }),
+                    Duration::from_secs(10),
+                )
+            })
+        };
+        std::thread::sleep(Duration::from_millis(500));
+        let status = crate::control::ask_worker_within(
+            &handle,
+            serde_json::json!({ "op": "status" }),
+            Duration::from_secs(2),
+        );
+        let failed = fail_d2.join().expect("the fail's thread");
+        drop(handle);
+        thread.join().expect("the array's thread");
+        assert_eq!(failed["ok"], true, "{failed}");
+        assert_eq!(status["answered_from"], "snapshot", "{status}");
+        assert_eq!(
+            status["members"][2]["state"], "faulty",
+            "role 2 is failed in the engine, its superblocks being written: {status}"
+        );
     }
 }

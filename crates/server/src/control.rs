@@ -8,7 +8,7 @@
 //! `{"op":"remove","member":"PATH"}`), a line of JSON out. The array's worker
 //! answers, between client requests, so everything it says is the engine's own state.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,8 +71,16 @@ impl Control {
 }
 
 /// Control requests answered at once, at most: each has a thread, so that a status
-/// is not queued behind a request the array's thread is slow to answer.
-const MAX_AT_ONCE: usize = 8;
+/// is not queued behind a request the array's thread is slow to answer. A connection
+/// holds its thread at most [`REQUEST_WITHIN`] before its request is in, and
+/// [`PATIENCE`] after.
+const MAX_AT_ONCE: usize = 64;
+
+/// How long a connection may take to send its whole request.
+const REQUEST_WITHIN: Duration = Duration::from_secs(2);
+
+/// The longest request read.
+const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 fn serve(listener: &UnixListener, handle: &ArrayHandle, stop: &AtomicBool, name: &str) {
     let mut answering: Vec<JoinHandle<()>> = Vec::new();
@@ -126,10 +134,8 @@ fn refuse(stream: &UnixStream, message: &str) -> std::io::Result<()> {
 /// Reads one request, has the worker answer it, writes the answer.
 fn answer(stream: UnixStream, handle: &ArrayHandle) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(PATIENCE))?;
     stream.set_write_timeout(Some(PATIENCE))?;
-    let mut line = String::new();
-    BufReader::new(std::io::Read::take(&stream, 64 * 1024)).read_line(&mut line)?;
+    let line = read_request(&stream)?;
     if line.is_empty() {
         // Closed without a request: a command checking whether a server answers here.
         return Ok(());
@@ -141,6 +147,40 @@ fn answer(stream: UnixStream, handle: &ArrayHandle) -> std::io::Result<()> {
     let mut out = &stream;
     out.write_all(reply.to_string().as_bytes())?;
     out.write_all(b"\n")
+}
+
+/// Reads a request line (up to its newline, or the end), within [`REQUEST_WITHIN`] in
+/// all: a connection that sends nothing, or trickles, holds its thread no longer.
+fn read_request(stream: &UnixStream) -> std::io::Result<String> {
+    let deadline = Instant::now() + REQUEST_WITHIN;
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the request did not arrive in time",
+            ));
+        }
+        stream.set_read_timeout(Some(left))?;
+        let n = std::io::Read::read(&mut &*stream, &mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        line.extend_from_slice(&chunk[..n]);
+        if let Some(end) = line.iter().position(|&b| b == b'\n') {
+            line.truncate(end + 1);
+            break;
+        }
+        if line.len() > MAX_REQUEST_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "a request longer than 64 KiB",
+            ));
+        }
+    }
+    String::from_utf8(line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 fn ask_worker(handle: &ArrayHandle, request: serde_json::Value) -> serde_json::Value {
@@ -163,11 +203,12 @@ pub(crate) fn ask_worker_within(
     let status = request["op"] == "status";
     let (tx, rx) = mpsc::channel();
     let (done, _) = mpsc::channel();
+    let deadline = Instant::now() + patience;
     let job = Job {
         op: JobOp::Control {
             request,
             reply: tx,
-            deadline: Instant::now() + patience,
+            deadline,
         },
         cookie: 0,
         done,
@@ -176,8 +217,17 @@ pub(crate) fn ask_worker_within(
     if handle.submit(job).is_err() {
         return error_reply("the array is stopping");
     }
-    if let Ok(answer) = rx.recv_timeout(patience) {
-        return answer;
+    match rx.recv_timeout(patience) {
+        Ok(answer) => return answer,
+        // The thread let go of the request without an answer before its deadline: it
+        // is not busy but stopped (`fail_everything` takes every job after an error),
+        // and its last snapshot is no longer the array's status.
+        Err(mpsc::RecvTimeoutError::Disconnected) if Instant::now() <= deadline => {
+            return error_reply(
+                "the array's thread has stopped (see the server's log): the request was not carried out",
+            );
+        }
+        Err(_) => {}
     }
     if let Some(last) = status.then(|| handle.published.last()).flatten() {
         return last;
