@@ -2032,20 +2032,14 @@ mod tests {
         );
     }
 
-    /// While the array's thread waits on a stalled member (a superblock update, here
-    /// the one recording an operator's `fail`), a status is answered from what the
-    /// thread last published, saying so; a request the thread reaches only after its
-    /// client stopped waiting is dropped, not carried out. Before, the control socket
-    /// answered one request at a time, a status waited up to 10 s behind the update
-    /// and then said only "did not answer in time", and a `fail` given up on was still
-    /// carried out whenever the thread got to it.
-    #[test]
-    fn a_status_is_answered_while_the_array_thread_waits_on_a_stalled_member() {
-        let _one_at_a_time = stall_tests_one_at_a_time();
+    /// A four-way mirror in `dir` whose role 1 stalls (for ten minutes) from its next
+    /// I/O on: the next superblock update waits on it for the stall timeout, 5 s.
+    /// Returns the array, open to write, and its members.
+    fn four_way_mirror_whose_role_1_stalls_next(
+        dir: &std::path::Path,
+    ) -> (Array, Vec<std::path::PathBuf>) {
         const HEALTHY: u64 = 100;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let members: Vec<std::path::PathBuf> =
-            (0..4).map(|i| dir.path().join(format!("d{i}"))).collect();
+        let members: Vec<std::path::PathBuf> = (0..4).map(|i| dir.join(format!("d{i}"))).collect();
         create_raid1(&members, 64 << 10, 16 << 20, "busy");
         let faults = [xraid_member::MemberFault {
             role: 1,
@@ -2064,12 +2058,10 @@ mod tests {
         .expect("open");
         let engine = array.driver().engine_mut();
         let config = engine.config();
-        let stall_timeout = Duration::from_secs(5);
         engine.set_config(xraid_engine::EngineConfig {
-            stall_timeout: xraid_engine::Nanos(stall_timeout.as_nanos() as u64),
+            stall_timeout: xraid_engine::Nanos(5_000_000_000),
             ..config
         });
-        // Role 1's next I/O stalls: the next superblock update waits on it.
         let stalls_next = |array: &Array| {
             array
                 .driver_ref()
@@ -2086,6 +2078,21 @@ mod tests {
             writes += 1;
             assert!(writes <= HEALTHY, "role 1 never reached its stall");
         }
+        (array, members)
+    }
+
+    /// While the array's thread waits on a stalled member (a superblock update, here
+    /// the one recording an operator's `fail`), a status is answered from what the
+    /// thread last published, saying so; a request the thread reaches only after its
+    /// client stopped waiting is dropped, not carried out. Before, the control socket
+    /// answered one request at a time, a status waited up to 10 s behind the update
+    /// and then said only "did not answer in time", and a `fail` given up on was still
+    /// carried out whenever the thread got to it.
+    #[test]
+    fn a_status_is_answered_while_the_array_thread_waits_on_a_stalled_member() {
+        let _one_at_a_time = stall_tests_one_at_a_time();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (array, members) = four_way_mirror_whose_role_1_stalls_next(dir.path());
         let (handle, thread) = spawn(array, "busy".to_owned(), false).expect("spawn");
         let socket = dir.path().join("control.sock");
         let control = crate::control::Control::start(socket.clone(), handle.clone(), "busy".into())
@@ -2290,48 +2297,8 @@ mod tests {
     #[test]
     fn a_status_snapshot_taken_while_a_fail_is_recorded_shows_the_member_failed() {
         let _one_at_a_time = stall_tests_one_at_a_time();
-        const HEALTHY: u64 = 100;
         let dir = tempfile::tempdir().expect("tempdir");
-        let members: Vec<std::path::PathBuf> =
-            (0..4).map(|i| dir.path().join(format!("d{i}"))).collect();
-        create_raid1(&members, 64 << 10, 16 << 20, "busy");
-        let faults = [xraid_member::MemberFault {
-            role: 1,
-            plan: xraid_member::FaultPlan {
-                stall_after: Some(HEALTHY),
-                stall_for: Duration::from_secs(600),
-                ..xraid_member::FaultPlan::default()
-            },
-        }];
-        let mut array = Array::open_with_faults(
-            assemble_to_write(&members),
-            xraid_array::OpenMode::ReadWrite,
-            xraid_driver::BackendChoice::Threads,
-            &faults,
-        )
-        .expect("open");
-        let engine = array.driver().engine_mut();
-        let config = engine.config();
-        engine.set_config(xraid_engine::EngineConfig {
-            stall_timeout: xraid_engine::Nanos(5_000_000_000),
-            ..config
-        });
-        let stalls_next = |array: &Array| {
-            array
-                .driver_ref()
-                .member(MemberIdx(1))
-                .expect("a member")
-                .member
-                .hold_for()
-                .is_some()
-        };
-        let block = vec![3u8; 4096];
-        let mut writes = 0;
-        while !stalls_next(&array) {
-            array.driver().write_at(&block, 0).expect("write");
-            writes += 1;
-            assert!(writes <= HEALTHY, "role 1 never reached its stall");
-        }
+        let (array, members) = four_way_mirror_whose_role_1_stalls_next(dir.path());
         let (handle, thread) = spawn(array, "busy".to_owned(), false).expect("spawn");
         let path = members[2].display().to_string();
         let fail_d2 = {
