@@ -197,7 +197,8 @@ pub struct AddArgs {
     /// Take a member that belongs to another md array.
     #[arg(long)]
     pub force: bool,
-    /// The array: a folder that holds its members, or one member's path.
+    /// The array: a folder that holds its members, or one member's path (the other
+    /// members are found beside it: the files of its folder, or the block devices).
     pub array: PathBuf,
     /// The member to add.
     pub member: PathBuf,
@@ -217,7 +218,8 @@ pub struct ReplaceArgs {
     /// Take a NEW that belongs to another md array.
     #[arg(long)]
     pub force: bool,
-    /// The array: a folder that holds its members, or one member's path.
+    /// The array: a folder that holds its members, or one member's path (the other
+    /// members are found beside it: the files of its folder, or the block devices).
     pub array: PathBuf,
     /// The active member to replace.
     pub old: PathBuf,
@@ -227,7 +229,8 @@ pub struct ReplaceArgs {
 
 #[derive(Debug, Args)]
 pub struct MemberArgs {
-    /// The array: a folder that holds its members, or member paths.
+    /// The array: a folder that holds its members, or one member's path (the other
+    /// members are found beside it: the files of its folder, or the block devices).
     pub array: PathBuf,
     /// The member.
     pub member: PathBuf,

@@ -14,7 +14,7 @@ use crate::cli::AddArgs;
 use crate::progress::{bytes_bar, follow_sync};
 
 pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
-    let paths = vec![args.array.clone()];
+    let paths = super::named::array_paths(&args.array);
     if let Some(socket) = super::live::served(&paths) {
         return live(&socket, &args);
     }
@@ -42,7 +42,7 @@ pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
         added.path.display(),
     );
     let mut array = super::open_array(
-        &with_member(&args.array, &args.member),
+        &with_member(&paths, &args.member),
         OpenMode::ReadWrite,
         backend,
     )?;
@@ -140,18 +140,23 @@ fn live(socket: &Path, args: &AddArgs) -> Result<()> {
     Ok(())
 }
 
-/// The paths that name the array with its new member: the folder alone when the
-/// member lies in it (assembly finds it there), else both.
-pub(crate) fn with_member(array: &Path, member: &Path) -> Vec<PathBuf> {
-    let inside = array.is_dir()
-        && match (std::fs::canonicalize(array), std::fs::canonicalize(member)) {
-            // A bare file name has an empty parent: compare real paths instead.
-            (Ok(a), Ok(m)) => m.parent() == Some(a.as_path()),
-            _ => false,
-        };
-    if inside {
-        vec![array.to_path_buf()]
-    } else {
-        vec![array.to_path_buf(), member.to_path_buf()]
+/// The paths that name the array with its new member: `paths` alone when they name
+/// the member already or a folder it lies in (assembly finds it there), else with it.
+pub(crate) fn with_member(paths: &[PathBuf], member: &Path) -> Vec<PathBuf> {
+    let real = |p: &Path| std::fs::canonicalize(p).ok();
+    let member_real = real(member);
+    let named = paths.iter().any(|p| {
+        // Named already, or inside a folder named (a bare file name has an empty
+        // parent: real paths are compared).
+        real(p) == member_real
+            || (p.is_dir()
+                && member_real
+                    .as_ref()
+                    .is_some_and(|m| m.parent() == real(p).as_deref()))
+    });
+    let mut out = paths.to_vec();
+    if !named || member_real.is_none() {
+        out.push(member.to_path_buf());
     }
+    out
 }

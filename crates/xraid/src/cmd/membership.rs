@@ -7,7 +7,8 @@ use xraid_array::{fail_member, remove_member};
 use crate::cli::MemberArgs;
 
 pub fn fail(args: MemberArgs) -> Result<()> {
-    if let Some(socket) = super::live::served(std::slice::from_ref(&args.array)) {
+    let paths = super::named::array_paths(&args.array);
+    if let Some(socket) = super::live::served(&paths) {
         let path = std::fs::canonicalize(&args.member).unwrap_or_else(|_| args.member.clone());
         let answer = super::live::ask(
             &socket,
@@ -28,7 +29,7 @@ pub fn fail(args: MemberArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let role = fail_member(std::slice::from_ref(&args.array), &args.member)?;
+    let role = fail_member(&paths, &args.member)?;
     println!(
         "{}: marked faulty (role {role}); the array runs degraded until a spare or `xraid add` fills the role",
         args.member.display()
@@ -37,7 +38,8 @@ pub fn fail(args: MemberArgs) -> Result<()> {
 }
 
 pub fn remove(args: MemberArgs) -> Result<()> {
-    if let Some(socket) = super::live::served(std::slice::from_ref(&args.array)) {
+    let paths = super::named::array_paths(&args.array);
+    if let Some(socket) = super::live::served(&paths) {
         let path = super::live::absolute(&args.member);
         super::live::ask(
             &socket,
@@ -49,7 +51,7 @@ pub fn remove(args: MemberArgs) -> Result<()> {
         );
         return Ok(());
     }
-    remove_member(std::slice::from_ref(&args.array), &args.member)?;
+    remove_member(&paths, &args.member)?;
     println!(
         "{}: removed from the array; its md superblock is erased",
         args.member.display()

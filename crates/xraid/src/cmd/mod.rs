@@ -8,6 +8,7 @@ mod examine;
 mod io;
 mod live;
 mod membership;
+mod named;
 mod output;
 mod replace;
 mod scrub;

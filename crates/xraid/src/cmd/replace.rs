@@ -14,7 +14,7 @@ use crate::cli::ReplaceArgs;
 use crate::progress::{bytes_bar, follow_sync};
 
 pub fn run(args: ReplaceArgs, backend: BackendChoice) -> Result<()> {
-    let paths = vec![args.array.clone()];
+    let paths = super::named::array_paths(&args.array);
     if let Some(socket) = super::live::served(&paths) {
         return live(&socket, &args);
     }
@@ -35,7 +35,7 @@ pub fn run(args: ReplaceArgs, backend: BackendChoice) -> Result<()> {
         replacing.role
     );
     let mut array = super::open_array(
-        &super::add::with_member(&args.array, &args.new),
+        &super::add::with_member(&paths, &args.new),
         OpenMode::ReadWrite,
         backend,
     )?;

@@ -856,3 +856,22 @@ fn random_writes_from_four_connections_hold_on_4k_sector_devices() {
     server.stop();
     scrub_finds_nothing(&members);
 }
+
+/// One disk's path names its whole array for the commands that take one ARRAY: the
+/// other members are found among the machine's block devices.
+#[test]
+fn one_disks_path_names_its_whole_array() {
+    let Some(loops) = Loops::attach(&[16; 4], Sectors::Default) else {
+        return;
+    };
+    let members = loops.paths();
+    run_quiet(&with(&["create", "-l", "5", "-c", "64K"], &members));
+    let out = ok(&["fail", members[0], members[2]]);
+    assert!(out.contains("marked faulty (role 2)"), "{out}");
+    let out = ok(&["add", members[0], members[2]]);
+    assert!(out.contains("added as role 2"), "{out}");
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&with(&["status", "--json"], &members))).expect("status JSON");
+    assert_eq!(status["degraded"], false, "{status}");
+    scrub_finds_nothing(&members);
+}

@@ -686,3 +686,60 @@ fn an_interrupted_offline_rebuild_keeps_its_progress() {
     assert_eq!(s["members"][1]["state"], "active", "{s}");
     assert_eq!(sha256_of_read(&[p(&disks)]), want);
 }
+
+/// One member's path names its whole array for `fail`, `add`, `replace` and
+/// `remove`, as their help says: the other members are found beside it (the files of
+/// its folder; a folder that also holds another array's members and other files
+/// changes nothing). Before, it named an array of that one member, which cannot start.
+#[test]
+fn one_members_path_names_its_whole_array() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    let image = filled(dir.path(), &disks, 37);
+    // Another array's members and a stray file beside them.
+    ok(&[
+        "create",
+        "-l",
+        "1",
+        "--size",
+        "8M",
+        p(&disks.join("other0")),
+        p(&disks.join("other1")),
+    ]);
+    std::fs::write(disks.join("notes.txt"), b"not a member").expect("stray file");
+    let d0 = disks.join("d0");
+    let out = ok(&["fail", p(&d0), p(&disks.join("d2"))]);
+    assert!(out.contains("marked faulty (role 2)"), "{out}");
+    let out = ok(&["remove", p(&d0), p(&disks.join("d2"))]);
+    assert!(out.contains("removed from the array"), "{out}");
+    let out = ok(&["add", p(&d0), p(&disks.join("d2"))]);
+    assert!(out.contains("added as role 2"), "{out}");
+    let new = dir.path().join("n3");
+    let out = ok(&[
+        "replace",
+        "--size",
+        "16M",
+        p(&d0),
+        p(&disks.join("d3")),
+        p(&new),
+    ]);
+    assert!(out.contains("holds role 3 now"), "{out}");
+    let paths = [disks.join("d0"), disks.join("d1"), disks.join("d2"), new];
+    let members = paths.each_ref().map(|m| p(m));
+    let s: serde_json::Value = serde_json::from_str(&ok(&[
+        "status", "--json", members[0], members[1], members[2], members[3],
+    ]))
+    .expect("status json");
+    assert_eq!(s["degraded"], false, "{s}");
+    assert_eq!(sha256_of_read(&members), sha256_file(&image));
+    // The other array was left alone.
+    let other: serde_json::Value = serde_json::from_str(&ok(&[
+        "status",
+        "--json",
+        p(&disks.join("other0")),
+        p(&disks.join("other1")),
+    ]))
+    .expect("status json");
+    assert_eq!(other["level"], "raid1", "{other}");
+    assert_eq!(other["degraded"], false, "{other}");
+}
