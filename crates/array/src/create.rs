@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
+use xraid_engine::{Event, SyncKind};
 use xraid_format::{BitmapChoice, NewArray, Superblock};
 use xraid_layout::{Geometry, Layout, Level, MemberIdx, SECTOR_BYTES};
 use xraid_member::{FileMember, Member};
@@ -293,7 +294,7 @@ pub fn create(
         }
     }
     if synced {
-        initial_sync(&mut driver, progress)?;
+        initial_sync(&mut driver, progress, opts.integrity)?;
     }
     let set_uuid = random_uuid();
     let ctime = SystemTime::now()
@@ -399,9 +400,59 @@ fn canonical_new(path: &Path) -> PathBuf {
     }
 }
 
-/// Makes parity (or mirror copies) agree with the data already on the members by
-/// rewriting the array in whole stripes, as md's initial resync does.
+/// Makes parity (or mirror copies) agree with the data already on the members, as
+/// md's initial resync does: every unit is read, and only redundancy that disagrees
+/// with the data is written (the engine's repair) — the data is never rewritten, and
+/// members that hold zeros get nothing written at all (before 2026-11-28 the whole
+/// array was rewritten: every byte of every member, a full write of each disk). In
+/// integrity mode every block is rewritten instead, so that its checksum is recorded.
 fn initial_sync(
+    driver: &mut ArrayDriver,
+    progress: &mut dyn FnMut(u64, u64),
+    integrity: bool,
+) -> Result<(), ArrayError> {
+    if integrity {
+        return rewrite_whole(driver, progress);
+    }
+    let total = driver.engine().geometry().array_sectors() * SECTOR_BYTES;
+    driver
+        .engine_mut()
+        .start_sync(SyncKind::Repair, 0)
+        .map_err(|source| ArrayError::Sync {
+            kind: "initial resync",
+            source,
+        })?;
+    loop {
+        driver.step()?;
+        for event in driver.take_events() {
+            if let Event::SyncFinished { unrecoverable, .. } = event {
+                if unrecoverable > 0 {
+                    return Err(ArrayError::InitialSyncUnreadable {
+                        units: unrecoverable,
+                    });
+                }
+                progress(total, total);
+                return Ok(());
+            }
+        }
+        if let Some(p) = driver.engine().sync_progress() {
+            let done =
+                u128::from(p.done_below) * u128::from(total) / u128::from(p.total_units.max(1));
+            progress(u64::try_from(done).unwrap_or(total), total);
+        }
+        if !driver.io_in_flight() {
+            // Nothing in flight: the sync waits for its pace (none is set here).
+            if let Some(wait) = driver.until_timer() {
+                std::thread::sleep(wait);
+            }
+            driver.tick();
+        }
+    }
+}
+
+/// The initial sync of an integrity-mode array: the array rewritten in whole stripes,
+/// which records every block's checksum.
+fn rewrite_whole(
     driver: &mut ArrayDriver,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(), ArrayError> {

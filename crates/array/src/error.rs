@@ -138,6 +138,8 @@ pub enum ArrayError {
     ReadOnly { name: String },
     #[error("array '{name}' has no free slot left in its role table")]
     NoFreeSlot { name: String },
+    #[error("the members could not be read at {units} stripes (read errors on more members than the level survives): replace the failing device and create again")]
+    InitialSyncUnreadable { units: u64 },
     #[error("cannot start a {kind}: {source}")]
     Sync {
         kind: &'static str,
