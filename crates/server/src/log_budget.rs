@@ -43,6 +43,9 @@ pub(crate) enum Say {
 
 #[derive(Debug, Default)]
 pub(crate) struct LogBudget {
+    /// Per kind, role and the device in that role (by name): a device that takes the
+    /// role later (a spare, a replacement, a new disk) starts with a budget of its own,
+    /// as the engine's slow-member figures start afresh.
     seen: HashMap<(Fault, u16), u64>,
 }
 
@@ -102,6 +105,20 @@ mod tests {
         assert_eq!(budget.one_more(Fault::WriteRefused, 3, "d3"), Say::InFull);
         assert_eq!(
             budget.one_more(Fault::ReadErrorCorrected, 2, "d2"),
+            Say::InFull
+        );
+    }
+
+    /// A role's budget spent by a dying disk does not silence the disk that takes the
+    /// role after it (a hot spare, a replacement): its first faults are logged in full.
+    #[test]
+    fn a_new_device_in_the_role_has_a_budget_of_its_own() {
+        let mut budget = LogBudget::default();
+        for _ in 0..1000 {
+            budget.one_more(Fault::ReadErrorCorrected, 2, "disks/d2");
+        }
+        assert_eq!(
+            budget.one_more(Fault::ReadErrorCorrected, 2, "disks/s0"),
             Say::InFull
         );
     }
