@@ -46,13 +46,16 @@ pub(crate) struct LogBudget {
     /// Per kind, role and the device in that role (by name): a device that takes the
     /// role later (a spare, a replacement, a new disk) starts with a budget of its own,
     /// as the engine's slow-member figures start afresh.
-    seen: HashMap<(Fault, u16), u64>,
+    seen: HashMap<(Fault, u16, String), u64>,
 }
 
 impl LogBudget {
     /// One more `fault` on member `member` (named `name`).
     pub(crate) fn one_more(&mut self, fault: Fault, member: u16, name: &str) -> Say {
-        let n = self.seen.entry((fault, member)).or_insert(0);
+        let n = self
+            .seen
+            .entry((fault, member, name.to_owned()))
+            .or_insert(0);
         *n += 1;
         let n = *n;
         if n < LOGGED_IN_FULL {
