@@ -856,3 +856,73 @@ fn random_writes_from_four_connections_hold_on_4k_sector_devices() {
     server.stop();
     scrub_finds_nothing(&members);
 }
+
+/// A device with larger logical blocks than the array's (a 4Kn disk joining an array
+/// of 512-byte disks) is refused as md refuses it ("incompatible logical_block_size,
+/// can not add"): md's block device of these disks would change to 4096-byte blocks
+/// under a file system made with 512-byte sectors, which then no longer mounts.
+/// Refused offline and by the server, as spare, replacement and into a failed role,
+/// with nothing written to it.
+#[test]
+fn a_4kn_device_is_refused_by_an_array_of_512_byte_devices() {
+    let Some(small) = Loops::attach(&[16; 4], Sectors::Default) else {
+        return;
+    };
+    let Some(big) = Loops::attach(&[16], Sectors::FourK) else {
+        return;
+    };
+    let dir = tempdir();
+    let (disks, _) = filled_raid5(dir.path(), &small.devices, 7);
+    let s0 = disks.join("s0");
+    std::os::unix::fs::symlink(&big.devices[0], &s0).expect("s0");
+    let refused = |stderr: &str| {
+        assert!(stderr.contains("4096"), "{stderr}");
+    };
+    refused(&fails(&["add", "--spare", p(&disks), p(&s0)]));
+    refused(&fails(&["replace", p(&disks), p(&disks.join("d1")), p(&s0)]));
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    refused(&fails(&["add", "--spare", p(&disks), p(&s0)]));
+    refused(&fails(&["replace", p(&disks), p(&disks.join("d1")), p(&s0)]));
+    ok(&["fail", p(&disks), p(&disks.join("d2"))]);
+    refused(&fails(&["add", p(&disks), p(&s0)]));
+    let info = nbdinfo_json(&[], &format!("nbd://{}/xraid", server.tcp_addr()));
+    assert_eq!(info["exports"][0]["block_size_minimum"], 512, "{info}");
+    server.stop();
+    // Nothing was written to it.
+    let out = Command::new("mdadm")
+        .arg("--examine")
+        .arg(&big.devices[0])
+        .output()
+        .expect("mdadm runs");
+    assert!(!out.status.success(), "s0 got a superblock");
+}
+
+/// md counts every device of the array, hot spares too, when it sets its block
+/// device's logical block size at assembly: an array of 512-byte disks with a 4Kn
+/// spare is a 4096-byte-block device under md, and is advertised so.
+#[test]
+fn an_array_with_a_4kn_spare_advertises_4096_byte_blocks() {
+    let Some(small) = Loops::attach(&[16; 4], Sectors::Default) else {
+        return;
+    };
+    let Some(big) = Loops::attach(&[16], Sectors::FourK) else {
+        return;
+    };
+    let dir = tempdir();
+    let mut names: Vec<(String, &Path)> = small
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (format!("d{i}"), d.as_path()))
+        .collect();
+    names.push(("s0".to_owned(), big.devices[0].as_path()));
+    let links: Vec<(&str, &Path)> = names.iter().map(|(n, d)| (n.as_str(), *d)).collect();
+    let disks = linked(dir.path(), &links);
+    let members: Vec<PathBuf> = names.iter().map(|(n, _)| disks.join(n)).collect();
+    let members: Vec<&str> = members.iter().map(|m| p(m)).collect();
+    run_quiet(&with(&["create", "-l", "5", "-c", "64K", "--spares", "1"], &members));
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let info = nbdinfo_json(&[], &format!("nbd://{}/xraid", server.tcp_addr()));
+    assert_eq!(info["exports"][0]["block_size_minimum"], 4096, "{info}");
+    server.stop();
+}
