@@ -108,6 +108,17 @@ impl Assembled {
         self.superblock.name()
     }
 
+    /// The array's logical block size, as md's block device of it would have it: the
+    /// largest of its present members' (512 for files).
+    pub fn logical_block_bytes(&self) -> u32 {
+        self.roles
+            .iter()
+            .flatten()
+            .map(|m| m.member.logical_block_bytes())
+            .max()
+            .unwrap_or(512)
+    }
+
     /// Where a server that serves this array listens for control requests: a Unix
     /// socket beside its first member, named by the array's UUID (so that two arrays
     /// in one folder do not meet).

@@ -238,11 +238,8 @@ pub(crate) fn spawn(
     } else {
         512
     };
-    let members_block = (0..2 * geo.raid_disks())
-        .filter_map(|i| array.driver_ref().slot(MemberIdx(i)))
-        .map(|s| s.member.logical_block_bytes())
-        .max()
-        .unwrap_or(512);
+    // Hot spares too, as md stacks them; a device with larger blocks is refused later.
+    let members_block = array.logical_block_bytes();
     let handle = ArrayHandle {
         tx,
         waker,

@@ -879,10 +879,20 @@ fn a_4kn_device_is_refused_by_an_array_of_512_byte_devices() {
         assert!(stderr.contains("4096"), "{stderr}");
     };
     refused(&fails(&["add", "--spare", p(&disks), p(&s0)]));
-    refused(&fails(&["replace", p(&disks), p(&disks.join("d1")), p(&s0)]));
+    refused(&fails(&[
+        "replace",
+        p(&disks),
+        p(&disks.join("d1")),
+        p(&s0),
+    ]));
     let server = Server::tcp(dir.path(), &[p(&disks)]);
     refused(&fails(&["add", "--spare", p(&disks), p(&s0)]));
-    refused(&fails(&["replace", p(&disks), p(&disks.join("d1")), p(&s0)]));
+    refused(&fails(&[
+        "replace",
+        p(&disks),
+        p(&disks.join("d1")),
+        p(&s0),
+    ]));
     ok(&["fail", p(&disks), p(&disks.join("d2"))]);
     refused(&fails(&["add", p(&disks), p(&s0)]));
     let info = nbdinfo_json(&[], &format!("nbd://{}/xraid", server.tcp_addr()));
@@ -920,7 +930,10 @@ fn an_array_with_a_4kn_spare_advertises_4096_byte_blocks() {
     let disks = linked(dir.path(), &links);
     let members: Vec<PathBuf> = names.iter().map(|(n, _)| disks.join(n)).collect();
     let members: Vec<&str> = members.iter().map(|m| p(m)).collect();
-    run_quiet(&with(&["create", "-l", "5", "-c", "64K", "--spares", "1"], &members));
+    run_quiet(&with(
+        &["create", "-l", "5", "-c", "64K", "--spares", "1"],
+        &members,
+    ));
     let server = Server::tcp(dir.path(), &[p(&disks)]);
     let info = nbdinfo_json(&[], &format!("nbd://{}/xraid", server.tcp_addr()));
     assert_eq!(info["exports"][0]["block_size_minimum"], 4096, "{info}");
