@@ -939,3 +939,57 @@ fn an_array_with_a_4kn_spare_advertises_4096_byte_blocks() {
     assert_eq!(info["exports"][0]["block_size_minimum"], 4096, "{info}");
     server.stop();
 }
+
+/// Every way the array opens a device it may already hold, on block devices (claimed
+/// with O_EXCL, which the kernel grants once per open file, even within one process):
+/// a spare promoted at assembly, a spare stepping in while served, the failed device
+/// added back into its own role while served, an offline add of a stale member named
+/// in the array's folder, and an offline replace onto a spare in that folder.
+#[test]
+fn devices_the_array_holds_are_opened_again_where_files_are() {
+    let Some(loops) = Loops::attach(&[16; 6], Sectors::Default) else {
+        return;
+    };
+    let dir = tempdir();
+    let (disks, expected) = filled_raid5(dir.path(), &loops.devices[..4], 11);
+    let (s0, s1) = (disks.join("s0"), disks.join("s1"));
+    std::os::unix::fs::symlink(&loops.devices[4], &s0).expect("s0");
+    std::os::unix::fs::symlink(&loops.devices[5], &s1).expect("s1");
+    // Offline: d3 failed, a spare added, then serve: the spare is promoted at open.
+    ok(&["fail", p(&disks), p(&disks.join("d3"))]);
+    ok(&["add", "--spare", p(&disks), p(&s0)]);
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    // While served: s1 a spare; d2 fails, s1 steps in.
+    let out = ok_once_let_go(&["add", "--spare", p(&disks), p(&s1)]);
+    assert!(out.contains("hot spare"), "{out}");
+    ok(&["fail", p(&disks), p(&disks.join("d2"))]);
+    // d3 (stale, left out at assembly) comes back as a spare; d2 too.
+    ok_once_let_go(&["add", "--spare", p(&disks), p(&disks.join("d3"))]);
+    ok_once_let_go(&["add", "--spare", p(&disks), p(&disks.join("d2"))]);
+    // Fail d1; d3 (a spare now) takes it; d1 comes back into nothing: a spare.
+    ok(&["fail", p(&disks), p(&disks.join("d1"))]);
+    ok_once_let_go(&["add", p(&disks), p(&disks.join("d1"))]);
+    // Replace d0 onto the spare d2.
+    let out = ok(&[
+        "replace",
+        p(&disks),
+        p(&disks.join("d0")),
+        p(&disks.join("d2")),
+    ]);
+    assert!(out.contains("holds role 0 now"), "{out}");
+    server.stop();
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
+    assert_eq!(s["health"], "clean", "{s}");
+    // Offline: replace a member onto a spare named in the folder.
+    let spare = s["spares"][0].as_str().expect("a spare").to_owned();
+    let active = s["members"][1]["path"].as_str().expect("role 1").to_owned();
+    ok(&["replace", p(&disks), &active, &spare]);
+    // The replaced members are left out (stale) with a warning; the array is whole.
+    let out = dir.path().join("array.bin");
+    ok(&["read", "-o", p(&out), p(&disks)]);
+    assert!(std::fs::read(&out).expect("read back") == expected);
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("scrub");
+    assert_eq!(report["mismatched_units"], 0, "{report}");
+}
