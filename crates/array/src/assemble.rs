@@ -109,12 +109,25 @@ impl Assembled {
     }
 
     /// The array's logical block size, as md's block device of it would have it: the
-    /// largest of its present members' (512 for files).
+    /// largest of its present members' and hot spares' (md stacks every device it
+    /// assembles); 512 for files.
     pub fn logical_block_bytes(&self) -> u32 {
+        let look = OpenOptions {
+            write: false,
+            direct: DirectMode::Off,
+            lock: false,
+        };
+        let spares = self
+            .left_out
+            .iter()
+            .filter(|l| l.reason == LeftOutReason::Spare)
+            .filter_map(|l| FileMember::open(&l.path, &look).ok())
+            .map(|m| m.logical_block_bytes());
         self.roles
             .iter()
             .flatten()
             .map(|m| m.member.logical_block_bytes())
+            .chain(spares)
             .max()
             .unwrap_or(512)
     }

@@ -915,7 +915,7 @@ fn an_array_with_a_4kn_spare_advertises_4096_byte_blocks() {
     let Some(small) = Loops::attach(&[16; 4], Sectors::Default) else {
         return;
     };
-    let Some(big) = Loops::attach(&[16], Sectors::FourK) else {
+    let Some(big) = Loops::attach(&[16, 16], Sectors::FourK) else {
         return;
     };
     let dir = tempdir();
@@ -938,6 +938,10 @@ fn an_array_with_a_4kn_spare_advertises_4096_byte_blocks() {
     let info = nbdinfo_json(&[], &format!("nbd://{}/xraid", server.tcp_addr()));
     assert_eq!(info["exports"][0]["block_size_minimum"], 4096, "{info}");
     server.stop();
+    // Such an array takes another 4Kn device (md's would: its blocks are 4096 bytes).
+    let s1 = disks.join("s1");
+    std::os::unix::fs::symlink(&big.devices[1], &s1).expect("s1");
+    ok(&["add", "--spare", p(&disks), p(&s1)]);
 }
 
 /// Every way the array opens a device it may already hold, on block devices (claimed
