@@ -1485,8 +1485,6 @@ impl Worker {
         }
     }
 
-    /// Writes the members' states to the superblocks after a failure; false (logged
-    /// once) when that fails.
     /// Logs one more `fault` of `member` (`line` given the array's name) within the
     /// member's budget for that kind (see `log_budget`): in full at first, then only
     /// counted.
@@ -1519,6 +1517,8 @@ impl Worker {
         }
     }
 
+    /// Writes the members' states to the superblocks after a failure; false (logged
+    /// once) when that fails.
     fn record_failure(&mut self) -> bool {
         if self.unrecorded && self.array.driver().engine().lost_error().is_some() {
             // Every member that could not take it is failed by now: nothing is left
