@@ -1154,6 +1154,12 @@ impl Worker {
         self.array.driver().publish_bypass();
         let failures = self.array.driver().take_failures();
         let any_failed = !failures.is_empty();
+        if any_failed {
+            // What a status answered from the snapshot says while the failure is
+            // recorded below (a stalled peer can hold that up for the stall timeout),
+            // as `fail` publishes before it records an operator's fail.
+            self.publish_now();
+        }
         for failure in failures {
             log::error(&format!(
                 "array '{}': member {} failed ({}): it is left out and the array runs degraded",
