@@ -997,3 +997,45 @@ fn devices_the_array_holds_are_opened_again_where_files_are() {
         serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("scrub");
     assert_eq!(report["mismatched_units"], 0, "{report}");
 }
+
+/// A block device without an md superblock is served as it is (`xraid serve
+/// /dev/sdX`): to write, it is claimed as a member is, so that one the kernel or
+/// another program holds (mounted, an md or LVM member) is refused, not served to
+/// clients who would write over it.
+#[test]
+fn a_held_device_is_not_served_as_a_plain_device_to_write() {
+    let Some(loops) = Loops::attach(&[16], Sectors::Default) else {
+        return;
+    };
+    let device = &loops.devices[0];
+    let holder = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(device)
+        .expect("an exclusive open of the device");
+    let mut child = xraid()
+        .args(["serve", "--listen", "127.0.0.1:0", p(device)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("xraid serve runs");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if start.elapsed() > std::time::Duration::from_secs(5) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(holder);
+    let status = status.expect("xraid serve served a device another program holds, to write");
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert!(stderr.contains("in use"), "{stderr}");
+}
