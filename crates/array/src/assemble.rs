@@ -108,6 +108,30 @@ impl Assembled {
         self.superblock.name()
     }
 
+    /// The array's logical block size, as md's block device of it would have it: the
+    /// largest of its present members' and hot spares' (md stacks every device it
+    /// assembles); 512 for files.
+    pub fn logical_block_bytes(&self) -> u32 {
+        let look = OpenOptions {
+            write: false,
+            direct: DirectMode::Off,
+            lock: false,
+        };
+        let spares = self
+            .left_out
+            .iter()
+            .filter(|l| l.reason == LeftOutReason::Spare)
+            .filter_map(|l| FileMember::open(&l.path, &look).ok())
+            .map(|m| m.logical_block_bytes());
+        self.roles
+            .iter()
+            .flatten()
+            .map(|m| m.member.logical_block_bytes())
+            .chain(spares)
+            .max()
+            .unwrap_or(512)
+    }
+
     /// Where a server that serves this array listens for control requests: a Unix
     /// socket beside its first member, named by the array's UUID (so that two arrays
     /// in one folder do not meet).

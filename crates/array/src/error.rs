@@ -58,6 +58,12 @@ pub enum ArrayError {
         size: u64,
         asked: u64,
     },
+    #[error("{path} has {device}-byte logical blocks, larger than the array's {array}: md refuses such a device (\"incompatible logical_block_size\"), since a file system made on {array}-byte blocks would no longer mount; use a device with {array}-byte sectors")]
+    LargerBlocks {
+        path: PathBuf,
+        device: u32,
+        array: u32,
+    },
     #[error("{path} is truncated: it holds {size} bytes but its superblock says the array uses {need}; restore the full file")]
     Truncated { path: PathBuf, size: u64, need: u64 },
     #[error("{path} does not exist: give --size to create member files")]

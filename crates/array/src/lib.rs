@@ -27,8 +27,8 @@ pub use create::{create, CreateOptions, Created, Uneven, DATA_OFFSET_SECTORS};
 pub use error::ArrayError;
 pub use integrity::array_keeps_checksums as keeps_checksums;
 pub use members::{
-    add_member, assemble_with_spares, fail_member, fail_refusal, remove_member, replace_member,
-    Added, Replacing,
+    add_member, add_spare_at_create, assemble_with_spares, fail_member, fail_refusal,
+    remove_member, replace_member, Added, Replacing,
 };
 pub use open::{Array, Consistency, OpenMode};
 pub use scan::{read_superblock, MemberPath};

@@ -38,6 +38,31 @@ pub fn add_member(
     spare: bool,
     force: bool,
 ) -> Result<Added, ArrayError> {
+    add_member_within(array, new, size, spare, force, None)
+}
+
+/// [`add_member`] for the hot spares `create --spares` names, which belong to the new
+/// array as its members do: md stacks every device it is created with, so a spare's
+/// larger logical blocks are the array's, not a reason to refuse it.
+pub fn add_spare_at_create(
+    array: &[PathBuf],
+    new: &Path,
+    size: Option<u64>,
+    force: bool,
+) -> Result<Added, ArrayError> {
+    add_member_within(array, new, size, true, force, Some(u32::MAX))
+}
+
+/// [`add_member`], refusing a device with logical blocks larger than `block` (by
+/// default the array's).
+fn add_member_within(
+    array: &[PathBuf],
+    new: &Path,
+    size: Option<u64>,
+    spare: bool,
+    force: bool,
+    block: Option<u32>,
+) -> Result<Added, ArrayError> {
     let options = member_options(true);
     let assembled = assemble(array, &options)?;
     let name = assembled.name();
@@ -70,7 +95,14 @@ pub fn add_member(
         assembled.geometry.member_sectors(),
         integrity,
     );
-    let (member, existing) = open_newcomer(new, size, need, &freshest.set_uuid, force)?;
+    let (member, existing) = open_newcomer(
+        new,
+        size,
+        need,
+        &freshest.set_uuid,
+        force,
+        block.unwrap_or_else(|| assembled.logical_block_bytes()),
+    )?;
     // A member of this array back for a role that is still missing takes that role;
     // any other newcomer the lowest missing one.
     let own_role = existing
@@ -161,7 +193,14 @@ pub fn replace_member(
         assembled.geometry.member_sectors(),
         integrity,
     );
-    let (member, existing) = open_newcomer(new, size, need, &freshest.set_uuid, force)?;
+    let (member, existing) = open_newcomer(
+        new,
+        size,
+        need,
+        &freshest.set_uuid,
+        force,
+        assembled.logical_block_bytes(),
+    )?;
     let mut sb = freshest.clone();
     crate::badblocks::fresh_superblock(&mut sb);
     sb.device_uuid = random_uuid();
@@ -255,12 +294,15 @@ fn check_replacement(assembled: &Assembled, old: &Path, new: &Path) -> Result<u1
 /// another md array is refused unless `force`, and a member too small is refused.
 /// Returns the member and the md superblock it already held, if any. Shared by
 /// [`add_member`] and the server's live add, so both refuse the same things alike.
+/// A device whose logical blocks are larger than `array_block` (the array's: its
+/// devices' largest) is refused, as md refuses it at hot-add.
 pub(crate) fn open_newcomer(
     new: &Path,
     size: Option<u64>,
     need: u64,
     uuid: &[u8; 16],
     force: bool,
+    array_block: u32,
 ) -> Result<(FileMember, Option<Superblock>), ArrayError> {
     if !new.exists() {
         let size = size.ok_or_else(|| ArrayError::MissingFile {
@@ -278,6 +320,13 @@ pub(crate) fn open_newcomer(
             .map_err(|source| io_error(new, source))?;
     }
     let member = FileMember::open(new, &member_options(true))?;
+    if member.logical_block_bytes() > array_block {
+        return Err(ArrayError::LargerBlocks {
+            path: new.to_path_buf(),
+            device: member.logical_block_bytes(),
+            array: array_block,
+        });
+    }
     let existing = read_superblock(&member, new)?;
     if let Some(sb) = &existing {
         if sb.set_uuid != *uuid && !force {
@@ -675,7 +724,7 @@ mod tests {
         let sb = assembled.superblock.clone();
         let (start, sectors) = crate::open::log_ring(&sb).expect("the array logs stripes");
         let (member, _) =
-            open_newcomer(&new, Some(16 * MIB), 16 * MIB, &sb.set_uuid, false).expect("open");
+            open_newcomer(&new, Some(16 * MIB), 16 * MIB, &sb.set_uuid, false, 512).expect("open");
         // Writes to the ring's last sector fail, as on a disk that stopped taking writes
         // there; the superblock's sector would still take one.
         let last = (start + sectors - 1) * 512;

@@ -906,6 +906,23 @@ impl Array {
         &self.driver
     }
 
+    /// The array's logical block size, as md's block device of it would have it: the
+    /// largest of its devices' (members, replacements, and hot spares held open: md
+    /// stacks every device it has at assembly), 512 for files.
+    pub fn logical_block_bytes(&self) -> u32 {
+        let raid_disks = self.driver.engine().geometry().raid_disks();
+        (0..2 * raid_disks)
+            .filter_map(|i| self.driver.slot(xraid_layout::MemberIdx(i)))
+            .map(|s| s.member.logical_block_bytes())
+            .chain(
+                self.held_spares
+                    .iter()
+                    .map(|(_, m)| m.logical_block_bytes()),
+            )
+            .max()
+            .unwrap_or(512)
+    }
+
     pub fn name(&self) -> String {
         self.freshest.name()
     }
@@ -1600,7 +1617,9 @@ impl Array {
             geo.member_sectors(),
             self.integrity,
         );
-        let (member, existing) = open_newcomer(new, size, need, &self.freshest.set_uuid, force)?;
+        let block = self.logical_block_bytes();
+        let (member, existing) =
+            open_newcomer(new, size, need, &self.freshest.set_uuid, force, block)?;
         let ours = existing
             .as_ref()
             .filter(|sb| sb.set_uuid == self.freshest.set_uuid);
@@ -2045,7 +2064,8 @@ impl Array {
         if let Some(p) = &spare_path {
             self.release_spare(p);
         }
-        let opened = open_newcomer(new, size, need, &self.freshest.set_uuid, force);
+        let block = self.logical_block_bytes();
+        let opened = open_newcomer(new, size, need, &self.freshest.set_uuid, force, block);
         let (member, existing) = match opened {
             Ok(opened) => opened,
             Err(e) => {

@@ -18,10 +18,13 @@ use crate::{encode_token, ArrayDriver, DriverError, DEVICE_IO};
 /// The device I/O the array's thread is waiting on, where other threads can see it
 /// (see [`ArrayDriver::device_io_watch`]): a status asked while the thread is held
 /// can say on which device, and for how long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceWait {
     /// The driver slot: a role, or `raid_disks + role` for a role's replacement.
     pub slot: MemberIdx,
+    /// The device in the slot when the wait began (a slot's device changes: a spare
+    /// steps into the failed member's slot and is written at once).
+    pub name: String,
     pub since: Instant,
 }
 
@@ -73,8 +76,15 @@ impl ArrayDriver {
     /// kernel fails the direct one (EIO) when it cannot drop the cached pages under it.
     pub fn device_io(&mut self, slot: MemberIdx, io: DeviceIo<'_>, offset: u64) -> io::Result<()> {
         self.quiet_slot = Some(slot);
+        let name = self
+            .members
+            .get(slot.index())
+            .and_then(Option::as_ref)
+            .map(|d| d.member.name().to_owned())
+            .unwrap_or_default();
         self.set_device_wait(Some(DeviceWait {
             slot,
+            name,
             since: Instant::now(),
         }));
         let result = self.device_io_quiet(slot, io, offset);

@@ -238,7 +238,7 @@ fn memory_member_refuses_out_of_range_io() {
     assert!(m.snapshot().len() == 4096);
 }
 
-/// Block devices are only opened read-only, and only when one is named in
+/// A host block device, only when one is named in
 /// XRAID_TEST_BLOCK_DEVICE (tests must not touch the host's disks by default).
 #[test]
 fn block_device_named_in_the_environment() {
@@ -280,4 +280,60 @@ fn block_device_named_in_the_environment() {
         }
         Err(e) => panic!("open to write: {e}"),
     }
+}
+
+/// The claim and O_DIRECT of a block device, on a loop device of this test's own
+/// (where the kernel offers them: /dev/loop-control, and root to attach one), so that
+/// the suite checks them without a host disk named in XRAID_TEST_BLOCK_DEVICE: a
+/// second writer in the same process is refused (O_EXCL is per open file) with Busy,
+/// unlocked writers and readers are not, a write-protected device is refused to
+/// writers only, and 4096-byte sectors are the member's logical block size.
+#[test]
+fn a_loop_device_is_claimed_by_one_writer_and_takes_o_direct() {
+    if !Path::new("/dev/loop-control").exists() {
+        eprintln!("skipped: no loop devices here");
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+    let backing = member_in(dir.path());
+    let out = Command::new("losetup")
+        .args(["--sector-size", "4096", "-f", "--show"])
+        .arg(&backing)
+        .output();
+    let Some(device) = out
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+    else {
+        eprintln!("skipped: cannot attach a loop device (not root?)");
+        return;
+    };
+    struct Detach(PathBuf);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = Command::new("blockdev")
+                .arg("--setrw")
+                .arg(&self.0)
+                .status();
+            let _ = Command::new("losetup").arg("-d").arg(&self.0).status();
+        }
+    }
+    let _detach = Detach(device.clone());
+    let writer = options(true, DirectMode::On, true);
+    let held = FileMember::open(&device, &writer).expect("the first writer");
+    assert_eq!(held.logical_block_bytes(), 4096);
+    assert_eq!(held.direct_fd().expect("descriptors").align, 4096);
+    let err = FileMember::open(&device, &writer).expect_err("a second writer");
+    assert!(matches!(err, MemberError::Busy { .. }), "{err:?}");
+    FileMember::open(&device, &options(true, DirectMode::Off, false)).expect("unlocked");
+    drop(held);
+    FileMember::open(&device, &writer).expect("a writer once the first is gone");
+    assert!(Command::new("blockdev")
+        .arg("--setro")
+        .arg(&device)
+        .status()
+        .is_ok_and(|s| s.success()));
+    let err = FileMember::open(&device, &writer).expect_err("write-protected");
+    assert!(matches!(err, MemberError::ReadOnly { .. }), "{err:?}");
+    FileMember::open(&device, &options(false, DirectMode::On, false)).expect("a reader");
 }

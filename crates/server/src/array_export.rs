@@ -238,11 +238,8 @@ pub(crate) fn spawn(
     } else {
         512
     };
-    let members_block = (0..2 * geo.raid_disks())
-        .filter_map(|i| array.driver_ref().slot(MemberIdx(i)))
-        .map(|s| s.member.logical_block_bytes())
-        .max()
-        .unwrap_or(512);
+    // Hot spares too, as md stacks them; a device with larger blocks is refused later.
+    let members_block = array.logical_block_bytes();
     let handle = ArrayHandle {
         tx,
         waker,
@@ -1157,6 +1154,12 @@ impl Worker {
         self.array.driver().publish_bypass();
         let failures = self.array.driver().take_failures();
         let any_failed = !failures.is_empty();
+        if any_failed {
+            // What a status answered from the snapshot says while the failure is
+            // recorded below (a stalled peer can hold that up for the stall timeout),
+            // as `fail` publishes before it records an operator's fail.
+            self.publish_now();
+        }
         for failure in failures {
             log::error(&format!(
                 "array '{}': member {} failed ({}): it is left out and the array runs degraded",
@@ -1488,8 +1491,6 @@ impl Worker {
         }
     }
 
-    /// Writes the members' states to the superblocks after a failure; false (logged
-    /// once) when that fails.
     /// Logs one more `fault` of `member` (`line` given the array's name) within the
     /// member's budget for that kind (see `log_budget`): in full at first, then only
     /// counted.
@@ -1522,6 +1523,8 @@ impl Worker {
         }
     }
 
+    /// Writes the members' states to the superblocks after a failure; false (logged
+    /// once) when that fails.
     fn record_failure(&mut self) -> bool {
         if self.unrecorded && self.array.driver().engine().lost_error().is_some() {
             // Every member that could not take it is failed by now: nothing is left

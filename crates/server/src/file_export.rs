@@ -8,6 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use xraid_nbd::consts::{EIO, ENOSPC, ENOTSUP, EPERM, STATE_HOLE, STATE_ZERO};
@@ -44,7 +45,23 @@ impl Extent {
 
 impl FileExport {
     pub(crate) fn open(path: &Path, read_only: bool) -> io::Result<FileExport> {
-        let file = OpenOptions::new().read(true).write(!read_only).open(path)?;
+        // A block device served to write is claimed as a member is (O_EXCL): one that
+        // is mounted, or that md or LVM holds, is refused rather than written over.
+        let claim = !read_only
+            && std::fs::metadata(path)
+                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(!read_only)
+            .custom_flags(if claim { libc::O_EXCL } else { 0 })
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::EBUSY) if claim => io::Error::new(
+                    e.kind(),
+                    "in use (mounted, a member of md or LVM, or held by another program): unmount it or stop what holds it first, or serve it --read-only",
+                ),
+                _ => e,
+            })?;
         let size = file_size(&file)?;
         let mapping = Mapping::new(file.as_raw_fd(), size, !read_only);
         Ok(FileExport {

@@ -43,13 +43,19 @@ pub(crate) enum Say {
 
 #[derive(Debug, Default)]
 pub(crate) struct LogBudget {
-    seen: HashMap<(Fault, u16), u64>,
+    /// Per kind, role and the device in that role (by name): a device that takes the
+    /// role later (a spare, a replacement, a new disk) starts with a budget of its own,
+    /// as the engine's slow-member figures start afresh.
+    seen: HashMap<(Fault, u16, String), u64>,
 }
 
 impl LogBudget {
     /// One more `fault` on member `member` (named `name`).
     pub(crate) fn one_more(&mut self, fault: Fault, member: u16, name: &str) -> Say {
-        let n = self.seen.entry((fault, member)).or_insert(0);
+        let n = self
+            .seen
+            .entry((fault, member, name.to_owned()))
+            .or_insert(0);
         *n += 1;
         let n = *n;
         if n < LOGGED_IN_FULL {
@@ -102,6 +108,20 @@ mod tests {
         assert_eq!(budget.one_more(Fault::WriteRefused, 3, "d3"), Say::InFull);
         assert_eq!(
             budget.one_more(Fault::ReadErrorCorrected, 2, "d2"),
+            Say::InFull
+        );
+    }
+
+    /// A role's budget spent by a dying disk does not silence the disk that takes the
+    /// role after it (a hot spare, a replacement): its first faults are logged in full.
+    #[test]
+    fn a_new_device_in_the_role_has_a_budget_of_its_own() {
+        let mut budget = LogBudget::default();
+        for _ in 0..1000 {
+            budget.one_more(Fault::ReadErrorCorrected, 2, "disks/d2");
+        }
+        assert_eq!(
+            budget.one_more(Fault::ReadErrorCorrected, 2, "disks/s0"),
             Say::InFull
         );
     }

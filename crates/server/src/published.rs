@@ -84,12 +84,17 @@ impl Published {
         let wait = self
             .device_wait
             .as_ref()
-            .and_then(|w| *w.lock().unwrap_or_else(PoisonError::into_inner));
+            .and_then(|w| w.lock().unwrap_or_else(PoisonError::into_inner).clone());
         if let Some(wait) = wait {
             let slot = usize::from(wait.slot.0);
+            // The device named when the wait began: the snapshot's table of slots can
+            // be older than the device now in the slot (a spare that stepped in).
+            let path = Some(wait.name)
+                .filter(|n| !n.is_empty())
+                .or_else(|| snapshot.slots.get(slot).cloned().flatten());
             status["waiting_on"] = serde_json::json!({
                 "slot": slot,
-                "path": snapshot.slots.get(slot).cloned().flatten(),
+                "path": path,
                 "for_ms": millis(wait.since.elapsed()),
             });
         }
@@ -131,11 +136,21 @@ mod tests {
         );
         *watch.lock().expect("lock") = Some(xraid_driver::DeviceWait {
             slot: xraid_engine::MemberIdx(2),
+            name: String::new(),
             since: Instant::now() - Duration::from_millis(50),
         });
         let last = p.last().expect("published");
         assert_eq!(last["waiting_on"]["slot"], 2, "{last}");
         assert_eq!(last["waiting_on"]["path"], "/dev/c", "{last}");
+        // A spare stepped into slot 2 since the snapshot and is the one written: it
+        // is named, not the failed device the snapshot had there.
+        *watch.lock().expect("lock") = Some(xraid_driver::DeviceWait {
+            slot: xraid_engine::MemberIdx(2),
+            name: "/dev/spare".to_owned(),
+            since: Instant::now() - Duration::from_millis(50),
+        });
+        let last = p.last().expect("published");
+        assert_eq!(last["waiting_on"]["path"], "/dev/spare", "{last}");
         assert!(
             last["waiting_on"]["for_ms"]
                 .as_u64()

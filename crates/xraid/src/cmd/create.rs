@@ -1,7 +1,7 @@
 //! `xraid create`: a new array on the given members.
 
 use anyhow::{bail, Result};
-use xraid_array::{add_member, create, CreateOptions};
+use xraid_array::{add_spare_at_create, create, CreateOptions};
 use xraid_driver::BackendChoice;
 use xraid_layout::{Layout, Level};
 
@@ -114,7 +114,7 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         println!("integrity mode: every 4 KiB block is checked against its CRC-32C on read");
     }
     for spare in spares {
-        add_member(&created.members, &spare, args.size, true, args.force)?;
+        add_spare_at_create(&created.members, &spare, args.size, args.force)?;
         println!("{}: hot spare", spare.display());
     }
     Ok(())

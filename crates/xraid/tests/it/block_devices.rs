@@ -875,3 +875,200 @@ fn one_disks_path_names_its_whole_array() {
     assert_eq!(status["degraded"], false, "{status}");
     scrub_finds_nothing(&members);
 }
+
+/// A device with larger logical blocks than the array's (a 4Kn disk joining an array
+/// of 512-byte disks) is refused as md refuses it ("incompatible logical_block_size,
+/// can not add"): md's block device of these disks would change to 4096-byte blocks
+/// under a file system made with 512-byte sectors, which then no longer mounts.
+/// Refused offline and by the server, as spare, replacement and into a failed role,
+/// with nothing written to it.
+#[test]
+fn a_4kn_device_is_refused_by_an_array_of_512_byte_devices() {
+    let Some(small) = Loops::attach(&[16; 4], Sectors::Default) else {
+        return;
+    };
+    let Some(big) = Loops::attach(&[16], Sectors::FourK) else {
+        return;
+    };
+    let dir = tempdir();
+    let (disks, _) = filled_raid5(dir.path(), &small.devices, 7);
+    let s0 = disks.join("s0");
+    std::os::unix::fs::symlink(&big.devices[0], &s0).expect("s0");
+    let refused = |stderr: &str| {
+        assert!(stderr.contains("4096"), "{stderr}");
+    };
+    refused(&fails(&["add", "--spare", p(&disks), p(&s0)]));
+    refused(&fails(&[
+        "replace",
+        p(&disks),
+        p(&disks.join("d1")),
+        p(&s0),
+    ]));
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    refused(&fails(&["add", "--spare", p(&disks), p(&s0)]));
+    refused(&fails(&[
+        "replace",
+        p(&disks),
+        p(&disks.join("d1")),
+        p(&s0),
+    ]));
+    ok(&["fail", p(&disks), p(&disks.join("d2"))]);
+    refused(&fails(&["add", p(&disks), p(&s0)]));
+    let info = nbdinfo_json(&[], &format!("nbd://{}/xraid", server.tcp_addr()));
+    assert_eq!(info["exports"][0]["block_size_minimum"], 512, "{info}");
+    server.stop();
+    // Nothing was written to it.
+    let out = Command::new("mdadm")
+        .arg("--examine")
+        .arg(&big.devices[0])
+        .output()
+        .expect("mdadm runs");
+    assert!(!out.status.success(), "s0 got a superblock");
+}
+
+/// md counts every device of the array, hot spares too, when it sets its block
+/// device's logical block size at assembly: an array of 512-byte disks with a 4Kn
+/// spare is a 4096-byte-block device under md, and is advertised so.
+#[test]
+fn an_array_with_a_4kn_spare_advertises_4096_byte_blocks() {
+    let Some(small) = Loops::attach(&[16; 4], Sectors::Default) else {
+        return;
+    };
+    let Some(big) = Loops::attach(&[16, 16], Sectors::FourK) else {
+        return;
+    };
+    let dir = tempdir();
+    let mut names: Vec<(String, &Path)> = small
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (format!("d{i}"), d.as_path()))
+        .collect();
+    names.push(("s0".to_owned(), big.devices[0].as_path()));
+    let links: Vec<(&str, &Path)> = names.iter().map(|(n, d)| (n.as_str(), *d)).collect();
+    let disks = linked(dir.path(), &links);
+    let members: Vec<PathBuf> = names.iter().map(|(n, _)| disks.join(n)).collect();
+    let members: Vec<&str> = members.iter().map(|m| p(m)).collect();
+    run_quiet(&with(
+        &["create", "-l", "5", "-c", "64K", "--spares", "1"],
+        &members,
+    ));
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let info = nbdinfo_json(&[], &format!("nbd://{}/xraid", server.tcp_addr()));
+    assert_eq!(info["exports"][0]["block_size_minimum"], 4096, "{info}");
+    server.stop();
+    // Such an array takes another 4Kn device (md's would: its blocks are 4096 bytes).
+    let s1 = disks.join("s1");
+    std::os::unix::fs::symlink(&big.devices[1], &s1).expect("s1");
+    ok(&["add", "--spare", p(&disks), p(&s1)]);
+}
+
+/// Every way the array opens a device it may already hold, on block devices (claimed
+/// with O_EXCL, which the kernel grants once per open file, even within one process):
+/// a spare promoted at assembly, a spare stepping in while served, the failed device
+/// added back into its own role while served, an offline add of a stale member named
+/// in the array's folder, and an offline replace onto a spare in that folder.
+#[test]
+fn devices_the_array_holds_are_opened_again_where_files_are() {
+    let Some(loops) = Loops::attach(&[16; 6], Sectors::Default) else {
+        return;
+    };
+    let dir = tempdir();
+    let (disks, expected) = filled_raid5(dir.path(), &loops.devices[..4], 11);
+    let (s0, s1) = (disks.join("s0"), disks.join("s1"));
+    std::os::unix::fs::symlink(&loops.devices[4], &s0).expect("s0");
+    std::os::unix::fs::symlink(&loops.devices[5], &s1).expect("s1");
+    // Offline: d3 failed, a spare added, then serve: the spare is promoted at open.
+    ok(&["fail", p(&disks), p(&disks.join("d3"))]);
+    ok(&["add", "--spare", p(&disks), p(&s0)]);
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    // While served: s1 a spare; d2 fails, s1 steps in.
+    let out = ok_once_let_go(&["add", "--spare", p(&disks), p(&s1)]);
+    assert!(out.contains("hot spare"), "{out}");
+    ok(&["fail", p(&disks), p(&disks.join("d2"))]);
+    // d3 (stale, left out at assembly) comes back as a spare; d2 too.
+    ok_once_let_go(&["add", "--spare", p(&disks), p(&disks.join("d3"))]);
+    ok_once_let_go(&["add", "--spare", p(&disks), p(&disks.join("d2"))]);
+    // Once s1 is rebuilt (failing another member before would lose the array): fail
+    // d1; d3 (a spare now) takes it; d1 comes back into nothing: a spare.
+    let whole = std::time::Instant::now();
+    loop {
+        let s: serde_json::Value =
+            serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
+        if s["degraded"] == false {
+            break;
+        }
+        assert!(
+            whole.elapsed() < std::time::Duration::from_secs(120),
+            "s1 was not rebuilt in two minutes: {s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    ok(&["fail", p(&disks), p(&disks.join("d1"))]);
+    ok_once_let_go(&["add", p(&disks), p(&disks.join("d1"))]);
+    // Replace d0 onto the spare d2.
+    let out = ok(&[
+        "replace",
+        p(&disks),
+        p(&disks.join("d0")),
+        p(&disks.join("d2")),
+    ]);
+    assert!(out.contains("holds role 0 now"), "{out}");
+    server.stop();
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
+    assert_eq!(s["health"], "clean", "{s}");
+    // Offline: replace a member onto a spare named in the folder.
+    let spare = s["spares"][0].as_str().expect("a spare").to_owned();
+    let active = s["members"][1]["path"].as_str().expect("role 1").to_owned();
+    ok(&["replace", p(&disks), &active, &spare]);
+    // The replaced members are left out (stale) with a warning; the array is whole.
+    let out = dir.path().join("array.bin");
+    ok(&["read", "-o", p(&out), p(&disks)]);
+    assert!(std::fs::read(&out).expect("read back") == expected);
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&["scrub", "check", "--json", p(&disks)])).expect("scrub");
+    assert_eq!(report["mismatched_units"], 0, "{report}");
+}
+
+/// A block device without an md superblock is served as it is (`xraid serve
+/// /dev/sdX`): to write, it is claimed as a member is, so that one the kernel or
+/// another program holds (mounted, an md or LVM member) is refused, not served to
+/// clients who would write over it.
+#[test]
+fn a_held_device_is_not_served_as_a_plain_device_to_write() {
+    let Some(loops) = Loops::attach(&[16], Sectors::Default) else {
+        return;
+    };
+    let device = &loops.devices[0];
+    let holder = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(device)
+        .expect("an exclusive open of the device");
+    let mut child = xraid()
+        .args(["serve", "--listen", "127.0.0.1:0", p(device)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("xraid serve runs");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if start.elapsed() > std::time::Duration::from_secs(5) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(holder);
+    let status = status.expect("xraid serve served a device another program holds, to write");
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert!(stderr.contains("in use"), "{stderr}");
+}
