@@ -217,8 +217,29 @@ pub fn assemble_anyway(paths: &[PathBuf], options: &OpenOptions) -> Result<Assem
     let mut found: Vec<FoundMember> = Vec::new();
     let mut ignored = Vec::new();
     let mut damaged = Vec::new();
+    // Devices in a folder that another program holds (mounted, md, LVM): claimed to
+    // write, they are refused with O_EXCL. Read without a claim, they are passed over
+    // unless they turn out to be this array's (found below): an unrelated busy disk
+    // beside the members must not stop the array, a member held elsewhere must.
+    let mut busy: Vec<(PathBuf, Option<[u8; 16]>, xraid_member::MemberError)> = Vec::new();
     for candidate in candidates {
-        let member = FileMember::open(&candidate.path, options)?;
+        let member = match FileMember::open(&candidate.path, options) {
+            Ok(member) => member,
+            Err(e @ xraid_member::MemberError::Busy { .. }) if !candidate.explicit => {
+                let unclaimed = OpenOptions {
+                    write: false,
+                    direct: DirectMode::Off,
+                    lock: false,
+                };
+                let uuid = FileMember::open(&candidate.path, &unclaimed)
+                    .ok()
+                    .and_then(|m| read_superblock(&m, &candidate.path).ok().flatten())
+                    .map(|sb| sb.set_uuid);
+                busy.push((candidate.path, uuid, e));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         match read_superblock(&member, &candidate.path) {
             Ok(Some(superblock)) => found.push(FoundMember {
                 path: candidate.path,
@@ -250,6 +271,13 @@ pub fn assemble_anyway(paths: &[PathBuf], options: &OpenOptions) -> Result<Assem
         let path = paths.first().cloned().unwrap_or_default();
         return Err(ArrayError::EmptyFolder { path });
     };
+    if let Some(at) = busy
+        .iter()
+        .position(|(_, uuid, _)| *uuid == Some(first.superblock.set_uuid))
+    {
+        return Err(busy.swap_remove(at).2.into());
+    }
+    ignored.extend(busy.into_iter().map(|(path, _, _)| path));
     if let Some(other) = found
         .iter()
         .find(|m| m.superblock.set_uuid != first.superblock.set_uuid)

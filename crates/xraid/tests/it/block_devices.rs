@@ -1072,3 +1072,36 @@ fn a_held_device_is_not_served_as_a_plain_device_to_write() {
         .expect("stderr");
     assert!(stderr.contains("in use"), "{stderr}");
 }
+
+/// A folder of links to the members may also link to a disk that is not one of them,
+/// and that another program holds (mounted, md, LVM): the array's commands pass over
+/// it, as over any non-member, where since the O_EXCL claim they failed with "in use".
+/// A member of the array held elsewhere is still refused, not left out.
+#[test]
+fn a_busy_disk_beside_the_members_is_passed_over_but_a_busy_member_is_refused() {
+    let Some(loops) = Loops::attach(&[16; 5], Sectors::Default) else {
+        return;
+    };
+    let dir = tempdir();
+    let (disks, expected) = filled_raid5(dir.path(), &loops.devices[..4], 21);
+    std::os::unix::fs::symlink(&loops.devices[4], disks.join("other")).expect("link");
+    let hold = |device: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_EXCL)
+            .open(device)
+            .expect("an exclusive open of the device")
+    };
+    let held = hold(&loops.devices[4]);
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&["scrub", "repair", "--json", p(&disks)])).expect("scrub");
+    assert_eq!(report["mismatched_units"], 0, "{report}");
+    let out = dir.path().join("array.bin");
+    ok(&["read", "-o", p(&out), p(&disks)]);
+    assert!(std::fs::read(&out).expect("read back") == expected);
+    drop(held);
+    let held = hold(&loops.devices[3]);
+    let err = fails(&["scrub", "repair", p(&disks)]);
+    assert!(err.contains("in use"), "{err}");
+    drop(held);
+}
