@@ -35,24 +35,18 @@ pub(crate) fn logical_block_size(file: &File) -> io::Result<usize> {
 /// BLKROGET, `_IO(0x12, 94)`, which libc does not name. Where `_IOC_NONE` is 1 rather
 /// than 0 (mips, powerpc, sparc), the direction sits in bit 29, as libc's BLKSSZGET
 /// shows for those architectures.
-#[cfg(any(
+const BLKROGET: libc::Ioctl = if cfg!(any(
     target_arch = "mips",
     target_arch = "mips64",
     target_arch = "powerpc",
     target_arch = "powerpc64",
     target_arch = "sparc",
     target_arch = "sparc64"
-))]
-const BLKROGET: libc::Ioctl = 0x2000_125e;
-#[cfg(not(any(
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "powerpc",
-    target_arch = "powerpc64",
-    target_arch = "sparc",
-    target_arch = "sparc64"
-)))]
-const BLKROGET: libc::Ioctl = 0x125e;
+)) {
+    0x2000_125e
+} else {
+    0x125e
+};
 
 /// Whether the kernel holds the block device read-only (a write-protect switch,
 /// `blockdev --setro`, a read-only loop device). Opening it to write succeeds all the
