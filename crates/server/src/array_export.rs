@@ -494,18 +494,10 @@ impl Worker {
     }
 
     /// Publishes the status now (the loop's round is due, or the engine changed and
-    /// the thread may be held next), with the device in each driver slot.
+    /// the thread may be held next).
     fn publish_now(&mut self) {
         let status = self.status();
-        let driver = self.array.driver_ref();
-        let slots = (0..2 * driver.engine().geometry().raid_disks())
-            .map(|i| {
-                driver
-                    .slot(MemberIdx(i))
-                    .map(|s| s.member.name().to_owned())
-            })
-            .collect();
-        self.published.publish(status, slots);
+        self.published.publish(status);
         self.published_at = Some(std::time::Instant::now());
     }
 

@@ -29,8 +29,6 @@ pub(crate) struct Published {
 struct Snapshot {
     at: Instant,
     status: serde_json::Value,
-    /// The name of the device in each driver slot then.
-    slots: Vec<Option<String>>,
 }
 
 impl Published {
@@ -57,12 +55,10 @@ impl Published {
         self.base.elapsed().saturating_sub(beat)
     }
 
-    /// Publishes `status`, with the name of the device in each driver slot.
-    pub(crate) fn publish(&self, status: serde_json::Value, slots: Vec<Option<String>>) {
+    pub(crate) fn publish(&self, status: serde_json::Value) {
         let snapshot = Snapshot {
             at: Instant::now(),
             status,
-            slots,
         };
         *self.status.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
     }
@@ -87,11 +83,10 @@ impl Published {
             .and_then(|w| w.lock().unwrap_or_else(PoisonError::into_inner).clone());
         if let Some(wait) = wait {
             let slot = usize::from(wait.slot.0);
-            // The device named when the wait began: the snapshot's table of slots can
-            // be older than the device now in the slot (a spare that stepped in).
-            let path = Some(wait.name)
-                .filter(|n| !n.is_empty())
-                .or_else(|| snapshot.slots.get(slot).cloned().flatten());
+            // The device named when the wait began (none for an empty slot, whose
+            // I/O fails at once): the snapshot can be older than the device now in
+            // the slot (a spare that stepped in).
+            let path = Some(wait.name).filter(|n| !n.is_empty());
             status["waiting_on"] = serde_json::json!({
                 "slot": slot,
                 "path": path,
@@ -116,8 +111,7 @@ mod tests {
         let p = Published::new(Some(std::sync::Arc::clone(&watch)));
         assert!(p.last().is_none(), "nothing published yet");
         p.beat();
-        let slots = vec![Some("/dev/a".to_owned()), None, Some("/dev/c".to_owned())];
-        p.publish(serde_json::json!({ "ok": true, "health": "clean" }), slots);
+        p.publish(serde_json::json!({ "ok": true, "health": "clean" }));
         std::thread::sleep(Duration::from_millis(30));
         let last = p.last().expect("published");
         assert_eq!(last["health"], "clean");
@@ -136,7 +130,7 @@ mod tests {
         );
         *watch.lock().expect("lock") = Some(xraid_driver::DeviceWait {
             slot: xraid_engine::MemberIdx(2),
-            name: String::new(),
+            name: "/dev/c".to_owned(),
             since: Instant::now() - Duration::from_millis(50),
         });
         let last = p.last().expect("published");
