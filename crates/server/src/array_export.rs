@@ -930,7 +930,18 @@ impl Worker {
                 ));
                 return;
             }
+            // A status answered from the snapshot while this request's superblock
+            // update holds the thread says what is being done; the one published
+            // after it shows the array changed, before whatever holds the thread next.
+            let changes = request["op"] != "status";
+            if changes {
+                self.published.carrying_out(Some(request.clone()));
+            }
             let answer = self.control(&request);
+            if changes {
+                self.published.carrying_out(None);
+                self.publish_now();
+            }
             let _ = reply.send(answer);
             return;
         }
@@ -2126,6 +2137,13 @@ mod tests {
             "{status}"
         );
         assert_eq!(status["members"][0]["state"], "active", "{status}");
+        // What it is doing: the fail of role 2, whose superblock update waits.
+        assert_eq!(status["carrying_out"]["op"], "fail", "{status}");
+        assert_eq!(
+            status["carrying_out"]["member"],
+            path(&members[2]),
+            "{status}"
+        );
         // What it waits on: role 1's superblock write.
         assert_eq!(status["waiting_on"]["slot"], 1, "{status}");
         assert_eq!(status["waiting_on"]["path"], path(&members[1]), "{status}");
@@ -2156,6 +2174,12 @@ mod tests {
             Duration::from_secs(10),
         );
         assert!(now.get("answered_from").is_none(), "{now}");
+        let after = handle.published.last().expect("published");
+        assert!(
+            after.get("carrying_out").is_none(),
+            "the fail is done, and published as done: {after}"
+        );
+        assert_eq!(after["members"][2]["state"], "faulty", "{after}");
         let states: Vec<&str> = (0..4)
             .map(|r| now["members"][r]["state"].as_str().unwrap_or("?"))
             .collect();

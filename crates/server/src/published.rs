@@ -23,6 +23,10 @@ pub(crate) struct Published {
     status: Mutex<Option<Snapshot>>,
     /// The device I/O the thread waits on, if any (the driver's own view).
     device_wait: Option<DeviceWaitWatch>,
+    /// The control request the thread is carrying out, if any (`add`, `remove`...):
+    /// its superblock update is what holds the thread, and the snapshot is of the
+    /// array before it.
+    carrying_out: Mutex<Option<serde_json::Value>>,
 }
 
 #[derive(Debug, Clone)]
@@ -40,6 +44,7 @@ impl Published {
             beat_ns: AtomicU64::new(0),
             status: Mutex::new(None),
             device_wait,
+            carrying_out: Mutex::new(None),
         }
     }
 
@@ -63,10 +68,20 @@ impl Published {
         *self.status.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
     }
 
+    /// The thread begins (`Some(request)`) or ends (`None`) carrying out a control
+    /// request.
+    pub(crate) fn carrying_out(&self, request: Option<serde_json::Value>) {
+        *self
+            .carrying_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = request;
+    }
+
     /// The last status published, marked as such: how old it is and how long the
     /// thread has been busy (`answered_from`, `snapshot_age_ms`, `busy_ms`), and the
     /// device I/O it waits on, if it waits on one (`waiting_on`: the driver `slot`,
-    /// the device's `path`, `for_ms`).
+    /// the device's `path`, `for_ms`), and the control request it is carrying out,
+    /// if any (`carrying_out`).
     pub(crate) fn last(&self) -> Option<serde_json::Value> {
         let snapshot = self
             .status
@@ -92,6 +107,14 @@ impl Published {
                 "path": path,
                 "for_ms": millis(wait.since.elapsed()),
             });
+        }
+        let request = self
+            .carrying_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(request) = request {
+            status["carrying_out"] = request;
         }
         Some(status)
     }
@@ -151,6 +174,12 @@ mod tests {
                 .is_some_and(|ms| ms >= 50),
             "{last}"
         );
+        assert!(last.get("carrying_out").is_none(), "{last}");
+        let add = serde_json::json!({ "op": "add", "member": "/dev/new" });
+        p.carrying_out(Some(add.clone()));
+        assert_eq!(p.last().expect("published")["carrying_out"], add);
+        p.carrying_out(None);
+        assert!(p.last().expect("published").get("carrying_out").is_none());
         p.beat();
         assert!(p.busy_for() < Duration::from_millis(30));
     }

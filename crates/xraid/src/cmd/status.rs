@@ -89,8 +89,17 @@ pub fn run(args: StatusArgs) -> Result<()> {
                 ),
                 None => "waiting on a member, most likely: see the server's log".to_owned(),
             };
+            // The control request whose superblock update holds it, if one does: the
+            // status below is of the array before it.
+            let doing = match live["carrying_out"]["op"].as_str() {
+                Some(op) => match live["carrying_out"]["member"].as_str() {
+                    Some(member) => format!(", carrying out `{op} {member}`"),
+                    None => format!(", carrying out `{op}`"),
+                },
+                None => String::new(),
+            };
             eprintln!(
-                "xraid: warning: array '{}': the server's array thread has been busy for {:.1} s ({waiting}); this is its status as of {:.1} s ago",
+                "xraid: warning: array '{}': the server's array thread has been busy for {:.1} s ({waiting}{doing}); this is its status as of {:.1} s ago",
                 live["name"].as_str().unwrap_or("?"),
                 seconds(&live["busy_ms"]),
                 seconds(&live["snapshot_age_ms"]),
