@@ -1280,12 +1280,17 @@ fn after_reads(engine: &mut Engine, op: usize) {
             let Purpose::Sync(kind) = o.purpose else {
                 unreachable!("sync plans belong to sync ops")
             };
-            // Every data member read fine (a parity member may be missing): parity can
-            // be compared with what the data says, and the parity present put right.
-            let complete = o
-                .missing
-                .iter()
-                .all(|&m| parity_members(&map).any(|p| p == m));
+            // Every data member read fine (a parity member may be missing), or a RAID-6
+            // lacks one data member and has both parities (its rows come from P): the
+            // parity present can be compared with what the data says, and put right,
+            // as md checks Q then. A parity in doubt is among the missing here.
+            let one_data_row_from_p = map.q().is_some()
+                && o.missing.len() == 1
+                && !parity_members(&map).any(|p| o.missing.contains(&p));
+            let complete = one_data_row_from_p
+                || o.missing
+                    .iter()
+                    .all(|&m| parity_members(&map).any(|p| p == m));
             if !o.direct_copy {
                 rebuild_missing(engine, op, &map, scratch, row_bytes);
             }

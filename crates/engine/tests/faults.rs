@@ -1170,8 +1170,17 @@ impl Story {
         if self.array.engine.sync_progress().is_some() || !self.within_redundancy() {
             return Ok(());
         }
-        let all_active = self.array.engine.is_whole();
-        if !all_active {
+        // A RAID-6 missing one member still has redundancy to check (Q against the
+        // data rebuilt through P, where the member held data).
+        let states = self.array.engine.member_states();
+        let failed = states.iter().filter(|&&s| s == MemberState::Failed).count();
+        let whole = states.iter().all(|&s| s == MemberState::Active);
+        let raid6_missing_one = self.array.engine.geometry().level() == Level::Raid6
+            && failed == 1
+            && states
+                .iter()
+                .all(|&s| s == MemberState::Active || s == MemberState::Failed);
+        if !whole && !raid6_missing_one {
             return Ok(());
         }
         self.log.push("check".into());
