@@ -64,6 +64,19 @@ pub struct CreateOptions {
     /// Integrity mode: a checksum per 4 KiB block of every member, kept after md's
     /// data area, checked on every read (see `integrity`).
     pub integrity: bool,
+    /// mdadm's `--assume-clean`: no initial sync, the members' redundancy is taken to
+    /// agree already (new disks that read as zeros; an array made again over its own
+    /// members, with its old shape, to get past lost superblocks).
+    pub assume_clean: bool,
+}
+
+/// The member name that leaves its role empty (mdadm's keyword): the array is made
+/// degraded, and `add` fills the role later.
+pub const MISSING: &str = "missing";
+
+/// Whether `path` is the word [`MISSING`] rather than a member.
+pub fn is_missing(path: &Path) -> bool {
+    path.as_os_str() == MISSING
 }
 
 /// What was created.
@@ -72,9 +85,12 @@ pub struct Created {
     pub geometry: Geometry,
     pub uuid: String,
     pub name: String,
+    /// The members made, in role order; roles given as [`MISSING`] are not among them.
     pub members: Vec<PathBuf>,
     /// Whether old member contents were read to initialise parity (or mirrors).
     pub synced: bool,
+    /// The roles left empty ([`MISSING`]): the array starts degraded.
+    pub missing: Vec<usize>,
     /// The largest member, when it exceeds the smallest by more than 1% (mdadm's
     /// threshold for its warning): what the array leaves unused on it.
     pub uneven: Option<Uneven>,
@@ -127,9 +143,22 @@ pub fn create(
     let layout = opts.layout.unwrap_or_else(|| Layout::default_for(level));
     let chunk_sectors = chunk_sectors(level, opts.chunk_bytes)?;
     // Validate level, layout and chunk before touching any file.
-    Geometry::new(level, layout, raid_disks, chunk_sectors, 1 << 32)?;
-    let paths: Vec<MemberPath> = opts
+    let shape = Geometry::new(level, layout, raid_disks, chunk_sectors, 1 << 32)?;
+    let missing: Vec<usize> = (0..n).filter(|&r| is_missing(&opts.members[r])).collect();
+    refuse_missing(shape, &missing)?;
+    if opts.assume_clean && opts.integrity {
+        // Checksums of what the members hold can only come from reading it all.
+        if let Some(path) = opts.members.iter().find(|p| !is_missing(p) && p.exists()) {
+            return Err(ArrayError::AssumeCleanIntegrity { path: path.clone() });
+        }
+    }
+    let given: Vec<PathBuf> = opts
         .members
+        .iter()
+        .filter(|p| !is_missing(p))
+        .cloned()
+        .collect();
+    let paths: Vec<MemberPath> = given
         .iter()
         .map(|p| MemberPath {
             path: p.clone(),
@@ -137,7 +166,7 @@ pub fn create(
         })
         .collect();
     refuse_duplicates(&paths)?;
-    refuse_same_new_path(&opts.members)?;
+    refuse_same_new_path(&given)?;
     let unit = u64::from(chunk_sectors.max(8));
     let data_offset = data_offset_for(level, raid_disks, chunk_sectors);
     let area = if opts.integrity {
@@ -146,10 +175,14 @@ pub fn create(
         0
     };
     let need = (data_offset + unit + area) * SECTOR_BYTES;
-    let mut existing: Vec<Option<FileMember>> = Vec::with_capacity(n);
+    let mut existing: Vec<Given> = Vec::with_capacity(n);
     let mut member_bytes = u64::MAX;
     let mut sizes: Vec<(PathBuf, u64)> = Vec::with_capacity(n);
     for path in &opts.members {
+        if is_missing(path) {
+            existing.push(Given::Missing);
+            continue;
+        }
         if !path.exists() {
             let size = opts
                 .size_bytes
@@ -163,7 +196,7 @@ pub fn create(
             }
             member_bytes = member_bytes.min(size);
             sizes.push((path.clone(), size));
-            existing.push(None);
+            existing.push(Given::New);
             continue;
         }
         let member = FileMember::open(path, &member_options(true))?;
@@ -202,7 +235,7 @@ pub fn create(
         }
         member_bytes = member_bytes.min(size);
         sizes.push((path.clone(), size));
-        existing.push(Some(member));
+        existing.push(Given::Existing(member));
     }
     let data_sectors = if opts.integrity {
         crate::integrity::data_sectors(member_bytes, data_offset, unit).unwrap_or(unit)
@@ -222,7 +255,7 @@ pub fn create(
         bitmap: None,
     };
     let bitmap = bitmap_choice(opts, &new, geometry.member_sectors())?;
-    let synced = existing.iter().any(Option::is_some);
+    let old_contents = existing.iter().any(|g| matches!(g, Given::Existing(_)));
     // Each member's md data area: all it has after the data offset, or with integrity
     // mode what leaves room for the integrity area after it.
     let data_size = |bytes: u64| {
@@ -232,7 +265,7 @@ pub fn create(
             bytes / SECTOR_BYTES - data_offset
         }
     };
-    let mut members: Vec<Box<dyn Member>> = Vec::with_capacity(n);
+    let mut members: Vec<Option<Box<dyn Member>>> = Vec::with_capacity(n);
     // Per member, whether it is a new sparse file (all zeros, as its checksums say).
     let mut blank = Vec::with_capacity(n);
     // Files this create makes: taken away again if a later one cannot be made, so
@@ -240,17 +273,21 @@ pub fn create(
     let mut made: Vec<&Path> = Vec::new();
     let opened = (|| -> Result<(), ArrayError> {
         for (path, member) in opts.members.iter().zip(existing) {
-            blank.push(member.is_none());
+            blank.push(matches!(member, Given::New));
             let member = match member {
-                Some(member) => member,
-                None => {
+                Given::Missing => {
+                    members.push(None);
+                    continue;
+                }
+                Given::Existing(member) => member,
+                Given::New => {
                     let size = opts.size_bytes.expect("checked above");
                     FileMember::create_sparse(path, size)?;
                     made.push(path);
                     FileMember::open(path, &member_options(true))?
                 }
             };
-            members.push(Box::new(member));
+            members.push(Some(Box::new(member)));
         }
         Ok(())
     })();
@@ -263,6 +300,7 @@ pub fn create(
     let slots = members
         .into_iter()
         .map(|member| {
+            let member = member?;
             let table_at = (data_offset + data_size(member.size_bytes())).next_multiple_of(8)
                 + xraid_format::HEADER_SECTORS;
             Some(MemberSlot {
@@ -279,6 +317,9 @@ pub fn create(
         let blocks = xraid_format::blocks_for(geometry.member_sectors());
         driver.engine_mut().enable_integrity(Vec::new(), true);
         for (role, &blank) in blank.iter().enumerate() {
+            if missing.contains(&role) {
+                continue;
+            }
             // A new sparse file holds zeros, which is what its sparse area says; an
             // old file's checksums are learned by the initial sync and all written.
             let table = if blank {
@@ -293,6 +334,11 @@ pub fn create(
             );
         }
     }
+    // Nothing to make agree where the members left have no redundancy between them
+    // (RAID-5 missing one, RAID-6 two), as md does no initial resync then; integrity
+    // mode still reads everything to record its checksums.
+    let agreement_to_make = driver.engine().can_start_sync(SyncKind::Repair).is_ok();
+    let synced = old_contents && !opts.assume_clean && (agreement_to_make || opts.integrity);
     if synced {
         initial_sync(&mut driver, progress, opts.integrity)?;
     }
@@ -303,10 +349,10 @@ pub fn create(
     new.set_uuid = set_uuid;
     new.ctime = ctime;
     new.bitmap = bitmap.clone();
-    for role in 0..n {
+    for role in (0..n).filter(|r| !missing.contains(r)) {
         let slot = driver
             .member(MemberIdx(u16::try_from(role).expect("fits")))
-            .expect("every member is present at create");
+            .expect("every member not missing is present at create");
         let avail = data_size(slot.member.size_bytes());
         let mut sb = Superblock::new_member(
             &new,
@@ -315,6 +361,11 @@ pub fn create(
             avail,
         );
         sb.size = geometry.member_sectors();
+        // No device holds a missing role: its entry is free, as mdadm leaves it, for
+        // the member `add` puts there.
+        for &role in &missing {
+            sb.dev_roles[role] = xraid_format::ROLE_SPARE;
+        }
         if opts.integrity {
             crate::integrity::write_header(
                 slot.member.as_ref(),
@@ -336,10 +387,47 @@ pub fn create(
         geometry,
         uuid: Superblock::uuid_string(&set_uuid),
         name: opts.name.clone(),
-        members: opts.members.clone(),
+        members: given,
         synced,
+        missing,
         uneven: uneven(&sizes),
     })
+}
+
+/// A member given for a role at create.
+enum Given {
+    /// The role is left empty ([`MISSING`]).
+    Missing,
+    /// A file to be made (sparse: zeros).
+    New,
+    /// A file or device that exists, with whatever it holds.
+    Existing(FileMember),
+}
+
+/// Refuses roles left [`MISSING`] that leave the array without its data: all of
+/// them, any for RAID-0, more than RAID-5 or RAID-6 survives, every copy of a
+/// RAID-10 chunk.
+fn refuse_missing(shape: Geometry, missing: &[usize]) -> Result<(), ArrayError> {
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let states: Vec<xraid_engine::MemberState> = (0..usize::from(shape.raid_disks()))
+        .map(|r| {
+            if missing.contains(&r) {
+                xraid_engine::MemberState::Failed
+            } else {
+                xraid_engine::MemberState::Active
+            }
+        })
+        .collect();
+    match xraid_engine::Engine::lost_with(shape, states) {
+        None => Ok(()),
+        Some(lost) => Err(ArrayError::MissingAtCreate {
+            level: shape.level(),
+            missing: missing.to_vec(),
+            why: lost.to_string(),
+        }),
+    }
 }
 
 /// The internal bitmap a new array gets, as `mdadm --create --bitmap=internal`
@@ -353,7 +441,12 @@ fn bitmap_choice(
     if !opts.bitmap {
         return Ok(None);
     }
-    let path = opts.members.first().cloned().unwrap_or_default();
+    let path = opts
+        .members
+        .iter()
+        .find(|p| !is_missing(p))
+        .cloned()
+        .unwrap_or_default();
     BitmapChoice::internal(new, member_sectors, opts.bitmap_chunk_bytes)
         .map(Some)
         .map_err(|source| ArrayError::Superblock { path, source })

@@ -66,6 +66,14 @@ pub enum ArrayError {
     },
     #[error("{path} is truncated: it holds {size} bytes but its superblock says the array uses {need}; restore the full file")]
     Truncated { path: PathBuf, size: u64, need: u64 },
+    #[error("roles {missing:?} given as `missing` leave the {level} array without its data ({why}): name a member for more of them")]
+    MissingAtCreate {
+        level: Level,
+        missing: Vec<usize>,
+        why: String,
+    },
+    #[error("--assume-clean with --integrity: {path} holds data, and its checksums can only be recorded by reading it all; leave --assume-clean out")]
+    AssumeCleanIntegrity { path: PathBuf },
     #[error("{path} does not exist: give --size to create member files")]
     MissingFile { path: PathBuf },
     #[error("{path} holds an md superblock of version {version}, which xraid does not use (it reads and writes 1.2): it may be a member of an md array; pass --force to overwrite it")]

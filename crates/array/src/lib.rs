@@ -23,7 +23,9 @@ pub use assemble::{
     FoundMember, LeftOut, LeftOutReason,
 };
 pub use badblocks::listed_bad_sectors;
-pub use create::{create, CreateOptions, Created, Uneven, DATA_OFFSET_SECTORS};
+pub use create::{
+    create, is_missing, CreateOptions, Created, Uneven, DATA_OFFSET_SECTORS, MISSING,
+};
 pub use error::ArrayError;
 pub use integrity::array_keeps_checksums as keeps_checksums;
 pub use members::{

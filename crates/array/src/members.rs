@@ -700,6 +700,7 @@ mod tests {
             bitmap: true,
             bitmap_chunk_bytes: None,
             integrity: false,
+            assume_clean: false,
         };
         create(&opts, &mut |_, _| {}).expect("create");
         members

@@ -115,6 +115,7 @@ mod tests {
             bitmap,
             bitmap_chunk_bytes: None,
             integrity: false,
+            assume_clean: false,
         };
         create(&opts, &mut |_, _| {}).expect("create");
         members

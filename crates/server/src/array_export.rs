@@ -1735,6 +1735,7 @@ mod tests {
             bitmap: false,
             bitmap_chunk_bytes: None,
             integrity: false,
+            assume_clean: false,
         };
         xraid_array::create(&opts, &mut |_, _| {}).expect("create");
     }

@@ -148,7 +148,17 @@ pub struct CreateArgs {
     /// write) from redundancy. Scrubs then know which copy is bad.
     #[arg(long)]
     pub integrity: bool,
-    /// Member files or block devices, in role order (then the spares).
+    /// Skip the initial sync (mdadm's --assume-clean): the members' parity or copies
+    /// are taken to agree already — new disks that read as zeros, or an array made
+    /// again over its own members, with its old level, layout, chunk and member order,
+    /// after its superblocks were lost. Where they do not agree, a scrub finds it, and
+    /// a member lost before it was repaired is rebuilt wrong.
+    #[arg(long)]
+    pub assume_clean: bool,
+    /// Member files or block devices, in role order (then the spares). The word
+    /// `missing` leaves a role empty, as with mdadm: the array starts degraded, and
+    /// `xraid add` fills the role (a spare named too steps in when the array is next
+    /// opened to write).
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
 }

@@ -1,7 +1,7 @@
 //! `xraid create`: a new array on the given members.
 
 use anyhow::{bail, Result};
-use xraid_array::{add_spare_at_create, create, CreateOptions};
+use xraid_array::{add_spare_at_create, create, is_missing, CreateOptions};
 use xraid_driver::BackendChoice;
 use xraid_layout::{Layout, Level};
 
@@ -27,6 +27,13 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         );
     }
     let spares = members.split_off(members.len() - args.spares);
+    if spares.iter().any(|s| is_missing(s)) {
+        bail!(
+            "--spares {}: `missing` is among the last {} members named, the spares; it stands for an empty role, so name it among the array's members",
+            args.spares,
+            args.spares
+        );
+    }
     if args.spares > 0 && members.len() < usize::from(level.min_members()) {
         bail!(
             "--spares {} leaves {} member(s) for the array, and {level} needs at least {}: name more members",
@@ -65,6 +72,7 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         bitmap,
         bitmap_chunk_bytes,
         integrity: args.integrity,
+        assume_clean: args.assume_clean,
     };
     let bar = bytes_bar(0, "initialising parity");
     let created = create(&opts, &mut |done, total| {
@@ -99,6 +107,23 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
             "mirror copies made the same"
         };
         println!("{what} from the members' existing contents");
+    }
+    if args.assume_clean {
+        println!(
+            "no initial sync (--assume-clean): the members' redundancy is taken to agree; `xraid scrub check` tells"
+        );
+    }
+    if !created.missing.is_empty() {
+        let roles: Vec<String> = created.missing.iter().map(usize::to_string).collect();
+        let filled_by = if spares.is_empty() {
+            "`xraid add ARRAY NEW` fills it"
+        } else {
+            "a hot spare takes it when the array is next opened to write (`xraid serve`, or a command that writes)"
+        };
+        eprintln!(
+            "xraid: warning: the array is degraded: role {} left missing; {filled_by}",
+            roles.join(", ")
+        );
     }
     if let Some(u) = &created.uneven {
         eprintln!(

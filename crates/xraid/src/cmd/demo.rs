@@ -48,6 +48,7 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
             bitmap: true,
             bitmap_chunk_bytes: None,
             integrity: false,
+            assume_clean: false,
         };
         let created = create(&opts, &mut |_, _| {})?;
         println!(

@@ -12,6 +12,7 @@ mod bitmap;
 mod block_devices;
 mod control;
 mod crash_loop;
+mod create_degraded;
 mod create_examine;
 mod fault_injection;
 mod fixtures;

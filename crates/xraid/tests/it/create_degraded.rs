@@ -1,0 +1,263 @@
+//! `create` with roles left `missing` (a degraded array from the start, as mdadm
+//! makes one) and with `--assume-clean` (no initial sync: new disks, or an array
+//! made again over its own members after its superblocks were lost).
+
+use std::path::{Path, PathBuf};
+
+use crate::util::{fails, ok, p, random_bytes, scrub, tempdir};
+
+const MIB: usize = 1 << 20;
+
+/// Paths `name0..nameN` in `dir`.
+fn paths(dir: &Path, name: &str, n: usize) -> Vec<PathBuf> {
+    (0..n).map(|i| dir.join(format!("{name}{i}"))).collect()
+}
+
+/// Members of `bytes` random bytes each (old contents a create must not lose).
+fn random_members(dir: &Path, n: usize, bytes: usize, seed: u64) -> Vec<PathBuf> {
+    let members = paths(dir, "m", n);
+    for (i, m) in members.iter().enumerate() {
+        std::fs::write(m, random_bytes(bytes, seed + i as u64)).expect("member");
+    }
+    members
+}
+
+fn status_json(array: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(&["status", "--json", p(array)])).expect("status JSON")
+}
+
+/// Writes `data` through `xraid write` at 0.
+fn write_array(array: &Path, data: &[u8]) {
+    let input = tempfile::NamedTempFile::new().expect("input");
+    std::fs::write(input.path(), data).expect("input");
+    ok(&["write", "-i", p(input.path()), p(array)]);
+}
+
+/// The array's first `len` bytes, through `xraid read`.
+fn read_array(array: &Path, len: usize) -> Vec<u8> {
+    let out = tempfile::NamedTempFile::new().expect("output");
+    ok(&["read", "-o", p(out.path()), p(array)]);
+    let mut bytes = std::fs::read(out.path()).expect("output");
+    bytes.truncate(len);
+    bytes
+}
+
+/// A RAID-5 with one role `missing` is degraded from the start, as mdadm's is:
+/// md's tools see the role empty, data written meanwhile is kept, and `add` fills the
+/// role; the array then scrubs clean and reads back what was written.
+#[test]
+fn a_role_left_missing_makes_a_degraded_array_that_add_completes() {
+    let dir = tempdir();
+    let names = ["d0", "d1", "missing", "d3"];
+    let out = xraid_create(
+        dir.path(),
+        &["-l", "5", "-c", "64K", "--size", "16M"],
+        &names,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("degraded") && stderr.contains("role 2"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("missing").exists(),
+        "`missing` is a word, not a file to make"
+    );
+    let status = status_json(dir.path());
+    assert_eq!(status["members"][2]["state"], "missing", "{status}");
+    assert!(
+        status["health"]
+            .as_str()
+            .is_some_and(|h| h.contains("degraded")),
+        "{status}"
+    );
+    if crate::util::has_tool("mdadm") {
+        let examine = std::process::Command::new("mdadm")
+            .args(["--examine", p(&dir.path().join("d0"))])
+            .output()
+            .expect("mdadm runs");
+        let text = String::from_utf8_lossy(&examine.stdout);
+        assert!(text.contains("Array State : AA.A"), "{text}");
+    }
+    let data = random_bytes(8 * MIB, 41);
+    write_array(dir.path(), &data);
+    assert!(
+        read_array(dir.path(), data.len()) == data,
+        "read back degraded"
+    );
+    let new = dir.path().join("d2");
+    ok(&["add", "--size", "16M", p(dir.path()), p(&new)]);
+    let status = status_json(dir.path());
+    assert_eq!(status["members"][2]["state"], "active", "{status}");
+    assert_eq!(scrub("check", dir.path())["mismatched_units"], 0);
+    assert!(
+        read_array(dir.path(), data.len()) == data,
+        "read back whole"
+    );
+}
+
+/// A RAID-6 missing one role over members that hold old data still has redundancy
+/// to make agree: the initial sync runs degraded and writes only the parity that
+/// disagrees. Once the role is filled the array scrubs clean, and the data chunks
+/// kept their bytes throughout.
+#[test]
+fn a_raid6_missing_one_role_over_old_data_is_synced_degraded() {
+    const MEMBER: usize = 8 * MIB;
+    let dir = tempdir();
+    let members = random_members(dir.path(), 4, MEMBER, 900);
+    let mut names: Vec<&str> = members.iter().map(|m| p(m)).collect();
+    std::fs::remove_file(&members[1]).expect("rm");
+    names[1] = "missing";
+    let whole = [&["create", "-l", "6", "-c", "64K"][..], &names].concat();
+    let out = ok(&whole);
+    assert!(out.contains("parity initialised"), "{out}");
+    let fill = dir.path().join("m1");
+    ok(&["add", "--size", "8M", p(&members[0]), p(&fill)]);
+    assert_eq!(scrub("check", dir.path())["mismatched_units"], 0);
+}
+
+/// Missing roles that take the array's data with them are refused, and so is
+/// `missing` among the spares; nothing is made or written.
+#[test]
+fn missing_roles_beyond_the_levels_redundancy_are_refused_and_change_nothing() {
+    let dir = tempdir();
+    let old = random_members(dir.path(), 1, 4 * MIB, 77);
+    let before = std::fs::read(&old[0]).expect("member");
+    let d = |n: &str| p(&dir.path().join(n)).to_owned();
+    let cases: [(&[&str], Vec<String>, &str); 5] = [
+        (
+            &["-l", "5"],
+            vec![
+                d("a"),
+                "missing".into(),
+                "missing".into(),
+                p(&old[0]).into(),
+            ],
+            "without its data",
+        ),
+        (
+            &["-l", "0"],
+            vec![d("a"), "missing".into()],
+            "without its data",
+        ),
+        (
+            &["-l", "1"],
+            vec!["missing".into(), "missing".into()],
+            "without its data",
+        ),
+        (
+            // Roles 0 and 1 hold the same chunks in a near-2 RAID-10.
+            &["-l", "10"],
+            vec!["missing".into(), "missing".into(), d("c"), d("e")],
+            "without its data",
+        ),
+        (
+            &["-l", "5", "--spares", "1"],
+            vec![d("a"), d("b"), d("c"), "missing".into()],
+            "spares",
+        ),
+    ];
+    for (opts, members, says) in cases {
+        let members: Vec<&str> = members.iter().map(String::as_str).collect();
+        let args = [&["create", "--size", "4M"][..], opts, &members].concat();
+        let err = fails(&args);
+        assert!(err.contains(says), "{args:?}: {err}");
+        for name in ["a", "b", "c", "e"] {
+            assert!(!dir.path().join(name).exists(), "{args:?} made {name}");
+        }
+        assert!(
+            std::fs::read(&old[0]).expect("member") == before,
+            "{args:?} wrote to an existing member"
+        );
+    }
+    // Two roles of different copy sets in the same RAID-10 leave a copy of each.
+    let members = [d("a"), "missing".into(), "missing".into(), d("e")];
+    let members: Vec<&str> = members.iter().map(String::as_str).collect();
+    ok(&[&["create", "--size", "4M", "-l", "10"][..], &members].concat());
+}
+
+/// mdadm's way back from lost superblocks: the array made again over its own
+/// members, with the same shape, `--assume-clean`. Nothing but metadata is written,
+/// the data reads back as it was, and the array scrubs clean.
+#[test]
+fn assume_clean_makes_an_array_again_over_its_members_without_touching_their_data() {
+    const DATA_OFFSET: usize = MIB;
+    let dir = tempdir();
+    let members = paths(dir.path(), "m", 4);
+    let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
+    let shape = ["create", "-l", "5", "-c", "64K", "-N", "again"];
+    ok(&[&shape[..], &["--size", "16M"], &names].concat());
+    let data = random_bytes(20 * MIB, 7);
+    write_array(dir.path(), &data);
+    let held: Vec<Vec<u8>> = members
+        .iter()
+        .map(|m| std::fs::read(m).expect("member")[DATA_OFFSET..].to_vec())
+        .collect();
+    // The superblocks are lost (zeroed where md keeps them).
+    for m in &members {
+        let mut bytes = std::fs::read(m).expect("member");
+        bytes[4096..8192].fill(0);
+        std::fs::write(m, bytes).expect("member");
+    }
+    let out = ok(&[&shape[..], &["--assume-clean"], &names].concat());
+    assert!(out.contains("--assume-clean"), "{out}");
+    assert!(!out.contains("parity initialised"), "{out}");
+    for (m, held) in members.iter().zip(&held) {
+        let now = std::fs::read(m).expect("member");
+        // The bitmap and log areas before the data are the new array's.
+        assert!(
+            now[DATA_OFFSET..] == held[..],
+            "{}: data area changed",
+            m.display()
+        );
+    }
+    assert!(read_array(dir.path(), data.len()) == data);
+    assert_eq!(scrub("check", dir.path())["mismatched_units"], 0);
+    // Checksums of old contents cannot be assumed.
+    let err = fails(
+        &[
+            &shape[..],
+            &["--force", "--assume-clean", "--integrity"],
+            &names,
+        ]
+        .concat(),
+    );
+    assert!(err.contains("--assume-clean"), "{err}");
+    assert!(
+        read_array(dir.path(), data.len()) == data,
+        "the refusal changed nothing"
+    );
+}
+
+/// A two-way mirror made with one side missing (moving data onto a new mirror:
+/// made on the new disk, filled, then the old disk added), then completed.
+#[test]
+fn a_mirror_made_with_one_side_missing_is_completed_by_add() {
+    let dir = tempdir();
+    let out = xraid_create(
+        dir.path(),
+        &["-l", "1", "--size", "8M"],
+        &["missing", "new"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let data = random_bytes(4 * MIB, 3);
+    write_array(dir.path(), &data);
+    let old = dir.path().join("old");
+    std::fs::write(&old, random_bytes(8 * MIB, 4)).expect("old disk");
+    ok(&["add", p(dir.path()), p(&old)]);
+    assert_eq!(scrub("check", dir.path())["mismatched_units"], 0);
+    assert!(read_array(dir.path(), data.len()) == data);
+}
+
+/// `xraid create` run in `dir` (so that `missing` and bare names are as a user
+/// types them), its whole output.
+fn xraid_create(dir: &Path, opts: &[&str], members: &[&str]) -> std::process::Output {
+    crate::util::xraid()
+        .current_dir(dir)
+        .arg("create")
+        .args(opts)
+        .args(members)
+        .output()
+        .expect("xraid runs")
+}
