@@ -387,32 +387,89 @@ pub fn block_stop_signals(power_cut: bool) -> std::io::Result<StopSignals> {
 /// Exit status of a server whose power was cut (as a shell reports a SIGKILL).
 pub const POWER_CUT_EXIT: i32 = 137;
 
-/// Starts a thread that stops `handle` when SIGINT or SIGTERM arrives. SIGUSR1, when
-/// blocked for it, cuts the power of every member on the machine's power rail (their
-/// unflushed writes undone at one instant) and ends the process there and then.
+/// Starts a thread that stops `handle` when SIGINT or SIGTERM arrives; a second one
+/// ends the process at once, as the signal would have, for a stop that cannot finish
+/// (a member that hangs and that the array cannot do without holds its flush and its
+/// superblocks): its arrays, not marked clean, are then resynced at their next start,
+/// as after a crash. SIGUSR1, when blocked for it, cuts the power of every member on
+/// the machine's power rail (their unflushed writes undone at one instant) and ends
+/// the process there and then.
 pub fn stop_on_signals(signals: StopSignals, handle: ShutdownHandle) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("xraid-signals".to_owned())
-        .spawn(move || loop {
-            let mut sig: libc::c_int = 0;
-            // SAFETY: the set is initialised and `sig` is a live local.
-            if unsafe { libc::sigwait(&signals.0, &mut sig) } != 0 {
-                continue;
-            }
-            if sig == libc::SIGUSR1 {
-                // Held until the end: no member I/O after the cut.
-                let off = xraid_member::cut_machine_power();
-                log::error(&format!(
-                    "signal {sig}: power cut (--fault power-cut-on-signal): {} members lost the writes they had not flushed; stopping dead",
-                    off.members
+        .spawn(move || {
+            let mut stopping_since: Option<Instant> = None;
+            let mut hinted = false;
+            loop {
+                // Once stopping, wake now and then to say what a second signal does.
+                let patience = stopping_since.map(|_| STOP_HINT_AFTER);
+                let Some(sig) = wait_for_signal(&signals, patience) else {
+                    if let Some(since) = stopping_since.filter(|_| !hinted) {
+                        hinted = true;
+                        log::info(&format!(
+                            "still stopping after {} s (a member that does not answer holds the last flush or the superblocks): a second SIGINT or SIGTERM ends the server now, and arrays not marked clean are resynced at their next start, as after a crash",
+                            since.elapsed().as_secs()
+                        ));
+                    }
+                    continue;
+                };
+                if sig == libc::SIGUSR1 {
+                    // Held until the end: no member I/O after the cut.
+                    let off = xraid_member::cut_machine_power();
+                    log::error(&format!(
+                        "signal {sig}: power cut (--fault power-cut-on-signal): {} members lost the writes they had not flushed; stopping dead",
+                        off.members
+                    ));
+                    std::process::exit(POWER_CUT_EXIT);
+                }
+                if stopping_since.is_some() {
+                    log::error(&format!(
+                        "signal {sig} again: stopping now, without waiting for the stop to finish; arrays not marked clean are resynced at their next start, as after a crash"
+                    ));
+                    die_of(sig);
+                }
+                log::info(&format!(
+                    "signal {sig}: finishing requests in flight, then stopping"
                 ));
-                std::process::exit(POWER_CUT_EXIT);
+                handle.stop();
+                stopping_since = Some(Instant::now());
             }
-            log::info(&format!(
-                "signal {sig}: finishing requests in flight, then stopping"
-            ));
-            handle.stop();
-            return;
         })?;
     Ok(())
+}
+
+/// How long a stop runs before the log says what a second signal does.
+const STOP_HINT_AFTER: Duration = Duration::from_secs(5);
+
+/// The next of `signals` (blocked in every thread), or `None` after `patience`.
+fn wait_for_signal(signals: &StopSignals, patience: Option<Duration>) -> Option<libc::c_int> {
+    let Some(patience) = patience else {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: the set is initialised and `sig` is a live local.
+        let rc = unsafe { libc::sigwait(&signals.0, &mut sig) };
+        return (rc == 0).then_some(sig);
+    };
+    let timeout = libc::timespec {
+        tv_sec: libc::time_t::try_from(patience.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::try_from(patience.subsec_nanos()).unwrap_or(0),
+    };
+    // SAFETY: the set and the timeout are initialised locals; no siginfo is asked for.
+    let sig = unsafe { libc::sigtimedwait(&signals.0, std::ptr::null_mut(), &timeout) };
+    (sig > 0).then_some(sig)
+}
+
+/// Ends the process by `sig`, as its default action would have (a supervisor sees
+/// the signal, not an exit status).
+fn die_of(sig: libc::c_int) -> ! {
+    // SAFETY: plain calls on a local, initialised signal set; the default action of
+    // SIGINT and SIGTERM ends the process, so raise() does not return.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+    std::process::exit(128 + sig)
 }

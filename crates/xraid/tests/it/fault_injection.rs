@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::require_tool;
-use crate::server::{raid5, Server};
+use crate::server::{create_array, raid5, Server};
 use crate::util::{fails, ok, p, random_bytes, sha256_file, tempdir};
 
 const ARRAY_BYTES: usize = 45 << 20;
@@ -187,4 +187,55 @@ fn serve_refuses_a_fault_range_past_the_members_end() {
     assert!(err.contains("starts past the end"), "{err}");
     assert!(err.contains("d1"), "{err}");
     assert!(!dir.path().join("nbd.sock").exists(), "nothing served");
+}
+
+/// A stop that cannot finish ends at a second SIGTERM, at once, as the signal would
+/// have ended it. Here a RAID-0 member hangs under a client's writes: the array cannot
+/// do without it, so the stop waits on it (for its writes in flight, its flush, the
+/// superblocks). Before, the signal thread took only the first signal and a server so
+/// stuck could only be killed with SIGKILL. The array opens again afterwards.
+#[test]
+fn a_second_sigterm_ends_a_stop_held_by_a_member_that_hangs() {
+    use std::os::unix::process::ExitStatusExt;
+    require_tool!("nbdcopy");
+    let dir = tempdir();
+    let disks = create_array(dir.path(), "0", 2, "16M", &[]);
+    let mut server = Server::unix(
+        dir.path(),
+        &["--fault", "role=1,stall-after=20,stall=600s", p(&disks)],
+    );
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(8 << 20, 5)).expect("image");
+    let mut client = Command::new("nbdcopy")
+        .args([p(&image), &server.uri("xraid")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nbdcopy starts");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        client.try_wait().expect("try_wait").is_none(),
+        "the copy should hang on the stalled member"
+    );
+    let lines = server.log_lines().len();
+    server.signal(libc::SIGTERM);
+    assert!(
+        server.exit_within(Duration::from_secs(6)).is_none(),
+        "the stop should wait on the member: {}",
+        server.stderr()
+    );
+    server.wait_for_log(lines, &["still stopping", "second SIGINT or SIGTERM"]);
+    let asked = Instant::now();
+    server.signal(libc::SIGTERM);
+    let status = server
+        .exit_within(Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("a second SIGTERM was ignored: {}", server.stderr()));
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status}");
+    assert!(asked.elapsed() < Duration::from_secs(5));
+    assert!(server.stderr().contains("again: stopping now"));
+    let _ = client.kill();
+    let _ = client.wait();
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
+    assert_eq!(status["members"][1]["state"], "active", "{status}");
 }

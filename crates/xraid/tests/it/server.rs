@@ -204,6 +204,30 @@ impl Server {
         );
     }
 
+    /// Sends `signal` to the server, which goes on running as far as the test knows.
+    pub fn signal(&self, signal: libc::c_int) {
+        let child = self.child.as_ref().expect("a running server");
+        let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+        // SAFETY: kill takes no pointers; the pid is our own child, not yet reaped.
+        unsafe { libc::kill(pid, signal) };
+    }
+
+    /// The server's exit status, if it exits within `limit`.
+    pub fn exit_within(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let child = self.child.as_mut().expect("a running server");
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if start.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM, then up to 10 s for the process to exit (SIGKILL after that, and
     /// `None`).
     fn terminate(&mut self) -> Option<ExitStatus> {
