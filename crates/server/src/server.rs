@@ -451,7 +451,7 @@ fn wait_for_signal(signals: &StopSignals, patience: Option<Duration>) -> Option<
     };
     let timeout = libc::timespec {
         tv_sec: libc::time_t::try_from(patience.as_secs()).unwrap_or(libc::time_t::MAX),
-        tv_nsec: libc::c_long::try_from(patience.subsec_nanos()).unwrap_or(0),
+        tv_nsec: patience.subsec_nanos().into(),
     };
     // SAFETY: the set and the timeout are initialised locals; no siginfo is asked for.
     let sig = unsafe { libc::sigtimedwait(&signals.0, std::ptr::null_mut(), &timeout) };
