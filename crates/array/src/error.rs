@@ -26,6 +26,18 @@ pub enum ArrayError {
     NotMember { path: PathBuf },
     #[error("{first} and {second} are the same file: give each member once")]
     Duplicate { first: PathBuf, second: PathBuf },
+    #[error("{device} is a loop device over {file}, which is also given as {named}: one store named twice; give each member once")]
+    LoopOverMember {
+        device: PathBuf,
+        file: PathBuf,
+        named: PathBuf,
+    },
+    #[error("{device} and {other} are loop devices over one file, {file}: one store named twice; give each member once")]
+    LoopsOverOneFile {
+        device: PathBuf,
+        other: PathBuf,
+        file: PathBuf,
+    },
     #[error("{path} and {other} are members of one array but disagree on its {field} ({this} and {that}): md refuses such a set too (\"superblock doesn't match others\"); which one is right cannot be told, so nothing is read or written")]
     ShapeMismatch {
         path: PathBuf,

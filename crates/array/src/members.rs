@@ -103,6 +103,7 @@ fn add_member_within(
         force,
         block.unwrap_or_else(|| assembled.logical_block_bytes()),
     )?;
+    refuse_alias_of_present(&assembled, existing.as_ref(), new)?;
     // A member of this array back for a role that is still missing takes that role;
     // any other newcomer the lowest missing one.
     let own_role = existing
@@ -201,6 +202,7 @@ pub fn replace_member(
         force,
         assembled.logical_block_bytes(),
     )?;
+    refuse_alias_of_present(&assembled, existing.as_ref(), new)?;
     let mut sb = freshest.clone();
     crate::badblocks::fresh_superblock(&mut sb);
     sb.device_uuid = random_uuid();
@@ -286,6 +288,31 @@ fn check_replacement(assembled: &Assembled, old: &Path, new: &Path) -> Result<u1
         });
     }
     Ok(role16)
+}
+
+/// Refuses a newcomer whose superblock (`existing`) is that of a present member: the
+/// member under another name the paths do not show (a loop device over its file),
+/// whose superblock and data the newcomer's would overwrite.
+fn refuse_alias_of_present(
+    assembled: &Assembled,
+    existing: Option<&Superblock>,
+    new: &Path,
+) -> Result<(), ArrayError> {
+    let Some(sb) = existing.filter(|sb| sb.set_uuid == assembled.superblock.set_uuid) else {
+        return Ok(());
+    };
+    let present = assembled
+        .roles
+        .iter()
+        .flatten()
+        .any(|m| m.superblock.device_uuid == sb.device_uuid);
+    if present {
+        return Err(ArrayError::AlreadyActive {
+            path: new.to_path_buf(),
+            name: assembled.name(),
+        });
+    }
+    Ok(())
 }
 
 /// Opens `new` to join the array whose UUID is `uuid` and whose members need `need`

@@ -108,6 +108,8 @@ fn folder_members(dir: &Path) -> Result<Vec<MemberPath>, ArrayError> {
 /// one path (or a hard link) are caught too.
 pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> {
     let mut seen: Vec<((u64, u64), &Path)> = Vec::new();
+    // The files loop devices among them read and write, each with its device.
+    let mut backed: Vec<((u64, u64), &Path, PathBuf)> = Vec::new();
     for p in paths {
         let Some(key) = identity(&p.path) else {
             continue;
@@ -119,8 +121,46 @@ pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> 
             });
         }
         seen.push((key, &p.path));
+        if let Some(file) = loop_backing_file(&p.path) {
+            if let Some(file_key) = identity(&file) {
+                backed.push((file_key, &p.path, file));
+            }
+        }
+    }
+    // A loop device and its own file are one store under two names; so are two loop
+    // devices over one file. Taken as two members, each write to one would land on
+    // the other's data.
+    for (i, (key, device, file)) in backed.iter().enumerate() {
+        if let Some((_, named)) = seen.iter().find(|(k, _)| k == key) {
+            return Err(ArrayError::LoopOverMember {
+                device: device.to_path_buf(),
+                file: file.clone(),
+                named: named.to_path_buf(),
+            });
+        }
+        if let Some((_, other, _)) = backed[..i].iter().find(|(k, _, _)| k == key) {
+            return Err(ArrayError::LoopsOverOneFile {
+                device: other.to_path_buf(),
+                other: device.to_path_buf(),
+                file: file.clone(),
+            });
+        }
     }
     Ok(())
+}
+
+/// The file a loop device reads and writes, if `path` is a bound loop device (from
+/// sysfs, as `losetup` shows it).
+fn loop_backing_file(path: &Path) -> Option<PathBuf> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.file_type().is_block_device() {
+        return None;
+    }
+    let rdev = meta.rdev();
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    let sys = format!("/sys/dev/block/{major}:{minor}/loop/backing_file");
+    let file = std::fs::read_to_string(sys).ok()?;
+    Some(PathBuf::from(file.trim_end_matches('\n')))
 }
 
 /// The md superblock of a member, if it has one: `Ok(None)` when there is no md magic.

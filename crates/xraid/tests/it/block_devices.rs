@@ -1105,3 +1105,61 @@ fn a_busy_disk_beside_the_members_is_passed_over_but_a_busy_member_is_refused() 
     assert!(err.contains("in use"), "{err}");
     drop(held);
 }
+
+/// A loop device and the file behind it are one store under two names, and so are two
+/// loop devices over one file: `create` refuses them, naming both, and writes nothing.
+/// Before, they were taken as two members: a mirror of a disk and itself.
+#[test]
+fn a_loop_device_and_its_own_backing_file_are_refused_as_one_member_twice() {
+    let Some(loops) = Loops::attach(&[16, 16], Sectors::Default) else {
+        return;
+    };
+    let device = &loops.devices[0];
+    let file = loops.backing(0);
+    let second = losetup_find_and_attach(&file, Sectors::Default);
+    let _detach = Detach(second.clone());
+    for members in [
+        [p(device), p(&file)],
+        [p(&file), p(device)],
+        [p(device), p(&second)],
+    ] {
+        let err = fails(&with(&["create", "-l", "1"], &members));
+        assert!(
+            err.contains("one store named twice")
+                && err.contains(members[0])
+                && err.contains(members[1]),
+            "{members:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        let head = std::fs::read(&file).expect("backing file");
+        assert!(head[..8192].iter().all(|&b| b == 0), "nothing written");
+    }
+    // A loop device over an active member's file is that member: `add` refuses it
+    // (it took the missing role, and its superblock overwrote the member's).
+    let dir = tempdir();
+    let member = dir.path().join("f0");
+    run(&["create", "-l", "1", "--size", "16M", p(&member), "missing"]);
+    let before = std::fs::read(&member).expect("member");
+    let alias = losetup_find_and_attach(&member, Sectors::Default);
+    let _detach_alias = Detach(alias.clone());
+    let err = fails(&["add", p(&member), p(&alias)]);
+    assert!(err.contains("already"), "{err}");
+    assert!(
+        std::fs::read(&member).expect("member") == before,
+        "the member was written through its alias"
+    );
+    // The other device, over its own file, is a member with this one.
+    run_quiet(&with(
+        &["create", "-l", "1"],
+        &[p(device), p(&loops.devices[1])],
+    ));
+}
+
+/// Detaches a loop device attached outside [`Loops`] when dropped.
+struct Detach(PathBuf);
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.0).status();
+    }
+}
