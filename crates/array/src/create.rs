@@ -232,6 +232,12 @@ pub fn create(
                     version,
                 });
             }
+            if let Some(what) = crate::foreign::foreign_content(&member) {
+                return Err(ArrayError::ForeignContent {
+                    path: path.clone(),
+                    what,
+                });
+            }
         }
         member_bytes = member_bytes.min(size);
         sizes.push((path.clone(), size));

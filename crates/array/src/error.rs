@@ -26,6 +26,8 @@ pub enum ArrayError {
     NotMember { path: PathBuf },
     #[error("{first} and {second} are the same file: give each member once")]
     Duplicate { first: PathBuf, second: PathBuf },
+    #[error("{partition} is a partition of {disk}, also given: they overlap, and each would write over the other; give the disk or its partitions")]
+    PartitionOfMember { partition: PathBuf, disk: PathBuf },
     #[error("{device} is a loop device over {file}, which is also given as {named}: one store named twice; give each member once")]
     LoopOverMember {
         device: PathBuf,
@@ -88,6 +90,8 @@ pub enum ArrayError {
     AssumeCleanIntegrity { path: PathBuf },
     #[error("{path} does not exist: give --size to create member files")]
     MissingFile { path: PathBuf },
+    #[error("{path} holds {what}, which create would write over (md's superblock goes at 4 KiB, the array's data after it); pass --force to use it anyway")]
+    ForeignContent { path: PathBuf, what: &'static str },
     #[error("{path} holds an md superblock of version {version}, which xraid does not use (it reads and writes 1.2): it may be a member of an md array; pass --force to overwrite it")]
     OtherMdMetadata {
         path: PathBuf,

@@ -11,6 +11,7 @@ mod badblocks;
 mod bitmap;
 mod create;
 mod error;
+mod foreign;
 mod integrity;
 mod members;
 mod open;

@@ -110,6 +110,8 @@ pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> 
     let mut seen: Vec<((u64, u64), &Path)> = Vec::new();
     // The files loop devices among them read and write, each with its device.
     let mut backed: Vec<((u64, u64), &Path, PathBuf)> = Vec::new();
+    // The whole disks of the partitions among them, each with its partition.
+    let mut partitions: Vec<((u64, u64), &Path)> = Vec::new();
     for p in paths {
         let Some(key) = identity(&p.path) else {
             continue;
@@ -121,10 +123,22 @@ pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> 
             });
         }
         seen.push((key, &p.path));
+        if let Some(disk) = whole_disk_of_partition(&p.path) {
+            partitions.push((disk, &p.path));
+        }
         if let Some(file) = loop_backing_file(&p.path) {
             if let Some(file_key) = identity(&file) {
                 backed.push((file_key, &p.path, file));
             }
+        }
+    }
+    // A partition lies inside its disk: both members, each would write the other's.
+    for (disk, partition) in &partitions {
+        if let Some((_, named)) = seen.iter().find(|(k, _)| k == disk) {
+            return Err(ArrayError::PartitionOfMember {
+                partition: partition.to_path_buf(),
+                disk: named.to_path_buf(),
+            });
         }
     }
     // A loop device and its own file are one store under two names; so are two loop
@@ -147,6 +161,28 @@ pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> 
         }
     }
     Ok(())
+}
+
+/// The identity (as [`identity`] gives it) of the disk `path` is a partition of, if it
+/// is a partition (from sysfs: the partition's folder sits in its disk's).
+fn whole_disk_of_partition(path: &Path) -> Option<(u64, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.file_type().is_block_device() {
+        return None;
+    }
+    let rdev = meta.rdev();
+    let sys = PathBuf::from(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(rdev),
+        libc::minor(rdev)
+    ));
+    if !sys.join("partition").exists() {
+        return None;
+    }
+    let disk = std::fs::read_to_string(sys.join("../dev")).ok()?;
+    let (major, minor) = disk.trim().split_once(':')?;
+    let disk = libc::makedev(major.parse().ok()?, minor.parse().ok()?);
+    Some((disk, 0))
 }
 
 /// The file a loop device reads and writes, if `path` is a bound loop device (from

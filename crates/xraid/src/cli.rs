@@ -125,7 +125,9 @@ pub struct CreateArgs {
     /// K/M/G/T.
     #[arg(long, short = 'z', value_parser = parse_size)]
     pub size: Option<u64>,
-    /// Overwrite members that already belong to an md array.
+    /// Use members that belong to an md array already, or that hold a partition table,
+    /// a file system, an LVM or LUKS header or a swap area: create would write over
+    /// them, so without --force it refuses them, naming what it found.
     #[arg(long)]
     pub force: bool,
     /// The last N members named are hot spares: each takes the place of a member that

@@ -1163,3 +1163,84 @@ impl Drop for Detach {
         let _ = Command::new("losetup").arg("-d").arg(&self.0).status();
     }
 }
+
+/// Partitions are members as whole disks are: a mirror of two partitions of one disk
+/// (an MBR written by hand, the partitions added with `partx`) is created, read by md,
+/// and failed, removed and added again by one partition's path. A disk whose partition
+/// table create would write over is refused without `--force`, and so is a partition
+/// named with its own disk.
+#[test]
+fn partitions_are_members_and_a_partitioned_disk_is_not_written_over() {
+    crate::require_tool!("partx");
+    let Some(loops) = Loops::attach(&[64, 64], Sectors::Default) else {
+        return;
+    };
+    // Two partitions of 30 MiB from 1 MiB, type 0xfd (Linux raid autodetect).
+    let mut mbr = vec![0u8; 512];
+    for (i, start) in [2048u32, 2048 + 61440].into_iter().enumerate() {
+        let entry = &mut mbr[446 + 16 * i..446 + 16 * (i + 1)];
+        entry[4] = 0xfd;
+        entry[8..12].copy_from_slice(&start.to_le_bytes());
+        entry[12..16].copy_from_slice(&61440u32.to_le_bytes());
+    }
+    mbr[510..].copy_from_slice(&[0x55, 0xaa]);
+    let disk = &loops.devices[0];
+    let device = std::fs::OpenOptions::new()
+        .write(true)
+        .open(disk)
+        .expect("the disk");
+    std::os::unix::fs::FileExt::write_all_at(&device, &mbr, 0).expect("the MBR");
+    device.sync_all().expect("the MBR written");
+    drop(device);
+    let status = Command::new("partx")
+        .args(["-a", p(disk)])
+        .status()
+        .expect("partx runs");
+    assert!(status.success(), "partx -a {disk:?}");
+    let _partitions = Partitions(disk.clone());
+    let (p1, p2) = (format!("{}p1", p(disk)), format!("{}p2", p(disk)));
+
+    let members = [p1.as_str(), p2.as_str()];
+    run_quiet(&with(&["create", "-l", "1"], &members));
+    md_examines(&members, "raid1");
+    // The whole array: 30 MiB partitions less md's 1 MiB before the data.
+    let data = random_bytes(29 << 20, 17);
+    let dir = tempdir();
+    write_and_read_back(dir.path(), &members, "auto", 0, &data);
+    ok(&["fail", &p2, &p2]);
+    ok(&["remove", &p2, &p2]);
+    let out = ok(&["add", &p1, &p2]);
+    assert!(out.contains("added as role 1"), "{out}");
+    reads_back(&members, &data);
+    scrub_finds_nothing(&members);
+
+    let head = || {
+        let mut head = vec![0u8; 8192];
+        let f = std::fs::File::open(disk).expect("the disk");
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, 0).expect("read it");
+        head
+    };
+    let before = head();
+    for args in [
+        vec!["create", "-l", "1", p(disk), p(&loops.devices[1])],
+        vec!["create", "-l", "1", "--force", p(disk), &p1],
+    ] {
+        let err = fails(&args);
+        assert!(
+            err.contains("partition table") || err.contains("is a partition of"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(head() == before, "{args:?} wrote to the disk");
+    }
+}
+
+/// Takes the partitions `partx -a` added off their disk when dropped: detaching a
+/// loop device leaves them.
+struct Partitions(PathBuf);
+
+impl Drop for Partitions {
+    fn drop(&mut self) {
+        let _ = Command::new("partx").arg("-d").arg(&self.0).status();
+    }
+}

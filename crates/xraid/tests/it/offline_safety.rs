@@ -110,6 +110,52 @@ fn members_of_md_arrays_in_other_metadata_versions_are_not_overwritten() {
     }
 }
 
+/// A member holding a file system or a partition table is refused by create, which
+/// would write md's superblock over it (at 4 KiB: ext4's group descriptors) and the
+/// array's data after, as mdadm asks before it goes on; `--force` takes it.
+#[test]
+fn create_will_not_write_over_a_file_system_or_a_partition_table() {
+    crate::require_tool!("mkfs.ext4");
+    let dir = tempdir();
+    let files: Vec<_> = (0..3).map(|i| dir.path().join(format!("m{i}"))).collect();
+    for f in &files {
+        std::fs::write(f, vec![0u8; 16 << 20]).expect("file");
+    }
+    let mkfs = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", p(&files[1])])
+        .status()
+        .expect("mkfs.ext4 runs");
+    assert!(mkfs.success());
+    // An MBR listing one partition, on another.
+    let mut mbr = vec![0u8; 512];
+    mbr[446 + 4] = 0x83;
+    mbr[446 + 8..446 + 12].copy_from_slice(&2048u32.to_le_bytes());
+    mbr[446 + 12..446 + 16].copy_from_slice(&8192u32.to_le_bytes());
+    mbr[510..].copy_from_slice(&[0x55, 0xaa]);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&files[2])
+        .expect("member");
+    file.write_all_at(&mbr, 0).expect("the MBR");
+    let before = hashes(&files);
+    let mut args = vec!["create", "--level", "5"];
+    args.extend(files.iter().map(|f| p(f)));
+    let err = fails(&args);
+    assert!(
+        err.contains(p(&files[1])) && err.contains("an ext2/3/4 file system"),
+        "{err}"
+    );
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert_eq!(hashes(&files), before, "nothing written");
+    let args_mbr = ["create", "--level", "1", p(&files[0]), p(&files[2])];
+    let err = fails(&args_mbr);
+    assert!(err.contains("a DOS (MBR) partition table"), "{err}");
+    assert_eq!(hashes(&files), before, "nothing written");
+    args.insert(1, "--force");
+    ok(&args);
+}
+
 /// `xraid read -o` onto one of the array's members (under any name) would replace
 /// it with the array's contents: refused, the member unchanged.
 #[test]

@@ -1,0 +1,143 @@
+//! What a would-be member holds that is not md's: a partition table, a file system, a
+//! volume manager's or an encryption header, found by the signatures blkid and mdadm
+//! look for. `create` puts md's superblock at 4 KiB and the array's data after it, so
+//! it would write over any of these; it refuses them unless told `--force`, as mdadm
+//! asks before it goes on ("appears to contain an ext2fs file system").
+
+use xraid_member::Member;
+
+/// Bytes read from the start of a member: the farthest signature looked for is
+/// btrfs's, 64 bytes into its superblock at 64 KiB.
+const PROBE_BYTES: usize = 65536 + 4096;
+
+/// What `member` holds, in words ("an ext2/3/4 file system"), if a signature says.
+pub(crate) fn foreign_content(member: &dyn Member) -> Option<&'static str> {
+    let len = usize::try_from(member.size_bytes()).map_or(PROBE_BYTES, |n| n.min(PROBE_BYTES));
+    let mut head = vec![0u8; len];
+    member.read_at(&mut head, 0).ok()?;
+    identify(&head)
+}
+
+/// The signature `head` (a member's first bytes) starts with, if any.
+fn identify(head: &[u8]) -> Option<&'static str> {
+    let at = |offset: usize, magic: &[u8]| {
+        head.get(offset..offset + magic.len())
+            .is_some_and(|b| b == magic)
+    };
+    // First what sits at fixed places of its own, then the MBR, whose 0x55AA a FAT or
+    // NTFS boot sector carries too.
+    let found = [
+        (
+            at(512, b"EFI PART") || at(4096, b"EFI PART"),
+            "a GPT partition table",
+        ),
+        (at(1024 + 56, &[0x53, 0xef]), "an ext2/3/4 file system"),
+        (at(0, b"XFSB"), "an XFS file system"),
+        (at(65536 + 64, b"_BHRfS_M"), "a btrfs file system"),
+        (at(0, b"LUKS\xba\xbe"), "a LUKS encryption header"),
+        (
+            (0..4).any(|s| at(s * 512, b"LABELONE") && at(s * 512 + 24, b"LVM2 001")),
+            "an LVM physical volume",
+        ),
+        (
+            at(4096 - 10, b"SWAPSPACE2") || at(4096 - 10, b"SWAP-SPACE"),
+            "a swap area",
+        ),
+        (at(3, b"NTFS    "), "an NTFS file system"),
+        (
+            at(82, b"FAT32   ") || at(54, b"FAT16   ") || at(54, b"FAT12   "),
+            "a FAT file system",
+        ),
+        (mbr_partitions(head), "a DOS (MBR) partition table"),
+    ];
+    found
+        .into_iter()
+        .find_map(|(present, what)| present.then_some(what))
+}
+
+/// Whether `head` starts with an MBR that lists a partition: the boot signature, and
+/// an entry with a type, a start, a size and a boot flag of 0 or 0x80 (random bytes
+/// rarely pass; a blank disk never does).
+fn mbr_partitions(head: &[u8]) -> bool {
+    if head.get(510..512) != Some(&[0x55, 0xaa][..]) {
+        return false;
+    }
+    let mut entries = head[446..510].chunks_exact(16);
+    let mut any = false;
+    for entry in entries.by_ref() {
+        let boot = entry[0];
+        let kind = entry[4];
+        let start = u32::from_le_bytes([entry[8], entry[9], entry[10], entry[11]]);
+        let sectors = u32::from_le_bytes([entry[12], entry[13], entry[14], entry[15]]);
+        if boot != 0 && boot != 0x80 {
+            return false;
+        }
+        if kind != 0 {
+            if start == 0 || sectors == 0 {
+                return false;
+            }
+            any = true;
+        }
+    }
+    any
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(offset: usize, magic: &[u8]) -> Vec<u8> {
+        let mut head = vec![0u8; PROBE_BYTES];
+        head[offset..offset + magic.len()].copy_from_slice(magic);
+        head
+    }
+
+    #[test]
+    fn each_signature_is_named_and_a_blank_or_random_head_is_not() {
+        assert_eq!(identify(&vec![0u8; PROBE_BYTES]), None);
+        let cases: [(usize, &[u8], &str); 8] = [
+            (512, b"EFI PART", "GPT"),
+            (1080, &[0x53, 0xef], "ext2/3/4"),
+            (0, b"XFSB", "XFS"),
+            (65600, b"_BHRfS_M", "btrfs"),
+            (0, b"LUKS\xba\xbe", "LUKS"),
+            (4086, b"SWAPSPACE2", "swap"),
+            (3, b"NTFS    ", "NTFS"),
+            (82, b"FAT32   ", "FAT"),
+        ];
+        for (offset, magic, says) in cases {
+            let what = identify(&with(offset, magic)).unwrap_or("nothing");
+            assert!(what.contains(says), "{says} at {offset}: {what}");
+        }
+        let mut lvm = with(512, b"LABELONE");
+        lvm[536..544].copy_from_slice(b"LVM2 001");
+        assert_eq!(identify(&lvm), Some("an LVM physical volume"));
+        // A short member (smaller than the probe) is read as far as it goes.
+        assert_eq!(identify(&[0u8; 100]), None);
+        // Random heads: no signature (a fixed seed, many heads).
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200 {
+            let head: Vec<u8> = (0..PROBE_BYTES)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            assert_eq!(identify(&head), None);
+        }
+    }
+
+    #[test]
+    fn an_mbr_counts_only_with_a_listed_partition() {
+        let mut head = with(510, &[0x55, 0xaa]);
+        assert!(!mbr_partitions(&head), "a boot signature alone");
+        head[446 + 4] = 0x83;
+        head[446 + 8..446 + 12].copy_from_slice(&2048u32.to_le_bytes());
+        head[446 + 12..446 + 16].copy_from_slice(&4096u32.to_le_bytes());
+        assert_eq!(identify(&head), Some("a DOS (MBR) partition table"));
+        head[446] = 0x17;
+        assert!(!mbr_partitions(&head), "a boot flag neither 0 nor 0x80");
+    }
+}
