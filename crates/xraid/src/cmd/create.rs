@@ -138,9 +138,13 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
     if args.integrity {
         println!("integrity mode: every 4 KiB block is checked against its CRC-32C on read");
     }
+    // Each spare is added to the array with the spares before it, so that it gets an
+    // entry of the role table of its own (two spares in one entry are one device to md).
+    let mut named = created.members;
     for spare in spares {
-        add_spare_at_create(&created.members, &spare, args.size, args.force)?;
+        add_spare_at_create(&named, &spare, args.size, args.force)?;
         println!("{}: hot spare", spare.display());
+        named.push(spare);
     }
     Ok(())
 }

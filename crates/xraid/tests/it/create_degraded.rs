@@ -261,3 +261,48 @@ fn xraid_create(dir: &Path, opts: &[&str], members: &[&str]) -> std::process::Ou
         .output()
         .expect("xraid runs")
 }
+
+/// Hot spares named at create, with a role left missing or not, each get an entry of
+/// the role table of their own (their superblocks' dev_number): md takes two devices
+/// with one dev_number for the same device, and binds only the first.
+#[test]
+fn spares_named_at_create_get_role_table_entries_of_their_own() {
+    use std::os::unix::fs::FileExt;
+    let dev_number = |member: &Path| {
+        let mut bytes = vec![0u8; xraid_format::SUPERBLOCK_BYTES];
+        std::fs::File::open(member)
+            .expect("member")
+            .read_exact_at(&mut bytes, xraid_format::SUPERBLOCK_OFFSET_BYTES)
+            .expect("superblock");
+        xraid_format::Superblock::parse(&bytes)
+            .expect("md superblock")
+            .dev_number
+    };
+    for names in [
+        &["d0", "missing", "d2", "s0", "s1"][..],
+        &["d0", "d1", "d2", "s0", "s1"][..],
+    ] {
+        let dir = tempdir();
+        let out = xraid_create(
+            dir.path(),
+            &["-l", "5", "-c", "64K", "--size", "8M", "--spares", "2"],
+            names,
+        );
+        assert!(out.status.success(), "{out:?}");
+        let mut numbers: Vec<u32> = names
+            .iter()
+            .filter(|&&n| n != "missing")
+            .map(|n| dev_number(&dir.path().join(n)))
+            .collect();
+        let all = numbers.clone();
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), all.len(), "{names:?}: dev numbers {all:?}");
+        let status = status_json(dir.path());
+        assert_eq!(
+            status["spares"].as_array().map(Vec::len),
+            Some(2),
+            "{status}"
+        );
+    }
+}
