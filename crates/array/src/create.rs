@@ -74,9 +74,11 @@ pub struct CreateOptions {
 /// degraded, and `add` fills the role later.
 pub const MISSING: &str = "missing";
 
-/// Whether `path` is the word [`MISSING`] rather than a member.
+/// Whether `path` is the word [`MISSING`] rather than a member (in any case, as
+/// mdadm takes it; `./missing` names a file).
 pub fn is_missing(path: &Path) -> bool {
-    path.as_os_str() == MISSING
+    path.to_str()
+        .is_some_and(|p| p.eq_ignore_ascii_case(MISSING))
 }
 
 /// What was created.
