@@ -230,17 +230,19 @@ fn assume_clean_makes_an_array_again_over_its_members_without_touching_their_dat
     );
 }
 
-/// A two-way mirror made with one side missing (moving data onto a new mirror:
-/// made on the new disk, filled, then the old disk added), then completed.
+/// A two-way mirror made with one side missing (`Missing`: the word in any case, as
+/// mdadm takes it), as when moving data onto a new mirror: made on the new disk,
+/// filled, then the old disk added.
 #[test]
 fn a_mirror_made_with_one_side_missing_is_completed_by_add() {
     let dir = tempdir();
     let out = xraid_create(
         dir.path(),
         &["-l", "1", "--size", "8M"],
-        &["missing", "new"],
+        &["Missing", "new"],
     );
     assert!(out.status.success(), "{out:?}");
+    assert!(!dir.path().join("Missing").exists(), "a word, not a file");
     let data = random_bytes(4 * MIB, 3);
     write_array(dir.path(), &data);
     let old = dir.path().join("old");
