@@ -185,6 +185,44 @@ fn fill_pipe(write_end: &OwnedFd) -> usize {
     filled
 }
 
+/// A RAID-1 on io_uring whose role 1 writes into a pipe filled to the last byte (its
+/// writes stay in the kernel until the test drains the pipe), with the pipe's read
+/// end and how much fills it; `None`, said, where io_uring is not available (the
+/// thread pool's pwrite to a pipe fails at once).
+fn raid1_writing_into_a_full_pipe() -> Option<(ArrayDriver, io::PipeReader, usize)> {
+    let (read_end, write_end) = std::io::pipe().expect("pipe");
+    let write_end = OwnedFd::from(write_end);
+    let filled = fill_pipe(&write_end);
+    let Some(driver) = raid1(
+        Box::new(PipeEnd {
+            name: "piped",
+            fd: write_end,
+        }),
+        BackendChoice::Uring,
+    ) else {
+        eprintln!("skipped: io_uring is not available");
+        return None;
+    };
+    Some((driver, read_end, filled))
+}
+
+/// Reads the `filled` bytes that fill the pipe behind `read_end`, so that what waits
+/// to be written lands.
+fn drain(read_end: &io::PipeReader, filled: usize) {
+    let mut fill = vec![0u8; filled];
+    io::Read::read_exact(&mut &*read_end, &mut fill).expect("read the fill");
+}
+
+/// Pumps `driver` until the kernel has given back every I/O it had.
+fn collect_all(driver: &mut ArrayDriver) {
+    for _ in 0..1000 {
+        if !driver.io_in_flight() {
+            break;
+        }
+        driver.pump(true).expect("pump");
+    }
+}
+
 /// A superblock write that timed out but is still in the kernel keeps the next write
 /// to that device from going out until it has left the kernel: sent at once, the newer
 /// write could land first and the older one after it, leaving the older superblock on
@@ -195,18 +233,7 @@ fn fill_pipe(write_end: &OwnedFd) -> usize {
 /// before the first: the older superblock landed last.
 #[test]
 fn a_write_after_one_that_timed_out_waits_until_the_first_has_left_the_kernel() {
-    let (read_end, write_end) = std::io::pipe().expect("pipe");
-    let write_end = OwnedFd::from(write_end);
-    let filled = fill_pipe(&write_end);
-    // io_uring only: the thread pool's pwrite to a pipe fails at once.
-    let Some(mut driver) = raid1(
-        Box::new(PipeEnd {
-            name: "piped",
-            fd: write_end,
-        }),
-        BackendChoice::Uring,
-    ) else {
-        eprintln!("skipped: io_uring is not available");
+    let Some((mut driver, read_end, filled)) = raid1_writing_into_a_full_pipe() else {
         return;
     };
     let (older, newer) = (
@@ -222,14 +249,8 @@ fn a_write_after_one_that_timed_out_waits_until_the_first_has_left_the_kernel() 
         .expect_err("the older write is still in the kernel");
     assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
     // The device drains: the older write lands, and leaves the kernel.
-    let mut fill = vec![0u8; filled];
-    io::Read::read_exact(&mut &read_end, &mut fill).expect("read the fill");
-    for _ in 0..1000 {
-        if !driver.io_in_flight() {
-            break;
-        }
-        driver.pump(true).expect("pump");
-    }
+    drain(&read_end, filled);
+    collect_all(&mut driver);
     assert!(!driver.io_in_flight(), "the older write was collected");
     driver
         .device_io(MemberIdx(1), DeviceIo::Write(newer), 4096)
@@ -440,17 +461,7 @@ fn a_wait_with_an_io_held_aside_ends_when_it_falls_due() {
 /// superblock written for the array as it was lands whenever the device drains.
 #[test]
 fn a_device_write_does_not_go_to_a_device_the_engine_failed_while_it_waited() {
-    let (read_end, write_end) = std::io::pipe().expect("pipe");
-    let write_end = OwnedFd::from(write_end);
-    let filled = fill_pipe(&write_end);
-    let Some(mut driver) = raid1(
-        Box::new(PipeEnd {
-            name: "piped",
-            fd: write_end,
-        }),
-        BackendChoice::Uring,
-    ) else {
-        eprintln!("skipped: io_uring is not available");
+    let Some((mut driver, read_end, filled)) = raid1_writing_into_a_full_pipe() else {
         return;
     };
     // The engine's write to the piped device stays in the kernel (the pipe is full).
@@ -472,14 +483,8 @@ fn a_device_write_does_not_go_to_a_device_the_engine_failed_while_it_waited() {
         "the engine failed the device for its stalled write"
     );
     // The device drains.
-    let mut fill = vec![0u8; filled];
-    io::Read::read_exact(&mut &read_end, &mut fill).expect("read the fill");
-    for _ in 0..1000 {
-        if !driver.io_in_flight() {
-            break;
-        }
-        driver.pump(true).expect("pump");
-    }
+    drain(&read_end, filled);
+    collect_all(&mut driver);
     drop(driver);
     let mut landed = Vec::new();
     io::Read::read_to_end(&mut &read_end, &mut landed).expect("read what landed");
