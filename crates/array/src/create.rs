@@ -68,6 +68,9 @@ pub struct CreateOptions {
     /// agree already (new disks that read as zeros; an array made again over its own
     /// members, with its old shape, to get past lost superblocks).
     pub assume_clean: bool,
+    /// Hot spares, added once the array is made; checked with the members, before
+    /// anything is written, so that a spare that cannot be one refuses the whole create.
+    pub spares: Vec<PathBuf>,
 }
 
 /// The member name that leaves its role empty (mdadm's keyword): the array is made
@@ -93,6 +96,8 @@ pub struct Created {
     pub synced: bool,
     /// The roles left empty ([`MISSING`]): the array starts degraded.
     pub missing: Vec<usize>,
+    /// The hot spares added.
+    pub spares: Vec<PathBuf>,
     /// The largest member, when it exceeds the smallest by more than 1% (mdadm's
     /// threshold for its warning): what the array leaves unused on it.
     pub uneven: Option<Uneven>,
@@ -154,13 +159,17 @@ pub fn create(
             return Err(ArrayError::AssumeCleanIntegrity { path: path.clone() });
         }
     }
+    if opts.spares.iter().any(|p| is_missing(p)) {
+        return Err(ArrayError::MissingSpare);
+    }
     let given: Vec<PathBuf> = opts
         .members
         .iter()
         .filter(|p| !is_missing(p))
         .cloned()
         .collect();
-    let paths: Vec<MemberPath> = given
+    let every: Vec<PathBuf> = given.iter().chain(&opts.spares).cloned().collect();
+    let paths: Vec<MemberPath> = every
         .iter()
         .map(|p| MemberPath {
             path: p.clone(),
@@ -168,7 +177,7 @@ pub fn create(
         })
         .collect();
     refuse_duplicates(&paths)?;
-    refuse_same_new_path(&given)?;
+    refuse_same_new_path(&every)?;
     let unit = u64::from(chunk_sectors.max(8));
     let data_offset = data_offset_for(level, raid_disks, chunk_sectors);
     let area = if opts.integrity {
@@ -251,6 +260,14 @@ pub fn create(
         (member_bytes / SECTOR_BYTES - data_offset) / unit * unit
     };
     let geometry = Geometry::new(level, layout, raid_disks, chunk_sectors, data_sectors)?;
+    let spare_need = crate::integrity::newcomer_need_bytes(
+        data_offset,
+        geometry.member_sectors(),
+        opts.integrity,
+    );
+    for spare in &opts.spares {
+        check_spare(opts, spare, spare_need)?;
+    }
     let mut new = NewArray {
         set_uuid: [0; 16],
         name: opts.name.clone(),
@@ -296,6 +313,12 @@ pub fn create(
                 }
             };
             members.push(Some(Box::new(member)));
+        }
+        // Spare files too, so that one that cannot be made refuses the create here.
+        for spare in opts.spares.iter().filter(|p| !p.exists()) {
+            let size = opts.size_bytes.expect("checked in check_spare");
+            FileMember::create_sparse(spare, size)?;
+            made.push(spare);
         }
         Ok(())
     })();
@@ -391,6 +414,14 @@ pub fn create(
         }
     }
     driver.flush()?;
+    drop(driver);
+    // Each spare is added to the array with the spares before it, so that it gets an
+    // entry of the role table of its own (two spares in one entry are one device to md).
+    let mut named = given.clone();
+    for spare in &opts.spares {
+        crate::members::add_spare_at_create(&named, spare, opts.size_bytes, opts.force)?;
+        named.push(spare.clone());
+    }
     Ok(Created {
         geometry,
         uuid: Superblock::uuid_string(&set_uuid),
@@ -398,8 +429,60 @@ pub fn create(
         members: given,
         synced,
         missing,
+        spares: opts.spares.clone(),
         uneven: uneven(&sizes),
     })
+}
+
+/// What `add` would refuse of `spare` once the array is made, checked before anything
+/// is written: a file to be made without `--size`, a size below `need` bytes, or (unless
+/// `--force`) contents create or add would write over.
+fn check_spare(opts: &CreateOptions, spare: &Path, need: u64) -> Result<(), ArrayError> {
+    if !spare.exists() {
+        let size = opts.size_bytes.ok_or_else(|| ArrayError::MissingFile {
+            path: spare.to_path_buf(),
+        })?;
+        if size < need {
+            return Err(ArrayError::TooSmall {
+                path: spare.to_path_buf(),
+                size,
+                need,
+            });
+        }
+        return Ok(());
+    }
+    let member = FileMember::open(spare, &member_options(true))?;
+    let size = member.size_bytes();
+    if size < need {
+        return Err(ArrayError::TooSmall {
+            path: spare.to_path_buf(),
+            size,
+            need,
+        });
+    }
+    if opts.force {
+        return Ok(());
+    }
+    if let Some(sb) = read_superblock(&member, spare)? {
+        return Err(ArrayError::AlreadyMember {
+            path: spare.to_path_buf(),
+            name: sb.name(),
+            uuid: Superblock::uuid_string(&sb.set_uuid),
+        });
+    }
+    if let Some(version) = crate::scan::other_md_metadata(&member) {
+        return Err(ArrayError::OtherMdMetadata {
+            path: spare.to_path_buf(),
+            version,
+        });
+    }
+    if let Some(what) = crate::foreign::foreign_content(&member) {
+        return Err(ArrayError::ForeignContent {
+            path: spare.to_path_buf(),
+            what,
+        });
+    }
+    Ok(())
 }
 
 /// A member given for a role at create.

@@ -86,6 +86,8 @@ pub enum ArrayError {
         missing: Vec<usize>,
         why: String,
     },
+    #[error("`missing` is among the spares: it stands for an empty role, so name it among the array's members")]
+    MissingSpare,
     #[error("--assume-clean with --integrity: {path} holds data, and its checksums can only be recorded by reading it all; leave --assume-clean out")]
     AssumeCleanIntegrity { path: PathBuf },
     #[error("{path} does not exist: give --size to create member files")]

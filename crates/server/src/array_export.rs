@@ -1736,6 +1736,7 @@ mod tests {
             bitmap_chunk_bytes: None,
             integrity: false,
             assume_clean: false,
+            spares: Vec::new(),
         };
         xraid_array::create(&opts, &mut |_, _| {}).expect("create");
     }

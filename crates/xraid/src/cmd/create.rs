@@ -1,7 +1,7 @@
 //! `xraid create`: a new array on the given members.
 
 use anyhow::{bail, Result};
-use xraid_array::{add_spare_at_create, create, is_missing, CreateOptions};
+use xraid_array::{create, CreateOptions};
 use xraid_driver::BackendChoice;
 use xraid_layout::{Layout, Level};
 
@@ -27,13 +27,6 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         );
     }
     let spares = members.split_off(members.len() - args.spares);
-    if spares.iter().any(|s| is_missing(s)) {
-        bail!(
-            "--spares {}: `missing` is among the last {} members named, the spares; it stands for an empty role, so name it among the array's members",
-            args.spares,
-            args.spares
-        );
-    }
     if args.spares > 0 && members.len() < usize::from(level.min_members()) {
         bail!(
             "--spares {} leaves {} member(s) for the array, and {level} needs at least {}: name more members",
@@ -73,6 +66,7 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         bitmap_chunk_bytes,
         integrity: args.integrity,
         assume_clean: args.assume_clean,
+        spares,
     };
     let bar = bytes_bar(0, "initialising parity");
     let created = create(&opts, &mut |done, total| {
@@ -115,7 +109,7 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
     }
     if !created.missing.is_empty() {
         let roles: Vec<String> = created.missing.iter().map(usize::to_string).collect();
-        let filled_by = if spares.is_empty() {
+        let filled_by = if created.spares.is_empty() {
             "`xraid add ARRAY NEW` fills it"
         } else {
             "a hot spare takes it when the array is next opened to write (`xraid serve`, or a command that writes)"
@@ -138,13 +132,8 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
     if args.integrity {
         println!("integrity mode: every 4 KiB block is checked against its CRC-32C on read");
     }
-    // Each spare is added to the array with the spares before it, so that it gets an
-    // entry of the role table of its own (two spares in one entry are one device to md).
-    let mut named = created.members;
-    for spare in spares {
-        add_spare_at_create(&named, &spare, args.size, args.force)?;
+    for spare in &created.spares {
         println!("{}: hot spare", spare.display());
-        named.push(spare);
     }
     Ok(())
 }

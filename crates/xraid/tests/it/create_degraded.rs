@@ -308,3 +308,46 @@ fn spares_named_at_create_get_role_table_entries_of_their_own() {
         );
     }
 }
+
+/// A hot spare that cannot be one refuses the whole create, before anything is made
+/// or written: a spare named twice, one in a folder that does not exist, one holding
+/// a partition table. Before, the array was made first and the spare refused after,
+/// with a failed exit and an array the user had not asked for (a second try then
+/// met "already a member").
+#[test]
+fn a_spare_that_cannot_be_one_refuses_the_create_and_nothing_is_made() {
+    let dir = tempdir();
+    let d = |n: &str| p(&dir.path().join(n)).to_owned();
+    let table = dir.path().join("table");
+    let mut mbr = vec![0u8; 16 * MIB];
+    mbr[446 + 4] = 0x83;
+    mbr[446 + 8..446 + 12].copy_from_slice(&2048u32.to_le_bytes());
+    mbr[446 + 12..446 + 16].copy_from_slice(&4096u32.to_le_bytes());
+    mbr[510..512].copy_from_slice(&[0x55, 0xaa]);
+    std::fs::write(&table, &mbr).expect("a disk with a partition table");
+    let cases: [(Vec<String>, &str); 3] = [
+        (vec![d("a"), d("b"), d("a")], "the same file"),
+        (vec![d("a"), d("b"), d("nowhere/s")], "nowhere"),
+        (
+            vec![d("a"), d("b"), p(&table).to_owned()],
+            "partition table",
+        ),
+    ];
+    for (members, says) in cases {
+        let members: Vec<&str> = members.iter().map(String::as_str).collect();
+        let args = [
+            &["create", "-l", "1", "--size", "16M", "--spares", "1"][..],
+            &members,
+        ]
+        .concat();
+        let err = fails(&args);
+        assert!(err.contains(says), "{args:?}: {err}");
+        for name in ["a", "b"] {
+            assert!(!dir.path().join(name).exists(), "{args:?} made {name}");
+        }
+        assert!(
+            std::fs::read(&table).expect("table") == mbr,
+            "{args:?} wrote"
+        );
+    }
+}
