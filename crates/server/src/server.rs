@@ -387,13 +387,16 @@ pub fn block_stop_signals(power_cut: bool) -> std::io::Result<StopSignals> {
 /// Exit status of a server whose power was cut (as a shell reports a SIGKILL).
 pub const POWER_CUT_EXIT: i32 = 137;
 
-/// Starts a thread that stops `handle` when SIGINT or SIGTERM arrives; a second one
-/// ends the process at once, as the signal would have, for a stop that cannot finish
-/// (a member that hangs and that the array cannot do without holds its flush and its
-/// superblocks): its arrays, not marked clean, are then resynced at their next start,
-/// as after a crash. SIGUSR1, when blocked for it, cuts the power of every member on
-/// the machine's power rail (their unflushed writes undone at one instant) and ends
-/// the process there and then.
+/// Starts a thread that stops `handle` when SIGINT or SIGTERM arrives; another one,
+/// once the stop has run [`STOP_HINT_AFTER`], ends the process at once, as the signal
+/// would have, for a stop that cannot finish (a member that hangs and that the array
+/// cannot do without holds its flush and its superblocks): its arrays, not marked
+/// clean, are then resynced at their next start, as after a crash. One that comes
+/// sooner is only logged: a stop sent twice (`kill` run twice, a unit whose ExecStop=
+/// signals the server before systemd signals it again, Ctrl-C hit twice) must not cost
+/// a healthy stop its clean shutdown. SIGUSR1, when blocked for it, cuts the power of
+/// every member on the machine's power rail (their unflushed writes undone at one
+/// instant) and ends the process there and then.
 pub fn stop_on_signals(signals: StopSignals, handle: ShutdownHandle) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("xraid-signals".to_owned())
@@ -401,10 +404,15 @@ pub fn stop_on_signals(signals: StopSignals, handle: ShutdownHandle) -> std::io:
             let mut stopping_since: Option<Instant> = None;
             let mut hinted = false;
             loop {
-                // Once stopping, wake now and then to say what a second signal does.
-                let patience = stopping_since.map(|_| STOP_HINT_AFTER);
+                // Once stopping, wake when the stop has run long enough to say what
+                // another signal does.
+                let patience = stopping_since
+                    .filter(|_| !hinted)
+                    .map(|since| STOP_HINT_AFTER.saturating_sub(since.elapsed()));
                 let Some(sig) = wait_for_signal(&signals, patience) else {
-                    if let Some(since) = stopping_since.filter(|_| !hinted) {
+                    if let Some(since) = stopping_since
+                        .filter(|since| !hinted && since.elapsed() >= STOP_HINT_AFTER)
+                    {
                         hinted = true;
                         log::info(&format!(
                             "still stopping after {} s (a member that does not answer holds the last flush or the superblocks): a second SIGINT or SIGTERM ends the server now, and arrays not marked clean are resynced at their next start, as after a crash",
@@ -422,7 +430,15 @@ pub fn stop_on_signals(signals: StopSignals, handle: ShutdownHandle) -> std::io:
                     ));
                     std::process::exit(POWER_CUT_EXIT);
                 }
-                if stopping_since.is_some() {
+                if let Some(since) = stopping_since {
+                    if since.elapsed() < STOP_HINT_AFTER {
+                        log::info(&format!(
+                            "signal {sig} again, {} ms into the stop: the stop goes on (one sent {} s or more into it ends the server at once)",
+                            since.elapsed().as_millis(),
+                            STOP_HINT_AFTER.as_secs()
+                        ));
+                        continue;
+                    }
                     log::error(&format!(
                         "signal {sig} again: stopping now, without waiting for the stop to finish; arrays not marked clean are resynced at their next start, as after a crash"
                     ));
@@ -438,7 +454,8 @@ pub fn stop_on_signals(signals: StopSignals, handle: ShutdownHandle) -> std::io:
     Ok(())
 }
 
-/// How long a stop runs before the log says what a second signal does.
+/// How long a stop runs before another stop signal ends it at once (the log says so
+/// then).
 const STOP_HINT_AFTER: Duration = Duration::from_secs(5);
 
 /// The next of `signals` (blocked in every thread), or `None` after `patience`.
