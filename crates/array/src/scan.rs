@@ -2,6 +2,7 @@
 //! files and block devices in them, the same file given twice is refused, and each
 //! candidate's superblock is read.
 
+use std::ops::Range;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -104,12 +105,17 @@ fn folder_members(dir: &Path) -> Result<Vec<MemberPath>, ArrayError> {
     Ok(found)
 }
 
+/// A loop device among the members: its backing file's identity, the device, the file,
+/// and the bytes of the file it covers.
+type Backed<'a> = ((u64, u64), &'a Path, PathBuf, Range<u64>);
+
 /// Refuses a file named twice, comparing device and inode so that two spellings of
 /// one path (or a hard link) are caught too.
 pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> {
     let mut seen: Vec<((u64, u64), &Path)> = Vec::new();
-    // The files loop devices among them read and write, each with its device.
-    let mut backed: Vec<((u64, u64), &Path, PathBuf)> = Vec::new();
+    // The files loop devices among them read and write, each with its device and
+    // the bytes of the file it reads and writes.
+    let mut backed: Vec<Backed> = Vec::new();
     // The whole disks of the partitions among them, each with its partition.
     let mut partitions: Vec<((u64, u64), &Path)> = Vec::new();
     for p in paths {
@@ -126,9 +132,9 @@ pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> 
         if let Some(disk) = whole_disk_of_partition(&p.path) {
             partitions.push((disk, &p.path));
         }
-        if let Some(file) = loop_backing_file(&p.path) {
+        if let Some((file, bytes)) = loop_backing_file(&p.path) {
             if let Some(file_key) = identity(&file) {
-                backed.push((file_key, &p.path, file));
+                backed.push((file_key, &p.path, file, bytes));
             }
         }
     }
@@ -142,9 +148,10 @@ pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> 
         }
     }
     // A loop device and its own file are one store under two names; so are two loop
-    // devices over one file. Taken as two members, each write to one would land on
-    // the other's data.
-    for (i, (key, device, file)) in backed.iter().enumerate() {
+    // devices over the same bytes of one file. Taken as two members, each write to one
+    // would land on the other's data. Loop devices over parts of one file that do not
+    // overlap (`losetup --offset --sizelimit`, as partitions of an image) are two.
+    for (i, (key, device, file, bytes)) in backed.iter().enumerate() {
         if let Some((_, named)) = seen.iter().find(|(k, _)| k == key) {
             return Err(ArrayError::LoopOverMember {
                 device: device.to_path_buf(),
@@ -152,7 +159,10 @@ pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> 
                 named: named.to_path_buf(),
             });
         }
-        if let Some((_, other, _)) = backed[..i].iter().find(|(k, _, _)| k == key) {
+        if let Some((_, other, _, _)) = backed[..i]
+            .iter()
+            .find(|(k, _, _, r)| k == key && r.start < bytes.end && bytes.start < r.end)
+        {
             return Err(ArrayError::LoopsOverOneFile {
                 device: other.to_path_buf(),
                 other: device.to_path_buf(),
@@ -185,18 +195,32 @@ fn whole_disk_of_partition(path: &Path) -> Option<(u64, u64)> {
     Some((disk, 0))
 }
 
-/// The file a loop device reads and writes, if `path` is a bound loop device (from
-/// sysfs, as `losetup` shows it).
-fn loop_backing_file(path: &Path) -> Option<PathBuf> {
+/// The file a loop device reads and writes, and the bytes of it the device covers
+/// (from its offset, up to its size limit or the file's end), if `path` is a bound
+/// loop device (from sysfs, as `losetup` shows it).
+fn loop_backing_file(path: &Path) -> Option<(PathBuf, Range<u64>)> {
     let meta = std::fs::metadata(path).ok()?;
     if !meta.file_type().is_block_device() {
         return None;
     }
     let rdev = meta.rdev();
     let (major, minor) = (libc::major(rdev), libc::minor(rdev));
-    let sys = format!("/sys/dev/block/{major}:{minor}/loop/backing_file");
-    let file = std::fs::read_to_string(sys).ok()?;
-    Some(PathBuf::from(file.trim_end_matches('\n')))
+    let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}/loop"));
+    let file = std::fs::read_to_string(sys.join("backing_file")).ok()?;
+    // Unreadable, a field counts as the whole file: such devices are taken to overlap.
+    let number = |name: &str| -> Option<u64> {
+        std::fs::read_to_string(sys.join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let start = number("offset").unwrap_or(0);
+    let end = match number("sizelimit") {
+        Some(0) | None => u64::MAX,
+        Some(limit) => start.saturating_add(limit),
+    };
+    Some((PathBuf::from(file.trim_end_matches('\n')), start..end))
 }
 
 /// The md superblock of a member, if it has one: `Ok(None)` when there is no md magic.

@@ -88,11 +88,17 @@ impl Drop for Loops {
 /// run in parallel. Two tests may race for the same free device (losetup then fails
 /// with "device or resource busy"): another try takes the next one.
 fn losetup_find_and_attach(file: &Path, sectors: Sectors) -> PathBuf {
-    let mut args: Vec<&str> = match sectors {
-        Sectors::Default => vec![],
-        Sectors::DirectIo => vec!["--direct-io=on"],
-        Sectors::FourK => vec!["--sector-size", "4096", "--direct-io=on"],
+    let options: &[&str] = match sectors {
+        Sectors::Default => &[],
+        Sectors::DirectIo => &["--direct-io=on"],
+        Sectors::FourK => &["--sector-size", "4096", "--direct-io=on"],
     };
+    losetup_attach_with(file, options)
+}
+
+/// [`losetup_find_and_attach`] with losetup's `options` (`--offset`, `--sizelimit`...).
+fn losetup_attach_with(file: &Path, options: &[&str]) -> PathBuf {
+    let mut args: Vec<&str> = options.to_vec();
     args.extend_from_slice(&["-f", "--show", p(file)]);
     let mut last = String::new();
     for _ in 0..10 {
@@ -1153,6 +1159,33 @@ fn a_loop_device_and_its_own_backing_file_are_refused_as_one_member_twice() {
         &["create", "-l", "1"],
         &[p(device), p(&loops.devices[1])],
     ));
+}
+
+/// Loop devices over parts of one file that do not overlap (`losetup --offset
+/// --sizelimit`, as an image's partitions) are two stores: they make a mirror. Over
+/// parts that overlap they are one store twice, refused. Before, any two loop devices
+/// over one file were refused, and nothing (not `--force`) got past it.
+#[test]
+fn loop_devices_over_parts_of_one_file_that_do_not_overlap_are_two_members() {
+    let Some(loops) = Loops::attach(&[1], Sectors::Default) else {
+        return;
+    };
+    let file = loops.backing_dir.path().join("image");
+    std::fs::File::create(&file)
+        .and_then(|f| f.set_len(64 << 20))
+        .expect("a sparse image");
+    let part = |offset: &str, size: &str| {
+        let device = losetup_attach_with(&file, &["--offset", offset, "--sizelimit", size]);
+        Detach(device)
+    };
+    let first = part("0", "32M");
+    let second = part("32M", "32M");
+    let across = part("16M", "32M");
+    let err = fails(&["create", "-l", "1", p(&first.0), p(&across.0)]);
+    assert!(err.contains("one store named twice"), "{err}");
+    let out = run_quiet(&["create", "-l", "1", p(&first.0), p(&second.0)]);
+    assert!(out.contains("created raid1"), "{out}");
+    md_examines(&[p(&first.0), p(&second.0)], "raid1");
 }
 
 /// Detaches a loop device attached outside [`Loops`] when dropped.
