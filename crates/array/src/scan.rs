@@ -112,25 +112,25 @@ type Backed<'a> = ((u64, u64), &'a Path, PathBuf, Range<u64>);
 /// Refuses a file named twice, comparing device and inode so that two spellings of
 /// one path (or a hard link) are caught too.
 pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> {
-    let mut seen: Vec<((u64, u64), &Path)> = Vec::new();
+    let mut seen: Vec<((u64, u64), &MemberPath)> = Vec::new();
     // The files loop devices among them read and write, each with its device and
     // the bytes of the file it reads and writes.
     let mut backed: Vec<Backed> = Vec::new();
     // The whole disks of the partitions among them, each with its partition.
-    let mut partitions: Vec<((u64, u64), &Path)> = Vec::new();
+    let mut partitions: Vec<((u64, u64), &MemberPath)> = Vec::new();
     for p in paths {
         let Some(key) = identity(&p.path) else {
             continue;
         };
         if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
             return Err(ArrayError::Duplicate {
-                first: first.to_path_buf(),
+                first: first.path.clone(),
                 second: p.path.clone(),
             });
         }
-        seen.push((key, &p.path));
+        seen.push((key, p));
         if let Some(disk) = whole_disk_of_partition(&p.path) {
-            partitions.push((disk, &p.path));
+            partitions.push((disk, p));
         }
         if let Some((file, bytes)) = loop_backing_file(&p.path) {
             if let Some(file_key) = identity(&file) {
@@ -139,11 +139,15 @@ pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> 
         }
     }
     // A partition lies inside its disk: both members, each would write the other's.
+    // Not where a folder holds both (links to a disk and to its partitions): at most
+    // one of them can be a member (md's superblock sits 4 KiB into it), and a device
+    // that is none is passed over there, as any other beside the members.
     for (disk, partition) in &partitions {
-        if let Some((_, named)) = seen.iter().find(|(k, _)| k == disk) {
+        let one_named = |whole: &MemberPath| whole.explicit || partition.explicit;
+        if let Some((_, named)) = seen.iter().find(|(k, m)| k == disk && one_named(m)) {
             return Err(ArrayError::PartitionOfMember {
-                partition: partition.to_path_buf(),
-                disk: named.to_path_buf(),
+                partition: partition.path.clone(),
+                disk: named.path.clone(),
             });
         }
     }
@@ -156,7 +160,7 @@ pub(crate) fn refuse_duplicates(paths: &[MemberPath]) -> Result<(), ArrayError> 
             return Err(ArrayError::LoopOverMember {
                 device: device.to_path_buf(),
                 file: file.clone(),
-                named: named.to_path_buf(),
+                named: named.path.clone(),
             });
         }
         if let Some((_, other, _, _)) = backed[..i]

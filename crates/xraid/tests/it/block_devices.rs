@@ -1236,6 +1236,20 @@ fn partitions_are_members_and_a_partitioned_disk_is_not_written_over() {
     let members = [p1.as_str(), p2.as_str()];
     run_quiet(&with(&["create", "-l", "1"], &members));
     md_examines(&members, "raid1");
+    // A folder of links to the disk and to its partitions names the array the
+    // partitions hold: the disk, no member, is passed over (it was refused as a
+    // partition's own disk given beside it).
+    let links = tempdir();
+    let folder = linked(
+        links.path(),
+        &[
+            ("disk", disk.as_path()),
+            ("part1", Path::new(&p1)),
+            ("part2", Path::new(&p2)),
+        ],
+    );
+    let status = ok(&["status", p(&folder)]);
+    assert!(status.contains("clean raid1 [2/2]"), "{status}");
     // The whole array: 30 MiB partitions less md's 1 MiB before the data.
     let data = random_bytes(29 << 20, 17);
     let dir = tempdir();
