@@ -130,6 +130,12 @@ pub enum ArrayError {
     Unsupported { path: PathBuf, what: String },
     #[error(transparent)]
     Driver(#[from] xraid_driver::DriverError),
+    #[error("{path} holds the superblock of {member}, an active member of array '{name}': it is that device under another name, or a copy of it; to reuse a copy, erase its md superblock first (mdadm --zero-superblock)")]
+    SameDeviceAs {
+        path: PathBuf,
+        member: PathBuf,
+        name: String,
+    },
     #[error("{path} is already an active member of array '{name}'")]
     AlreadyActive { path: PathBuf, name: String },
     #[error("{path} is not an active member of array '{name}': name one of its members (see xraid status)")]

@@ -31,7 +31,7 @@ fn identify(head: &[u8]) -> Option<&'static str> {
             at(512, b"EFI PART") || at(4096, b"EFI PART"),
             "a GPT partition table",
         ),
-        (at(1024 + 56, &[0x53, 0xef]), "an ext2/3/4 file system"),
+        (ext_superblock(head), "an ext2/3/4 file system"),
         (at(0, b"XFSB"), "an XFS file system"),
         (at(65536 + 64, b"_BHRfS_M"), "a btrfs file system"),
         (at(0, b"LUKS\xba\xbe"), "a LUKS encryption header"),
@@ -53,6 +53,22 @@ fn identify(head: &[u8]) -> Option<&'static str> {
     found
         .into_iter()
         .find_map(|(present, what)| present.then_some(what))
+}
+
+/// Whether `head` holds an ext2/3/4 superblock at 1 KiB: the magic, and fields no
+/// file system leaves out of range (inode and block counts, a block size of 1 to 64
+/// KiB, revision 0 or 1), so that two random bytes matching the magic are not one.
+fn ext_superblock(head: &[u8]) -> bool {
+    let u32_at = |offset: usize| {
+        head.get(1024 + offset..1024 + offset + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    head.get(1024 + 56..1024 + 58) == Some(&[0x53, 0xef][..])
+        && [0, 4, 32, 40]
+            .into_iter()
+            .all(|field| u32_at(field).is_some_and(|v| v > 0))
+        && u32_at(24).is_some_and(|log| log <= 6)
+        && u32_at(76).is_some_and(|rev| rev <= 1)
 }
 
 /// Whether `head` starts with an MBR that lists a partition: the boot signature, and
@@ -95,9 +111,8 @@ mod tests {
     #[test]
     fn each_signature_is_named_and_a_blank_or_random_head_is_not() {
         assert_eq!(identify(&vec![0u8; PROBE_BYTES]), None);
-        let cases: [(usize, &[u8], &str); 8] = [
+        let cases: [(usize, &[u8], &str); 7] = [
             (512, b"EFI PART", "GPT"),
-            (1080, &[0x53, 0xef], "ext2/3/4"),
             (0, b"XFSB", "XFS"),
             (65600, b"_BHRfS_M", "btrfs"),
             (0, b"LUKS\xba\xbe", "LUKS"),
@@ -109,6 +124,16 @@ mod tests {
             let what = identify(&with(offset, magic)).unwrap_or("nothing");
             assert!(what.contains(says), "{says} at {offset}: {what}");
         }
+        // ext: the magic alone is two bytes random data matches once in 65,536.
+        let mut ext = with(1080, &[0x53, 0xef]);
+        assert_eq!(identify(&ext), None, "the magic alone");
+        for (field, value) in [(0, 2048u32), (4, 8192), (32, 8192), (40, 2048), (24, 2)] {
+            ext[1024 + field..1024 + field + 4].copy_from_slice(&value.to_le_bytes());
+        }
+        ext[1024 + 76..1024 + 80].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(identify(&ext), Some("an ext2/3/4 file system"));
+        ext[1024 + 24..1024 + 28].copy_from_slice(&40u32.to_le_bytes());
+        assert_eq!(identify(&ext), None, "a block size of 2^50");
         let mut lvm = with(512, b"LABELONE");
         lvm[536..544].copy_from_slice(b"LVM2 001");
         assert_eq!(identify(&lvm), Some("an LVM physical volume"));

@@ -292,7 +292,8 @@ fn check_replacement(assembled: &Assembled, old: &Path, new: &Path) -> Result<u1
 
 /// Refuses a newcomer whose superblock (`existing`) is that of a present member: the
 /// member under another name the paths do not show (a loop device over its file),
-/// whose superblock and data the newcomer's would overwrite.
+/// whose superblock and data the newcomer's would overwrite, or a copy of it (as
+/// mdadm refuses one: md cannot hold two devices with one identity).
 fn refuse_alias_of_present(
     assembled: &Assembled,
     existing: Option<&Superblock>,
@@ -305,14 +306,15 @@ fn refuse_alias_of_present(
         .roles
         .iter()
         .flatten()
-        .any(|m| m.superblock.device_uuid == sb.device_uuid);
-    if present {
-        return Err(ArrayError::AlreadyActive {
+        .find(|m| m.superblock.device_uuid == sb.device_uuid);
+    match present {
+        Some(member) => Err(ArrayError::SameDeviceAs {
             path: new.to_path_buf(),
+            member: member.path.clone(),
             name: assembled.name(),
-        });
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Opens `new` to join the array whose UUID is `uuid` and whose members need `need`

@@ -351,3 +351,26 @@ fn a_spare_that_cannot_be_one_refuses_the_create_and_nothing_is_made() {
         );
     }
 }
+
+/// A copy of a present member (`dd`, ddrescue) holds its identity: `add` refuses it,
+/// naming the member it copies, as md cannot hold two devices with one identity, and
+/// writes nothing. Before, it was told it was "already an active member".
+#[test]
+fn a_copy_of_a_present_member_is_refused_by_add_naming_the_member() {
+    let (dir, elsewhere) = (tempdir(), tempdir());
+    // The copy outside the array's folder, where its siblings are found.
+    let (member, copy) = (dir.path().join("a"), elsewhere.path().join("copy"));
+    let out = xraid_create(dir.path(), &["-l", "1", "--size", "8M"], &["a", "missing"]);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::copy(&member, &copy).expect("copy");
+    let before = std::fs::read(&copy).expect("copy");
+    let err = fails(&["add", p(&member), p(&copy)]);
+    assert!(
+        err.contains("holds the superblock of") && err.contains(p(&member)),
+        "{err}"
+    );
+    assert!(
+        std::fs::read(&copy).expect("copy") == before,
+        "nothing written"
+    );
+}
