@@ -49,9 +49,9 @@ pub enum Command {
     Write(WriteArgs),
     /// Serve arrays (or plain files) to NBD clients: qemu, nbdcopy, nbdfuse, fio, the
     /// Linux nbd driver. SIGINT or SIGTERM stops it cleanly: requests in flight are
-    /// finished, arrays flushed and marked clean. A second one ends it at once, as a
-    /// crash would (for a stop held up by a member that hangs); arrays not marked clean
-    /// are resynced at their next start.
+    /// finished, arrays flushed and marked clean. One more, once the stop has run 5 s,
+    /// ends it at once, as a crash would (for a stop held up by a member that hangs);
+    /// arrays not marked clean are resynced at their next start.
     Serve(ServeArgs),
     /// Add a member to a degraded array's missing role and rebuild it (like
     /// `mdadm --add`): a blank disk or file, or a member that was left out as stale. To a
