@@ -672,6 +672,11 @@ impl Engine {
             && self.write_intent_settled()
     }
 
+    /// Whether any member I/O is out (its completion will come back to the engine).
+    pub(crate) fn member_io_out(&self) -> bool {
+        self.ios.len() > 0
+    }
+
     /// Whether no client request is in flight (a sync may be running).
     pub fn clients_idle(&self) -> bool {
         self.reqs.len() == 0

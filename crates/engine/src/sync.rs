@@ -528,18 +528,22 @@ fn pace_nanos(config: &EngineConfig, clients_busy: bool, unit_bytes: u64) -> u64
     u64::try_from(u128::from(unit_bytes) * 1_000_000_000 / u128::from(rate)).unwrap_or(u64::MAX)
 }
 
-/// When a paced sync may issue its next unit. A launch already due counts (it is due
-/// now): the clock can pass it through a client request that sent no member I/O (one
-/// refused at once, past the redundancy), and with no completion to pump the sync,
-/// only a timer does. Not while the pump would still hold back (the log's replay
-/// runs, the window is full, the next unit is still out).
+/// When a paced sync may issue its next unit. A launch the clock has passed is left
+/// to the next member I/O's completion, which pumps the sync (under client load that
+/// comes at once, and a timer would only add wake-ups); with none out it is due now:
+/// the clock can pass it through a client request that sent no member I/O (one
+/// refused at once, past the redundancy), and then only a timer pumps the sync. Never
+/// while the pump would still hold back (the log's replay runs, the window is full,
+/// the next unit is still out).
 pub(crate) fn next_wakeup(engine: &Engine) -> Option<Nanos> {
     let s = engine.sync.as_ref()?;
+    let due = engine.now() >= s.next_launch;
     let waiting = !s.cancelled
         && s.next < s.total
         && s.in_flight.len() < engine.config.sync_window
         && !s.in_flight.contains(&s.next)
-        && !engine.log_recovering();
+        && !engine.log_recovering()
+        && (!due || !engine.member_io_out());
     waiting.then_some(s.next_launch)
 }
 
