@@ -230,25 +230,7 @@ pub fn create(
             });
         }
         if !opts.force {
-            if let Some(sb) = read_superblock(&member, path)? {
-                return Err(ArrayError::AlreadyMember {
-                    path: path.clone(),
-                    name: sb.name(),
-                    uuid: Superblock::uuid_string(&sb.set_uuid),
-                });
-            }
-            if let Some(version) = crate::scan::other_md_metadata(&member) {
-                return Err(ArrayError::OtherMdMetadata {
-                    path: path.clone(),
-                    version,
-                });
-            }
-            if let Some(what) = crate::foreign::foreign_content(&member) {
-                return Err(ArrayError::ForeignContent {
-                    path: path.clone(),
-                    what,
-                });
-            }
+            refuse_what_it_holds(&member, path)?;
         }
         member_bytes = member_bytes.min(size);
         sizes.push((path.clone(), size));
@@ -463,22 +445,29 @@ fn check_spare(opts: &CreateOptions, spare: &Path, need: u64) -> Result<(), Arra
     if opts.force {
         return Ok(());
     }
-    if let Some(sb) = read_superblock(&member, spare)? {
+    refuse_what_it_holds(&member, spare)
+}
+
+/// Refuses a member (or spare) at `path` that holds what create would write over: an
+/// md superblock (1.2, or another version), or a partition table, file system or other
+/// header (`foreign`). `--force` passes over all of them, as mdadm's does.
+fn refuse_what_it_holds(member: &FileMember, path: &Path) -> Result<(), ArrayError> {
+    if let Some(sb) = read_superblock(member, path)? {
         return Err(ArrayError::AlreadyMember {
-            path: spare.to_path_buf(),
+            path: path.to_path_buf(),
             name: sb.name(),
             uuid: Superblock::uuid_string(&sb.set_uuid),
         });
     }
-    if let Some(version) = crate::scan::other_md_metadata(&member) {
+    if let Some(version) = crate::scan::other_md_metadata(member) {
         return Err(ArrayError::OtherMdMetadata {
-            path: spare.to_path_buf(),
+            path: path.to_path_buf(),
             version,
         });
     }
-    if let Some(what) = crate::foreign::foreign_content(&member) {
+    if let Some(what) = crate::foreign::foreign_content(member) {
         return Err(ArrayError::ForeignContent {
-            path: spare.to_path_buf(),
+            path: path.to_path_buf(),
             what,
         });
     }

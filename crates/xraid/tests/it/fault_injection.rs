@@ -3,7 +3,7 @@
 //! specs that would inject nothing, or less than they say, are refused in one line.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::require_tool;
@@ -189,22 +189,15 @@ fn serve_refuses_a_fault_range_past_the_members_end() {
     assert!(!dir.path().join("nbd.sock").exists(), "nothing served");
 }
 
-/// A stop that cannot finish ends at a second SIGTERM, at once, as the signal would
-/// have ended it. Here a RAID-0 member hangs under a client's writes: the array cannot
-/// do without it, so the stop waits on it (for its writes in flight, its flush, the
-/// superblocks). Before, the signal thread took only the first signal and a server so
-/// stuck could only be killed with SIGKILL. The array opens again afterwards.
-#[test]
-fn a_second_sigterm_ends_a_stop_held_by_a_member_that_hangs() {
-    use std::os::unix::process::ExitStatusExt;
-    require_tool!("nbdcopy");
-    let dir = tempdir();
-    let disks = create_array(dir.path(), "0", 2, "16M", &[]);
-    let mut server = Server::unix(
-        dir.path(),
+/// A RAID-0 in `dir` served with member 1 hanging (for 600 s) under a client's copy,
+/// which waits on it: the array folder, the server, and the client.
+fn raid0_served_with_a_member_hanging(dir: &Path) -> (std::path::PathBuf, Server, Child) {
+    let disks = create_array(dir, "0", 2, "16M", &[]);
+    let server = Server::unix(
+        dir,
         &["--fault", "role=1,stall-after=20,stall=600s", p(&disks)],
     );
-    let image = dir.path().join("image.raw");
+    let image = dir.join("image.raw");
     std::fs::write(&image, random_bytes(8 << 20, 5)).expect("image");
     let mut client = Command::new("nbdcopy")
         .args([p(&image), &server.uri("xraid")])
@@ -217,6 +210,20 @@ fn a_second_sigterm_ends_a_stop_held_by_a_member_that_hangs() {
         client.try_wait().expect("try_wait").is_none(),
         "the copy should hang on the stalled member"
     );
+    (disks, server, client)
+}
+
+/// A stop that cannot finish ends at a second SIGTERM, at once, as the signal would
+/// have ended it. Here a RAID-0 member hangs under a client's writes: the array cannot
+/// do without it, so the stop waits on it (for its writes in flight, its flush, the
+/// superblocks). Before, the signal thread took only the first signal and a server so
+/// stuck could only be killed with SIGKILL. The array opens again afterwards.
+#[test]
+fn a_second_sigterm_ends_a_stop_held_by_a_member_that_hangs() {
+    use std::os::unix::process::ExitStatusExt;
+    require_tool!("nbdcopy");
+    let dir = tempdir();
+    let (disks, mut server, mut client) = raid0_served_with_a_member_hanging(dir.path());
     let lines = server.log_lines().len();
     server.signal(libc::SIGTERM);
     assert!(
@@ -252,20 +259,7 @@ fn a_stop_signal_sent_twice_at_once_does_not_end_the_stop() {
     use std::os::unix::process::ExitStatusExt;
     require_tool!("nbdcopy");
     let dir = tempdir();
-    let disks = create_array(dir.path(), "0", 2, "16M", &[]);
-    let mut server = Server::unix(
-        dir.path(),
-        &["--fault", "role=1,stall-after=20,stall=600s", p(&disks)],
-    );
-    let image = dir.path().join("image.raw");
-    std::fs::write(&image, random_bytes(8 << 20, 5)).expect("image");
-    let mut client = Command::new("nbdcopy")
-        .args([p(&image), &server.uri("xraid")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nbdcopy starts");
-    std::thread::sleep(Duration::from_secs(1));
+    let (_, mut server, mut client) = raid0_served_with_a_member_hanging(dir.path());
     let lines = server.log_lines().len();
     server.signal(libc::SIGTERM);
     server.wait_for_log(lines, &["finishing requests in flight"]);
