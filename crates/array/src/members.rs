@@ -89,21 +89,8 @@ fn add_member_within(
         });
     }
     let freshest = &assembled.superblock;
-    let integrity = crate::integrity::array_keeps_checksums(&assembled)?;
-    let need = crate::integrity::newcomer_need_bytes(
-        freshest.data_offset,
-        assembled.geometry.member_sectors(),
-        integrity,
-    );
-    let (member, existing) = open_newcomer(
-        new,
-        size,
-        need,
-        &freshest.set_uuid,
-        force,
-        block.unwrap_or_else(|| assembled.logical_block_bytes()),
-    )?;
-    refuse_alias_of_present(&assembled, existing.as_ref(), new)?;
+    let block = block.unwrap_or_else(|| assembled.logical_block_bytes());
+    let (member, existing, integrity) = open_newcomer_for(&assembled, new, size, force, block)?;
     // A member of this array back for a role that is still missing takes that role;
     // any other newcomer the lowest missing one.
     let own_role = existing
@@ -188,21 +175,8 @@ pub fn replace_member(
     let assembled = assemble(array, &options)?;
     let role = check_replacement(&assembled, old, new)?;
     let freshest = &assembled.superblock;
-    let integrity = crate::integrity::array_keeps_checksums(&assembled)?;
-    let need = crate::integrity::newcomer_need_bytes(
-        freshest.data_offset,
-        assembled.geometry.member_sectors(),
-        integrity,
-    );
-    let (member, existing) = open_newcomer(
-        new,
-        size,
-        need,
-        &freshest.set_uuid,
-        force,
-        assembled.logical_block_bytes(),
-    )?;
-    refuse_alias_of_present(&assembled, existing.as_ref(), new)?;
+    let block = assembled.logical_block_bytes();
+    let (member, existing, integrity) = open_newcomer_for(&assembled, new, size, force, block)?;
     let mut sb = freshest.clone();
     crate::badblocks::fresh_superblock(&mut sb);
     sb.device_uuid = random_uuid();
@@ -288,6 +262,28 @@ fn check_replacement(assembled: &Assembled, old: &Path, new: &Path) -> Result<u1
         });
     }
     Ok(role16)
+}
+
+/// Opens `new` to join the array `assembled` offline ([`open_newcomer`], with room for
+/// the array's data and, if it keeps them, its checksums), refusing a present member
+/// under another name or a copy of one. Also says whether the array keeps checksums.
+fn open_newcomer_for(
+    assembled: &Assembled,
+    new: &Path,
+    size: Option<u64>,
+    force: bool,
+    block: u32,
+) -> Result<(FileMember, Option<Superblock>, bool), ArrayError> {
+    let freshest = &assembled.superblock;
+    let integrity = crate::integrity::array_keeps_checksums(assembled)?;
+    let need = crate::integrity::newcomer_need_bytes(
+        freshest.data_offset,
+        assembled.geometry.member_sectors(),
+        integrity,
+    );
+    let (member, existing) = open_newcomer(new, size, need, &freshest.set_uuid, force, block)?;
+    refuse_alias_of_present(assembled, existing.as_ref(), new)?;
+    Ok((member, existing, integrity))
 }
 
 /// Refuses a newcomer whose superblock (`existing`) is that of a present member: the

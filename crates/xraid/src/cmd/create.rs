@@ -85,12 +85,16 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
             human(u64::from(geo.chunk_sectors()) * 512)
         )
     };
+    // Roles left `missing` count among the array's members, as md counts them.
+    let members = match created.missing.len() {
+        0 => format!("{} members", geo.raid_disks()),
+        n => format!("{} members ({n} missing)", geo.raid_disks()),
+    };
     println!(
-        "created {} array '{}' ({}) on {} members: {} ({} bytes){shape}",
+        "created {} array '{}' ({}) on {members}: {} ({} bytes){shape}",
         geo.level(),
         created.name,
         created.uuid,
-        geo.raid_disks(),
         human(geo.array_sectors() * 512),
         geo.array_sectors() * 512,
     );
