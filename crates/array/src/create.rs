@@ -195,16 +195,7 @@ pub fn create(
             continue;
         }
         if !path.exists() {
-            let size = opts
-                .size_bytes
-                .ok_or_else(|| ArrayError::MissingFile { path: path.clone() })?;
-            if size < need {
-                return Err(ArrayError::TooSmall {
-                    path: path.clone(),
-                    size,
-                    need,
-                });
-            }
+            let size = size_to_make(path, opts.size_bytes, need)?;
             member_bytes = member_bytes.min(size);
             sizes.push((path.clone(), size));
             existing.push(Given::New);
@@ -421,17 +412,7 @@ pub fn create(
 /// `--force`) contents create or add would write over.
 fn check_spare(opts: &CreateOptions, spare: &Path, need: u64) -> Result<(), ArrayError> {
     if !spare.exists() {
-        let size = opts.size_bytes.ok_or_else(|| ArrayError::MissingFile {
-            path: spare.to_path_buf(),
-        })?;
-        if size < need {
-            return Err(ArrayError::TooSmall {
-                path: spare.to_path_buf(),
-                size,
-                need,
-            });
-        }
-        return Ok(());
+        return size_to_make(spare, opts.size_bytes, need).map(drop);
     }
     let member = FileMember::open(spare, &member_options(true))?;
     let size = member.size_bytes();
@@ -446,6 +427,22 @@ fn check_spare(opts: &CreateOptions, spare: &Path, need: u64) -> Result<(), Arra
         return Ok(());
     }
     refuse_what_it_holds(&member, spare)
+}
+
+/// The size of the member file `path`, yet to be made, is `size` (`--size`): refused
+/// without one, or below the `need` bytes a member takes.
+pub(crate) fn size_to_make(path: &Path, size: Option<u64>, need: u64) -> Result<u64, ArrayError> {
+    let size = size.ok_or_else(|| ArrayError::MissingFile {
+        path: path.to_path_buf(),
+    })?;
+    if size < need {
+        return Err(ArrayError::TooSmall {
+            path: path.to_path_buf(),
+            size,
+            need,
+        });
+    }
+    Ok(size)
 }
 
 /// Refuses a member (or spare) at `path` that holds what create would write over: an

@@ -330,16 +330,7 @@ pub(crate) fn open_newcomer(
     array_block: u32,
 ) -> Result<(FileMember, Option<Superblock>), ArrayError> {
     if !new.exists() {
-        let size = size.ok_or_else(|| ArrayError::MissingFile {
-            path: new.to_path_buf(),
-        })?;
-        if size < need {
-            return Err(ArrayError::TooSmall {
-                path: new.to_path_buf(),
-                size,
-                need,
-            });
-        }
+        let size = crate::create::size_to_make(new, size, need)?;
         std::fs::File::create_new(new)
             .and_then(|f| f.set_len(size))
             .map_err(|source| io_error(new, source))?;
