@@ -2120,6 +2120,16 @@ fn scanned(engine: &mut Engine) {
             .collect();
         listed_for = listed;
         open_walks.push((earlier, listed));
+    } else if engine.resync_owed && newest_marker.is_none() && !ring_newest.is_empty() {
+        // Rings read, and none holds a marker of this array: no open to write has
+        // finished its replay since the array was made (one ends with a marker when it
+        // owes a resync), so nothing says its parity ever agreed with its data — an
+        // array made over old contents whose initial resync is still to run, or one
+        // md made and never resynced. The log vouches for parity nowhere until the
+        // resync passes, as after a replay that skipped entries, and the marker at the
+        // replay's end says so to a later open.
+        engine.stats.log_entries_skipped += 1;
+        vouches_nowhere = true;
     }
     let mut lost_rings: Vec<MemberIdx> = Vec::new();
     for (lost, _) in &open_walks {
