@@ -821,7 +821,10 @@ impl Engine {
         match target {
             IoTarget::Abandoned => {}
             IoTarget::Direct { req, member, seg } => {
-                if let Err(failure) = result {
+                if stale.is_some() && !seg.write {
+                    // See `completion_is_stale`: planned again, around the newcomer.
+                    self.submit_segment(req, seg);
+                } else if let Err(failure) = result {
                     if seg.write && failure == IoFailed::Medium && self.cannot_do_without(member) {
                         // Nowhere else to keep these sectors: the write fails and the
                         // member serves on (md's raid0); failing it would lose every
@@ -1262,6 +1265,17 @@ impl Engine {
 
     /// Whether `member` holds good data for sync unit `unit` (and so serves reads
     /// there and takes writes).
+    /// Whether the completion being handled is of an I/O sent to the device that
+    /// served its slot before a newcomer took the slot (a hot spare stepping into a
+    /// failed role). A read's bytes are then not the role's: the role's device holds
+    /// nothing yet — and they may not even be the old device's, since the driver
+    /// sends what it had not yet submitted to the device in the slot when it does
+    /// (found by a server whose resync read a newcomer's blanks as data and "repaired"
+    /// parity to them). Such a read is planned again, as one from a device gone.
+    pub(crate) fn completion_is_stale(&self) -> bool {
+        self.stale_member.is_some()
+    }
+
     pub(crate) fn in_sync(&self, member: MemberIdx, unit: u64) -> bool {
         match self.members[member.index()] {
             MemberState::Active => true,

@@ -540,8 +540,11 @@ pub(crate) fn on_completion(
     member: MemberIdx,
     result: Result<(), IoFailed>,
 ) {
-    if let Err(failure) = result {
-        let phase = engine.mops.get(op).phase;
+    let phase = engine.mops.get(op).phase;
+    if phase == Phase::Reading && engine.completion_is_stale() {
+        // See `Engine::completion_is_stale`: planned again, around the newcomer.
+        engine.mops.get_mut(op).replan = true;
+    } else if let Err(failure) = result {
         match phase {
             Phase::Reading => {
                 engine.read_failed(member, failure);

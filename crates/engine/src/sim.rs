@@ -203,6 +203,10 @@ pub struct SimArray {
     /// With `defer_records`: ranges added are still recorded at once (as the driver
     /// records them, with a flush, before any reply); only lists made good wait.
     pub defer_only_clears: bool,
+    /// I/O sent to a device that a newcomer has replaced in its slot goes to the
+    /// newcomer, as the driver sends what it has not yet submitted to the kernel to
+    /// the device in the slot when it submits it; else it fails as from a device gone.
+    pub stale_io_to_newcomer: bool,
 }
 
 impl SimArray {
@@ -228,6 +232,7 @@ impl SimArray {
             recorded_states: vec![MemberState::Active; n],
             defer_records: false,
             defer_only_clears: false,
+            stale_io_to_newcomer: false,
         }
     }
 
@@ -496,7 +501,7 @@ impl SimArray {
         };
         let (io, _, device) = self.in_flight.swap_remove(pick);
         self.now = Nanos(self.now.0 + IO_TICK.0);
-        let result = if device == self.slot(io.member).device {
+        let result = if device == self.slot(io.member).device || self.stale_io_to_newcomer {
             self.perform(&io)
         } else {
             // Sent to a device that has since been replaced: it is gone.

@@ -991,7 +991,10 @@ pub(crate) fn on_completion(
     result: Result<(), IoFailed>,
 ) {
     let phase = engine.ops.get(op).phase;
-    if let Err(failure) = result {
+    if phase == Phase::Reading && engine.completion_is_stale() {
+        // See `Engine::completion_is_stale`: planned again, around the newcomer.
+        engine.ops.get_mut(op).replan = true;
+    } else if let Err(failure) = result {
         match phase {
             Phase::Reading => {
                 engine.read_failed(member, failure);
