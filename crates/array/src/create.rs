@@ -68,6 +68,12 @@ pub struct CreateOptions {
     /// agree already (new disks that read as zeros; an array made again over its own
     /// members, with its old shape, to get past lost superblocks).
     pub assume_clean: bool,
+    /// Run the initial sync here, before `create` returns. Without it, an array made
+    /// over old contents owes a resync (md's `resync_offset` 0, every bitmap bit set)
+    /// that runs in the background when it is next opened to write, as md starts
+    /// one at once; integrity mode, and a parity array made degraded, sync here
+    /// either way (see [`create`]).
+    pub sync_now: bool,
     /// Hot spares, added once the array is made; checked with the members, before
     /// anything is written, so that a spare that cannot be one refuses the whole create.
     pub spares: Vec<PathBuf>,
@@ -94,6 +100,9 @@ pub struct Created {
     pub members: Vec<PathBuf>,
     /// Whether old member contents were read to initialise parity (or mirrors).
     pub synced: bool,
+    /// Whether that is left to a resync in the background, when the array is next
+    /// opened to write.
+    pub resync_owed: bool,
     /// The roles left empty ([`MISSING`]): the array starts degraded.
     pub missing: Vec<usize>,
     /// The hot spares added.
@@ -342,7 +351,15 @@ pub fn create(
     // (RAID-5 missing one, RAID-6 two), as md does no initial resync then; integrity
     // mode still reads everything to record its checksums.
     let agreement_to_make = driver.engine().can_start_sync(SyncKind::Repair).is_ok();
-    let synced = old_contents && !opts.assume_clean && (agreement_to_make || opts.integrity);
+    let to_sync = old_contents && !opts.assume_clean && (agreement_to_make || opts.integrity);
+    // As md, in the background once the array runs, unless asked for now — or unless
+    // checksums must be learned first (integrity mode), or parity is short a member
+    // (a degraded parity array resyncs only once it is whole again, and until then
+    // would keep a RAID-6's P and Q disagreeing).
+    let degraded_parity = level.has_parity() && !missing.is_empty();
+    let background = !(opts.sync_now || opts.integrity || degraded_parity);
+    let synced = to_sync && !background;
+    let resync_owed = to_sync && background;
     if synced {
         initial_sync(&mut driver, progress, opts.integrity)?;
     }
@@ -365,6 +382,10 @@ pub fn create(
             avail,
         );
         sb.size = geometry.member_sectors();
+        if resync_owed {
+            // md's "resync from the start": the resync the next open to write runs.
+            sb.resync_offset = 0;
+        }
         // No device holds a missing role: its entry is free, as mdadm leaves it, for
         // the member `add` puts there.
         for &role in &missing {
@@ -380,7 +401,12 @@ pub fn create(
         }
         write_superblock(slot.member.as_ref(), &sb, &opts.members[role])?;
         if let (Some(choice), Some(start)) = (&bitmap, xraid_format::bitmap_start_sector(&sb)) {
-            let image = xraid_format::new_member_bitmap(&sb, choice);
+            // The owed resync visits only chunks whose bits are set: all of them.
+            let image = if resync_owed {
+                xraid_format::new_member_bitmap_all_dirty(&sb, choice)
+            } else {
+                xraid_format::new_member_bitmap(&sb, choice)
+            };
             slot.member
                 .write_at(&image, start * SECTOR_BYTES)
                 .map_err(|source| io_error(&opts.members[role], source))?;
@@ -401,6 +427,7 @@ pub fn create(
         name: opts.name.clone(),
         members: given,
         synced,
+        resync_owed,
         missing,
         spares: opts.spares.clone(),
         uneven: uneven(&sizes),

@@ -54,6 +54,9 @@ pub struct Array {
     /// md's `resync_offset` at open when the array had not been stopped cleanly: where
     /// a resync must (go on to) start. Cleared when a resync completes.
     resync_from: Option<u64>,
+    /// The array was made over old contents and never opened to write since: its
+    /// resync is the initial one (md's too, after `mdadm --create`).
+    made_unsynced: bool,
     /// Per role, the recovery offset of a member being rebuilt (md's `recovery_offset`
     /// with the RECOVERY_OFFSET feature), as found at open.
     recovering: Vec<Option<u64>>,
@@ -421,6 +424,8 @@ impl Array {
             u64::MAX => None,
             sector => Some(sector),
         };
+        // The first open to write gives the superblocks a new event count.
+        let made_unsynced = resync_from == Some(0) && assembled.superblock.events == 0;
         let mut array = Array {
             driver,
             superblocks,
@@ -429,6 +434,7 @@ impl Array {
             mode,
             dirty: false,
             resync_from,
+            made_unsynced,
             recovering,
             spares,
             held_spares: Vec::new(),
@@ -895,6 +901,18 @@ impl Array {
     /// Whether the array was not stopped cleanly (found so at open).
     pub fn was_dirty(&self) -> bool {
         self.resync_from.is_some()
+    }
+
+    /// Whether the array was stopped cleanly with a resync part done (md's
+    /// `resync_offset` past 0): the resync goes on from there.
+    pub fn stopped_mid_resync(&self) -> bool {
+        self.resync_from.is_some_and(|sector| sector > 0)
+    }
+
+    /// Whether the array was made over old contents and never opened to write since
+    /// (found so at open): the resync it owes is its initial one.
+    pub fn made_unsynced(&self) -> bool {
+        self.made_unsynced
     }
 
     pub fn driver(&mut self) -> &mut ArrayDriver {

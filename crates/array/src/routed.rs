@@ -116,6 +116,7 @@ mod tests {
             bitmap_chunk_bytes: None,
             integrity: false,
             assume_clean: false,
+            sync_now: false,
             spares: Vec::new(),
         };
         create(&opts, &mut |_, _| {}).expect("create");

@@ -473,7 +473,8 @@ pub struct Stats {
     pub resyncs_completed: u64,
     /// Stripe-log entries the replay could not apply (a member gone or unreadable),
     /// a ring that could not be read counting as one: their stripes may still need a
-    /// resync.
+    /// resync. A resync the rings say is still owed from an earlier open, or that an
+    /// array whose rings hold no marker of it owes from its making, counts as one.
     pub log_entries_skipped: u64,
     /// Stripe-log entries the replay applied with data members gone since the write,
     /// their rows worked out from the entry's partial parity (and partial Q).

@@ -2125,11 +2125,13 @@ fn scanned(engine: &mut Engine) {
         // finished its replay since the array was made (one ends with a marker when it
         // owes a resync), so nothing says its parity ever agreed with its data — an
         // array made over old contents whose initial resync is still to run, or one
-        // md made and never resynced. The log vouches for parity nowhere until the
-        // resync passes, as after a replay that skipped entries, and the marker at the
-        // replay's end says so to a later open.
+        // md made and never resynced. The resync stays owed as after a replay that
+        // skipped entries (the marker at the replay's end carries that to a later
+        // open): writes ahead of it make parity from all the stripe's data, never
+        // from the old parity. What parity says is still trusted to rebuild a row:
+        // wherever a client wrote since the array was made it agrees, and a row
+        // nobody wrote holds nothing anybody wrote (md rebuilds it so too).
         engine.stats.log_entries_skipped += 1;
-        vouches_nowhere = true;
     }
     let mut lost_rings: Vec<MemberIdx> = Vec::new();
     for (lost, _) in &open_walks {

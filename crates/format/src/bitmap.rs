@@ -557,6 +557,22 @@ impl BitmapBits {
         }
     }
 
+    /// `chunks` bits, every one set (dirty); the bits past the last chunk in the last
+    /// byte stay clear.
+    ///
+    /// # Panics
+    ///
+    /// As [`BitmapBits::new`].
+    pub fn all_dirty(chunks: u64) -> BitmapBits {
+        let mut bits = BitmapBits::new(chunks);
+        bits.bytes.fill(0xff);
+        let tail = chunks % 8;
+        if let (Some(last), true) = (bits.bytes.last_mut(), tail != 0) {
+            *last = (1u8 << tail) - 1;
+        }
+        bits
+    }
+
     /// The bits of `chunks` chunks from the bytes that follow the bitmap superblock
     /// (more may be passed; the rest is ignored).
     pub fn parse(buf: &[u8], chunks: u64) -> Result<BitmapBits, FormatError> {
@@ -751,8 +767,23 @@ pub fn bitmap_image(bsb: &BitmapSuper, bits: &BitmapBits) -> Vec<u8> {
 /// mdadm itself writes every bit set and lets md clear them once the array runs;
 /// for an array created clean the result is the same.
 pub fn new_member_bitmap(sb: &Superblock, choice: &BitmapChoice) -> Vec<u8> {
+    member_bitmap(sb, choice, BitmapBits::new)
+}
+
+/// [`new_member_bitmap`] with every bit set, as mdadm writes it: for an array made
+/// over old contents whose initial resync is still to run, which visits every chunk
+/// and clears the bits behind it.
+pub fn new_member_bitmap_all_dirty(sb: &Superblock, choice: &BitmapChoice) -> Vec<u8> {
+    member_bitmap(sb, choice, BitmapBits::all_dirty)
+}
+
+fn member_bitmap(
+    sb: &Superblock,
+    choice: &BitmapChoice,
+    bits: impl FnOnce(u64) -> BitmapBits,
+) -> Vec<u8> {
     let bsb = BitmapSuper::for_member(sb, choice);
-    let mut out = bitmap_image(&bsb, &BitmapBits::new(bsb.chunks()));
+    let mut out = bitmap_image(&bsb, &bits(bsb.chunks()));
     let reserved = usize::try_from(bsb.reserved_bytes()).unwrap_or(out.len());
     out.resize(reserved.max(out.len()), 0);
     out

@@ -27,10 +27,11 @@ mod superblock;
 pub use badblocks::{bad_block_log_sectors, BadBlocks, MAX_LOG_SECTORS};
 pub use bitmap::{
     bitmap_bytes, bitmap_chunks, bitmap_image, bitmap_reserved_bytes, bitmap_room_sectors,
-    bitmap_start_sector, bitmap_sync_sectors, choose_bitmap_chunk, new_member_bitmap, parse_bitmap,
-    BitmapBits, BitmapChoice, BitmapSuper, DirtyRanges, BITMAP_CLEARED, BITMAP_DAEMON_BUSY,
-    BITMAP_FIRST_USE, BITMAP_MAGIC, BITMAP_MAJOR_HI, BITMAP_OFFSET_SECTORS, BITMAP_STALE,
-    BITMAP_SUPER_BYTES, BITMAP_WRITE_ERROR, DEFAULT_DAEMON_SLEEP, MAX_WRITE_BEHIND,
+    bitmap_start_sector, bitmap_sync_sectors, choose_bitmap_chunk, new_member_bitmap,
+    new_member_bitmap_all_dirty, parse_bitmap, BitmapBits, BitmapChoice, BitmapSuper, DirtyRanges,
+    BITMAP_CLEARED, BITMAP_DAEMON_BUSY, BITMAP_FIRST_USE, BITMAP_MAGIC, BITMAP_MAJOR_HI,
+    BITMAP_OFFSET_SECTORS, BITMAP_STALE, BITMAP_SUPER_BYTES, BITMAP_WRITE_ERROR,
+    DEFAULT_DAEMON_SLEEP, MAX_WRITE_BEHIND,
 };
 pub use checksum::sb_checksum;
 pub use constants::{

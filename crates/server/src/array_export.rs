@@ -260,8 +260,14 @@ pub(crate) fn spawn(
     };
     if let Some(p) = array.driver().engine().sync_progress() {
         let why = match p.kind {
-            xraid_engine::SyncKind::Recover => "has members being rebuilt",
-            _ => "was not stopped cleanly",
+            xraid_engine::SyncKind::Recover => "has members being rebuilt: recover".to_owned(),
+            _ if array.made_unsynced() => {
+                "was made over old contents: its initial resync (parity or copies made to agree with them)".to_owned()
+            }
+            kind if array.stopped_mid_resync() => {
+                format!("was stopped with its resync part done: {}", kind.name())
+            }
+            kind => format!("was not stopped cleanly: {}", kind.name()),
         };
         let engine = array.driver().engine();
         let bitmap = match (engine.write_intent_dirty(), engine.write_intent_chunks()) {
@@ -271,10 +277,12 @@ pub(crate) fn spawn(
             _ => String::new(),
         };
         log::info(&format!(
-            "array '{name}' {why}: {} running in the background from unit {} of {}{bitmap}",
-            p.kind.name(),
-            p.done_below,
-            p.total_units
+            "array '{name}' {why} running in the background from unit {} of {}{bitmap}",
+            p.done_below, p.total_units
+        ));
+    } else if array.made_unsynced() && array.resync_pending() {
+        log::error(&format!(
+            "array '{name}' was made over old contents and is degraded before its initial resync: parity agrees with the data only where clients have written since, and the resync follows once a member takes the missing one's place and is rebuilt"
         ));
     } else if array.was_dirty() && array.stripe_log_sectors().is_some() {
         if array.driver().engine().stats().log_entries_skipped == 0 {
@@ -1736,6 +1744,7 @@ mod tests {
             bitmap_chunk_bytes: None,
             integrity: false,
             assume_clean: false,
+            sync_now: false,
             spares: Vec::new(),
         };
         xraid_array::create(&opts, &mut |_, _| {}).expect("create");

@@ -160,6 +160,15 @@ pub struct CreateArgs {
     /// a member lost before it was repaired is rebuilt wrong.
     #[arg(long)]
     pub assume_clean: bool,
+    /// Over members that hold old contents, make parity (or mirror copies) agree with
+    /// them here, before create returns. Without it that is left to a resync in the
+    /// background, as md starts one: it runs when the array is next opened to write
+    /// (`xraid serve`, which serves clients meanwhile; `xraid status` follows it), and
+    /// until it has passed a stripe, writes there make its parity from all of its data.
+    /// Integrity mode (whose checksums must be learned first) and a parity array made
+    /// with a role missing sync here either way.
+    #[arg(long, conflicts_with = "assume_clean")]
+    pub sync_now: bool,
     /// Member files or block devices, in role order (then the spares). The word
     /// `missing` leaves a role empty, as with mdadm: the array starts degraded, and
     /// `xraid add` fills the role (a spare named too steps in when the array is next

@@ -7,9 +7,10 @@ use proptest::prelude::*;
 use super::sample;
 use crate::{
     bitmap_bytes, bitmap_image, bitmap_room_sectors, bitmap_start_sector, examine_bitmap_text,
-    new_member_bitmap, parse_bitmap, BitmapBits, BitmapChoice, BitmapSuper, FormatError, NewArray,
-    Superblock, BITMAP_CLEARED, BITMAP_DAEMON_BUSY, BITMAP_FIRST_USE, BITMAP_MAGIC, BITMAP_STALE,
-    BITMAP_SUPER_BYTES, BITMAP_WRITE_ERROR, MD_FEATURE_BITMAP_OFFSET, MD_FEATURE_PPL,
+    new_member_bitmap, new_member_bitmap_all_dirty, parse_bitmap, BitmapBits, BitmapChoice,
+    BitmapSuper, FormatError, NewArray, Superblock, BITMAP_CLEARED, BITMAP_DAEMON_BUSY,
+    BITMAP_FIRST_USE, BITMAP_MAGIC, BITMAP_STALE, BITMAP_SUPER_BYTES, BITMAP_WRITE_ERROR,
+    MD_FEATURE_BITMAP_OFFSET, MD_FEATURE_PPL,
 };
 
 /// A new raid1 array of two members using `member_sectors`, with a bitmap of
@@ -612,5 +613,22 @@ proptest! {
         let (back, back_bits) = parse_bitmap(&image).unwrap();
         prop_assert_eq!(back, bsb);
         prop_assert_eq!(back_bits, bits);
+    }
+}
+
+#[test]
+fn an_all_dirty_bitmap_has_every_chunk_set_and_nothing_past_the_last() {
+    // 16001 sectors in 4 KiB chunks: 2001 chunks, one bit in the last byte.
+    let (sb, choice) = member(16001, Some(4096));
+    let (bsb, bits) = parse_bitmap(&new_member_bitmap_all_dirty(&sb, &choice)).unwrap();
+    assert_eq!(bits.chunks(), bsb.chunks());
+    assert_eq!(bits.chunks(), 2001);
+    assert_eq!(bits.count(), bits.chunks());
+    assert_eq!(bits.as_bytes().last(), Some(&0b1));
+    let (_, clean) = parse_bitmap(&new_member_bitmap(&sb, &choice)).unwrap();
+    assert_eq!(clean.count(), 0);
+    for chunks in [1u64, 7, 8, 9, 64, 65] {
+        let bits = BitmapBits::all_dirty(chunks);
+        assert_eq!(bits.count(), chunks, "{chunks} chunks");
     }
 }

@@ -66,6 +66,7 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         bitmap_chunk_bytes,
         integrity: args.integrity,
         assume_clean: args.assume_clean,
+        sync_now: args.sync_now,
         spares,
     };
     let bar = bytes_bar(0, "initialising parity");
@@ -105,6 +106,16 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
             "mirror copies made the same"
         };
         println!("{what} from the members' existing contents");
+    }
+    if created.resync_owed {
+        let what = if geo.level().has_parity() {
+            "parity"
+        } else {
+            "the mirror copies"
+        };
+        println!(
+            "the members hold old contents: a resync makes {what} agree with them in the background when the array is next opened to write (`xraid serve` serves clients meanwhile; `xraid status` follows it); --sync-now does it here"
+        );
     }
     if args.assume_clean {
         println!(

@@ -49,6 +49,7 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
             bitmap_chunk_bytes: None,
             integrity: false,
             assume_clean: false,
+            sync_now: false,
             spares: Vec::new(),
         };
         let created = create(&opts, &mut |_, _| {})?;

@@ -83,7 +83,7 @@ fn mdadm_examine_bitmap(member: &Path, scratch: &Path) -> String {
 
 /// mdadm's and xraid's bitmap reports agree on every field but the file name; the
 /// fields that matter most are returned: (events, events cleared, bitmap line).
-fn bitmaps_agree(member: &Path, scratch: &Path) -> (String, String, String) {
+pub(crate) fn bitmaps_agree(member: &Path, scratch: &Path) -> (String, String, String) {
     let md = mdadm_examine_bitmap(member, scratch);
     let ours = ok(&["examine", "--bitmap", p(member)]);
     let strip = |t: &str| -> Vec<String> {

@@ -113,47 +113,58 @@ fn mdadm_examine_agrees_with_xraid_examine_at_every_level_and_layout() {
 }
 
 /// `create` over members that hold data makes parity from it as md's initial resync
-/// does: a check finds nothing to repair, and every data chunk keeps its bytes —
-/// only parity chunks are written. Over members that hold zeros nothing but the
-/// metadata is written: they stay sparse. (Before 2026-11-28 create rewrote the whole
-/// array: every byte of every member, a full write of each disk.)
+/// does — with `--sync-now` before it returns, else in a resync the next open to
+/// write runs (here the scrub's): a check finds nothing to repair, and every data
+/// chunk keeps its bytes — only parity chunks are written. Over members that hold
+/// zeros nothing but the metadata is written: they stay sparse. (Before 2026-11-28
+/// create rewrote the whole array: every byte of every member, a full write of each
+/// disk.)
 #[test]
 fn create_over_existing_members_writes_only_parity() {
     const MEMBER: usize = 8 << 20;
     const CHUNK: usize = 64 << 10;
     const DATA_OFFSET: usize = 2048 * 512;
     let dir = tempdir();
-    let members: Vec<std::path::PathBuf> =
-        (0..4).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let before: Vec<Vec<u8>> = members
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let bytes = random_bytes(MEMBER, 700 + i as u64);
-            std::fs::write(m, &bytes).expect("member");
-            bytes
-        })
-        .collect();
-    let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
-    let out = ok(&[&["create", "-l", "5", "-c", "64K"][..], &names].concat());
-    assert!(out.contains("parity initialised"), "{out}");
-    let check: serde_json::Value =
-        serde_json::from_str(&ok(&[&["scrub", "check", "--json"][..], &names].concat()))
-            .expect("scrub JSON");
-    assert_eq!(check["mismatched_units"], 0, "{check}");
-    let stripes = (MEMBER - DATA_OFFSET) / CHUNK;
-    for (m, path) in members.iter().enumerate() {
-        let after = std::fs::read(path).expect("member");
-        for s in 0..stripes {
-            // left-symmetric: stripe s keeps its parity on member 3 - s % 4.
-            if m == 3 - s % 4 {
-                continue;
+    for (round, (flags, said)) in [
+        (&["--sync-now"][..], "parity initialised"),
+        (&[][..], "in the background"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let members: Vec<std::path::PathBuf> = (0..4)
+            .map(|i| dir.path().join(format!("r{round}m{i}")))
+            .collect();
+        let before: Vec<Vec<u8>> = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let bytes = random_bytes(MEMBER, 700 + 10 * round as u64 + i as u64);
+                std::fs::write(m, &bytes).expect("member");
+                bytes
+            })
+            .collect();
+        let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
+        let out = ok(&[&["create", "-l", "5", "-c", "64K"][..], flags, &names].concat());
+        assert!(out.contains(said), "{out}");
+        let check: serde_json::Value =
+            serde_json::from_str(&ok(&[&["scrub", "check", "--json"][..], &names].concat()))
+                .expect("scrub JSON");
+        assert_eq!(check["mismatched_units"], 0, "{flags:?}: {check}");
+        let stripes = (MEMBER - DATA_OFFSET) / CHUNK;
+        for (m, path) in members.iter().enumerate() {
+            let after = std::fs::read(path).expect("member");
+            for s in 0..stripes {
+                // left-symmetric: stripe s keeps its parity on member 3 - s % 4.
+                if m == 3 - s % 4 {
+                    continue;
+                }
+                let at = DATA_OFFSET + s * CHUNK;
+                assert!(
+                    after[at..at + CHUNK] == before[m][at..at + CHUNK],
+                    "{flags:?}: member {m}, stripe {s}: a data chunk was changed"
+                );
             }
-            let at = DATA_OFFSET + s * CHUNK;
-            assert!(
-                after[at..at + CHUNK] == before[m][at..at + CHUNK],
-                "member {m}, stripe {s}: a data chunk was changed"
-            );
         }
     }
 

@@ -16,6 +16,7 @@ mod create_degraded;
 mod create_examine;
 mod fault_injection;
 mod fixtures;
+mod initial_resync;
 mod integrity;
 mod members;
 mod nbd_bad_input;

@@ -1,0 +1,150 @@
+//! `create` over members that hold old contents leaves making parity agree with them
+//! to a resync in the background, as md does after `mdadm --create`: the superblocks
+//! say a resync is owed from the start (md's `resync_offset` 0, every bitmap bit set),
+//! and the next open to write — `xraid serve`, which serves clients meanwhile — runs
+//! it. `--sync-now` does it before create returns, as create did before.
+
+use std::path::{Path, PathBuf};
+
+use crate::nbd_raw::Client;
+use crate::server::Server;
+use crate::util::{has_tool, ok, p, random_bytes, scrub, tempdir};
+
+const MIB: usize = 1 << 20;
+
+/// `n` members of 16 MiB random bytes each in `dir`.
+fn old_members(dir: &Path, n: u64, seed: u64) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| {
+            let m = dir.join(format!("d{i}"));
+            std::fs::write(&m, random_bytes(16 * MIB, seed + i)).expect("member");
+            m
+        })
+        .collect()
+}
+
+fn status(disks: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status JSON")
+}
+
+/// The "State" md reads in a member's superblock.
+fn md_state(member: &Path) -> String {
+    let out = std::process::Command::new("mdadm")
+        .args(["--examine", p(member)])
+        .output()
+        .expect("mdadm runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("State : ").map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The whole story: create returns at once; md reads the members as an array whose
+/// resync is to run; a server resyncs it while a client writes past where the
+/// resync has got to; a clean stop part way records the checkpoint, and the next
+/// server goes on from it to the end. The array then scrubs clean, holds what the
+/// client wrote, and md reads it as clean.
+#[test]
+fn an_array_made_over_old_contents_resyncs_in_the_background_while_served() {
+    let dir = tempdir();
+    let disks = dir.path().join("disks");
+    std::fs::create_dir(&disks).expect("disks");
+    let members = old_members(&disks, 4, 1500);
+    let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
+    let make = ["create", "-l", "5", "-c", "64K", "--bitmap-chunk", "1M"];
+    let out = ok(&[&make[..], &names].concat());
+    assert!(out.contains("in the background"), "{out}");
+    assert!(!out.contains("parity initialised"), "{out}");
+    if has_tool("mdadm") {
+        for m in &members {
+            assert_eq!(md_state(m), "active", "{}", m.display());
+        }
+        let (_, _, bits) = crate::bitmap::bitmaps_agree(&members[0], dir.path());
+        assert!(bits.ends_with("15 dirty (100.0%)"), "{bits}");
+    }
+    assert_eq!(status(&disks)["health"], "resync");
+
+    // Paced at 1 MB/s a member, the resync takes about 15 s: the write lands ahead of it.
+    let server = Server::tcp(dir.path(), &["--rebuild-max", "1", p(&disks)]);
+    server.wait_for_log(0, &["made over old contents", "initial resync"]);
+    let fresh = random_bytes(4 * MIB, 77);
+    let at = 40 * MIB as u64;
+    let mut client = Client::open(server.tcp_addr(), "xraid", false);
+    assert_eq!(client.write(at, &fresh), 0);
+    assert_eq!(client.flush(), 0);
+    client.disconnect();
+    let live = status(&disks);
+    assert_eq!(live["sync"]["kind"], "resync", "{live}");
+    assert!(live["sync"]["done_percent"].as_u64() < Some(80), "{live}");
+    server.stop();
+
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let resumed = server.wait_for_log(0, &["resync part done", "from unit"]);
+    assert!(!resumed.contains("from unit 0 "), "{resumed}");
+    server.wait_for_log(0, &["resync done"]);
+    let mut client = Client::open(server.tcp_addr(), "xraid", false);
+    let back = client.read(at, u32::try_from(fresh.len()).expect("4 MiB"));
+    client.disconnect();
+    assert!(
+        back.as_deref() == Ok(&fresh[..]),
+        "the client's write reads back"
+    );
+    server.stop();
+
+    assert_eq!(status(&disks)["health"], "clean");
+    assert_eq!(scrub("check", &disks)["mismatched_units"], 0);
+    if has_tool("mdadm") {
+        for m in &members {
+            assert_eq!(md_state(m), "clean", "{}", m.display());
+        }
+    }
+}
+
+/// A mirror too: its copies are made the same in the background.
+#[test]
+fn a_mirror_made_over_old_contents_copies_in_the_background() {
+    let dir = tempdir();
+    let members = old_members(dir.path(), 2, 1600);
+    let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
+    let out = ok(&[&["create", "-l", "1"][..], &names].concat());
+    assert!(out.contains("the mirror copies agree"), "{out}");
+    // Any open to write runs the owed resync: a scrub runs it first, then checks.
+    assert_eq!(status(dir.path())["health"], "resync");
+    assert_eq!(scrub("check", dir.path())["mismatched_units"], 0);
+    assert_eq!(status(dir.path())["health"], "clean");
+}
+
+/// `--sync-now` makes parity agree before create returns (nothing owed after), and
+/// is refused with `--assume-clean`, which says nothing is to be made to agree.
+#[test]
+fn sync_now_makes_parity_agree_before_create_returns() {
+    let dir = tempdir();
+    let members = old_members(dir.path(), 4, 1700);
+    let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
+    let both = [
+        &["create", "-l", "5", "--sync-now", "--assume-clean"][..],
+        &names,
+    ]
+    .concat();
+    let before = std::fs::read(&members[0]).expect("member");
+    let refused = crate::util::xraid()
+        .args(&both)
+        .output()
+        .expect("xraid runs");
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("cannot be used with '--assume-clean'"),
+        "{said}"
+    );
+    assert!(
+        std::fs::read(&members[0]).expect("member") == before,
+        "nothing written"
+    );
+    let out = ok(&[&["create", "-l", "5", "--sync-now"][..], &names].concat());
+    assert!(out.contains("parity initialised"), "{out}");
+    assert_eq!(status(dir.path())["health"], "clean");
+    if has_tool("mdadm") {
+        assert_eq!(md_state(&members[0]), "clean");
+    }
+}
