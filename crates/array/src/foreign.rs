@@ -6,9 +6,21 @@
 
 use xraid_member::Member;
 
-/// Bytes read from the start of a member: the farthest signature looked for is
-/// btrfs's, 64 bytes into its superblock at 64 KiB.
-const PROBE_BYTES: usize = 65536 + 4096;
+/// Bytes read from the start of a member: the farthest signatures looked for are
+/// ZFS's, in the uberblock array of its first label (128 to 256 KiB).
+const PROBE_BYTES: usize = 256 * 1024;
+
+/// Where ZFS's first vdev label keeps its uberblocks, and their least spacing.
+const ZFS_UBERBLOCKS: std::ops::Range<usize> = 128 * 1024..256 * 1024;
+const ZFS_UBERBLOCK_BYTES: usize = 1024;
+
+/// bcache's and bcachefs's superblock magics, 24 bytes into a superblock at 4 KiB.
+const BCACHE_MAGIC: [u8; 16] = [
+    0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a, 0x45, 0xca, 0x82, 0x65, 0xf5, 0x7f, 0x48, 0xba, 0x6d, 0x81,
+];
+const BCACHEFS_MAGIC: [u8; 16] = [
+    0xc6, 0x85, 0x73, 0xf6, 0x66, 0xce, 0x90, 0xa9, 0xd9, 0x6a, 0x60, 0xcf, 0x80, 0x3d, 0xf7, 0xef,
+];
 
 /// What `member` holds, in words ("an ext2/3/4 file system"), if a signature says.
 pub(crate) fn foreign_content(member: &dyn Member) -> Option<&'static str> {
@@ -34,6 +46,22 @@ fn identify(head: &[u8]) -> Option<&'static str> {
         (ext_superblock(head), "an ext2/3/4 file system"),
         (at(0, b"XFSB"), "an XFS file system"),
         (at(65536 + 64, b"_BHRfS_M"), "a btrfs file system"),
+        (zfs_label(head), "a ZFS pool member"),
+        (at(4096 + 24, &BCACHE_MAGIC), "a bcache device"),
+        (at(4096 + 24, &BCACHEFS_MAGIC), "a bcachefs file system"),
+        (
+            at(1024, &0xf2f5_2010u32.to_le_bytes()),
+            "an F2FS file system",
+        ),
+        (
+            [b"ReIsErFs" as &[u8], b"ReIsEr2Fs", b"ReIsEr3Fs"]
+                .iter()
+                .any(|magic| at(65536 + 52, magic) || at(8192 + 52, magic))
+                || at(65536, b"ReIsEr4"),
+            "a ReiserFS file system",
+        ),
+        (at(32768, b"\x01CD001\x01"), "an ISO 9660 file system"),
+        (at(0, b"dmvdo001"), "a VDO volume"),
         (at(0, b"LUKS\xba\xbe"), "a LUKS encryption header"),
         (
             (0..4).any(|s| at(s * 512, b"LABELONE") && at(s * 512 + 24, b"LVM2 001")),
@@ -69,6 +97,26 @@ fn ext_superblock(head: &[u8]) -> bool {
             .all(|field| u32_at(field).is_some_and(|v| v > 0))
         && u32_at(24).is_some_and(|log| log <= 6)
         && u32_at(76).is_some_and(|rev| rev <= 1)
+}
+
+/// Whether `head` holds the first label of a ZFS vdev: an uberblock (its magic,
+/// either byte order, and a pool version ZFS has used: 1 to 28, or 5000 since
+/// feature flags) on a 1 KiB boundary of the label's uberblock array. A new pool
+/// leaves the first slots empty, so every slot is looked at, as blkid does.
+fn zfs_label(head: &[u8]) -> bool {
+    const MAGIC: u64 = 0x00ba_b10c;
+    let Some(array) = head.get(ZFS_UBERBLOCKS) else {
+        return false;
+    };
+    array.chunks_exact(ZFS_UBERBLOCK_BYTES).any(|ub| {
+        let word = |at: usize| -> [u8; 8] { ub[at..at + 8].try_into().expect("8 bytes") };
+        [u64::from_le_bytes, u64::from_be_bytes]
+            .into_iter()
+            .any(|read| {
+                let version = read(word(8));
+                read(word(0)) == MAGIC && ((1..=28).contains(&version) || version == 5000)
+            })
+    })
 }
 
 /// Whether `head` starts with an MBR that lists a partition: the boot signature, and
@@ -134,6 +182,38 @@ mod tests {
         assert_eq!(identify(&ext), Some("an ext2/3/4 file system"));
         ext[1024 + 24..1024 + 28].copy_from_slice(&40u32.to_le_bytes());
         assert_eq!(identify(&ext), None, "a block size of 2^50");
+        let more: [(usize, &[u8], &str); 7] = [
+            (4096 + 24, &BCACHE_MAGIC, "bcache device"),
+            (4096 + 24, &BCACHEFS_MAGIC, "bcachefs"),
+            (1024, &[0x10, 0x20, 0xf5, 0xf2], "F2FS"),
+            (65536 + 52, b"ReIsEr2Fs", "ReiserFS"),
+            (8192 + 52, b"ReIsErFs", "ReiserFS"),
+            (32768, b"\x01CD001\x01", "ISO 9660"),
+            (0, b"dmvdo001", "VDO"),
+        ];
+        for (offset, magic, says) in more {
+            let what = identify(&with(offset, magic)).unwrap_or("nothing");
+            assert!(what.contains(says), "{says} at {offset}: {what}");
+        }
+        // ZFS: an uberblock in any slot of the first label's array, either byte order,
+        // with a pool version ZFS has used.
+        let mut zfs = vec![0u8; PROBE_BYTES];
+        let slot = ZFS_UBERBLOCKS.start + 37 * ZFS_UBERBLOCK_BYTES;
+        zfs[slot..slot + 8].copy_from_slice(&0x00ba_b10cu64.to_be_bytes());
+        assert_eq!(identify(&zfs), None, "the magic with version 0");
+        zfs[slot + 8..slot + 16].copy_from_slice(&5000u64.to_be_bytes());
+        assert_eq!(identify(&zfs), Some("a ZFS pool member"));
+        zfs[slot..slot + 16].fill(0);
+        zfs[ZFS_UBERBLOCKS.start..ZFS_UBERBLOCKS.start + 8]
+            .copy_from_slice(&0x00ba_b10cu64.to_le_bytes());
+        zfs[ZFS_UBERBLOCKS.start + 8..ZFS_UBERBLOCKS.start + 16]
+            .copy_from_slice(&28u64.to_le_bytes());
+        assert_eq!(identify(&zfs), Some("a ZFS pool member"));
+        assert_eq!(
+            identify(&zfs[..200 * 1024]),
+            None,
+            "a member too short to hold it"
+        );
         let mut lvm = with(512, b"LABELONE");
         lvm[536..544].copy_from_slice(b"LVM2 001");
         assert_eq!(identify(&lvm), Some("an LVM physical volume"));

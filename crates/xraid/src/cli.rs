@@ -129,8 +129,9 @@ pub struct CreateArgs {
     #[arg(long, short = 'z', value_parser = parse_size)]
     pub size: Option<u64>,
     /// Use members that belong to an md array already, or that hold a partition table,
-    /// a file system, an LVM or LUKS header or a swap area: create would write over
-    /// them, so without --force it refuses them, naming what it found.
+    /// a file system, a ZFS pool, an LVM, LUKS, bcache or VDO header or a swap area
+    /// (blkid's signatures): create would write over them, so without --force it
+    /// refuses them, naming what it found.
     #[arg(long)]
     pub force: bool,
     /// The last N members named are hot spares: each takes the place of a member that

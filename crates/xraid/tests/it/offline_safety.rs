@@ -152,6 +152,20 @@ fn create_will_not_write_over_a_file_system_or_a_partition_table() {
     let err = fails(&args_mbr);
     assert!(err.contains("a DOS (MBR) partition table"), "{err}");
     assert_eq!(hashes(&files), before, "nothing written");
+    // A ZFS pool member: an uberblock in its first label (a new pool leaves the first
+    // slots empty), made by hand here as there is no zpool.
+    let zfs = dir.path().join("zfs");
+    let mut label = vec![0u8; 16 << 20];
+    let slot = 128 * 1024 + 9 * 1024;
+    label[slot..slot + 8].copy_from_slice(&0x00ba_b10cu64.to_le_bytes());
+    label[slot + 8..slot + 16].copy_from_slice(&5000u64.to_le_bytes());
+    std::fs::write(&zfs, &label).expect("zfs member");
+    let err = fails(&["create", "--level", "1", p(&files[0]), p(&zfs)]);
+    assert!(err.contains("a ZFS pool member"), "{err}");
+    assert!(
+        std::fs::read(&zfs).expect("zfs member") == label,
+        "nothing written"
+    );
     args.insert(1, "--force");
     ok(&args);
 }
