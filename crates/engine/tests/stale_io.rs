@@ -123,3 +123,137 @@ fn stripe_reads_in_flight_are_not_answered_from_a_newcomer() {
         "reads answered wrong (seed, read): {wrong:?}"
     );
 }
+
+/// Random stories: client reads and writes in flight (and a resync or a recover) when
+/// a spare steps in for a member, at a random point, over and over; every read must
+/// return what was last written, and the array must scrub clean at the end. Each
+/// seed picks a level (1, 5, 6, 10), a width and a chunk (`XRAID_SEEDS=<n>` runs
+/// more or fewer than 300).
+#[test]
+fn spares_stepping_in_under_random_load_lose_and_corrupt_nothing() {
+    let mut bad = Vec::new();
+    let seeds: u64 = std::env::var("XRAID_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
+    for seed in 0..seeds {
+        if let Err(e) = spare_story(seed) {
+            bad.push((seed, e));
+        }
+    }
+    assert!(bad.is_empty(), "(seed, what): {bad:?}");
+}
+
+fn spare_story(seed: u64) -> Result<(), String> {
+    let mut rng = xraid_engine::sim::SimRng::new(seed ^ 0x5ba7e);
+    let level = [Level::Raid1, Level::Raid5, Level::Raid6, Level::Raid10][rng.below(4) as usize];
+    let disks = level.min_members().max(2) + rng.below(3) as u16;
+    let chunk = 8u32 << rng.below(2);
+    let geo = Geometry::new(
+        level,
+        Layout::default_for(level),
+        disks,
+        chunk,
+        u64::from(chunk) * 8,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut array = SimArray::new(geo, seed);
+    array.engine.set_config(xraid_engine::EngineConfig {
+        log_sectors: if level.has_parity() { 256 } else { 0 },
+        ..xraid_engine::EngineConfig::default()
+    });
+    array.stale_io_to_newcomer = true;
+    array.run();
+    let sectors = geo.array_sectors();
+    let mut data = vec![0u8; sectors as usize * SECTOR];
+    array.rng().fill(&mut data);
+    array.write(0, &data).map_err(|e| e.to_string())?;
+    array.flush().map_err(|e| e.to_string())?;
+    for round in 0..12 {
+        if rng.below(3) == 0 && array.engine.sync_progress().is_none() {
+            array
+                .engine
+                .start_sync(SyncKind::Repair, 0)
+                .map_err(|e| e.to_string())?;
+        }
+        let mut reads = Vec::new();
+        let mut writes = Vec::new();
+        let mut taken: Vec<(u64, u64)> = Vec::new();
+        for _ in 0..1 + rng.below(6) {
+            let len = 1 + rng.below(24);
+            let at = rng.below(sectors - len);
+            if taken.iter().any(|&(s, n)| at < s + n && s < at + len) {
+                continue;
+            }
+            taken.push((at, len));
+            if rng.below(2) == 0 {
+                reads.push((array.start_read(at, len), at));
+            } else {
+                let mut new = vec![0u8; len as usize * SECTOR];
+                array.rng().fill(&mut new);
+                writes.push((array.start_write(at, &new), at, new));
+            }
+        }
+        // Some I/O out, then the spare steps in, when the array is whole.
+        for _ in 0..rng.below(12) {
+            array.step();
+        }
+        if array.engine.is_whole() {
+            let m = MemberIdx(rng.below(u64::from(disks)) as u16);
+            spare_steps_in(&mut array, m);
+        }
+        let replies = array.run();
+        let result = |id| {
+            replies
+                .iter()
+                .find(|r| r.id == id)
+                .map(|r| r.result.clone())
+                .ok_or(format!("round {round}: no reply"))
+        };
+        for ((id, buf), at, new) in writes {
+            result(id)?.map_err(|e| format!("round {round}: write at {at}: {e}"))?;
+            array.engine.buffers_mut().free(buf);
+            let from = at as usize * SECTOR;
+            data[from..from + new.len()].copy_from_slice(&new);
+        }
+        for ((id, buf), at) in reads {
+            result(id)?.map_err(|e| format!("round {round}: read at {at}: {e}"))?;
+            let got = array.engine.buffers().get(buf).to_vec();
+            array.engine.buffers_mut().free(buf);
+            let from = at as usize * SECTOR;
+            if got != data[from..from + got.len()] {
+                return Err(format!("round {round}: read at {at} answered wrong"));
+            }
+        }
+        if array.engine.sync_progress().is_none() && !array.engine.is_whole() {
+            array
+                .engine
+                .start_sync(SyncKind::Recover, 0)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    while array.engine.sync_progress().is_some() {
+        array.run_sync();
+    }
+    if !array.engine.is_whole() {
+        array
+            .engine
+            .start_sync(SyncKind::Recover, 0)
+            .map_err(|e| e.to_string())?;
+        array.run_sync();
+    }
+    let got = array.read(0, sectors).map_err(|e| e.to_string())?;
+    if got != data {
+        return Err("the array reads back wrong at the end".into());
+    }
+    array.take_events();
+    array
+        .engine
+        .start_sync(SyncKind::Check, 0)
+        .map_err(|e| e.to_string())?;
+    array.run_sync();
+    match mismatches_of(array.take_events(), SyncKind::Check) {
+        Some(0) => Ok(()),
+        other => Err(format!("the final check found {other:?} mismatched units")),
+    }
+}
