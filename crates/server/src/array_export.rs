@@ -262,7 +262,7 @@ pub(crate) fn spawn(
         let why = match p.kind {
             xraid_engine::SyncKind::Recover => "has members being rebuilt: recover".to_owned(),
             _ if array.made_unsynced() => {
-                "was made over old contents: its initial resync (parity or copies made to agree with them)".to_owned()
+                "was made over old contents (parity or copies are made to agree with them): initial resync".to_owned()
             }
             kind if array.stopped_mid_resync() => {
                 format!("was stopped with its resync part done: {}", kind.name())

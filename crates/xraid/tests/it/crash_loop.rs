@@ -167,6 +167,9 @@ struct Variant {
     churning: bool,
     /// Power cuts instead of kills: every member loses what it had not flushed, at once.
     power_cut: bool,
+    /// Made over members full of random bytes (old contents): the initial resync is
+    /// owed, and the first servers run it under the storm, killed part way.
+    old_contents: bool,
 }
 
 const PLAIN: Variant = Variant {
@@ -174,6 +177,7 @@ const PLAIN: Variant = Variant {
     rebuilding: false,
     churning: false,
     power_cut: false,
+    old_contents: false,
 };
 const CHECKSUMS: Variant = Variant {
     checksums: true,
@@ -191,6 +195,10 @@ const POWER_CUT: Variant = Variant {
     power_cut: true,
     ..PLAIN
 };
+const OLD_CONTENTS: Variant = Variant {
+    old_contents: true,
+    ..PLAIN
+};
 
 impl Variant {
     /// Both variants at once.
@@ -200,6 +208,7 @@ impl Variant {
             rebuilding: self.rebuilding || other.rebuilding,
             churning: self.churning || other.churning,
             power_cut: self.power_cut || other.power_cut,
+            old_contents: self.old_contents || other.old_contents,
         }
     }
 }
@@ -220,6 +229,19 @@ fn degraded_raid6_with_checksums_survives_a_crash_loop() {
 /// Degraded, a cut-off stripe write would leave the missing member's data — which no
 /// one was writing — rebuilt wrong from parity (md's write hole); the stripe log closes
 /// it. Every round reads the whole array, the missing member's data included.
+/// Made over old contents: the initial resync runs under the storm and is killed part
+/// way, again and again; writes ahead of it must make parity from all their stripe's
+/// data, and every round reads the members' old bytes where nobody wrote.
+#[test]
+fn raid5_made_over_old_contents_survives_a_crash_loop() {
+    crash_loop(5, 4, 0, OLD_CONTENTS);
+}
+
+#[test]
+fn raid6_made_over_old_contents_survives_power_cuts() {
+    crash_loop(6, 5, 0, OLD_CONTENTS.and(POWER_CUT));
+}
+
 #[test]
 fn degraded_raid5_survives_a_crash_loop() {
     crash_loop(5, 4, 1, PLAIN);
@@ -845,9 +867,26 @@ fn wait_membership_idle(disks: &Path, tag: &str) {
 // ---------------------------------------------------------------------------------
 // The loop.
 
-/// An array of `members` 8 MiB members at `level`, chunk 64K, in `dir`/disks.
-fn create(dir: &Path, level: u32, members: usize, integrity: bool) -> PathBuf {
+/// An array of `members` 8 MiB members at `level`, chunk 64K, in `dir`/disks; with
+/// `old_contents`, made over members full of random bytes.
+fn create(dir: &Path, level: u32, members: usize, integrity: bool, old_contents: bool) -> PathBuf {
     let extra: &[&str] = if integrity { &["--integrity"] } else { &[] };
+    if old_contents {
+        let disks = dir.join("disks");
+        std::fs::create_dir(&disks).expect("disks folder");
+        let paths: Vec<PathBuf> = (0..members).map(|i| disks.join(format!("d{i}"))).collect();
+        for (i, path) in paths.iter().enumerate() {
+            std::fs::write(path, crate::util::random_bytes(8 << 20, 0xc0 + i as u64))
+                .expect("old contents");
+        }
+        let level = level.to_string();
+        let mut args = vec!["create", "-l", &level, "-c", "64K"];
+        args.extend_from_slice(extra);
+        args.extend(paths.iter().map(|m| p(m)));
+        let out = ok(&args);
+        assert!(out.contains("in the background"), "{out}");
+        return disks;
+    }
     crate::server::create_array(dir, &level.to_string(), members, "8M", extra)
 }
 
@@ -907,6 +946,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
         rebuilding,
         churning,
         power_cut,
+        old_contents,
     } = variant;
     let seed = env_u64("XRAID_CRASH_SEED").unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
@@ -923,6 +963,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
         (churning, ", churning"),
         (integrity, ", checksums"),
         (power_cut, ", power cuts"),
+        (old_contents, ", made over old contents"),
     ]
     .iter()
     .filter(|(on, _)| *on)
@@ -942,7 +983,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
     );
     let started = Instant::now();
     let dir = tempdir();
-    let disks = create(dir.path(), level, members, integrity);
+    let disks = create(dir.path(), level, members, integrity, old_contents);
     for m in members - missing..members {
         std::fs::remove_file(disks.join(format!("d{m}"))).expect("take a member away");
     }
@@ -979,8 +1020,13 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
     let mut total_rolled_back = 0usize;
     let (mut killed_in_resync, mut resync_mismatches) = (0usize, 0u64);
     let mut resyncs_finished = 0usize;
-    // Stripes the kills since the last finished resync may have torn.
+    // Stripes the kills since the last finished resync may have torn: over old
+    // contents, every one until the initial resync has finished.
     let mut suspect: HashSet<u64> = HashSet::new();
+    if old_contents {
+        let units = 3 * (8 << 20) / unit_bytes(level) + 1;
+        suspect.extend(0..units);
+    }
     let mut server;
     let mut round = 0usize;
     loop {
