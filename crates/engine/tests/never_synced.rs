@@ -67,6 +67,15 @@ fn write_then_lose_its_member(array: &mut SimArray, stripe: u64) -> (Vec<u8>, u6
     (block, at)
 }
 
+/// What is wrong with reading `block` back at `at`, if anything.
+fn read_back_wrong(array: &mut SimArray, at: u64, block: &[u8]) -> Option<String> {
+    match array.read(at, (block.len() / SECTOR) as u64) {
+        Ok(got) if got == block => None,
+        Ok(_) => Some("read back wrong".into()),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
 #[test]
 fn a_write_before_the_initial_resync_survives_its_member_failing() {
     let mut wrong = Vec::new();
@@ -74,10 +83,8 @@ fn a_write_before_the_initial_resync_survives_its_member_failing() {
         let mut array = made_over_old_contents(3100 + seed);
         assert!(array.engine.resync_owed());
         let (block, at) = write_then_lose_its_member(&mut array, 3);
-        match array.read(at, 8) {
-            Ok(got) if got == block => {}
-            Ok(_) => wrong.push((seed, "read back wrong".to_string())),
-            Err(e) => wrong.push((seed, e.to_string())),
+        if let Some(what) = read_back_wrong(&mut array, at, &block) {
+            wrong.push((seed, what));
         }
     }
     assert!(
@@ -97,10 +104,8 @@ fn the_owed_initial_resync_outlives_a_crash() {
         array.run();
         assert!(array.engine.resync_owed());
         let (block, at) = write_then_lose_its_member(&mut array, 5);
-        match array.read(at, 8) {
-            Ok(got) if got == block => {}
-            Ok(_) => wrong.push((seed, "read back wrong".to_string())),
-            Err(e) => wrong.push((seed, e.to_string())),
+        if let Some(what) = read_back_wrong(&mut array, at, &block) {
+            wrong.push((seed, what));
         }
     }
     assert!(
@@ -176,10 +181,8 @@ fn a_clean_stop_part_way_through_the_initial_resync_keeps_the_rest_owed() {
         assert!(array.engine.resync_owed());
         let stripes = array.engine.geometry().stripes();
         let (block, at) = write_then_lose_its_member(&mut array, stripes - 2);
-        match array.read(at, 8) {
-            Ok(got) if got == block => {}
-            Ok(_) => wrong.push((seed, reached, "read back wrong".to_string())),
-            Err(e) => wrong.push((seed, reached, e.to_string())),
+        if let Some(what) = read_back_wrong(&mut array, at, &block) {
+            wrong.push((seed, reached, what));
         }
     }
     assert!(
@@ -211,10 +214,8 @@ fn a_block_written_before_the_initial_resync_that_fails_to_read_is_rebuilt() {
         let member = geo.stripe_map(stripe).data_member(1);
         let sector = stripe * u64::from(geo.chunk_sectors());
         array.add_bad_range(member, sector..sector + 8);
-        match array.read(at, 8) {
-            Ok(got) if got == block => {}
-            Ok(_) => wrong.push((seed, "read back wrong".to_string())),
-            Err(e) => wrong.push((seed, e.to_string())),
+        if let Some(what) = read_back_wrong(&mut array, at, &block) {
+            wrong.push((seed, what));
         }
     }
     assert!(

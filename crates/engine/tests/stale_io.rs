@@ -65,6 +65,29 @@ fn a_resync_does_not_read_a_newcomer_for_the_member_it_replaced() {
     );
 }
 
+/// Eight reads of `len` sectors each, one after the other from the start, in flight
+/// when a spare steps in for `member`: the ones that fail or answer other than `data`.
+fn reads_in_flight_as_a_spare_steps_in(
+    array: &mut SimArray,
+    data: &[u8],
+    len: u64,
+    member: MemberIdx,
+) -> Vec<usize> {
+    let reads: Vec<_> = (0..8u64).map(|i| array.start_read(i * len, len)).collect();
+    spare_steps_in(array, member);
+    let replies = array.run();
+    let bytes = len as usize * SECTOR;
+    reads
+        .into_iter()
+        .enumerate()
+        .filter(|&(i, (id, buf))| {
+            let ok = replies.iter().any(|r| r.id == id && r.result.is_ok());
+            !ok || array.engine.buffers().get(buf) != &data[i * bytes..(i + 1) * bytes]
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// Client reads of a mirror in flight when the copy they went to is replaced: they
 /// are answered from the copy that holds the data, not from the newcomer.
 #[test]
@@ -79,19 +102,9 @@ fn client_reads_in_flight_are_not_answered_from_a_newcomer() {
         array.rng().fill(&mut data);
         array.write(0, &data).expect("fill");
         array.flush().expect("flush");
-        let reads: Vec<_> = (0..8u64).map(|i| array.start_read(i * 32, 32)).collect();
-        spare_steps_in(
-            &mut array,
-            MemberIdx(u16::try_from(seed % 2).expect("0 or 1")),
-        );
-        let replies = array.run();
-        for (i, (id, buf)) in reads.into_iter().enumerate() {
-            let ok = replies.iter().any(|r| r.id == id && r.result.is_ok());
-            let at = i * 32 * SECTOR;
-            let got = array.engine.buffers().get(buf);
-            if !ok || got != &data[at..at + 32 * SECTOR] {
-                wrong.push((seed, i));
-            }
+        let member = MemberIdx(u16::try_from(seed % 2).expect("0 or 1"));
+        for i in reads_in_flight_as_a_spare_steps_in(&mut array, &data, 32, member) {
+            wrong.push((seed, i));
         }
     }
     assert!(
@@ -106,16 +119,8 @@ fn stripe_reads_in_flight_are_not_answered_from_a_newcomer() {
     let mut wrong = Vec::new();
     for seed in 0..16u64 {
         let (mut array, data) = logged_array(Level::Raid5, 4, 3800 + seed);
-        let reads: Vec<_> = (0..8u64).map(|i| array.start_read(i * 48, 48)).collect();
-        spare_steps_in(&mut array, MemberIdx(1));
-        let replies = array.run();
-        for (i, (id, buf)) in reads.into_iter().enumerate() {
-            let ok = replies.iter().any(|r| r.id == id && r.result.is_ok());
-            let at = i * 48 * SECTOR;
-            let got = array.engine.buffers().get(buf);
-            if !ok || got != &data[at..at + 48 * SECTOR] {
-                wrong.push((seed, i));
-            }
+        for i in reads_in_flight_as_a_spare_steps_in(&mut array, &data, 48, MemberIdx(1)) {
+            wrong.push((seed, i));
         }
     }
     assert!(
