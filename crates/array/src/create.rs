@@ -353,11 +353,15 @@ pub fn create(
     let agreement_to_make = driver.engine().can_start_sync(SyncKind::Repair).is_ok();
     let to_sync = old_contents && !opts.assume_clean && (agreement_to_make || opts.integrity);
     // As md, in the background once the array runs, unless asked for now — or unless
-    // checksums must be learned first (integrity mode), or parity is short a member
+    // there is no resync to run it (integrity mode's checksums of a RAID-0, or of a
+    // level left without redundancy, are learned here), or parity is short a member
     // (a degraded parity array resyncs only once it is whole again, and until then
-    // would keep a RAID-6's P and Q disagreeing).
+    // would keep a RAID-6's P and Q disagreeing). In integrity mode the checksums of
+    // what the members hold are unknown until then: nothing is checked there, and
+    // reads and the resync learn them (as dm-integrity recalculates in the
+    // background).
     let degraded_parity = level.has_parity() && !missing.is_empty();
-    let background = !(opts.sync_now || opts.integrity || degraded_parity);
+    let background = !(opts.sync_now || !agreement_to_make || degraded_parity);
     let synced = to_sync && !background;
     let resync_owed = to_sync && background;
     if synced {

@@ -166,8 +166,9 @@ pub struct CreateArgs {
     /// background, as md starts one: it runs when the array is next opened to write
     /// (`xraid serve`, which serves clients meanwhile; `xraid status` follows it), and
     /// until it has passed a stripe, writes there make its parity from all of its data.
-    /// Integrity mode (whose checksums must be learned first) and a parity array made
-    /// with a role missing sync here either way.
+    /// In integrity mode the old contents' checksums are learned by it (and by reads)
+    /// meanwhile, unchecked until then. A parity array made with a role missing, and
+    /// an integrity-mode RAID-0, sync here either way.
     #[arg(long, conflicts_with = "assume_clean")]
     pub sync_now: bool,
     /// Member files or block devices, in role order (then the spares). The word

@@ -61,6 +61,10 @@ fn unit_bytes(level: u32) -> u64 {
 }
 /// Reads of the whole array go in pieces of this many bytes.
 const READ_PIECE: u64 = 1 << 20;
+/// How long a round waits for a resync to finish: a whole array's at the paced
+/// variants' 4 MB/s a member takes 2 s alone, more on a busy machine (the initial
+/// resync of an array made over old contents, or any without a bitmap to narrow it).
+const RESYNC_PATIENCE: Duration = Duration::from_secs(60);
 /// How long a client waits for a reply before giving up on the server.
 const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -1087,7 +1091,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
         // parity they may trust (read-modify-write) rather than a dirty array
         // (reconstruct-write only).
         if resyncing && rng.below(3) == 0 {
-            server.wait_for_log(0, &["resync done"]);
+            server.wait_for_log_within(0, &["resync done"], RESYNC_PATIENCE);
             resyncs_finished += 1;
         }
         if recovering && rng.below(3) == 0 {
@@ -1223,7 +1227,7 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
         recovers_finished += 1;
     }
     if server.stderr().contains("resync running") {
-        server.wait_for_log(0, &["resync done"]);
+        server.wait_for_log_within(0, &["resync done"], RESYNC_PATIENCE);
         let n = resync_mismatches_in(&server.stderr()).expect("a resync line");
         check_resync(n, &mut suspect, &tag, rounds);
         resync_mismatches += n;

@@ -134,6 +134,16 @@ impl Server {
     /// Waits (up to 5 s) for a log line after the first `since` lines that contains
     /// every one of `needles`, and returns it.
     pub fn wait_for_log(&self, since: usize, needles: &[&str]) -> String {
+        self.wait_for_log_within(since, needles, Duration::from_secs(5))
+    }
+
+    /// [`Server::wait_for_log`], waiting up to `patience`.
+    pub fn wait_for_log_within(
+        &self,
+        since: usize,
+        needles: &[&str],
+        patience: Duration,
+    ) -> String {
         let start = Instant::now();
         loop {
             let lines = self.log_lines();
@@ -145,7 +155,7 @@ impl Server {
                 return line.clone();
             }
             assert!(
-                start.elapsed() < Duration::from_secs(5),
+                start.elapsed() < patience,
                 "no log line with {needles:?} after line {since}; the log:\n{}",
                 self.stderr()
             );
