@@ -297,6 +297,14 @@ impl Engine {
         self.log.as_ref().is_some_and(|l| l.recovering())
     }
 
+    /// Whether the stripe log's rings held no marker or entry of the array at an open
+    /// that owed a resync: the log knows nothing of how its parity came to disagree
+    /// (made over old contents and not yet resynced, or left dirty by md or by a server
+    /// without the log), and vouches for it nowhere until the resync completes.
+    pub fn log_knew_nothing(&self) -> bool {
+        crate::ppl::knew_nothing(self)
+    }
+
     /// Read errors `member` returned so far.
     pub fn read_errors(&self, member: MemberIdx) -> u32 {
         self.read_errors[member.index()]

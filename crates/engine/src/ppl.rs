@@ -659,6 +659,9 @@ pub(crate) struct LogState {
     /// they were in went with it: no stripe's parity is vouched for until the owed
     /// resync completes.
     vouches_nowhere: bool,
+    /// The open found no marker or entry of the array on its rings while owing a
+    /// resync (see `scanned`).
+    knew_nothing: bool,
     /// Rows of data members whose contents the replay could not work out (see
     /// [`crate::unknown`]); named on every marker ([`FLAG_UNKNOWN_ROWS`]).
     pub(crate) unknown: crate::unknown::Unknown,
@@ -741,6 +744,7 @@ impl LogState {
             open_walks: Vec::new(),
             skipped_stripes: BTreeMap::new(),
             vouches_nowhere: false,
+            knew_nothing: false,
             unknown: crate::unknown::Unknown::default(),
             flush_round: 0,
             marker_number: 0,
@@ -2066,6 +2070,9 @@ fn scanned(engine: &mut Engine) {
                             * rows
                             * SECTOR_BYTES))
     });
+    // Whether the rings hold an entry of this array: a marker may not have followed it
+    // yet (an open that owes no resync writes its first at its first flush).
+    let entries_found = found.iter().any(|e| !e.marker);
     let durable = found.iter().map(|e| e.durable).max().unwrap_or(0);
     let max_seq = found
         .iter()
@@ -2104,6 +2111,8 @@ fn scanned(engine: &mut Engine) {
     let mut open_walks = vec![(lost_now.clone(), 0)];
     let mut listed_for = 0;
     let mut vouches_nowhere = false;
+    // The rule below for rings that know nothing of the array fired.
+    let mut knew_nothing = false;
     let mut skipped_earlier: Vec<(u64, u32, u32)> = Vec::new();
     if let Some((_, true, masks)) = owed.filter(|_| engine.resync_owed) {
         // A replay before this one could not vouch for parity, and no resync has
@@ -2120,18 +2129,24 @@ fn scanned(engine: &mut Engine) {
             .collect();
         listed_for = listed;
         open_walks.push((earlier, listed));
-    } else if engine.resync_owed && newest_marker.is_none() && !ring_newest.is_empty() {
-        // Rings read, and none holds a marker of this array: no open to write has
-        // finished its replay since the array was made (one ends with a marker when it
-        // owes a resync), so nothing says its parity ever agreed with its data — an
-        // array made over old contents whose initial resync is still to run, or one
-        // md made and never resynced. The resync stays owed as after a replay that
-        // skipped entries (the marker at the replay's end carries that to a later
-        // open): writes ahead of it make parity from all the stripe's data, never
-        // from the old parity. What parity says is still trusted to rebuild a row:
-        // wherever a client wrote since the array was made it agrees, and a row
-        // nobody wrote holds nothing anybody wrote (md rebuilds it so too).
+    } else if engine.resync_owed
+        && newest_marker.is_none()
+        && !entries_found
+        && !ring_newest.is_empty()
+    {
+        // Rings read, and none holds a marker or an entry of this array, which owes a
+        // resync: the log knows nothing of how its parity came to disagree — an array
+        // made over old contents whose initial resync is still to run (an open that
+        // owes a resync writes a marker before any client write), one md made and
+        // never resynced, or one left dirty by md or by a server without the log.
+        // Nothing says parity ever agreed with the data, or where a cut-off write
+        // tore it: the log vouches for it nowhere (as after a replay that skipped
+        // entries it could not pin), the resync stays owed — writes ahead of it make
+        // parity from all the stripe's data, never from the old parity — and the
+        // marker at the replay's end carries that to a later open.
         engine.stats.log_entries_skipped += 1;
+        vouches_nowhere = true;
+        knew_nothing = true;
     }
     let mut lost_rings: Vec<MemberIdx> = Vec::new();
     for (lost, _) in &open_walks {
@@ -2147,6 +2162,7 @@ fn scanned(engine: &mut Engine) {
     log.listed_for = listed_for;
     log.open_walks = open_walks;
     log.vouches_nowhere = vouches_nowhere;
+    log.knew_nothing = knew_nothing;
     log.skipped_stripes.clear();
     for (stripe, lo, hi) in skipped_earlier {
         add_band(log.skipped_stripes.entry(stripe).or_default(), lo, hi);
@@ -2671,6 +2687,12 @@ pub(crate) fn vouches_for(
         || l.lost_rings.contains(&parity)
         || (unpinned && l.vouches_nowhere);
     !in_doubt
+}
+
+/// Whether the open found no marker or entry of the array on its rings while owing a
+/// resync (see [`LogState::knew_nothing`]).
+pub(crate) fn knew_nothing(engine: &Engine) -> bool {
+    engine.log.as_ref().is_some_and(|l| l.knew_nothing)
 }
 
 /// A device joined the array (a member back or new, a replacement taking its role):

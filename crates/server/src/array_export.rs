@@ -258,18 +258,25 @@ pub(crate) fn spawn(
         pool: IoBufPool::new(),
         published: Arc::new(Published::new(Some(array.driver().device_io_watch()))),
     };
-    if let Some(p) = array.driver().engine().sync_progress() {
+    let engine = array.driver_ref().engine();
+    // The stripe log found nothing of the array on its rings while a resync is owed.
+    let knew_nothing = engine.log_knew_nothing();
+    let whole = engine.is_whole();
+    if let Some(p) = engine.sync_progress() {
         let why = match p.kind {
             xraid_engine::SyncKind::Recover => "has members being rebuilt: recover".to_owned(),
             _ if array.made_unsynced() => {
                 "was made over old contents (parity or copies are made to agree with them): initial resync".to_owned()
             }
+            kind if knew_nothing => format!(
+                "owes a resync its stripe log knows nothing of (not resynced since it was made, or left dirty by md or by a server without the log): {}",
+                kind.name()
+            ),
             kind if array.stopped_mid_resync() => {
                 format!("was stopped with its resync part done: {}", kind.name())
             }
             kind => format!("was not stopped cleanly: {}", kind.name()),
         };
-        let engine = array.driver().engine();
         let bitmap = match (engine.write_intent_dirty(), engine.write_intent_chunks()) {
             (Some(dirty), Some(chunks)) if p.kind == xraid_engine::SyncKind::Resync => format!(
                 " (only the {dirty} chunks of {chunks} the write-intent bitmap marks dirty)"
@@ -280,12 +287,23 @@ pub(crate) fn spawn(
             "array '{name}' {why} running in the background from unit {} of {}{bitmap}",
             p.done_below, p.total_units
         ));
-    } else if array.made_unsynced() && array.resync_pending() {
-        log::error(&format!(
-            "array '{name}' was made over old contents and is degraded before its initial resync: parity agrees with the data only where clients have written since, and the resync follows once a member takes the missing one's place and is rebuilt"
+    } else if !array.was_dirty() {
+    } else if read_only {
+        log::info(&format!(
+            "array '{name}' owes a resync (not stopped cleanly, or not resynced since it was made); served read-only, it waits for a server that writes"
         ));
-    } else if array.was_dirty() && array.stripe_log_sectors().is_some() {
-        if array.driver().engine().stats().log_entries_skipped == 0 {
+    } else if whole {
+        // Nothing to resync with (RAID-0).
+    } else if array.made_unsynced() {
+        log::error(&format!(
+            "array '{name}' was made over old contents and is degraded before its initial resync: a missing member's rows nobody wrote since are rebuilt from parity that never agreed with them; the resync follows once a member takes the missing one's place and is rebuilt"
+        ));
+    } else if knew_nothing {
+        log::error(&format!(
+            "array '{name}' owes a resync its stripe log knows nothing of (not resynced since it was made, or left dirty by md or by a server without the log) and is degraded: a missing member's rows in a stripe a cut-off write tore are rebuilt wrong from its parity (md's write hole); the resync follows once a member takes the missing one's place and is rebuilt"
+        ));
+    } else if array.stripe_log_sectors().is_some() {
+        if engine.stats().log_entries_skipped == 0 {
             log::info(&format!(
                 "array '{name}' was not stopped cleanly and is degraded: the stripe log put parity right where writes were cut off"
             ));
@@ -296,7 +314,7 @@ pub(crate) fn spawn(
         }
     } else if array.resync_pending() {
         log::error(&format!(
-            "array '{name}' was not stopped cleanly and is degraded: parity cannot be checked against the missing member (md's write hole); the resync follows once a member takes its place and is rebuilt"
+            "array '{name}' was not stopped cleanly and is degraded: parity cannot be checked against the missing member (md's write hole); the resync follows once a member takes the missing one's place and is rebuilt"
         ));
     }
     let worker = Worker {

@@ -27,6 +27,7 @@ mod nbd_tls;
 mod offline_safety;
 mod replace;
 mod reporting;
+mod review_initial_resync;
 mod roundtrip;
 mod scrub;
 mod serve_output;
