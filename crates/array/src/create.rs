@@ -71,8 +71,8 @@ pub struct CreateOptions {
     /// Run the initial sync here, before `create` returns. Without it, an array made
     /// over old contents owes a resync (md's `resync_offset` 0, every bitmap bit set)
     /// that runs in the background when it is next opened to write, as md starts
-    /// one at once; integrity mode, and a parity array made degraded, sync here
-    /// either way (see [`create`]).
+    /// one at once; a parity array made degraded, and an integrity-mode one with no
+    /// redundancy (a RAID-0), sync here either way (see [`create`]).
     pub sync_now: bool,
     /// Hot spares, added once the array is made; checked with the members, before
     /// anything is written, so that a spare that cannot be one refuses the whole create.

@@ -54,8 +54,10 @@ pub struct Array {
     /// md's `resync_offset` at open when the array had not been stopped cleanly: where
     /// a resync must (go on to) start. Cleared when a resync completes.
     resync_from: Option<u64>,
-    /// The array was made over old contents and never opened to write since: its
-    /// resync is the initial one (md's too, after `mdadm --create`).
+    /// The array was made over old contents and nothing has written its superblocks
+    /// since (their event count is still create's 0): the resync it owes is the
+    /// initial one (md's too, after `mdadm --create`). An offline command that
+    /// writes them first (fail, add, write) makes it look like any other.
     made_unsynced: bool,
     /// Per role, the recovery offset of a member being rebuilt (md's `recovery_offset`
     /// with the RECOVERY_OFFSET feature), as found at open.
@@ -909,8 +911,9 @@ impl Array {
         self.resync_from.is_some_and(|sector| sector > 0)
     }
 
-    /// Whether the array was made over old contents and never opened to write since
-    /// (found so at open): the resync it owes is its initial one.
+    /// Whether the array was made over old contents and its superblocks have not been
+    /// written since (found so at open; see the field): the resync it owes is its
+    /// initial one.
     pub fn made_unsynced(&self) -> bool {
         self.made_unsynced
     }

@@ -1271,8 +1271,6 @@ impl Engine {
         }
     }
 
-    /// Whether `member` holds good data for sync unit `unit` (and so serves reads
-    /// there and takes writes).
     /// Whether the completion being handled is of an I/O sent to the device that
     /// served its slot before a newcomer took the slot (a hot spare stepping into a
     /// failed role). A read's bytes are then not the role's: the role's device holds
@@ -1284,6 +1282,8 @@ impl Engine {
         self.stale_member.is_some()
     }
 
+    /// Whether `member` holds good data for sync unit `unit` (and so serves reads
+    /// there and takes writes).
     pub(crate) fn in_sync(&self, member: MemberIdx, unit: u64) -> bool {
         match self.members[member.index()] {
             MemberState::Active => true,
