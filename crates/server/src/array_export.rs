@@ -1293,6 +1293,14 @@ impl Worker {
                     ))
                 }
                 Event::LogRecovered {
+                    replayed: 0,
+                    worked_out: 0,
+                    unknown: 0,
+                } => log::info(&format!(
+                    "array '{}': stripe log read; nothing to replay",
+                    self.name
+                )),
+                Event::LogRecovered {
                     replayed,
                     worked_out,
                     unknown,
