@@ -1005,28 +1005,34 @@ fn devices_the_array_holds_are_opened_again_where_files_are() {
     ok(&["fail", p(&disks), p(&disks.join("d3"))]);
     ok(&["add", "--spare", p(&disks), p(&s0)]);
     let server = Server::tcp(dir.path(), &[p(&disks)]);
-    // While served: s1 a spare; d2 fails, s1 steps in.
+    // Waits until the array is whole: a member being rebuilt is done (failing another
+    // before would lose the array, and is refused).
+    let wait_whole = |rebuilt: &str| {
+        let start = std::time::Instant::now();
+        loop {
+            let s: serde_json::Value =
+                serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
+            if s["degraded"] == false {
+                break;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(120),
+                "{rebuilt} was not rebuilt in two minutes: {s}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    // While served: s1 a spare; once s0 is rebuilt, d2 fails and s1 steps in.
     let out = ok_once_let_go(&["add", "--spare", p(&disks), p(&s1)]);
     assert!(out.contains("hot spare"), "{out}");
+    wait_whole("s0");
     ok(&["fail", p(&disks), p(&disks.join("d2"))]);
     // d3 (stale, left out at assembly) comes back as a spare; d2 too.
     ok_once_let_go(&["add", "--spare", p(&disks), p(&disks.join("d3"))]);
     ok_once_let_go(&["add", "--spare", p(&disks), p(&disks.join("d2"))]);
-    // Once s1 is rebuilt (failing another member before would lose the array): fail
-    // d1; d3 (a spare now) takes it; d1 comes back into nothing: a spare.
-    let whole = std::time::Instant::now();
-    loop {
-        let s: serde_json::Value =
-            serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
-        if s["degraded"] == false {
-            break;
-        }
-        assert!(
-            whole.elapsed() < std::time::Duration::from_secs(120),
-            "s1 was not rebuilt in two minutes: {s}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    // Once s1 is rebuilt: fail d1; d3 (a spare now) takes it; d1 comes back into
+    // nothing: a spare.
+    wait_whole("s1");
     ok(&["fail", p(&disks), p(&disks.join("d1"))]);
     ok_once_let_go(&["add", p(&disks), p(&disks.join("d1"))]);
     // Replace d0 onto the spare d2.

@@ -9,6 +9,25 @@ fn status(disks: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status JSON")
 }
 
+/// A RAID-5 of four 16 MiB members of `seed`'s random bytes in `dir`/disks: its
+/// initial resync owed. Returns the folder and the members' paths.
+fn raid5_over_old_contents(dir: &std::path::Path, seed: u64) -> (std::path::PathBuf, Vec<String>) {
+    let disks = dir.join("disks");
+    std::fs::create_dir(&disks).expect("disks");
+    let names: Vec<String> = (0..4)
+        .map(|i| {
+            let m = disks.join(format!("d{i}"));
+            std::fs::write(&m, random_bytes(16 << 20, seed + i)).expect("member");
+            p(&m).to_owned()
+        })
+        .collect();
+    let mut args = vec!["create", "-l", "5", "-c", "64K"];
+    args.extend(names.iter().map(String::as_str));
+    let out = ok(&args);
+    assert!(out.contains("in the background"), "{out}");
+    (disks, names)
+}
+
 /// A degraded RAID-5 made on zeros (nothing owed), served, written, and killed
 /// before its first flush: the restart's replay reads every entry and puts parity
 /// right ("the stripe log put parity right"), and a clean stop then marks the array
@@ -61,19 +80,7 @@ fn a_kill_before_the_first_flush_of_a_degraded_array_is_not_reported_as_a_lost_r
 #[test]
 fn a_whole_array_made_over_old_contents_served_read_only_is_not_called_degraded() {
     let dir = tempdir();
-    let disks = dir.path().join("disks");
-    std::fs::create_dir(&disks).expect("disks");
-    let names: Vec<String> = (0..4)
-        .map(|i| {
-            let m = disks.join(format!("d{i}"));
-            std::fs::write(&m, random_bytes(16 << 20, 40 + i)).expect("member");
-            p(&m).to_owned()
-        })
-        .collect();
-    let mut args = vec!["create", "-l", "5", "-c", "64K"];
-    args.extend(names.iter().map(String::as_str));
-    let out = ok(&args);
-    assert!(out.contains("in the background"), "{out}");
+    let (disks, _) = raid5_over_old_contents(dir.path(), 40);
     let server = Server::tcp(dir.path(), &["--read-only", p(&disks)]);
     // Its view of the array is logged before it listens.
     let said = server.stderr();
@@ -93,18 +100,7 @@ fn a_whole_array_made_over_old_contents_served_read_only_is_not_called_degraded(
 #[test]
 fn an_array_failed_offline_before_its_initial_resync_is_not_reported_as_a_crash() {
     let dir = tempdir();
-    let disks = dir.path().join("disks");
-    std::fs::create_dir(&disks).expect("disks");
-    let names: Vec<String> = (0..4)
-        .map(|i| {
-            let m = disks.join(format!("d{i}"));
-            std::fs::write(&m, random_bytes(16 << 20, 50 + i)).expect("member");
-            p(&m).to_owned()
-        })
-        .collect();
-    let mut args = vec!["create", "-l", "5", "-c", "64K"];
-    args.extend(names.iter().map(String::as_str));
-    ok(&args);
+    let (disks, names) = raid5_over_old_contents(dir.path(), 50);
     ok(&["fail", p(&disks), &names[3]]);
     let server = Server::tcp(dir.path(), &[p(&disks)]);
     // Its view of the array is logged before it listens.
