@@ -378,6 +378,10 @@ impl Array {
             // owed, and a flag an earlier replay left counts only then. The superblocks
             // say 0 while the array runs: anything else is where a clean stop left
             // the resync.
+            // Made over old contents, and nothing has written it since (the first
+            // open to write gives the superblocks a new event count): its initial
+            // resync.
+            0 if assembled.superblock.events == 0 => driver.engine_mut().owe_initial_resync(),
             0 => driver.engine_mut().owe_resync(),
             from => driver.engine_mut().owe_resync_after_a_clean_stop(from),
         }

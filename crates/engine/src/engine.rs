@@ -169,6 +169,9 @@ pub struct Engine {
     /// unit (md's resync_offset): nothing was cut off since (see
     /// [`Engine::owe_resync_after_a_clean_stop`]).
     pub(crate) resync_after_clean_stop: Option<u64>,
+    /// The resync owed is the array's initial one and nothing has written it since it
+    /// was made (see [`Engine::owe_initial_resync`]).
+    pub(crate) initial_resync: bool,
     /// A resync has gone over the whole array since it was opened: parity is in doubt
     /// nowhere (see `sync::parity_in_doubt`), even where the resync stays owed.
     pub(crate) resync_passed: bool,
@@ -245,6 +248,7 @@ impl Engine {
             rebuilt_floor: vec![0; roles],
             recorded_floor: vec![0; roles],
             resync_owed: false,
+            initial_resync: false,
             resync_after_clean_stop: None,
             resync_passed: false,
             fresh_parity: HashMap::new(),
@@ -1356,6 +1360,21 @@ impl Engine {
     pub fn owe_resync(&mut self) {
         self.resync_owed = true;
         self.resync_after_clean_stop = None;
+        self.initial_resync = false;
+    }
+
+    /// [`Engine::owe_resync`] for an array made over old contents that nothing has
+    /// written since (md's `resync_offset` 0 and its superblocks' first event count):
+    /// its parity never agreed with its data, but no write was ever cut off either.
+    /// The stripe log, which holds nothing of it yet, keeps the resync owed and writes
+    /// ahead of it away from the old parity, yet lets a row that fails to read be
+    /// rebuilt from parity as md would: wherever a client writes from now on, it makes
+    /// parity from all the stripe's data, and the first marker carries that on. (An
+    /// array whose log knows nothing of it otherwise — left dirty by md or by a server
+    /// without the log — may hold parity a cut-off write tore, and is not trusted.)
+    pub fn owe_initial_resync(&mut self) {
+        self.owe_resync();
+        self.initial_resync = true;
     }
 
     /// [`Engine::owe_resync`] where the array was stopped cleanly with its resync

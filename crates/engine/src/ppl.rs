@@ -2143,9 +2143,12 @@ fn scanned(engine: &mut Engine) {
         // tore it: the log vouches for it nowhere (as after a replay that skipped
         // entries it could not pin), the resync stays owed — writes ahead of it make
         // parity from all the stripe's data, never from the old parity — and the
-        // marker at the replay's end carries that to a later open.
+        // marker at the replay's end carries that to a later open. Where the driver
+        // knows the resync is the initial one of an array nothing has written (see
+        // `Engine::owe_initial_resync`), no write was ever cut off: parity a client
+        // write makes from now on is trusted to rebuild a row, as md trusts it.
         engine.stats.log_entries_skipped += 1;
-        vouches_nowhere = true;
+        vouches_nowhere = !engine.initial_resync;
         knew_nothing = true;
     }
     let mut lost_rings: Vec<MemberIdx> = Vec::new();

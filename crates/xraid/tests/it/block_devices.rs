@@ -286,13 +286,9 @@ fn filled_raid5(dir: &Path, devices: &[PathBuf], seed: u64) -> (PathBuf, Vec<u8>
     let disks = linked(dir, &links);
     let members: Vec<PathBuf> = names.iter().map(|n| disks.join(n)).collect();
     let members: Vec<&str> = members.iter().map(|m| p(m)).collect();
-    // Synced here: the tests that use it are about devices that fail, and an initial
-    // resync still owed would have rows that fail to read refused rather than rebuilt
-    // (see initial_resync.rs).
-    run_quiet(&with(
-        &["create", "-l", "5", "-c", "64K", "--sync-now"],
-        &members,
-    ));
+    // Devices hold whatever they held: the initial resync is owed, and runs under the
+    // tests' writes and failures.
+    run_quiet(&with(&["create", "-l", "5", "-c", "64K"], &members));
     let data = random_bytes(ARRAY_BYTES, seed);
     let image = dir.join("image.raw");
     std::fs::write(&image, &data).expect("image");
