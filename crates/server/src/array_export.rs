@@ -438,8 +438,19 @@ impl Worker {
             self.fail_everything();
             return false;
         }
+        // Closed with a resync still owed, the array is flushed but not marked clean:
+        // its superblocks record where the resync got to.
+        let resync_left = self.array.resync_pending();
         match self.array.close() {
-            Ok(()) => true,
+            Ok(()) => {
+                if resync_left {
+                    log::info(&format!(
+                        "array '{}': flushed, with its resync unfinished: the superblocks record where it got to (md reads the array as active until it is done), and the next start goes on from there",
+                        self.name
+                    ));
+                }
+                true
+            }
             Err(e) => {
                 log::error(&format!(
                     "array '{}': could not mark it clean: {e}",

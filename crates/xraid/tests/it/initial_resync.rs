@@ -76,7 +76,12 @@ fn an_array_made_over_old_contents_resyncs_in_the_background_while_served() {
     let live = status(&disks);
     assert_eq!(live["sync"]["kind"], "resync", "{live}");
     assert!(live["sync"]["done_percent"].as_u64() < Some(80), "{live}");
-    server.stop();
+    let stopped = server.stop();
+    assert!(
+        stopped.stderr.contains("with its resync unfinished"),
+        "{}",
+        stopped.stderr
+    );
 
     let server = Server::tcp(dir.path(), &[p(&disks)]);
     let resumed = server.wait_for_log(0, &["resync part done", "from unit"]);
