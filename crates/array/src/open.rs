@@ -370,6 +370,11 @@ impl Array {
                 bad_outside.insert(path.clone(), bad.outside);
             }
         }
+        // Made over old contents, and nothing has written it since (the first open to
+        // write gives the superblocks a new event count): the resync owed is its
+        // initial one.
+        let made_unsynced =
+            assembled.superblock.resync_offset == 0 && assembled.superblock.events == 0;
         match assembled.superblock.resync_offset {
             u64::MAX => {}
             // Until its resync completes (it may wait for a recover), mirrors read the
@@ -378,10 +383,7 @@ impl Array {
             // owed, and a flag an earlier replay left counts only then. The superblocks
             // say 0 while the array runs: anything else is where a clean stop left
             // the resync.
-            // Made over old contents, and nothing has written it since (the first
-            // open to write gives the superblocks a new event count): its initial
-            // resync.
-            0 if assembled.superblock.events == 0 => driver.engine_mut().owe_initial_resync(),
+            0 if made_unsynced => driver.engine_mut().owe_initial_resync(),
             0 => driver.engine_mut().owe_resync(),
             from => driver.engine_mut().owe_resync_after_a_clean_stop(from),
         }
@@ -430,8 +432,6 @@ impl Array {
             u64::MAX => None,
             sector => Some(sector),
         };
-        // The first open to write gives the superblocks a new event count.
-        let made_unsynced = resync_from == Some(0) && assembled.superblock.events == 0;
         let mut array = Array {
             driver,
             superblocks,

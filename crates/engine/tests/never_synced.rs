@@ -11,7 +11,7 @@ mod common;
 use common::SECTOR;
 
 use xraid_engine::sim::SimArray;
-use xraid_engine::{EngineConfig, Event, SyncKind};
+use xraid_engine::{Event, SyncKind};
 use xraid_layout::{Geometry, Layout, Level};
 
 /// A RAID-5 of 6 members (a one-chunk write is cheaper as read-modify-write there),
@@ -32,13 +32,7 @@ fn made_over_old_contents_of(seed: u64, member_sectors: u64) -> SimArray {
         member_sectors,
     )
     .expect("geometry");
-    let mut array = SimArray::new(geo, seed);
-    array.engine.set_config(EngineConfig {
-        log_sectors: 256,
-        fua_writes: seed % 2 == 1,
-        ..EngineConfig::default()
-    });
-    array.run();
+    let mut array = common::blank_array_on(geo, seed, 256);
     array.power_cut_with(|a| {
         for m in 0..a.members.len() {
             let mut old = std::mem::take(&mut a.members[m].data);

@@ -4,7 +4,6 @@
 mod common;
 use common::SECTOR;
 
-use xraid_engine::sim::SimArray;
 use xraid_engine::{EngineConfig, MemberIdx};
 use xraid_layout::{Geometry, Layout, Level};
 
@@ -15,13 +14,7 @@ use xraid_layout::{Geometry, Layout, Level};
 fn skipped_after_a_cut_before_the_first_flush(seed: u64, degraded: bool) -> u64 {
     let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 4, 16, 256)
         .expect("geometry");
-    let mut array = SimArray::new(geo, seed);
-    array.engine.set_config(EngineConfig {
-        log_sectors: 256,
-        fua_writes: seed % 2 == 1,
-        ..EngineConfig::default()
-    });
-    array.run();
+    let mut array = common::blank_array_on(geo, seed, 256);
     if degraded {
         array.kill_member(MemberIdx(3));
         array.engine.fail_member(MemberIdx(3));

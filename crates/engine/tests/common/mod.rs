@@ -24,6 +24,21 @@ pub fn filled_array(level: Level, disks: u16, seed: u64, log_sectors: u64) -> (S
 /// [`filled_array`] of geometry `geo`.
 #[allow(dead_code)]
 pub fn filled_array_on(geo: Geometry, seed: u64, log_sectors: u64) -> (SimArray, Vec<u8>) {
+    let mut array = blank_array_on(geo, seed, log_sectors);
+    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
+    array.rng().fill(&mut data);
+    array.write(0, &data).expect("fill");
+    array.flush().expect("flush");
+    // The (empty) replay at the start is not the one a test looks for.
+    array.take_events();
+    (array, data)
+}
+
+/// An array of geometry `geo` on zero-filled members, opened with a ring of
+/// `log_sectors` (0: no stripe log); on odd seeds its log batches go out as durable
+/// (FUA) writes.
+#[allow(dead_code)]
+pub fn blank_array_on(geo: Geometry, seed: u64, log_sectors: u64) -> SimArray {
     let mut array = SimArray::new(geo, seed);
     array.engine.set_config(EngineConfig {
         log_sectors,
@@ -32,13 +47,7 @@ pub fn filled_array_on(geo: Geometry, seed: u64, log_sectors: u64) -> (SimArray,
         ..EngineConfig::default()
     });
     array.run();
-    let mut data = vec![0u8; geo.array_sectors() as usize * SECTOR];
-    array.rng().fill(&mut data);
-    array.write(0, &data).expect("fill");
-    array.flush().expect("flush");
-    // The (empty) replay at the start is not the one a test looks for.
-    array.take_events();
-    (array, data)
+    array
 }
 
 /// A power cut after which `member`'s sectors `rows` fail to read while the stripe
