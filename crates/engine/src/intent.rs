@@ -21,7 +21,10 @@
 //!   array (the bits are what a returning member catches up on).
 //!
 //! Bits found set when the bitmap was loaded are kept until a resync or recover has
-//! been over them (they are the work list after a crash).
+//! been over them (they are the work list after a crash). A resync releases them as
+//! it goes, chunk by chunk behind it, so that they are cleared while it runs and a
+//! crash midway resyncs only what it had not reached (md ends the sync of the chunks
+//! behind its resync the same way, `md_bitmap_cond_end_sync`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -74,6 +77,9 @@ struct Round {
     buf: BufId,
     /// Flush before writing (clear) or after (set); which step runs now.
     writing: bool,
+    /// A set round's writes went out durable (FUA): no flush follows them. Decided
+    /// when they are issued, whatever the configuration says by the time they end.
+    durable_writes: bool,
     /// I/Os of the current step still out.
     pending: u32,
     /// The chunks a clear round clears (none: a set round).
@@ -117,8 +123,16 @@ pub(crate) struct WriteIntent {
     /// Clear every quiet bit at once, without waiting `clear_after` (a clean stop).
     clear_now: bool,
     /// Bits found set at load: what a resync after a crash must visit. Only a
-    /// completed resync lets them go (client writes there and recovers do not).
+    /// resync lets them go, behind it as it runs or all at its end (client writes
+    /// there and recovers do not).
     pinned: Vec<u8>,
+    /// The running resync has released the chunks below this one (see
+    /// [`release_behind_resync`]), last at `resync_released_at`.
+    resync_released: u64,
+    resync_released_at: Nanos,
+    /// Whether the running resync may release chunks: the array has been whole since
+    /// it started (behind a resync on a degraded array parity was not checked).
+    resync_may_release: bool,
     /// The driver has written a bitmap superblock whose `events_cleared` is current
     /// on a whole array: only then may bits be cleared (md raises `events_cleared`
     /// before it clears, or a member that left earlier would be caught up from bits
@@ -157,6 +171,22 @@ impl WriteIntent {
             self.image[byte] |= mask;
         } else {
             self.image[byte] &= !mask;
+        }
+    }
+
+    fn unpin(&mut self, chunk: u64) {
+        let byte = usize::try_from(chunk / 8).expect("bits fit memory");
+        if let Some(b) = self.pinned.get_mut(byte) {
+            *b &= !(1 << (chunk % 8));
+        }
+    }
+
+    /// Chunks wholly below bitmap sector `front` (all of them at `u64::MAX`).
+    fn chunks_below(&self, front: u64) -> u64 {
+        if front == u64::MAX {
+            self.chunks
+        } else {
+            (front / self.chunk_sectors).min(self.chunks)
         }
     }
 
@@ -276,6 +306,9 @@ impl Engine {
             round: None,
             clear_now: false,
             pinned,
+            resync_released: 0,
+            resync_released_at: Nanos(0),
+            resync_may_release: false,
             clears_allowed: false,
             outstanding: vec![0; members],
             buf_users: HashMap::new(),
@@ -364,7 +397,7 @@ impl Engine {
     }
 
     /// Whether some chunk overlapping sync unit `unit` had its bit set when the bitmap
-    /// was loaded and no resync has completed since: a write may have been cut off
+    /// was loaded and no resync has been over it since: a write may have been cut off
     /// there. Without a bitmap, anywhere.
     pub(crate) fn unit_dirty_at_load(&self, unit: u64) -> bool {
         self.any_chunk_of_unit(unit, WriteIntent::is_pinned)
@@ -495,9 +528,22 @@ fn may_clear_now(engine: &Engine) -> bool {
     engine.intent.as_ref().is_some_and(|wi| wi.clears_allowed) && engine.is_whole()
 }
 
-/// Whether a clear round may start now: as [`may_clear_now`], and no sync running.
-fn may_clear(engine: &Engine) -> bool {
-    engine.sync.is_none() && may_clear_now(engine)
+/// The chunks below which a clear round may clear bits now: as [`may_clear_now`],
+/// and with no sync running every chunk; during a resync, those it has released
+/// behind it; during any other sync, none (a recover's or a check's work list is
+/// the bitmap as it stands).
+fn clear_limit(engine: &Engine) -> u64 {
+    let Some(wi) = engine.intent.as_ref() else {
+        return 0;
+    };
+    if !may_clear_now(engine) {
+        return 0;
+    }
+    match &engine.sync {
+        None => u64::MAX,
+        Some(_) if crate::sync::resync_front(engine).is_some() => wi.resync_released,
+        Some(_) => 0,
+    }
 }
 
 /// Chunks whose bit may be cleared now.
@@ -505,7 +551,8 @@ fn clearable(engine: &Engine) -> Vec<u64> {
     let Some(wi) = engine.intent.as_ref() else {
         return Vec::new();
     };
-    if !may_clear(engine) {
+    let limit = clear_limit(engine);
+    if limit == 0 {
         return Vec::new();
     }
     let now = engine.now().0;
@@ -513,7 +560,8 @@ fn clearable(engine: &Engine) -> Vec<u64> {
         .used
         .iter()
         .filter(|(c, u)| {
-            u.writers == 0
+            **c < limit
+                && u.writers == 0
                 && (wi.clear_now || u.quiet_since.0.saturating_add(wi.clear_after.0) <= now)
                 && wi.bit(**c)
                 && !wi.is_pinned(**c)
@@ -526,21 +574,80 @@ fn clearable(engine: &Engine) -> Vec<u64> {
     out
 }
 
-/// When the next bit may be cleared, if one is waiting for its quiet time.
+/// When the next bit may be cleared, if one is waiting for its quiet time, or the
+/// running resync may next release the chunks behind it.
 pub(crate) fn next_wakeup(engine: &Engine) -> Option<Nanos> {
     let wi = engine.intent.as_ref()?;
-    if wi.round.is_some() || !may_clear(engine) {
+    if wi.round.is_some() {
         return None;
+    }
+    let release = next_release(engine);
+    let limit = clear_limit(engine);
+    if limit == 0 {
+        return release;
     }
     wi.used
         .iter()
-        .filter(|(c, u)| u.writers == 0 && wi.bit(**c) && !wi.is_pinned(**c))
+        .filter(|(c, u)| **c < limit && u.writers == 0 && wi.bit(**c) && !wi.is_pinned(**c))
         .map(|(_, u)| Nanos(u.quiet_since.0.saturating_add(wi.clear_after.0)))
+        .chain(release)
         .min()
+}
+
+/// A sync started: a resync on a whole array releases the chunks behind it from
+/// the first quiet time on.
+pub(crate) fn sync_started(engine: &mut Engine) {
+    let now = engine.now();
+    let releases = crate::sync::resync_front(engine).is_some() && engine.is_whole();
+    if let Some(wi) = engine.intent.as_mut() {
+        wi.resync_released = 0;
+        wi.resync_released_at = now;
+        wi.resync_may_release = releases;
+    }
+}
+
+/// When the running resync may release the chunks it has passed since it last did.
+fn next_release(engine: &Engine) -> Option<Nanos> {
+    let wi = engine.intent.as_ref()?;
+    let front = crate::sync::resync_front(engine)?;
+    (wi.resync_may_release && engine.is_whole() && wi.chunks_below(front) > wi.resync_released)
+        .then(|| Nanos(wi.resync_released_at.0.saturating_add(wi.clear_after.0)))
+}
+
+/// A running resync releases the bits of the chunks wholly behind it — their copies
+/// or parity agree with their data now — so that a clear round may clear them
+/// while it goes on (md's `md_bitmap_cond_end_sync`); a crash midway then resyncs
+/// only what it had not reached. At most once per quiet time, so that the clear
+/// rounds (each a flush of every member) stay few.
+fn release_behind_resync(engine: &mut Engine) {
+    let Some(due) = next_release(engine) else {
+        return;
+    };
+    if engine.now() < due {
+        return;
+    }
+    let Some(front) = crate::sync::resync_front(engine) else {
+        return;
+    };
+    let now = engine.now();
+    let wi = engine.intent.as_mut().expect("a release is due");
+    let below = wi.chunks_below(front);
+    for c in wi.resync_released..below {
+        wi.unpin(c);
+        if wi.bit(c) {
+            wi.used.entry(c).or_insert(ChunkUse {
+                writers: 0,
+                quiet_since: Nanos(0),
+            });
+        }
+    }
+    wi.resync_released = below;
+    wi.resync_released_at = now;
 }
 
 /// Starts the next round if none runs: bits wanted first, then bits to clear.
 pub(crate) fn kick(engine: &mut Engine) {
+    release_behind_resync(engine);
     let Some(wi) = engine.intent.as_mut() else {
         return;
     };
@@ -593,6 +700,7 @@ fn start_round(engine: &mut Engine, blocks: Vec<u64>, cleared: Vec<u64>) {
         blocks,
         buf,
         writing: !clearing,
+        durable_writes: false,
         pending: 0,
         cleared,
         number: wi.rounds,
@@ -625,6 +733,9 @@ fn issue_step(engine: &mut Engine) {
     } else {
         durable
     };
+    if writing {
+        round.durable_writes = kind == IoKind::WriteFua;
+    }
     let per_member = if writing { writes.len() } else { 1 };
     round.pending = u32::try_from(members.len() * per_member).expect("few I/Os");
     let per = u32::try_from(per_member).expect("few I/Os");
@@ -756,6 +867,7 @@ pub(crate) fn member_gone(engine: &mut Engine, member: MemberIdx) {
     // whole array, before anything is cleared.
     if let Some(wi) = engine.intent.as_mut() {
         wi.clears_allowed = false;
+        wi.resync_may_release = false;
     }
     let owed = engine
         .intent
@@ -769,7 +881,7 @@ fn step_done(engine: &mut Engine) {
     let round = wi.round.as_mut().expect("a round runs");
     // Set rounds write then flush (or only write, durably); clear rounds flush then
     // write.
-    let fua_set = engine.config.fua_writes && !round.clearing();
+    let fua_set = round.durable_writes && !round.clearing();
     let more = round.clearing() != round.writing && !fua_set;
     if more && round.clearing() && !may_clear_now(engine) {
         // A member failed during the flush (its data may not be durable) or the array

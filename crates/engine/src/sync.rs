@@ -289,6 +289,7 @@ impl Engine {
             visited: 0,
             skipped: 0,
         });
+        crate::intent::sync_started(self);
         pump(self);
         Ok(())
     }
@@ -413,6 +414,22 @@ fn keep_rebuilt_progress(engine: &mut Engine, done: u64) {
             engine.recorded_floor[m] = engine.recorded_floor[m].max(engine.recovery_recorded);
         }
     }
+}
+
+/// Where a running resync stands, in the sectors the write-intent bitmap counts
+/// (member sectors; array sectors for RAID-10): every unit below is done, its copies
+/// or parity made to agree with its data (`u64::MAX` once every unit is). `None`
+/// when no resync runs or it was cancelled.
+pub(crate) fn resync_front(engine: &Engine) -> Option<u64> {
+    let s = engine
+        .sync
+        .as_ref()
+        .filter(|s| s.kind == SyncKind::Resync && !s.cancelled)?;
+    let done = done_below(s);
+    if done >= s.total {
+        return Some(u64::MAX);
+    }
+    Some(done * unit_sectors(engine))
 }
 
 /// Every unit below this one is done: neither in flight nor failed.

@@ -42,6 +42,10 @@ static CUTS_LOSING_UNKNOWN_ROWS: AtomicU64 = AtomicU64::new(0);
 static BATCHES_MID_RESYNC: AtomicU64 = AtomicU64::new(0);
 /// Resyncs after a power cut stopped part-way and started again from their checkpoint.
 static RESYNCS_STOPPED: AtomicU64 = AtomicU64::new(0);
+/// Power cuts while a resync ran (a kill -9 of the server during it), and of those,
+/// cuts after the resync had cleared bits behind it.
+static POWER_CUTS_MID_RESYNC: AtomicU64 = AtomicU64::new(0);
+static POWER_CUTS_MID_RESYNC_CLEARED: AtomicU64 = AtomicU64::new(0);
 
 use xraid_engine::sim::{SimArray, SimMemberHealth, SimRng};
 use xraid_engine::{
@@ -168,6 +172,9 @@ struct Story {
     /// Whether, and when, a member the power cut takes dies only once the stripe log's
     /// replay is under way (its own stream, so that other stories stay as they were).
     late_death: SimRng,
+    /// Whether the power fails while a resync runs, and after how long (its own
+    /// stream, so that other stories stay as they were).
+    mid_resync_cut: SimRng,
     log: Vec<String>,
 }
 
@@ -727,7 +734,28 @@ impl Story {
             .sync_progress()
             .is_some_and(|p| p.kind == SyncKind::Recover);
         let mid_recover = recovering && self.rng().below(2) == 0;
-        if !mid_recover {
+        // A resync running now (see `resync_after_cut`) is cut off too, after a
+        // while: what it cleared behind it stays cleared, and the next resync visits
+        // only what is still set.
+        let mid_resync = self
+            .array
+            .engine
+            .sync_progress()
+            .is_some_and(|p| p.kind == SyncKind::Resync);
+        let mut cleared_mid_resync = false;
+        if mid_resync {
+            let before = self.array.engine.write_intent_dirty();
+            let span = Nanos(self.mid_resync_cut.below(30_000_000));
+            self.array.pass_time(span);
+            cleared_mid_resync = self.array.engine.write_intent_dirty() < before;
+        }
+        let mid_resync = mid_resync
+            && self
+                .array
+                .engine
+                .sync_progress()
+                .is_some_and(|p| p.kind == SyncKind::Resync);
+        if !mid_recover && !mid_resync {
             self.finish_sync()?;
         }
         // On a whole array the resync makes parity agree again. With a member missing
@@ -794,6 +822,7 @@ impl Story {
             && faulty == failed
             && !unreadable
             && !mid_recover
+            && !mid_resync
             && !rebuilding
             && self.rng().below(3) == 0
         {
@@ -811,6 +840,12 @@ impl Story {
         if mid_recover {
             POWER_CUTS_MID_RECOVER.fetch_add(1, Ordering::Relaxed);
         }
+        if mid_resync {
+            POWER_CUTS_MID_RESYNC.fetch_add(1, Ordering::Relaxed);
+            if cleared_mid_resync {
+                POWER_CUTS_MID_RESYNC_CLEARED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         if !dies.is_empty() {
             POWER_CUTS_KILLING.fetch_add(1, Ordering::Relaxed);
         }
@@ -822,7 +857,13 @@ impl Story {
         }
         self.log.push(format!(
             "power cut{}{} (faulty members {faulty:?}, engine states {:?}, recorded units {:?})",
-            if mid_recover { " mid-recover" } else { "" },
+            if mid_recover {
+                " mid-recover"
+            } else if mid_resync {
+                " mid-resync"
+            } else {
+                ""
+            },
             if dies.is_empty() {
                 String::new()
             } else {
@@ -893,6 +934,8 @@ impl Story {
         };
         if mid_recover {
             self.array.power_cut_now_resuming_with(restart);
+        } else if mid_resync {
+            self.array.power_cut_now_with(restart);
         } else {
             self.array.power_cut_with(restart);
         }
@@ -1112,6 +1155,18 @@ impl Story {
                 }
                 self.batch(self.max_sectors())?;
             }
+        }
+        // Sometimes the power fails again while it runs (a server killed during its
+        // resync).
+        let resyncing = self
+            .array
+            .engine
+            .sync_progress()
+            .is_some_and(|p| p.kind == SyncKind::Resync);
+        if !resumed && resyncing && self.mid_resync_cut.below(3) == 0 {
+            self.power_cut()?;
+            // Unless a fault kept the cut away, its own resync has run by now.
+            return self.finish_sync();
         }
         // Sometimes the resync is stopped and started again from its checkpoint (a
         // server stopped and started): what it had done stays done.
@@ -1412,6 +1467,7 @@ fn tell_with(seed: u64, write_errors: bool, logs: bool) -> Result<(), (String, V
         ring_error: SimRng::new(seed ^ 0x0e11),
         degraded_ring_error: SimRng::new(seed ^ 0x0e12),
         late_death: SimRng::new(seed ^ 0x1a7e),
+        mid_resync_cut: SimRng::new(seed ^ 0x5e5c),
         intent,
         integrity,
         write_errors,
@@ -1524,7 +1580,7 @@ fn thousands_of_fault_stories_lose_nothing() {
         }
     }
     eprintln!(
-        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two; {} more during the replay after one; {} with a ring unreadable at the restart, {} of those degraded; {} leaving sectors lost, loudly, {} of those a dying member's unknowable rows), {} client batches while a resync ran, {} resyncs stopped and started again",
+        "{stories} stories, {} power cuts ({} in the middle of a recover, {} taking a member with them, {} of those two; {} more during the replay after one; {} with a ring unreadable at the restart, {} of those degraded; {} leaving sectors lost, loudly, {} of those a dying member's unknowable rows), {} client batches while a resync ran, {} resyncs stopped and started again, {} power cuts while a resync ran, {} of those after it had cleared bits behind it since the last step",
         POWER_CUTS.load(Ordering::Relaxed),
         POWER_CUTS_MID_RECOVER.load(Ordering::Relaxed),
         POWER_CUTS_KILLING.load(Ordering::Relaxed),
@@ -1535,7 +1591,9 @@ fn thousands_of_fault_stories_lose_nothing() {
         CUTS_LOSING_SECTORS.load(Ordering::Relaxed),
         CUTS_LOSING_UNKNOWN_ROWS.load(Ordering::Relaxed),
         BATCHES_MID_RESYNC.load(Ordering::Relaxed),
-        RESYNCS_STOPPED.load(Ordering::Relaxed)
+        RESYNCS_STOPPED.load(Ordering::Relaxed),
+        POWER_CUTS_MID_RESYNC.load(Ordering::Relaxed),
+        POWER_CUTS_MID_RESYNC_CLEARED.load(Ordering::Relaxed)
     );
 }
 

@@ -347,3 +347,120 @@ fn a_member_failing_during_a_clear_rounds_flush_keeps_the_bits() {
         "not cleared on the survivor"
     );
 }
+
+/// Parity of every stripe made to disagree with its data, every bit set and the
+/// resync owed, paced to one stripe per second: an array made over old contents (or
+/// found after a crash with every bit set), at the start of its resync.
+fn owing_a_paced_resync(seed: u64) -> SimArray {
+    let geo = raid5();
+    let mut array = SimArray::new(geo, seed);
+    let total = geo.array_sectors();
+    array
+        .write(0, &pattern(10, (total * 512) as usize))
+        .expect("fill");
+    array.flush().expect("flush");
+    let stripe_bytes = u64::from(geo.chunk_sectors()) * 512;
+    for stripe in 0..geo.stripes() {
+        let p = geo.stripe_map(stripe).p();
+        array.flip_bit(p, (stripe * stripe_bytes) as usize + 100, 3);
+    }
+    let chunks = geo.member_sectors().div_ceil(CHUNK_SECTORS);
+    let all: Vec<u64> = (0..chunks).collect();
+    array.power_cut_with(|a| {
+        a.engine.enable_write_intent(setup(geo, &all, false));
+        a.engine.allow_write_intent_clears(true);
+        a.engine.owe_resync();
+    });
+    let mut config = array.engine.config();
+    config.sync_max_bytes_per_sec = stripe_bytes;
+    config.sync_min_bytes_per_sec = stripe_bytes;
+    array.engine.set_config(config);
+    array
+        .engine
+        .start_sync_where_dirty(SyncKind::Resync, 0)
+        .expect("resync");
+    array
+}
+
+fn check_mismatches(array: &mut SimArray) -> u64 {
+    array.engine.start_sync(SyncKind::Check, 0).expect("check");
+    array.run_sync();
+    array
+        .take_events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::SyncFinished {
+                kind: SyncKind::Check,
+                mismatches,
+                ..
+            } => Some(*mismatches),
+            _ => None,
+        })
+        .sum()
+}
+
+#[test]
+fn a_resync_clears_the_bits_behind_it_and_a_crash_resyncs_only_the_rest() {
+    let geo = raid5();
+    let chunks = geo.member_sectors().div_ceil(CHUNK_SECTORS);
+    let stripes_per_chunk = CHUNK_SECTORS / u64::from(geo.chunk_sectors());
+    let mut array = owing_a_paced_resync(12);
+    // Two quiet times and a bit: the resync has released what lay behind it twice.
+    array.pass_time(Nanos(QUIET.0 * 2 + QUIET.0 / 2));
+    let front = array
+        .engine
+        .sync_progress()
+        .expect("still running")
+        .done_below;
+    let behind = front / stripes_per_chunk;
+    assert!(behind >= 2, "the resync got to stripe {front} only");
+    let on_disk = array.members[0].bitmap.clone();
+    let cleared: Vec<u64> = (0..chunks).filter(|&c| !bit(&on_disk, c)).collect();
+    assert!(!cleared.is_empty(), "nothing cleared behind the resync");
+    assert!(
+        cleared.iter().all(|&c| c < behind),
+        "cleared {cleared:?}, ahead of the resync at chunk {behind}"
+    );
+    for m in &array.members {
+        assert_eq!(m.bitmap, on_disk, "every member has the same bits");
+    }
+    // A crash now: only the chunks still set are resynced, and parity agrees after.
+    array.power_cut_now_with(|a| {
+        let mut found = setup(geo, &[], false);
+        found.image = a.members[0].bitmap.clone();
+        a.engine.enable_write_intent(found);
+        a.engine.allow_write_intent_clears(true);
+        a.engine.owe_resync();
+    });
+    assert_eq!(
+        array.engine.write_intent_dirty(),
+        Some(chunks - cleared.len() as u64)
+    );
+    array
+        .engine
+        .start_sync_where_dirty(SyncKind::Resync, 0)
+        .expect("resync");
+    let units = run_sync_units(&mut array);
+    assert_eq!(
+        units,
+        geo.stripes() - cleared.len() as u64 * stripes_per_chunk,
+        "the restarted resync visits the chunks it had not cleared"
+    );
+    assert_eq!(check_mismatches(&mut array), 0);
+}
+
+#[test]
+fn a_resync_on_an_array_that_lost_a_member_clears_nothing_behind_it() {
+    let mut array = owing_a_paced_resync(13);
+    array.pass_time(Nanos(QUIET.0 / 2));
+    array.kill_member(MemberIdx(2));
+    // The next I/O to it finds out; the resync goes on without it.
+    array.pass_time(Nanos(QUIET.0 * 3));
+    assert_eq!(
+        array.engine.member_states()[2],
+        xraid_engine::MemberState::Failed
+    );
+    let chunks = raid5().member_sectors().div_ceil(CHUNK_SECTORS);
+    assert_eq!(array.engine.write_intent_dirty(), Some(chunks));
+    assert!((0..chunks).all(|c| bit(&array.members[0].bitmap, c)));
+}
