@@ -17,8 +17,9 @@
 //!   bitmap write per newly dirtied chunk; this is what keeps the cost small);
 //! - a **clear round** first flushes every member (the quiet chunks' data becomes
 //!   durable) and then writes the blocks with their bits cleared. It runs only while
-//!   every member is active and no sync runs, as md clears nothing on a degraded
-//!   array (the bits are what a returning member catches up on).
+//!   every member is active, as md clears nothing on a degraded array (the bits are
+//!   what a returning member catches up on), and while a sync runs only behind a
+//!   resync (see below).
 //!
 //! Bits found set when the bitmap was loaded are kept until a resync or recover has
 //! been over them (they are the work list after a crash). A resync releases them as
