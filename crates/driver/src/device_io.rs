@@ -9,7 +9,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use xraid_engine::IoId;
+use xraid_engine::{IoFailed, IoId};
 use xraid_layout::MemberIdx;
 use xraid_uring::{IoOp, OpKind};
 
@@ -90,8 +90,13 @@ impl ArrayDriver {
         let result = self.device_io_quiet(slot, io, offset);
         self.set_device_wait(None);
         self.quiet_slot = None;
-        for deferred in std::mem::take(&mut self.deferred) {
-            self.dispatch(deferred);
+        for (io, gen) in std::mem::take(&mut self.deferred) {
+            if self.slot_gen[io.member.index()] == gen {
+                self.dispatch(io);
+            } else {
+                // Its device left the slot meanwhile: gone, as for a retired slot.
+                self.inline_done.push_back((io.id, Err(IoFailed::Gone)));
+            }
         }
         result
     }

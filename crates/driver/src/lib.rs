@@ -170,7 +170,10 @@ pub struct ArrayDriver {
     quiet_slot: Option<MemberIdx>,
     /// The same device I/O, and since when, for other threads to see.
     device_wait: device_io::DeviceWaitWatch,
-    deferred: Vec<MemberIo>,
+    /// The engine's I/O held back by `quiet_slot`, with the generation of its slot's
+    /// device when the engine sent it: one whose device has left the slot since fails
+    /// as gone rather than reach the newcomer.
+    deferred: Vec<(MemberIo, u16)>,
     /// Reads other threads do straight from active members (see `bypass`).
     bypass: ReadBypass,
 }
@@ -278,6 +281,7 @@ impl ArrayDriver {
             return Err(xraid_engine::SyncError::AlreadyReplacing(role.0));
         }
         let at = self.engine.replacement_slot(role);
+        self.send_queued_io();
         let previous = self.members[at.index()].replace(slot);
         match self.engine.start_replacement(role) {
             Ok(()) => {
@@ -298,6 +302,7 @@ impl ArrayDriver {
 
     /// Puts `slot` into driver slot `at`; what was there is retired.
     fn put(&mut self, at: MemberIdx, slot: MemberSlot) {
+        self.send_queued_io();
         self.retire(at);
         self.last_error[at.index()] = None;
         self.members[at.index()] = Some(slot);
@@ -655,11 +660,23 @@ impl ArrayDriver {
         )
     }
 
+    /// Sends the member I/O the engine has queued to the devices in their slots now,
+    /// before a device leaves its slot: the engine sent it for that device, and the
+    /// newcomer holds nothing it is meant for (a read of it would return the
+    /// newcomer's blocks; a write of bitmap or ring bytes could land after the
+    /// newcomer's own).
+    fn send_queued_io(&mut self) {
+        while let Some(io) = self.engine.poll_member_io() {
+            self.dispatch(io);
+        }
+    }
+
     /// Sends one member I/O to the kernel, or performs it inline for members that have
     /// no descriptor (in-memory members).
     fn dispatch(&mut self, io: MemberIo) {
         if self.quiet_slot == Some(io.member) {
-            self.deferred.push(io);
+            let gen = self.slot_gen[io.member.index()];
+            self.deferred.push((io, gen));
             return;
         }
         let Some(slot) = self.members[io.member.index()].as_ref() else {
