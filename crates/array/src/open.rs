@@ -733,10 +733,8 @@ impl Array {
         if self.mode != OpenMode::ReadWrite || progress.done_below == 0 {
             return Ok(());
         }
-        let sector = self
-            .driver
-            .engine()
-            .unit_to_member_sector(progress.done_below);
+        let engine = self.driver.engine();
+        let sector = engine.unit_to_resync_offset(progress.done_below);
         match progress.kind {
             SyncKind::Recover => {
                 // What was rebuilt below the checkpoint must be durable before a
@@ -881,7 +879,7 @@ impl Array {
         {
             return Ok(());
         }
-        let unit = engine.member_sector_to_unit(from);
+        let unit = engine.resync_offset_to_unit(from);
         self.begin_writes()?;
         // With a bitmap only chunks whose bits are set can disagree.
         self.driver
@@ -991,13 +989,11 @@ impl Array {
             self.driver.engine_mut().clear_write_intent_now();
             self.wait_for_bitmap(|e| e.write_intent_settled())?;
         }
-        let reached = |kind| {
-            stopped
-                .filter(|(k, _)| *k == kind)
-                .map(|(_, unit)| self.driver.engine().unit_to_member_sector(unit))
-        };
+        let resynced_to = stopped
+            .filter(|(k, _)| *k == SyncKind::Resync)
+            .map(|(_, unit)| self.driver.engine().unit_to_resync_offset(unit));
         let resync_offset = if self.resync_pending() {
-            reached(SyncKind::Resync).or(self.resync_from).unwrap_or(0)
+            resynced_to.or(self.resync_from).unwrap_or(0)
         } else {
             u64::MAX
         };

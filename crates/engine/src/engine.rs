@@ -1378,13 +1378,13 @@ impl Engine {
     }
 
     /// [`Engine::owe_resync`] where the array was stopped cleanly with its resync
-    /// done below member sector `member_sector` (md's resync_offset, recorded by the
-    /// stop): every write was durable then, so the stripe log's rings lost nothing a
-    /// crash cut off, and what the resync did below that point stands.
-    pub fn owe_resync_after_a_clean_stop(&mut self, member_sector: u64) {
+    /// done below md's `resync_offset` `offset` (recorded by the stop; see
+    /// [`Engine::unit_to_resync_offset`]): every write was durable then, so the stripe
+    /// log's rings lost nothing a crash cut off, and what the resync did below that
+    /// point stands.
+    pub fn owe_resync_after_a_clean_stop(&mut self, offset: u64) {
         self.resync_owed = true;
-        let unit = member_sector / crate::sync::unit_sectors(self).max(1);
-        self.resync_after_clean_stop = Some(unit);
+        self.resync_after_clean_stop = Some(self.resync_offset_to_unit(offset));
     }
 
     /// Whether a resync is owed (see [`Engine::owe_resync`]) and has not completed.

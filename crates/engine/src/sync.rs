@@ -366,6 +366,20 @@ impl Engine {
         }
     }
 
+    /// md's `resync_offset` for a resync done below unit `unit`, in the sectors md's
+    /// resync walks: member sectors for RAID-1/4/5/6, and array sectors for RAID-10,
+    /// whose resync md runs over the array's (virtual) addresses and whose recovery
+    /// over the members' (see [`Engine::unit_to_member_sector`] for that).
+    pub fn unit_to_resync_offset(&self, unit: u64) -> u64 {
+        unit * unit_sectors(self)
+    }
+
+    /// The first unit a resync recorded at md's `resync_offset` `offset` has not done
+    /// — the inverse of [`Engine::unit_to_resync_offset`], rounded down.
+    pub fn resync_offset_to_unit(&self, offset: u64) -> u64 {
+        offset / unit_sectors(self).max(1)
+    }
+
     /// The first unit not known to be done for a member recovered up to member
     /// sector `sector` — the inverse of [`Engine::unit_to_member_sector`], rounded down.
     pub fn member_sector_to_unit(&self, sector: u64) -> u64 {

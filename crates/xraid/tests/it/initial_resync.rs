@@ -179,6 +179,86 @@ fn a_server_killed_during_the_initial_resync_leaves_only_the_rest_to_resync() {
     assert_eq!(scrub("check", &disks)["mismatched_units"], 0);
 }
 
+/// A RAID-10 stopped part way through its resync records md's `resync_offset` in
+/// array sectors — md's raid10 resyncs over the array's addresses (and recovers
+/// over the members') — so every array chunk below it has copies that agree and
+/// the next ones not yet. Until 2026-11-28 xraid wrote and read it as a member
+/// row: half the truth on a near-2 array of four, and an offset md wrote read as
+/// twice as far, skipping chunks never resynced.
+#[test]
+fn a_raid10_stopped_mid_resync_records_how_far_in_array_sectors() {
+    use std::os::unix::fs::FileExt;
+    use xraid_layout::{Geometry, Layout, Level, Raid10Layout};
+    let dir = tempdir();
+    let disks = dir.path().join("disks");
+    std::fs::create_dir(&disks).expect("disks");
+    let members = old_members(&disks, 4, 1900);
+    let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
+    let make = ["create", "-l", "10", "-p", "n2", "-c", "64K"];
+    ok(&[&make[..], &names].concat());
+    // 64 KiB units at 1 MB/s: a few seconds in, a third or so is done.
+    let server = Server::tcp(dir.path(), &["--rebuild-max", "1", p(&disks)]);
+    server.wait_for_log(0, &["initial resync"]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    server.stop();
+
+    let sb = |member: &Path| {
+        let mut bytes = vec![0u8; xraid_format::SUPERBLOCK_BYTES];
+        std::fs::File::open(member)
+            .expect("member")
+            .read_exact_at(&mut bytes, xraid_format::SUPERBLOCK_OFFSET_BYTES)
+            .expect("superblock");
+        xraid_format::Superblock::parse(&bytes).expect("md superblock")
+    };
+    let first = sb(&members[0]);
+    let offset = first.resync_offset;
+    let layout = Layout::Raid10(Raid10Layout {
+        near_copies: 2,
+        far_copies: 1,
+        offset: false,
+    });
+    let geo = Geometry::new(Level::Raid10, layout, 4, 128, first.data_size).expect("geometry");
+    assert!(
+        offset > 0 && offset < geo.array_sectors(),
+        "resync_offset {offset} of {} array sectors",
+        geo.array_sectors()
+    );
+    let files: Vec<std::fs::File> = members
+        .iter()
+        .map(|m| std::fs::File::open(m).expect("member"))
+        .collect();
+    let copies_agree = |chunk: u64| {
+        let places = geo.copies(chunk * 128);
+        let read = |i: usize| {
+            let place = places.as_slice()[i];
+            let mut bytes = vec![0u8; 64 * 1024];
+            files[place.member.index()]
+                .read_exact_at(&mut bytes, (first.data_offset + place.sector) * 512)
+                .expect("read a copy");
+            bytes
+        };
+        read(0) == read(1)
+    };
+    let below = offset / 128;
+    assert!(
+        (0..below).all(copies_agree),
+        "a chunk below resync_offset {offset} has copies that disagree"
+    );
+    // Units in flight at the stop completed too: the first chunk not yet resynced
+    // lies just past the offset.
+    let next = (below..geo.array_sectors() / 128).find(|&c| !copies_agree(c));
+    assert!(
+        next.is_some_and(|c| c < below + 16),
+        "the chunks past resync_offset {offset} were resynced up to {next:?}"
+    );
+
+    // The next server goes on from there, and the array scrubs clean.
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    server.wait_for_log(0, &["resync done"]);
+    server.stop();
+    assert_eq!(scrub("check", &disks)["mismatched_units"], 0);
+}
+
 /// A mirror too: its copies are made the same in the background.
 #[test]
 fn a_mirror_made_over_old_contents_copies_in_the_background() {
