@@ -223,7 +223,7 @@ pub(crate) fn spawn(
     mut array: Array,
     name: String,
     read_only: bool,
-) -> Result<(ArrayHandle, JoinHandle<bool>), DriverError> {
+) -> Result<(ArrayHandle, JoinHandle<Closed>), DriverError> {
     let (tx, rx) = mpsc::channel();
     let sleeping = Arc::new(AtomicBool::new(false));
     let waker = array.driver().waker()?;
@@ -429,14 +429,25 @@ struct ScrubStart {
 /// count), so that a client retrying a bad block cannot flood the log.
 const MAX_LOSSES_LOGGED: u64 = 100;
 
+/// How an array's worker left its array at the stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// Flushed and marked clean.
+    Clean,
+    /// Flushed; its resync is still owed and goes on at the next start, so md reads
+    /// it as active until then.
+    ResyncUnfinished,
+    /// Not marked clean (the log says why): the next start resyncs it.
+    NotClean,
+}
+
 impl Worker {
-    /// Serves until every handle is gone, then closes the array; whether it was
-    /// flushed and marked clean.
-    fn run(mut self) -> bool {
+    /// Serves until every handle is gone, then closes the array; how it left it.
+    fn run(mut self) -> Closed {
         if let Err(e) = self.serve() {
             log::error(&format!("array '{}' stopped: {e}", self.name));
             self.fail_everything();
-            return false;
+            return Closed::NotClean;
         }
         // Closed with a resync still owed, the array is flushed but not marked clean:
         // its superblocks record where the resync got to.
@@ -448,15 +459,17 @@ impl Worker {
                         "array '{}': flushed, with its resync unfinished: the superblocks record where it got to (md reads the array as active until it is done), and the next start goes on from there",
                         self.name
                     ));
+                    Closed::ResyncUnfinished
+                } else {
+                    Closed::Clean
                 }
-                true
             }
             Err(e) => {
                 log::error(&format!(
                     "array '{}': could not mark it clean: {e}",
                     self.name
                 ));
-                false
+                Closed::NotClean
             }
         }
     }

@@ -93,7 +93,7 @@ impl Export {
 pub(crate) struct Opened {
     pub export: Export,
     /// The array's worker, for arrays.
-    pub worker: Option<JoinHandle<bool>>,
+    pub worker: Option<JoinHandle<crate::array_export::Closed>>,
     /// The array's control socket, for arrays.
     pub control: Option<crate::control::Control>,
 }

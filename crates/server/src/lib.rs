@@ -26,6 +26,7 @@ mod zero_copy;
 
 use std::path::PathBuf;
 
+pub use array_export::Closed;
 pub use config::{
     parse_listen, ExportConfig, Listen, ServeConfig, DEFAULT_MAX_CONNECTIONS, DEFAULT_PORT,
 };

@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::array_export::Closed;
+
 use xraid_driver::BackendChoice;
 
 use crate::export::{self, ExportKind};
@@ -81,7 +83,7 @@ impl ShutdownHandle {
 pub struct Server {
     listener: Listener,
     exports: Arc<Exports>,
-    workers: Vec<JoinHandle<bool>>,
+    workers: Vec<JoinHandle<Closed>>,
     controls: Vec<crate::control::Control>,
     max_connections: usize,
     shared: Arc<Shared>,
@@ -165,9 +167,10 @@ impl Server {
     }
 
     /// Accepts clients until stopped, then waits for every connection and every array
-    /// worker to finish (arrays are flushed and marked clean). Returns whether every
-    /// array was (one that failed, or could not be written, says why in the log).
-    pub fn run(self) -> Result<bool, ServerError> {
+    /// worker to finish (arrays are flushed and marked clean). Returns how it left
+    /// the arrays: the least clean of them (one that failed, or could not be written,
+    /// says why in the log).
+    pub fn run(self) -> Result<Closed, ServerError> {
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let watched = Arc::clone(&self.shared);
         // Not joined: it ends within one look of the stop's last connection, and
@@ -239,11 +242,17 @@ impl Server {
         // Dropping the exports drops the last handles to the array workers, which
         // then flush and mark their arrays clean.
         drop(exports);
-        let mut all_clean = true;
+        let mut worst = Closed::Clean;
         for w in workers {
-            all_clean &= w.join().unwrap_or(false);
+            match w.join().unwrap_or(Closed::NotClean) {
+                Closed::NotClean => worst = Closed::NotClean,
+                Closed::ResyncUnfinished if worst == Closed::Clean => {
+                    worst = Closed::ResyncUnfinished;
+                }
+                _ => {}
+            }
         }
-        Ok(all_clean)
+        Ok(worst)
     }
 }
 

@@ -3,8 +3,8 @@
 use anyhow::{anyhow, Result};
 use xraid_driver::BackendChoice;
 use xraid_server::{
-    block_stop_signals, parse_listen, stop_on_signals, ExportConfig, Listen, ServeConfig, Server,
-    TlsFiles, TlsMode,
+    block_stop_signals, parse_listen, stop_on_signals, Closed, ExportConfig, Listen, ServeConfig,
+    Server, TlsFiles, TlsMode,
 };
 
 use super::shell_word;
@@ -100,11 +100,14 @@ pub(crate) fn serve(config: &ServeConfig, backend: BackendChoice) -> Result<()> 
     say(&format!(
         "listening on {address}; stop with Ctrl-C or SIGTERM"
     ));
-    if server.run()? {
-        say("stopped; arrays flushed and marked clean");
-    } else {
+    match server.run()? {
+        Closed::Clean => say("stopped; arrays flushed and marked clean"),
+        // The log said which array; the next start goes on with its resync.
+        Closed::ResyncUnfinished => say(
+            "stopped; arrays flushed, and marked clean but for a resync left unfinished (see above): the next start goes on with it",
+        ),
         // The log said which array and why; the next start resyncs it.
-        say("stopped; not every array could be marked clean (see above)");
+        Closed::NotClean => say("stopped; not every array could be marked clean (see above)"),
     }
     Ok(())
 }

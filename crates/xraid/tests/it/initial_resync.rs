@@ -82,6 +82,12 @@ fn an_array_made_over_old_contents_resyncs_in_the_background_while_served() {
         "{}",
         stopped.stderr
     );
+    assert!(
+        stopped.stdout.contains("but for a resync left unfinished")
+            && !stopped.stdout.contains("arrays flushed and marked clean"),
+        "{}",
+        stopped.stdout
+    );
 
     let server = Server::tcp(dir.path(), &[p(&disks)]);
     let resumed = server.wait_for_log(0, &["resync part done", "from unit"]);
