@@ -217,21 +217,7 @@ fn after_a_power_cut_only_dirty_chunks_are_resynced() {
         .expect("resync");
     let units = run_sync_units(&mut array);
     assert!(units <= CHUNK_SECTORS / u64::from(geo.chunk_sectors()));
-    array.engine.start_sync(SyncKind::Check, 0).expect("check");
-    array.run_sync();
-    let mismatches: u64 = array
-        .take_events()
-        .iter()
-        .filter_map(|e| match e {
-            Event::SyncFinished {
-                kind: SyncKind::Check,
-                mismatches,
-                ..
-            } => Some(*mismatches),
-            _ => None,
-        })
-        .sum();
-    assert_eq!(mismatches, 0);
+    assert_eq!(check_mismatches(&mut array), 0);
 }
 
 #[test]

@@ -34,12 +34,7 @@ fn made_over_old_contents_of(seed: u64, member_sectors: u64) -> SimArray {
     .expect("geometry");
     let mut array = common::blank_array_on(geo, seed, 256);
     array.power_cut_with(|a| {
-        for m in 0..a.members.len() {
-            let mut old = std::mem::take(&mut a.members[m].data);
-            a.rng().fill(&mut old);
-            a.members[m].data = old;
-            a.members[m].log.fill(0);
-        }
+        common::old_contents(a);
         // As the driver opens an array made over old contents that nothing has
         // written since (resync_offset 0 and the superblocks' first event count).
         a.engine.owe_initial_resync();

@@ -1,14 +1,19 @@
 //! A resync cut off by power failures, again and again (a server killed during the
-//! initial resync of an array made over old contents). The resync releases the
-//! write-intent bits behind it as it goes, and a clear round clears them on every
-//! member; after each cut only the bits still set are resynced. Stories of random
-//! levels, bitmap chunks, quiet times, stripe logs and integrity mode, with client
-//! writes between the cuts, check that nothing acknowledged is lost, that no block
-//! fails its checksum falsely, and that at the end a check finds parity (or the
-//! copies) agreeing everywhere: a bit cleared too early would leave a region the
-//! next resync skips, disagreeing.
+//! initial resync of an array made over old contents, or during the resync after a
+//! crash). The resync releases the write-intent bits behind it as it goes, and a
+//! clear round clears them on every member; after each cut only the bits still set
+//! are resynced. Random stories over RAID-1/5/6/10 (near, far and offset layouts),
+//! bitmap chunks smaller and larger than the sync units, quiet times from none to
+//! 5 ms, stripe logs and integrity mode on some, with client writes between the
+//! cuts (flushed, left unflushed, or still in flight at the cut, so that some cuts
+//! fall inside a clear round), clean stops resumed from the checkpoint, in-process
+//! restarts, and a mirror member dying mid-resync and coming back. Each checks that
+//! nothing acknowledged is lost, that no block fails its checksum falsely, and at
+//! the end that a check finds parity (or the copies) agreeing everywhere: a bit
+//! cleared too early would leave a region the next resync skips, disagreeing.
+//! (Many of these stories come from a review of the bit releases.)
 //!
-//! `XRAID_SEEDS=<n>` tells more or fewer stories (200 by default), `XRAID_SEED=<s>`
+//! `XRAID_SEEDS=<n>` tells more or fewer stories (300 by default), `XRAID_SEED=<s>`
 //! replays one.
 
 mod common;
@@ -18,23 +23,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use xraid_engine::sim::{SimArray, SimRng};
 use xraid_engine::{
-    EngineConfig, Event, MemberIdx, Nanos, SyncKind, WriteIntentSetup, INTENT_HEADER_BYTES,
+    EngineConfig, Event, MemberIdx, MemberState, Nanos, SyncKind, WriteIntentSetup,
+    INTENT_HEADER_BYTES,
 };
 use xraid_layout::{Geometry, Layout, Level, Raid10Layout};
 
-/// Cuts that came after the resync had cleared bits behind it.
+/// Cuts that came after the resync had cleared bits.
 static CUTS_AFTER_CLEARS: AtomicU64 = AtomicU64::new(0);
-/// Units the resyncs that completed skipped as clean.
-static UNITS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 struct Story {
     array: SimArray,
     rng: SimRng,
-    /// What every sector holds (all writes are flushed before a cut).
     oracle: Vec<u8>,
+    /// Writes not known durable: (sector, old, new).
+    uncertain: Vec<(u64, Vec<u8>, Vec<u8>)>,
     bitmap: (u64, Nanos),
-    /// How long the paced resync takes a unit.
     unit_time: u64,
+    /// Members that may die without losing the copy the resync keeps.
+    killable: Vec<u16>,
+    dead: Option<u16>,
     log: Vec<String>,
 }
 
@@ -43,30 +50,37 @@ fn random_geometry(rng: &mut SimRng) -> Geometry {
     let (layout, disks) = match level {
         Level::Raid1 => (Layout::None, 2 + rng.below(2) as u16),
         Level::Raid10 => {
-            let near = [(2, 1, false), (1, 2, false), (1, 2, true)][rng.below(3) as usize];
+            let near =
+                [(2, 1, false), (1, 2, false), (1, 2, true), (2, 1, false)][rng.below(4) as usize];
+            let disks = if near.0 == 2 {
+                4
+            } else {
+                3 + rng.below(2) as u16
+            };
             let layout = Layout::Raid10(Raid10Layout {
                 near_copies: near.0,
                 far_copies: near.1,
                 offset: near.2,
             });
-            (layout, 4)
+            (layout, disks)
         }
         _ => (
             Layout::default_for(level),
             level.min_members() + rng.below(3) as u16,
         ),
     };
-    // RAID-1 resyncs in units of 4096 sectors: a few of them.
     let (chunk, member_sectors) = if level == Level::Raid1 {
-        (0, 4096 * (3 + rng.below(3)))
+        (
+            0,
+            4096 * (3 + rng.below(3)) + [0, 8, 1000][rng.below(3) as usize],
+        )
     } else {
-        (16, 256 * (1 + rng.below(4)))
+        let chunk = [8, 16, 32][rng.below(3) as usize];
+        (chunk, 256 * (1 + rng.below(4)))
     };
     Geometry::new(level, layout, disks, chunk, member_sectors).expect("geometry")
 }
 
-/// The bitmap as the driver hands it over: `image` found on a member, or every bit
-/// set (an array made over old contents).
 fn bitmap_setup(
     geo: &Geometry,
     (chunk_sectors, quiet): (u64, Nanos),
@@ -110,16 +124,19 @@ impl Story {
         if integrity {
             array.enable_integrity();
         }
+        let chunk = if geo.level() == Level::Raid1 {
+            [64, 1024, 4096, 8192][rng.below(4) as usize]
+        } else {
+            [8, 16, 32, 64, 128][rng.below(5) as usize]
+        };
         let bitmap = (
-            [16, 32, 64, 128][rng.below(4) as usize],
-            Nanos([0, 1_000_000, 5_000_000][rng.below(3) as usize]),
+            chunk,
+            Nanos([0, 100_000, 300_000, 1_000_000, 5_000_000][rng.below(5) as usize]),
         );
-        // Paced so that the resync takes some simulated time: a unit (a stripe's
-        // worth on a member, 2 MiB of a mirror) every 0.2-2 ms.
         let unit_bytes = if geo.level() == Level::Raid1 {
             4096 * 512
         } else {
-            16 * 512
+            u64::from(geo.chunk_sectors()) * 512
         };
         let unit_time = 200_000 + rng.below(1_800_000);
         let rate = unit_bytes * 1_000_000_000 / unit_time;
@@ -131,12 +148,7 @@ impl Story {
         // Made over old contents: every member holds random bytes, the rings nothing
         // of the array, every bit set, and the initial resync owed.
         array.power_cut_with(|a| {
-            for m in 0..a.members.len() {
-                let mut old = std::mem::take(&mut a.members[m].data);
-                a.rng().fill(&mut old);
-                a.members[m].data = old;
-                a.members[m].log.fill(0);
-            }
+            common::old_contents(a);
             a.engine
                 .enable_write_intent(bitmap_setup(&geo, bitmap, None));
             a.engine.allow_write_intent_clears(true);
@@ -144,50 +156,106 @@ impl Story {
         });
         array.run();
         array.take_events();
-        // What the array holds before anything writes it: what the resync keeps.
         let oracle = array
             .read(0, geo.array_sectors())
             .expect("the old contents read");
+        // Mirrors keep the first copy: a member holding no first copy may die.
+        let killable: Vec<u16> = match (geo.level(), geo.layout()) {
+            (Level::Raid1, _) => (1..geo.raid_disks()).collect(),
+            (Level::Raid10, Layout::Raid10(r)) if r.near_copies == 2 && r.far_copies == 1 => {
+                vec![1, 3]
+            }
+            _ => Vec::new(),
+        };
         let log = vec![format!(
-            "{:?} {:?} {} disks, {} member sectors, log ring {log_sectors}, integrity {integrity}, bitmap {bitmap:?}, resync at {rate} B/s",
+            "{:?} {:?} {} disks, chunk {}, {} member sectors, log ring {log_sectors}, integrity {integrity}, bitmap {bitmap:?}, resync at {rate} B/s",
             geo.level(),
             geo.layout(),
             geo.raid_disks(),
+            geo.chunk_sectors(),
             geo.member_sectors(),
         )];
         Story {
             array,
             rng,
             oracle,
+            uncertain: Vec::new(),
             bitmap,
             unit_time,
+            killable,
+            dead: None,
             log,
         }
     }
 
-    fn start_resync(&mut self) -> Result<(), String> {
+    fn start_resync(&mut self, from: u64) -> Result<(), String> {
+        self.log.push(format!("start resync from unit {from}"));
         self.array
             .engine
-            .start_sync_where_dirty(SyncKind::Resync, 0)
+            .start_sync_where_dirty(SyncKind::Resync, from)
             .map_err(|e| format!("start resync: {e}"))
     }
 
-    /// A few writes, then a flush: acknowledged and durable.
-    fn writes(&mut self) -> Result<(), String> {
+    fn random_write(&mut self) -> (u64, Vec<u8>) {
         let total = self.array.engine.geometry().array_sectors();
+        let sectors = 1 + self.rng.below(48.min(total));
+        let at = self.rng.below(total - sectors + 1);
+        let mut data = vec![0u8; sectors as usize * SECTOR];
+        self.rng.fill(&mut data);
+        (at, data)
+    }
+
+    fn writes(&mut self, flush: bool) -> Result<(), String> {
         for _ in 0..1 + self.rng.below(3) {
-            let sectors = 1 + self.rng.below(48.min(total));
-            let at = self.rng.below(total - sectors + 1);
-            let mut data = vec![0u8; sectors as usize * SECTOR];
-            self.rng.fill(&mut data);
-            self.log.push(format!("write {at}+{sectors}"));
+            let (at, data) = self.random_write();
+            self.log
+                .push(format!("write {at}+{} flush {flush}", data.len() / SECTOR));
             self.array
                 .write(at, &data)
-                .map_err(|e| format!("write {at}+{sectors}: {e}"))?;
+                .map_err(|e| format!("write {at}: {e}"))?;
             let from = at as usize * SECTOR;
+            if !flush {
+                let old = self.oracle[from..from + data.len()].to_vec();
+                self.uncertain.push((at, old, data.clone()));
+            }
             self.oracle[from..from + data.len()].copy_from_slice(&data);
         }
-        self.array.flush().map_err(|e| format!("flush: {e}"))
+        if flush {
+            self.array.flush().map_err(|e| format!("flush: {e}"))?;
+            self.uncertain.clear();
+        }
+        Ok(())
+    }
+
+    /// After a cut: each sector written but not made durable holds old or new.
+    fn settle_uncertain(&mut self) -> Result<(), String> {
+        let pending = std::mem::take(&mut self.uncertain);
+        // Latest last: the oracle holds the newest writes; resolve sector by sector
+        // against all values written there since the last flush.
+        let total = self.array.engine.geometry().array_sectors();
+        let got = self
+            .array
+            .read(0, total)
+            .map_err(|e| format!("read after cut: {e}"))?;
+        let mut allowed: std::collections::HashMap<u64, Vec<Vec<u8>>> = Default::default();
+        for (at, old, new) in &pending {
+            for i in 0..old.len() / SECTOR {
+                let s = at + i as u64;
+                let e = allowed.entry(s).or_default();
+                e.push(old[i * SECTOR..(i + 1) * SECTOR].to_vec());
+                e.push(new[i * SECTOR..(i + 1) * SECTOR].to_vec());
+            }
+        }
+        for (s, values) in allowed {
+            let g = &got[s as usize * SECTOR..(s as usize + 1) * SECTOR];
+            if !values.iter().any(|v| v == g) {
+                return Err(format!(
+                    "sector {s} holds neither old nor new after the cut"
+                ));
+            }
+            self.oracle[s as usize * SECTOR..(s as usize + 1) * SECTOR].copy_from_slice(g);
+        }
+        Ok(())
     }
 
     fn read_back(&mut self, when: &str) -> Result<(), String> {
@@ -221,55 +289,167 @@ impl Story {
         for m in 0..self.array.members.len() {
             let found = self.array.engine.checksum_mismatches(MemberIdx(m as u16));
             if found > 0 {
-                return Err(format!(
-                    "{when}: member {m} failed {found} checksums, none flipped"
-                ));
+                return Err(format!("{when}: member {m} failed {found} checksums"));
             }
         }
         Ok(())
     }
 
-    /// The power fails with the resync's I/O in flight; the restart finds the bits
-    /// on a member and resyncs where they are set.
-    fn cut(&mut self) -> Result<(), String> {
-        let chunks = self.array.engine.write_intent_chunks().unwrap_or(0);
-        let dirty = self.array.engine.write_intent_dirty().unwrap_or(chunks);
-        self.log.push(format!(
-            "power cut at unit {:?}, {dirty} of {chunks} bits set",
-            self.array.engine.sync_progress().map(|p| p.done_below)
-        ));
+    fn reload(&mut self, clean_from: Option<u64>) {
         let geo = *self.array.engine.geometry();
         let bitmap = self.bitmap;
+        let source = self
+            .array
+            .engine
+            .member_states()
+            .iter()
+            .position(|s| *s == MemberState::Active)
+            .unwrap_or(0);
         self.array.power_cut_now_with(|a| {
-            let found = a.members[0].bitmap.clone();
+            let found = a.members[source].bitmap.clone();
             a.engine
                 .enable_write_intent(bitmap_setup(&geo, bitmap, Some(found)));
-            a.engine.allow_write_intent_clears(true);
+            if let Some(sector) = clean_from {
+                a.engine.owe_resync_after_a_clean_stop(sector);
+            }
+            if a.engine.is_whole() {
+                a.engine.allow_write_intent_clears(true);
+            }
         });
         self.array.run();
-        self.read_back("after the cut")?;
+    }
+
+    fn cut(&mut self, in_flight: bool) -> Result<(), String> {
+        if in_flight {
+            for _ in 0..1 + self.rng.below(3) {
+                let (at, data) = self.random_write();
+                self.log.push(format!(
+                    "write {at}+{} in flight at the cut",
+                    data.len() / SECTOR
+                ));
+                let (_, buf) = self.array.start_write(at, &data);
+                let _ = buf;
+                let from = at as usize * SECTOR;
+                let old = self.oracle[from..from + data.len()].to_vec();
+                self.uncertain.push((at, old, data.clone()));
+                self.oracle[from..from + data.len()].copy_from_slice(&data);
+            }
+            // Let a few I/Os go.
+            for _ in 0..self.rng.below(6) {
+                self.array.step();
+            }
+        }
+        // Sometimes in the middle of whatever runs now (a clear round's flush or
+        // its bit writes, a resync unit).
+        for _ in 0..self.rng.below(20) {
+            self.array.step();
+        }
+        let chunks = self.array.engine.write_intent_chunks().unwrap_or(0);
+        let dirty = self.array.engine.write_intent_dirty().unwrap_or(chunks);
         if dirty < chunks {
             CUTS_AFTER_CLEARS.fetch_add(1, Ordering::Relaxed);
         }
-        self.start_resync()
+        self.log.push(format!(
+            "power cut at {:?}, {dirty} of {chunks} bits set",
+            self.array.engine.sync_progress().map(|p| p.done_below)
+        ));
+        self.reload(None);
+        self.settle_uncertain()?;
+        self.read_back("after the cut")?;
+        self.start_resync(0)
+    }
+
+    /// A clean stop with the resync unfinished, and an open that resumes it from
+    /// the checkpoint (as `Array::close` and `start_resync_if_needed` do).
+    fn clean_stop(&mut self) -> Result<(), String> {
+        let stopped = self.array.engine.sync_progress().map(|p| p.done_below);
+        self.array.engine.cancel_sync();
+        self.array.run_sync();
+        self.array.flush().map_err(|e| format!("flush: {e}"))?;
+        self.uncertain.clear();
+        self.array.engine.clear_write_intent_now();
+        self.array.run();
+        let unit = stopped.unwrap_or(0);
+        let sector = self.array.engine.unit_to_resync_offset(unit);
+        self.log.push(format!(
+            "clean stop at unit {unit} (sector {sector}), {:?} bits set",
+            self.array.engine.write_intent_dirty()
+        ));
+        self.reload(Some(sector));
+        self.read_back("after the clean stop")?;
+        let from = self.array.engine.resync_offset_to_unit(sector);
+        self.start_resync(from)
+    }
+
+    /// Cancelled and started again from its checkpoint in the same process.
+    fn restart_in_process(&mut self) -> Result<(), String> {
+        let stopped = self.array.engine.sync_progress().map(|p| p.done_below);
+        self.array.engine.cancel_sync();
+        self.array.run_sync();
+        let from = stopped.unwrap_or(0);
+        self.log.push(format!("cancel and restart from {from}"));
+        self.start_resync(from)
+    }
+
+    fn kill(&mut self) {
+        if self.dead.is_some() || self.killable.is_empty() {
+            return;
+        }
+        let m = self.killable[self.rng.below(self.killable.len() as u64) as usize];
+        self.log.push(format!("kill member {m}"));
+        self.array.kill_member(MemberIdx(m));
+        self.dead = Some(m);
+    }
+
+    fn bring_back(&mut self) -> Result<(), String> {
+        let Some(m) = self.dead.take() else {
+            return Ok(());
+        };
+        self.array.run_sync();
+        self.log.push(format!("member {m} comes back"));
+        self.array
+            .return_member(MemberIdx(m), false)
+            .map_err(|e| format!("return: {e}"))?;
+        self.array
+            .engine
+            .start_sync_where_dirty(SyncKind::Recover, 0)
+            .map_err(|e| format!("recover: {e}"))?;
+        self.array.run_sync();
+        self.array.engine.allow_write_intent_clears(true);
+        if !self.array.engine.is_whole() {
+            return Err("not whole after the recover".into());
+        }
+        Ok(())
     }
 
     fn tell(&mut self) -> Result<(), String> {
-        self.start_resync()?;
-        for _ in 0..8 {
-            if self.rng.below(2) == 0 {
-                self.writes()?;
+        self.start_resync(0)?;
+        for _ in 0..10 {
+            match self.rng.below(4) {
+                0 => self.writes(true)?,
+                1 => self.writes(false)?,
+                _ => {}
             }
             let span = Nanos(self.rng.below(12 * self.unit_time));
             self.array.pass_time(span);
             if self.array.engine.sync_progress().is_none() {
                 break;
             }
-            if self.rng.below(3) != 0 {
-                self.cut()?;
+            match self.rng.below(8) {
+                0 | 1 => self.cut(false)?,
+                2 | 3 => self.cut(true)?,
+                4 => self.clean_stop()?,
+                5 => self.restart_in_process()?,
+                6 => self.kill(),
+                _ => {}
             }
         }
         self.array.run_sync();
+        self.bring_back()?;
+        if self.array.engine.resync_owed() {
+            self.start_resync(0)?;
+            self.array.run_sync();
+        }
         self.read_back("after the resync")?;
         self.array
             .engine
@@ -278,63 +458,61 @@ impl Story {
         self.array.run_sync();
         let mut mismatches = 0;
         for event in self.array.take_events() {
-            match event {
-                Event::SyncFinished {
-                    kind: SyncKind::Check,
-                    mismatches: found,
-                    ..
-                } => mismatches += found,
-                Event::SyncFinished {
-                    kind: SyncKind::Resync,
-                    skipped,
-                    ..
-                } => {
-                    UNITS_SKIPPED.fetch_add(skipped, Ordering::Relaxed);
-                }
-                _ => {}
+            if let Event::SyncFinished {
+                kind: SyncKind::Check,
+                mismatches: found,
+                ..
+            } = event
+            {
+                mismatches += found;
             }
         }
         if mismatches > 0 {
-            return Err(format!(
-                "the check after the resync found {mismatches} mismatches"
-            ));
+            return Err(format!("the check found {mismatches} mismatches"));
         }
+        self.read_back("after the check")?;
         Ok(())
     }
 }
 
 #[test]
-fn resyncs_cut_off_again_and_again_leave_parity_agreeing_and_lose_nothing() {
+fn resyncs_cut_off_stopped_and_degraded_leave_parity_agreeing_and_lose_nothing() {
     let seeds: Vec<u64> = match std::env::var("XRAID_SEED") {
         Ok(seed) => vec![seed.parse().expect("XRAID_SEED is a number")],
         Err(_) => {
             let n: u64 = std::env::var("XRAID_SEEDS")
                 .ok()
                 .and_then(|n| n.parse().ok())
-                .unwrap_or(200);
+                .unwrap_or(300);
             (0..n)
-                .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xc07)
+                .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed)
                 .collect()
         }
     };
     let stories = seeds.len() as u64;
+    let mut failures = Vec::new();
     for seed in seeds {
         let mut story = Story::new(seed);
         if let Err(error) = story.tell() {
-            panic!(
-                "seed {seed} failed: {error}\nstory:\n  {}\nreplay: XRAID_SEED={seed} cargo test -p xraid-engine --test resync_cut",
+            eprintln!(
+                "seed {seed} failed: {error}\nstory:\n  {}",
                 story.log.join("\n  ")
             );
+            failures.push(seed);
+            if failures.len() > 5 {
+                break;
+            }
         }
     }
-    let cleared = CUTS_AFTER_CLEARS.load(Ordering::Relaxed);
-    eprintln!(
-        "{stories} stories, {cleared} power cuts after the resync had cleared bits, {} units skipped as clean by the resyncs that completed",
-        UNITS_SKIPPED.load(Ordering::Relaxed)
-    );
-    // The stories are about cuts that find bits cleared: most tell one.
     assert!(
-        stories < 20 || cleared >= stories / 2,
-        "only {cleared} of {stories} stories cut the power after a clear"
+        failures.is_empty(),
+        "failed seeds {failures:?} (replay one: XRAID_SEED=<seed> cargo test -p xraid-engine --test resync_cut)"
+    );
+    let cleared = CUTS_AFTER_CLEARS.load(Ordering::Relaxed);
+    eprintln!("{stories} stories, {cleared} power cuts after the resync had cleared bits");
+    // The stories are about cuts that find bits cleared: many tell one.
+    assert!(
+        stories < 20 || cleared >= stories / 4,
+        "only {cleared} cuts in {stories} stories came after a clear"
     );
 }

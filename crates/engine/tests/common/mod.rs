@@ -50,6 +50,18 @@ pub fn blank_array_on(geo: Geometry, seed: u64, log_sectors: u64) -> SimArray {
     array
 }
 
+/// Fills every member with random bytes and wipes its stripe-log ring: an array
+/// made over old contents, as a restart finds it (call it in a power cut's restart).
+#[allow(dead_code)]
+pub fn old_contents(array: &mut SimArray) {
+    for m in 0..array.members.len() {
+        let mut old = std::mem::take(&mut array.members[m].data);
+        array.rng().fill(&mut old);
+        array.members[m].data = old;
+        array.members[m].log.fill(0);
+    }
+}
+
 /// A power cut after which `member`'s sectors `rows` fail to read while the stripe
 /// log replays (an entry that needs them is skipped), and read again afterwards.
 #[allow(dead_code)]

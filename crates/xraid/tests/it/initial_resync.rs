@@ -23,6 +23,22 @@ fn old_members(dir: &Path, n: u64, seed: u64) -> Vec<PathBuf> {
         .collect()
 }
 
+/// `xraid create ARGS` over `n` members of old contents (see [`old_members`]) in a
+/// `disks` directory of `dir`: the directory, the members, and what create said.
+fn create_over_old_contents(
+    dir: &Path,
+    n: u64,
+    seed: u64,
+    args: &[&str],
+) -> (PathBuf, Vec<PathBuf>, String) {
+    let disks = dir.join("disks");
+    std::fs::create_dir(&disks).expect("disks");
+    let members = old_members(&disks, n, seed);
+    let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
+    let out = ok(&[&["create"][..], args, &names].concat());
+    (disks, members, out)
+}
+
 fn status(disks: &Path) -> serde_json::Value {
     serde_json::from_str(&ok(&["status", "--json", p(disks)])).expect("status JSON")
 }
@@ -47,12 +63,8 @@ fn md_state(member: &Path) -> String {
 #[test]
 fn an_array_made_over_old_contents_resyncs_in_the_background_while_served() {
     let dir = tempdir();
-    let disks = dir.path().join("disks");
-    std::fs::create_dir(&disks).expect("disks");
-    let members = old_members(&disks, 4, 1500);
-    let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
-    let make = ["create", "-l", "5", "-c", "64K", "--bitmap-chunk", "1M"];
-    let out = ok(&[&make[..], &names].concat());
+    let make = ["-l", "5", "-c", "64K", "--bitmap-chunk", "1M"];
+    let (disks, members, out) = create_over_old_contents(dir.path(), 4, 1500, &make);
     assert!(out.contains("in the background"), "{out}");
     assert!(!out.contains("parity initialised"), "{out}");
     if has_tool("mdadm") {
@@ -118,12 +130,8 @@ fn an_array_made_over_old_contents_resyncs_in_the_background_while_served() {
 #[test]
 fn a_server_killed_during_the_initial_resync_leaves_only_the_rest_to_resync() {
     let dir = tempdir();
-    let disks = dir.path().join("disks");
-    std::fs::create_dir(&disks).expect("disks");
-    let members = old_members(&disks, 4, 1800);
-    let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
-    let make = ["create", "-l", "5", "-c", "64K", "--bitmap-chunk", "1M"];
-    ok(&[&make[..], &names].concat());
+    let make = ["-l", "5", "-c", "64K", "--bitmap-chunk", "1M"];
+    let (disks, members, _) = create_over_old_contents(dir.path(), 4, 1800, &make);
 
     // At 1 MB/s a member the resync takes about 15 s; the bits behind it are cleared
     // every bitmap quiet time (5 s, md's daemon_sleep).
@@ -196,12 +204,8 @@ fn a_raid10_stopped_mid_resync_records_how_far_in_array_sectors() {
     use std::os::unix::fs::FileExt;
     use xraid_layout::{Geometry, Layout, Level, Raid10Layout};
     let dir = tempdir();
-    let disks = dir.path().join("disks");
-    std::fs::create_dir(&disks).expect("disks");
-    let members = old_members(&disks, 4, 1900);
-    let names: Vec<&str> = members.iter().map(|m| p(m)).collect();
-    let make = ["create", "-l", "10", "-p", "n2", "-c", "64K"];
-    ok(&[&make[..], &names].concat());
+    let make = ["-l", "10", "-p", "n2", "-c", "64K"];
+    let (disks, members, _) = create_over_old_contents(dir.path(), 4, 1900, &make);
     // 64 KiB units at 1 MB/s: a few seconds in, a third or so is done.
     let server = Server::tcp(dir.path(), &["--rebuild-max", "1", p(&disks)]);
     server.wait_for_log(0, &["initial resync"]);
