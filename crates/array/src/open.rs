@@ -455,8 +455,9 @@ impl Array {
             followed: Vec::new(),
             record_pending: false,
         };
-        if array.was_dirty() && array.stripe_log_sectors().is_some() && !array.resync_pending() {
-            // The log's replay made parity right: the close marks the array clean.
+        if array.mode == OpenMode::ReadWrite && array.was_dirty() && !array.resync_pending() {
+            // The log's replay made parity right, or there is nothing to resync (RAID-0):
+            // the close marks the array clean.
             array.begin_writes()?;
         }
         if !array.start_recovery_if_needed()? {
@@ -894,10 +895,11 @@ impl Array {
     /// Whether the array was not stopped cleanly and its resync has not completed yet.
     /// With the stripe log, the replay at open already made parity agree with the data
     /// wherever a write was cut off, so nothing is pending (a resync of a whole array
-    /// still runs, to check).
+    /// still runs, to check). A RAID-0 has nothing to resync: never.
     pub fn resync_pending(&self) -> bool {
         let stats = self.driver.engine().stats();
         self.resync_from.is_some()
+            && self.driver.engine().geometry().level() != xraid_layout::Level::Raid0
             && stats.resyncs_completed == 0
             && (self.stripe_log_sectors().is_none() || stats.log_entries_skipped > 0)
     }

@@ -94,7 +94,9 @@ impl ArrayDriver {
             if self.slot_gen[io.member.index()] == gen {
                 self.dispatch(io);
             } else {
-                // Its device left the slot meanwhile: gone, as for a retired slot.
+                // Its device left the slot meanwhile: gone, as for a retired slot. (No
+                // path changes a slot's device during a device I/O today; this keeps
+                // one that comes from sending the newcomer what was meant for the old.)
                 self.inline_done.push_back((io.id, Err(IoFailed::Gone)));
             }
         }

@@ -456,7 +456,7 @@ impl Worker {
             Ok(()) => {
                 if resync_left {
                     log::info(&format!(
-                        "array '{}': flushed, with its resync unfinished: the superblocks record where it got to (md reads the array as active until it is done), and the next start goes on from there",
+                        "array '{}': flushed, with its resync unfinished (md reads the array as active until it is done): the next start that writes goes on with it",
                         self.name
                     ));
                     Closed::ResyncUnfinished
@@ -626,7 +626,8 @@ impl Worker {
                 .checked_div(p.total_units)
                 .unwrap_or(100)
         };
-        // Bytes of each member's data area a sync has covered, and in all.
+        // Bytes a sync has covered, and in all: of each member's data area, or for
+        // RAID-10, whose syncs walk the array's chunks, of the array.
         let unit_bytes = progress.map_or(0, |p| p.unit_sectors * SECTOR_BYTES);
         let members: Vec<serde_json::Value> = states
             .iter()

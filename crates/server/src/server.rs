@@ -167,9 +167,9 @@ impl Server {
     }
 
     /// Accepts clients until stopped, then waits for every connection and every array
-    /// worker to finish (arrays are flushed and marked clean). Returns how it left
-    /// the arrays: the least clean of them (one that failed, or could not be written,
-    /// says why in the log).
+    /// worker to finish (arrays are flushed, and marked clean unless a resync is left
+    /// unfinished). Returns how it left the arrays: the least clean of them (one that
+    /// failed, or could not be written, says why in the log).
     pub fn run(self) -> Result<Closed, ServerError> {
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let watched = Arc::clone(&self.shared);

@@ -104,7 +104,7 @@ pub(crate) fn serve(config: &ServeConfig, backend: BackendChoice) -> Result<()> 
         Closed::Clean => say("stopped; arrays flushed and marked clean"),
         // The log said which array; the next start goes on with its resync.
         Closed::ResyncUnfinished => say(
-            "stopped; arrays flushed, and marked clean but for a resync left unfinished (see above): the next start goes on with it",
+            "stopped; arrays flushed; not marked clean where a resync is left unfinished (see above), which the next start goes on with",
         ),
         // The log said which array and why; the next start resyncs it.
         Closed::NotClean => say("stopped; not every array could be marked clean (see above)"),

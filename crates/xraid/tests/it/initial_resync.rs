@@ -95,7 +95,7 @@ fn an_array_made_over_old_contents_resyncs_in_the_background_while_served() {
         stopped.stderr
     );
     assert!(
-        stopped.stdout.contains("but for a resync left unfinished")
+        stopped.stdout.contains("where a resync is left unfinished")
             && !stopped.stdout.contains("arrays flushed and marked clean"),
         "{}",
         stopped.stdout

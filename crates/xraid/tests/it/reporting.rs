@@ -1,7 +1,8 @@
 //! What the commands report about an array says the same served or not: `xraid status`
 //! reaches the server of an array that has failed, its JSON has the offline one's
 //! fields, a served scrub says what it repaired as an offline one does, a refused
-//! `xraid fail` gives the real reason, and `xraid add --no-rebuild` says what happens.
+//! `xraid fail` gives the real reason, `xraid add --no-rebuild` says what happens, and
+//! a stop says no resync is left where there is none to run.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -274,4 +275,34 @@ fn replace_without_copy_says_the_replacement_is_not_copied_yet() {
         status(&disks)["members"][1]["replacement"]["copied_percent"],
         0
     );
+}
+
+/// A RAID-0 left dirty (its server killed after a write) has no resync to owe: md
+/// has nothing to resync on it, and xraid runs none ("nothing to resync with"). A
+/// clean stop of the next server must then neither say that "the next start goes on
+/// with" a resync, nor leave the array active for good — every later stop would say
+/// the same, and no resync ever comes to finish it.
+#[test]
+fn a_raid0_left_dirty_is_not_said_to_leave_a_resync_unfinished() {
+    let dir = tempdir();
+    let disks = create_array(dir.path(), "0", 2, "16M", &[]);
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let mut client = Client::open(server.tcp_addr(), "xraid", false);
+    assert_eq!(client.write(0, &random_bytes(1 << 20, 5)), 0);
+    assert_eq!(client.flush(), 0);
+    client.disconnect();
+    server.kill();
+
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let stopped = server.stop();
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("status JSON");
+    assert!(
+        !stopped.stdout.contains("resync left unfinished")
+            && !stopped.stderr.contains("with its resync unfinished"),
+        "a RAID-0 has no resync to go on with: {}\n{}",
+        stopped.stdout,
+        stopped.stderr
+    );
+    assert_eq!(status["state"], "clean", "{status}");
 }
