@@ -61,6 +61,9 @@ pub struct CreateOptions {
     /// Bytes of data per bitmap bit; `None` for mdadm's choice (64 MiB, or more when
     /// the bits would not fit the room after the superblock).
     pub bitmap_chunk_bytes: Option<u32>,
+    /// Seconds a bitmap chunk stays quiet before its bit is cleared (md's
+    /// `daemon_sleep`, mdadm's `--delay`); `None` for mdadm's 5.
+    pub bitmap_delay_secs: Option<u32>,
     /// Integrity mode: a checksum per 4 KiB block of every member, kept after md's
     /// data area, checked on every read (see `integrity`).
     pub integrity: bool,
@@ -555,9 +558,12 @@ fn bitmap_choice(
         .find(|p| !is_missing(p))
         .cloned()
         .unwrap_or_default();
-    BitmapChoice::internal(new, member_sectors, opts.bitmap_chunk_bytes)
-        .map(Some)
-        .map_err(|source| ArrayError::Superblock { path, source })
+    let mut choice = BitmapChoice::internal(new, member_sectors, opts.bitmap_chunk_bytes)
+        .map_err(|source| ArrayError::Superblock { path, source })?;
+    if let Some(secs) = opts.bitmap_delay_secs {
+        choice.daemon_sleep = secs;
+    }
+    Ok(Some(choice))
 }
 
 fn chunk_sectors(level: Level, chunk_bytes: u64) -> Result<u32, ArrayError> {

@@ -715,6 +715,7 @@ mod tests {
             backend: Default::default(),
             bitmap: true,
             bitmap_chunk_bytes: None,
+            bitmap_delay_secs: None,
             integrity: false,
             assume_clean: false,
             sync_now: false,

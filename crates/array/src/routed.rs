@@ -114,6 +114,7 @@ mod tests {
             backend: BackendChoice::Threads,
             bitmap,
             bitmap_chunk_bytes: None,
+            bitmap_delay_secs: None,
             integrity: false,
             assume_clean: false,
             sync_now: false,

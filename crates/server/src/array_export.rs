@@ -1793,6 +1793,7 @@ mod tests {
             backend: xraid_driver::BackendChoice::Threads,
             bitmap: false,
             bitmap_chunk_bytes: None,
+            bitmap_delay_secs: None,
             integrity: false,
             assume_clean: false,
             sync_now: false,

@@ -148,6 +148,12 @@ pub struct CreateArgs {
     /// crash but set bits more often.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub bitmap_chunk: Option<u64>,
+    /// Seconds a bitmap chunk must stay quiet before its bit is cleared, and how often
+    /// a running resync clears the bits behind it (mdadm's --delay, md's
+    /// daemon_sleep; 1 to 3600). Default: 5. Shorter resyncs less after a crash; longer
+    /// writes the bitmap less often.
+    #[arg(long, value_name = "SECONDS")]
+    pub bitmap_delay: Option<u32>,
     /// Integrity mode: keep a CRC-32C of every 4 KiB block of each member (after md's
     /// data area, 1 MiB per GiB of member; as much RAM while served), check every read
     /// against it, and repair a block that reads back wrong (a flipped bit, a lost

@@ -53,6 +53,12 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
                 .map_err(|_| anyhow::anyhow!("--bitmap-chunk {bytes}: at most 2G per bit"))?,
         ),
     };
+    let bitmap_delay_secs = match args.bitmap_delay {
+        None => None,
+        Some(_) if !bitmap => bail!("--bitmap-delay needs a bitmap (--bitmap internal)"),
+        Some(secs @ 1..=3600) => Some(secs),
+        Some(secs) => bail!("--bitmap-delay {secs}: say 1 to 3600 seconds"),
+    };
     let opts = CreateOptions {
         level,
         layout,
@@ -64,6 +70,7 @@ pub fn run(args: CreateArgs, backend: BackendChoice) -> Result<()> {
         backend,
         bitmap,
         bitmap_chunk_bytes,
+        bitmap_delay_secs,
         integrity: args.integrity,
         assume_clean: args.assume_clean,
         sync_now: args.sync_now,

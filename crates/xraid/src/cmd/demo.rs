@@ -47,6 +47,7 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
             backend,
             bitmap: true,
             bitmap_chunk_bytes: None,
+            bitmap_delay_secs: None,
             integrity: false,
             assume_clean: false,
             sync_now: false,

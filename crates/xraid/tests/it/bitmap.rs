@@ -503,3 +503,72 @@ fn a_bitmap_counting_another_sync_size_is_taken_as_all_dirty_and_put_right() {
         );
     }
 }
+
+/// `create --bitmap-delay` sets md's daemon_sleep (mdadm's `--delay`): md and xraid
+/// read the same flush period, and the served array clears a quiet chunk's bit after
+/// it, not after the default 5 s.
+#[test]
+fn bitmap_delay_sets_md_flush_period_and_the_served_quiet_time() {
+    let dir = tempdir();
+    let disks = crate::server::create_array(
+        dir.path(),
+        "5",
+        4,
+        "16M",
+        &["--bitmap-chunk", "1M", "--bitmap-delay", "1"],
+    );
+    let member = disks.join("d0");
+    let said = ok(&["examine", "--bitmap", p(&member)]);
+    assert!(said.contains("Daemon : 1s flush period"), "{said}");
+    if crate::util::has_tool("mdadm") {
+        crate::bitmap::bitmaps_agree(&member, dir.path());
+    }
+    let server = Server::tcp(dir.path(), &[p(&disks)]);
+    let mut client = crate::nbd_raw::Client::open(server.tcp_addr(), "xraid", false);
+    assert_eq!(client.write(0, &random_bytes(64 * 1024, 9)), 0);
+    assert_eq!(client.flush(), 0);
+    client.disconnect();
+    let dirty = || ok(&["examine", "--bitmap", p(&member)]);
+    assert!(dirty().contains(", 1 dirty"), "{}", dirty());
+    // Cleared within a few quiet times of 1 s (5 s each by default).
+    let start = std::time::Instant::now();
+    while !dirty().contains(", 0 dirty") {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(4),
+            "the bit is still set after 4 s: {}",
+            dirty()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    server.stop();
+}
+
+/// `--bitmap-delay` out of range, or without a bitmap, is refused before any member
+/// is touched.
+#[test]
+fn bitmap_delay_out_of_range_or_without_a_bitmap_is_refused() {
+    for (args, says) in [
+        (
+            &["--bitmap-delay", "0"][..],
+            "--bitmap-delay 0: say 1 to 3600 seconds",
+        ),
+        (&["--bitmap-delay", "3601"][..], "say 1 to 3600 seconds"),
+        (
+            &["--bitmap", "none", "--bitmap-delay", "5"][..],
+            "--bitmap-delay needs a bitmap",
+        ),
+    ] {
+        let dir = tempdir();
+        let members: Vec<String> = (0..4)
+            .map(|i| dir.path().join(format!("d{i}")).display().to_string())
+            .collect();
+        let mut all = vec!["create", "-l", "5", "--size", "16M"];
+        all.extend_from_slice(args);
+        all.extend(members.iter().map(String::as_str));
+        let error = fails(&all);
+        assert!(error.contains(says), "{args:?}: {error}");
+        for m in &members {
+            assert!(!Path::new(m).exists(), "{args:?} made {m}");
+        }
+    }
+}

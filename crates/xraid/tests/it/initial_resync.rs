@@ -130,11 +130,20 @@ fn an_array_made_over_old_contents_resyncs_in_the_background_while_served() {
 #[test]
 fn a_server_killed_during_the_initial_resync_leaves_only_the_rest_to_resync() {
     let dir = tempdir();
-    let make = ["-l", "5", "-c", "64K", "--bitmap-chunk", "1M"];
+    let make = [
+        "-l",
+        "5",
+        "-c",
+        "64K",
+        "--bitmap-chunk",
+        "1M",
+        "--bitmap-delay",
+        "1",
+    ];
     let (disks, members, _) = create_over_old_contents(dir.path(), 4, 1800, &make);
 
     // At 1 MB/s a member the resync takes about 15 s; the bits behind it are cleared
-    // every bitmap quiet time (5 s, md's daemon_sleep).
+    // every bitmap quiet time (md's daemon_sleep: 1 s here, 5 s by default).
     let server = Server::tcp(dir.path(), &["--rebuild-max", "1", p(&disks)]);
     server.wait_for_log(0, &["initial resync"]);
     let fresh = random_bytes(2 * MIB, 78);
