@@ -12,6 +12,8 @@ mod bitmap;
 mod create;
 mod error;
 mod foreign;
+#[cfg(test)]
+mod handoff_tests;
 mod integrity;
 mod members;
 mod open;
