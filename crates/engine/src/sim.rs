@@ -207,6 +207,9 @@ pub struct SimArray {
     /// newcomer, as the driver sends what it has not yet submitted to the kernel to
     /// the device in the slot when it submits it; else it fails as from a device gone.
     pub stale_io_to_newcomer: bool,
+    /// The next restart finds superblocks that say the array was stopped cleanly
+    /// (see [`SimArray::power_cut_then_clean_open_with`]).
+    clean_open: bool,
 }
 
 impl SimArray {
@@ -233,6 +236,7 @@ impl SimArray {
             defer_records: false,
             defer_only_clears: false,
             stale_io_to_newcomer: false,
+            clean_open: false,
         }
     }
 
@@ -840,6 +844,14 @@ impl SimArray {
         self.cut_power(restart, false);
     }
 
+    /// [`SimArray::power_cut_with`], after which something else runs the array and
+    /// stops it cleanly (`restart` plays it on the members): the open finds superblocks
+    /// that say so, and owes no resync.
+    pub fn power_cut_then_clean_open_with(&mut self, restart: impl FnOnce(&mut SimArray)) {
+        self.clean_open = true;
+        self.cut_power(restart, false);
+    }
+
     /// The power cut; with `resume`, members being rebuilt stay so, replacements being
     /// built stay too, and the recover resumes from what the superblocks recorded.
     fn cut_power(&mut self, restart: impl FnOnce(&mut SimArray), resume: bool) {
@@ -925,8 +937,11 @@ impl SimArray {
                 .expect("a member rebuilding before the cut");
             self.engine.resume_rebuilding(m, unit);
         }
-        // The array comes back dirty: its resync is owed until one completes.
-        self.engine.owe_resync();
+        // The array comes back dirty: its resync is owed until one completes (unless
+        // what ran it since stopped it cleanly).
+        if !std::mem::take(&mut self.clean_open) {
+            self.engine.owe_resync();
+        }
         restart(self);
         // What the restart found (a member it failed) is what the open records.
         self.recorded_states = self.engine.member_states().to_vec();
