@@ -2,6 +2,9 @@
 //! writes they cover, rounds batch concurrent writes, quiet chunks are cleared only on
 //! a whole array, and resyncs and catch-ups visit only dirty chunks.
 
+mod common;
+use common::check_mismatches;
+
 use xraid_engine::sim::SimArray;
 use xraid_engine::{
     Engine, Event, MemberIdx, Nanos, SyncKind, WriteIntentSetup, INTENT_HEADER_BYTES,
@@ -366,23 +369,6 @@ fn owing_a_paced_resync(seed: u64) -> SimArray {
         .start_sync_where_dirty(SyncKind::Resync, 0)
         .expect("resync");
     array
-}
-
-fn check_mismatches(array: &mut SimArray) -> u64 {
-    array.engine.start_sync(SyncKind::Check, 0).expect("check");
-    array.run_sync();
-    array
-        .take_events()
-        .iter()
-        .filter_map(|e| match e {
-            Event::SyncFinished {
-                kind: SyncKind::Check,
-                mismatches,
-                ..
-            } => Some(*mismatches),
-            _ => None,
-        })
-        .sum()
 }
 
 #[test]

@@ -1383,20 +1383,7 @@ fn a_clean_open_after_md_ran_the_array_leaves_parity_agreeing_with_mds_writes() 
             a.members[parity].data[at..at + chunk].copy_from_slice(&p);
         });
         array.run();
-        array.engine.start_sync(SyncKind::Check, 0).expect("check");
-        array.run_sync();
-        let mismatches: u64 = array
-            .take_events()
-            .iter()
-            .filter_map(|e| match e {
-                Event::SyncFinished {
-                    kind: SyncKind::Check,
-                    mismatches,
-                    ..
-                } => Some(*mismatches),
-                _ => None,
-            })
-            .sum();
+        let mismatches = common::check_mismatches(&mut array);
         let got = array
             .read(
                 stripe * geo.stripe_data_sectors() + u64::from(geo.chunk_sectors()),

@@ -147,3 +147,25 @@ pub fn rebuild_on_a_new_device(array: &mut SimArray, member: MemberIdx) {
         "rebuilt"
     );
 }
+
+/// Runs a check over the whole array and returns the mismatched units it found.
+#[allow(dead_code)]
+pub fn check_mismatches(array: &mut SimArray) -> u64 {
+    array
+        .engine
+        .start_sync(xraid_engine::SyncKind::Check, 0)
+        .expect("check");
+    array.run_sync();
+    array
+        .take_events()
+        .iter()
+        .filter_map(|e| match e {
+            xraid_engine::Event::SyncFinished {
+                kind: xraid_engine::SyncKind::Check,
+                mismatches,
+                ..
+            } => Some(*mismatches),
+            _ => None,
+        })
+        .sum()
+}
