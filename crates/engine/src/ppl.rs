@@ -2087,6 +2087,14 @@ fn scanned(engine: &mut Engine) {
         .collect();
     entries.sort_by_key(|e| e.seq);
     entries.dedup_by_key(|e| e.seq);
+    if !engine.resync_owed || engine.resync_after_clean_stop.is_some() {
+        // The superblocks say the array was last stopped cleanly: every write was
+        // durable and parity agreed with the data then. Entries no marker covers are
+        // older than that stop — from before md (which knows nothing of the rings)
+        // ran the array, say — and replaying them would make parity from partial
+        // parity of rows written since, wrong wherever a member is missing.
+        entries.clear();
+    }
     mark_last_for(&mut entries);
     let rings: Vec<Option<MarkerPlace>> = per_ring.iter().map(|r| r.map(|(_, at)| at)).collect();
     let (sectors, slots) = next_markers(
