@@ -1335,12 +1335,58 @@ fn a_later_restart_lists_only_what_the_lost_ring_held() {
     }
 }
 
-/// xraid is cut off with a stripe write's entry on the rings that no marker covers;
-/// then md (which knows nothing of the rings) runs the array: it resyncs it, writes
-/// another chunk of the same stripe, and stops it cleanly. The open after that finds
-/// superblocks that say the array is clean and replays nothing: parity agrees with
-/// what md wrote (a whole array's replay made parity from the data as it stands, and
-/// did no harm; a degraded one's, below, did).
+/// xraid writes 8 sectors of stripe `stripe`'s first chunk and is cut off, the
+/// write's entry on the rings with no marker covering it; then md (which knows
+/// nothing of the rings) runs the array: it resyncs it (parity from the data as it
+/// stands), writes the stripe's second chunk whole, and stops it cleanly. With
+/// `gone`, that member is missing at the open that follows. Returns md's chunk.
+fn cut_then_md_runs_the_array(
+    array: &mut SimArray,
+    stripe: u64,
+    gone: Option<MemberIdx>,
+) -> Vec<u8> {
+    let geo = *array.engine.geometry();
+    let map = geo.stripe_map(stripe);
+    let mut new = vec![0u8; 8 * SECTOR];
+    array.rng().fill(&mut new);
+    array
+        .write(stripe * geo.stripe_data_sectors(), &new)
+        .expect("write");
+    let chunk = u64::from(geo.chunk_sectors()) as usize * SECTOR;
+    let at = stripe as usize * chunk;
+    let other = map.data_member(1).index();
+    let parity = map.p().index();
+    let mut md_data = vec![0u8; chunk];
+    array.rng().fill(&mut md_data);
+    array.power_cut_then_clean_open_with(|a| {
+        let mut p = vec![0u8; chunk];
+        for d in 0..usize::from(geo.data_disks()) {
+            let m = map.data_member(d as u16).index();
+            for (x, y) in p.iter_mut().zip(&a.members[m].data[at..at + chunk]) {
+                *x ^= y;
+            }
+        }
+        for (x, (old, new)) in p
+            .iter_mut()
+            .zip(a.members[other].data[at..at + chunk].iter().zip(&md_data))
+        {
+            *x ^= old ^ new;
+        }
+        a.members[other].data[at..at + chunk].copy_from_slice(&md_data);
+        a.members[parity].data[at..at + chunk].copy_from_slice(&p);
+        if let Some(gone) = gone {
+            a.kill_member(gone);
+            a.engine.fail_member(gone);
+        }
+    });
+    array.run();
+    md_data
+}
+
+/// After [`cut_then_md_runs_the_array`], the open finds superblocks that say the
+/// array is clean and replays nothing: parity agrees with what md wrote (a whole
+/// array's replay made parity from the data as it stands, and did no harm; a
+/// degraded one's, below, did).
 #[test]
 fn a_clean_open_after_md_ran_the_array_leaves_parity_agreeing_with_mds_writes() {
     let mut bad = Vec::new();
@@ -1348,39 +1394,7 @@ fn a_clean_open_after_md_ran_the_array_leaves_parity_agreeing_with_mds_writes() 
         let (mut array, _) = logged_array(Level::Raid5, 4, 4100 + seed);
         let geo = *array.engine.geometry();
         let stripe = 2;
-        let map = geo.stripe_map(stripe);
-        // xraid writes 8 sectors of the stripe's first chunk, not flushed.
-        let mut new = vec![0u8; 8 * SECTOR];
-        array.rng().fill(&mut new);
-        array
-            .write(stripe * geo.stripe_data_sectors(), &new)
-            .expect("write");
-        let chunk = u64::from(geo.chunk_sectors()) as usize * SECTOR;
-        let at = stripe as usize * chunk;
-        let other = map.data_member(1).index();
-        let parity = map.p().index();
-        let mut md_data = vec![0u8; chunk];
-        array.rng().fill(&mut md_data);
-        array.power_cut_then_clean_open_with(|a| {
-            // md's resync: parity from the data as it stands, then md's write to the
-            // stripe's second chunk, parity updated with it.
-            let mut p = vec![0u8; chunk];
-            for d in 0..usize::from(geo.data_disks()) {
-                let m = map.data_member(d as u16).index();
-                for (x, y) in p.iter_mut().zip(&a.members[m].data[at..at + chunk]) {
-                    *x ^= y;
-                }
-            }
-            for (x, (old, new)) in p
-                .iter_mut()
-                .zip(a.members[other].data[at..at + chunk].iter().zip(&md_data))
-            {
-                *x ^= old ^ new;
-            }
-            a.members[other].data[at..at + chunk].copy_from_slice(&md_data);
-            a.members[parity].data[at..at + chunk].copy_from_slice(&p);
-        });
-        array.run();
+        let md_data = cut_then_md_runs_the_array(&mut array, stripe, None);
         let mismatches = common::check_mismatches(&mut array);
         let got = array
             .read(
@@ -1410,40 +1424,10 @@ fn a_degraded_clean_open_after_md_ran_the_array_reads_the_missing_rows_right() {
         let (mut array, data) = logged_array(Level::Raid5, 4, 4200 + seed);
         let geo = *array.engine.geometry();
         let stripe = 2;
-        let map = geo.stripe_map(stripe);
-        let mut new = vec![0u8; 8 * SECTOR];
-        array.rng().fill(&mut new);
-        array
-            .write(stripe * geo.stripe_data_sectors(), &new)
-            .expect("write");
-        let chunk = u64::from(geo.chunk_sectors()) as usize * SECTOR;
-        let at = stripe as usize * chunk;
-        let other = map.data_member(1).index();
-        let gone = map.data_member(2);
-        let parity = map.p().index();
-        let mut md_data = vec![0u8; chunk];
-        array.rng().fill(&mut md_data);
-        array.power_cut_then_clean_open_with(|a| {
-            let mut p = vec![0u8; chunk];
-            for d in 0..usize::from(geo.data_disks()) {
-                let m = map.data_member(d as u16).index();
-                for (x, y) in p.iter_mut().zip(&a.members[m].data[at..at + chunk]) {
-                    *x ^= y;
-                }
-            }
-            for (x, (old, new)) in p
-                .iter_mut()
-                .zip(a.members[other].data[at..at + chunk].iter().zip(&md_data))
-            {
-                *x ^= old ^ new;
-            }
-            a.members[other].data[at..at + chunk].copy_from_slice(&md_data);
-            a.members[parity].data[at..at + chunk].copy_from_slice(&p);
-            a.kill_member(gone);
-            a.engine.fail_member(gone);
-        });
-        array.run();
+        let gone = geo.stripe_map(stripe).data_member(2);
+        cut_then_md_runs_the_array(&mut array, stripe, Some(gone));
         let third = stripe * geo.stripe_data_sectors() + 2 * u64::from(geo.chunk_sectors());
+        let chunk = u64::from(geo.chunk_sectors()) as usize * SECTOR;
         let want = &data[third as usize * SECTOR..third as usize * SECTOR + chunk];
         match array.read(third, u64::from(geo.chunk_sectors())) {
             Ok(got) if got == want => {}
