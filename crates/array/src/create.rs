@@ -389,6 +389,7 @@ pub fn create(
             avail,
         );
         sb.size = geometry.member_sectors();
+        sb.utime = crate::members::now_utime();
         if resync_owed {
             // md's "resync from the start": the resync the next open to write runs.
             sb.resync_offset = 0;

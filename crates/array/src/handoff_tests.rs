@@ -71,13 +71,14 @@ fn write_sb(path: &Path, sb: &Superblock) {
         .expect("superblock");
 }
 
-/// One superblock update of md's on every member: the next event count, and
-/// `resync_offset` as md's `super_1_sync` writes it (0 while active, the checkpoint
-/// — `u64::MAX` when in sync — when clean).
+/// One superblock update of md's on every member: the next event count, the time in
+/// whole seconds (`md_update_sb`), and `resync_offset` as md's `super_1_sync` writes
+/// it (0 while active, the checkpoint — `u64::MAX` when in sync — when clean).
 fn md_update(members: &[PathBuf], resync_offset: u64) {
     for m in members {
         let mut sb = read_sb(m);
         sb.events += 1;
+        sb.utime = Superblock::encode_time(crate::members::now_secs());
         sb.resync_offset = resync_offset;
         write_sb(m, &sb);
     }
@@ -232,6 +233,59 @@ fn a_raid5_md_left_dirty_after_xraid_stopped_it_cleanly_is_resynced() {
         sb.resync_offset,
         report.mismatches
     );
+}
+
+/// Whether xraid can tell its own superblock writes from md's: xraid writes the
+/// update time to the microsecond, md whole seconds. An open after md's session
+/// (clean or not) is told the rings know nothing of md's writes; one after xraid's
+/// own unclean stop is not. An offline role-table write (`fail`) over md's
+/// superblocks does not hide that md wrote last.
+#[test]
+fn an_open_tells_superblocks_md_wrote_last_from_xraids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let members = raid5(dir.path());
+    let xraids = |when: &str| {
+        let sbs: Vec<Superblock> = members.iter().map(|m| read_sb(m)).collect();
+        assert!(
+            sbs.iter().all(Superblock::utime_has_microseconds),
+            "{when}: xraid's superblocks carry microseconds"
+        );
+    };
+    xraids("after create");
+
+    // xraid's own unclean stop: the rings' word stands.
+    let mut array = open(&members);
+    array.begin_writes().expect("active");
+    array
+        .driver()
+        .write_at(&[0xaau8; 4096], 5 * CHUNK_BYTES)
+        .expect("xraid write");
+    drop(array);
+    xraids("after xraid's session");
+    let array = open(&members);
+    assert!(
+        !array.driver_ref().engine().log_knew_nothing(),
+        "after xraid's own unclean stop its rings vouch as before"
+    );
+    array.close().expect("close");
+    xraids("after xraid's close");
+
+    // md runs the array and is cut off: its superblocks, whole seconds.
+    md_update(&members, 0);
+    assert!(!read_sb(&members[0]).utime_has_microseconds());
+    // An offline `fail` of a member (a role-table write with a new event count)
+    // keeps md's mark.
+    crate::fail_member(&members, &members[2]).expect("offline fail");
+    assert!(
+        !read_sb(&members[0]).utime_has_microseconds(),
+        "an offline role-table write hid md's session"
+    );
+    let array = open(&members[..2]);
+    assert!(
+        array.driver_ref().engine().log_knew_nothing(),
+        "the rings vouched for an array md wrote last"
+    );
+    array.close().expect("close");
 }
 
 /// RAID-10 near layouts: md's per-device `recovery_offset` is a member (physical)

@@ -419,7 +419,7 @@ fn assign(
     let mut roles = freshest.dev_roles.clone();
     roles[dev] = role.unwrap_or(ROLE_SPARE);
     let events = freshest.events + 1;
-    let utime = now_secs();
+    let utime = utime_after(freshest);
 
     sb.dev_number = u32::try_from(dev).expect("role tables are small");
     if role.is_some() {
@@ -456,7 +456,7 @@ fn write_role_table(
     skip: Option<usize>,
 ) -> Result<(), ArrayError> {
     let events = assembled.superblock.events + 1;
-    let utime = now_secs();
+    let utime = utime_after(&assembled.superblock);
     for (r, m) in assembled.roles.iter().enumerate() {
         let Some(m) = m.as_ref().filter(|_| Some(r) != skip) else {
             continue;
@@ -497,6 +497,30 @@ pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// The update time xraid writes into superblocks: to the microsecond, which md and
+/// mdadm never write (see [`Superblock::encode_time_precise`]). A superblock whose
+/// time carries none was written by them: md ran the array since xraid last wrote
+/// it, and the stripe log knows nothing of what md wrote
+/// (`Engine::superblocks_written_elsewhere`).
+pub(crate) fn now_utime() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1 << 40, Superblock::encode_time_precise)
+}
+
+/// The update time of a superblock write that changes nothing the stripe log must
+/// know of (the role table, a member's record): xraid's own ([`now_utime`]) only
+/// where `freshest`, the array's newest superblock, was xraid's too, so that a
+/// write by md stays told from xraid's until an open has put the log's doubt on its
+/// rings.
+pub(crate) fn utime_after(freshest: &Superblock) -> u64 {
+    if freshest.utime_has_microseconds() {
+        now_utime()
+    } else {
+        Superblock::encode_time(now_secs())
+    }
 }
 
 /// Assembles the array and, where roles are missing and hot spares are at hand, puts

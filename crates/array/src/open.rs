@@ -4,7 +4,6 @@
 //! recognised as stale when they return.
 
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use xraid_driver::{ArrayDriver, BackendChoice, MemberSlot};
 use xraid_engine::{FailReason, MemberState, SyncKind};
@@ -388,6 +387,11 @@ impl Array {
             from => driver.engine_mut().owe_resync_after_a_clean_stop(from),
         }
         if let Some(sectors) = ring {
+            if !assembled.superblock.utime_has_microseconds() {
+                // md (or mdadm) wrote the superblocks after xraid last did: the rings
+                // know nothing of its writes.
+                driver.engine_mut().superblocks_written_elsewhere();
+            }
             // Reads every ring and replays what a crash cut off before anything else.
             let mut config = driver.engine().config();
             config.log_sectors = sectors;
@@ -1132,9 +1136,9 @@ impl Array {
         resync_offset: u64,
         recovered_to: Option<u64>,
     ) -> Result<Round, ArrayError> {
-        let utime = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        // xraid's own time, also over superblocks md wrote last: the open's stripe-log
+        // recovery has put its doubt about them on the rings already.
+        let utime = crate::members::now_utime();
         let events = self.freshest.events + 1;
         self.freshest.events = events;
         let states: Vec<MemberState> = self.driver.engine().member_states().to_vec();
@@ -1368,7 +1372,9 @@ fn record_for_replay(
                 }
             }
         }
-        let utime = crate::members::now_secs();
+        // Until the rings' marker at the replay's end says what an md write since
+        // xraid's last one leaves in doubt, these writes must not hide it.
+        let utime = crate::members::utime_after(freshest);
         let mut written = Vec::new();
         let mut failed = Vec::new();
         for (slot, (path, sb)) in devices {
@@ -1584,7 +1590,7 @@ impl Array {
         spare: bool,
         force: bool,
     ) -> Result<crate::Added, ArrayError> {
-        use crate::members::{canonical, free_slot, now_secs, open_newcomer};
+        use crate::members::{canonical, free_slot, now_utime, open_newcomer};
         let name = self.name();
         if self.mode != OpenMode::ReadWrite {
             return Err(ArrayError::ReadOnly { name });
@@ -1680,7 +1686,7 @@ impl Array {
         sb.feature_map &= !(MD_FEATURE_RECOVERY_OFFSET | xraid_format::MD_FEATURE_RECOVERY_BITMAP);
         sb.recovery_offset = 0;
         sb.events = self.freshest.events + 1;
-        sb.utime = now_secs();
+        sb.utime = now_utime();
         // A member of this array coming back may keep its checksums (see
         // `Homecoming`): read while its area's header still matches its superblock.
         let own_table = match ours {
@@ -2002,7 +2008,7 @@ impl Array {
         size: Option<u64>,
         force: bool,
     ) -> Result<crate::Replacing, ArrayError> {
-        use crate::members::{canonical, free_slot, now_secs, open_newcomer};
+        use crate::members::{canonical, free_slot, now_utime, open_newcomer};
         let name = self.name();
         if self.mode != OpenMode::ReadWrite {
             return Err(ArrayError::ReadOnly { name });
@@ -2135,7 +2141,7 @@ impl Array {
         sb.feature_map |= MD_FEATURE_REPLACEMENT | MD_FEATURE_RECOVERY_OFFSET;
         sb.recovery_offset = 0;
         sb.events = self.freshest.events + 1;
-        sb.utime = now_secs();
+        sb.utime = now_utime();
         self.write_newcomer(&member, &sb, new)?;
         let slot = slot_for(
             Box::new(member),

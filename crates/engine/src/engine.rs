@@ -169,6 +169,10 @@ pub struct Engine {
     /// unit (md's resync_offset): nothing was cut off since (see
     /// [`Engine::owe_resync_after_a_clean_stop`]).
     pub(crate) resync_after_clean_stop: Option<u64>,
+    /// Another program wrote the superblocks after xraid last did (see
+    /// [`Engine::superblocks_written_elsewhere`]): the stripe log's rings know nothing
+    /// of what it wrote.
+    pub(crate) written_elsewhere: bool,
     /// The resync owed is the array's initial one and nothing has written it since it
     /// was made (see [`Engine::owe_initial_resync`]).
     pub(crate) initial_resync: bool,
@@ -250,6 +254,7 @@ impl Engine {
             resync_owed: false,
             initial_resync: false,
             resync_after_clean_stop: None,
+            written_elsewhere: false,
             resync_passed: false,
             fresh_parity: HashMap::new(),
             log: None,
@@ -1385,6 +1390,18 @@ impl Engine {
     pub fn owe_resync_after_a_clean_stop(&mut self, offset: u64) {
         self.resync_owed = true;
         self.resync_after_clean_stop = Some(self.resync_offset_to_unit(offset));
+    }
+
+    /// The superblocks were last written by another program than xraid — md ran the
+    /// array since xraid's last superblock write (or mdadm changed it): whatever it
+    /// wrote, the stripe log's rings know nothing of. Their entries are older than
+    /// its writes, so the open replays none (partial parity of rows written since
+    /// would make parity wrong), and their markers' word on parity is stale: where
+    /// the superblocks owe a resync, the log vouches for parity nowhere until one
+    /// completes, as for rings that hold nothing of the array. Said before the log's
+    /// recovery starts (`EngineConfig::log_sectors`).
+    pub fn superblocks_written_elsewhere(&mut self) {
+        self.written_elsewhere = true;
     }
 
     /// Whether a resync is owed (see [`Engine::owe_resync`]) and has not completed.

@@ -2087,12 +2087,14 @@ fn scanned(engine: &mut Engine) {
         .collect();
     entries.sort_by_key(|e| e.seq);
     entries.dedup_by_key(|e| e.seq);
-    if !engine.resync_owed || engine.resync_after_clean_stop.is_some() {
+    let elsewhere = engine.written_elsewhere;
+    if elsewhere || !engine.resync_owed || engine.resync_after_clean_stop.is_some() {
         // The superblocks say the array was last stopped cleanly: every write was
         // durable and parity agreed with the data then. Entries no marker covers are
         // older than that stop — from before md (which knows nothing of the rings)
         // ran the array, say — and replaying them would make parity from partial
-        // parity of rows written since, wrong wherever a member is missing.
+        // parity of rows written since, wrong wherever a member is missing. So are
+        // they where another program wrote the superblocks since, clean or not.
         entries.clear();
     }
     mark_last_for(&mut entries);
@@ -2109,7 +2111,7 @@ fn scanned(engine: &mut Engine) {
     log.marker_slots = slots;
 
     // A clean stop left nothing to replay: a ring that fails to read now lost nothing.
-    let unclean = engine.resync_owed && engine.resync_after_clean_stop.is_none();
+    let unclean = engine.resync_owed && engine.resync_after_clean_stop.is_none() && !elsewhere;
     let lost_now = if unclean {
         unreadable.clone()
     } else {
@@ -2122,7 +2124,7 @@ fn scanned(engine: &mut Engine) {
     // The rule below for rings that know nothing of the array fired.
     let mut knew_nothing = false;
     let mut skipped_earlier: Vec<(u64, u32, u32)> = Vec::new();
-    if let Some((_, true, masks)) = owed.filter(|_| engine.resync_owed) {
+    if let Some((_, true, masks)) = owed.filter(|_| engine.resync_owed && !elsewhere) {
         // A replay before this one could not vouch for parity, and no resync has
         // completed since (the marker says so): it is still owed. The marker says
         // which rings it lost (went with the wipe) and for which missing members their
@@ -2138,9 +2140,7 @@ fn scanned(engine: &mut Engine) {
         listed_for = listed;
         open_walks.push((earlier, listed));
     } else if engine.resync_owed
-        && newest_marker.is_none()
-        && !entries_found
-        && !ring_newest.is_empty()
+        && (elsewhere || (newest_marker.is_none() && !entries_found && !ring_newest.is_empty()))
     {
         // Rings read, and none holds a marker or an entry of this array, which owes a
         // resync: the log knows nothing of how its parity came to disagree — an array
@@ -2154,7 +2154,10 @@ fn scanned(engine: &mut Engine) {
         // marker at the replay's end carries that to a later open. Where the driver
         // knows the resync is the initial one of an array nothing has written (see
         // `Engine::owe_initial_resync`), no write was ever cut off: parity a client
-        // write makes from now on is trusted to rebuild a row, as md trusts it.
+        // write makes from now on is trusted to rebuild a row, as md trusts it. The
+        // same where another program wrote the superblocks since xraid did, whatever
+        // the rings hold: their markers speak of parity as it was before its writes
+        // (`Engine::superblocks_written_elsewhere`).
         engine.stats.log_entries_skipped += 1;
         vouches_nowhere = !engine.initial_resync;
         knew_nothing = true;

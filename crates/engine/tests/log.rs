@@ -1335,15 +1335,27 @@ fn a_later_restart_lists_only_what_the_lost_ring_held() {
     }
 }
 
+/// How md's session over the array ends, in [`cut_then_md_runs_the_array`].
+#[derive(Clone, Copy)]
+enum MdStops {
+    /// Superblocks that say the array is clean.
+    Cleanly,
+    /// Cut off after its writes completed: superblocks that say it runs.
+    Dirty,
+}
+
 /// xraid writes 8 sectors of stripe `stripe`'s first chunk and is cut off, the
 /// write's entry on the rings with no marker covering it; then md (which knows
 /// nothing of the rings) runs the array: it resyncs it (parity from the data as it
-/// stands), writes the stripe's second chunk whole, and stops it cleanly. With
-/// `gone`, that member is missing at the open that follows. Returns md's chunk.
+/// stands), writes the stripe's second chunk whole, and stops (`stops`). Its
+/// superblock writes are md's, which the open is told
+/// (`Engine::superblocks_written_elsewhere`). With `gone`, that member is missing
+/// at the open that follows. Returns md's chunk.
 fn cut_then_md_runs_the_array(
     array: &mut SimArray,
     stripe: u64,
     gone: Option<MemberIdx>,
+    stops: MdStops,
 ) -> Vec<u8> {
     let geo = *array.engine.geometry();
     let map = geo.stripe_map(stripe);
@@ -1358,7 +1370,8 @@ fn cut_then_md_runs_the_array(
     let parity = map.p().index();
     let mut md_data = vec![0u8; chunk];
     array.rng().fill(&mut md_data);
-    array.power_cut_then_clean_open_with(|a| {
+    let md_runs = |a: &mut SimArray| {
+        a.engine.superblocks_written_elsewhere();
         let mut p = vec![0u8; chunk];
         for d in 0..usize::from(geo.data_disks()) {
             let m = map.data_member(d as u16).index();
@@ -1378,7 +1391,11 @@ fn cut_then_md_runs_the_array(
             a.kill_member(gone);
             a.engine.fail_member(gone);
         }
-    });
+    };
+    match stops {
+        MdStops::Cleanly => array.power_cut_then_clean_open_with(md_runs),
+        MdStops::Dirty => array.power_cut_with(md_runs),
+    }
     array.run();
     md_data
 }
@@ -1394,7 +1411,7 @@ fn a_clean_open_after_md_ran_the_array_leaves_parity_agreeing_with_mds_writes() 
         let (mut array, _) = logged_array(Level::Raid5, 4, 4100 + seed);
         let geo = *array.engine.geometry();
         let stripe = 2;
-        let md_data = cut_then_md_runs_the_array(&mut array, stripe, None);
+        let md_data = cut_then_md_runs_the_array(&mut array, stripe, None, MdStops::Cleanly);
         let mismatches = common::check_mismatches(&mut array);
         let got = array
             .read(
@@ -1419,13 +1436,26 @@ fn a_clean_open_after_md_ran_the_array_leaves_parity_agreeing_with_mds_writes() 
 /// without an error (found by a review of md's field meanings).
 #[test]
 fn a_degraded_clean_open_after_md_ran_the_array_reads_the_missing_rows_right() {
+    degraded_open_after_md_ran_the_array(MdStops::Cleanly);
+}
+
+/// The same where md was cut off too, after its writes completed: the superblocks
+/// owe a resync, and before 2026-11-29 the open replayed the old entry as after
+/// xraid's own cut (16 seeds of 16 wrong). Superblocks md wrote last say the rings
+/// know nothing of its writes: their entries are older than them.
+#[test]
+fn a_degraded_open_after_md_left_the_array_dirty_reads_the_missing_rows_right() {
+    degraded_open_after_md_ran_the_array(MdStops::Dirty);
+}
+
+fn degraded_open_after_md_ran_the_array(stops: MdStops) {
     let mut bad = Vec::new();
     for seed in 0..16u64 {
         let (mut array, data) = logged_array(Level::Raid5, 4, 4200 + seed);
         let geo = *array.engine.geometry();
         let stripe = 2;
         let gone = geo.stripe_map(stripe).data_member(2);
-        cut_then_md_runs_the_array(&mut array, stripe, Some(gone));
+        cut_then_md_runs_the_array(&mut array, stripe, Some(gone), stops);
         let third = stripe * geo.stripe_data_sectors() + 2 * u64::from(geo.chunk_sectors());
         let chunk = u64::from(geo.chunk_sectors()) as usize * SECTOR;
         let want = &data[third as usize * SECTOR..third as usize * SECTOR + chunk];
@@ -1439,4 +1469,48 @@ fn a_degraded_clean_open_after_md_ran_the_array_reads_the_missing_rows_right() {
         bad.is_empty(),
         "(seed, the missing member's chunk): {bad:?}"
     );
+}
+
+/// xraid's session ends with every write flushed: its rings' newest marker covers
+/// every entry and owes nothing. md then runs the array and is cut off in the middle
+/// of a write to stripe `stripe`, which reached its first data chunk and not its
+/// parity (md's write hole): the superblocks, md's, owe a resync. Before the resync
+/// reaches the stripe, its second data chunk fails to read. Rebuilt through the torn
+/// parity it would be what was never written; before 2026-11-29 the open took the
+/// old marker's word for parity and it was, 16 seeds of 16. The log vouches for
+/// nothing md wrote: the read is refused, as without a log.
+#[test]
+fn a_marker_from_before_md_left_the_array_dirty_does_not_vouch_for_its_parity() {
+    let mut wrong = Vec::new();
+    let mut refused = 0;
+    for seed in 0..16u64 {
+        let (mut array, data) = logged_array(Level::Raid5, 4, 4300 + seed);
+        let geo = *array.engine.geometry();
+        let stripe = 2;
+        let map = geo.stripe_map(stripe);
+        let (first, second) = (map.data_member(0).index(), map.data_member(1).index());
+        let rows = geo.member_sector(stripe, 0)..geo.member_sector(stripe, 8);
+        let at = rows.start as usize * SECTOR..rows.end as usize * SECTOR;
+        let mut torn = vec![0u8; at.len()];
+        array.rng().fill(&mut torn);
+        array.power_cut_with(|a| {
+            a.engine.superblocks_written_elsewhere();
+            a.members[first].data[at].copy_from_slice(&torn);
+        });
+        array.run();
+        assert!(array.engine.resync_owed(), "md left the array dirty");
+        array.members[second].bad_ranges.push(rows);
+        let sector = stripe * geo.stripe_data_sectors() + u64::from(geo.chunk_sectors());
+        let want = &data[sector as usize * SECTOR..(sector as usize + 8) * SECTOR];
+        match array.read(sector, 8) {
+            Ok(got) if got != want => wrong.push(seed),
+            Ok(_) => {}
+            Err(_) => refused += 1,
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "rows rebuilt through parity md tore read back wrong (seeds {wrong:?})"
+    );
+    assert_eq!(refused, 16, "every read through the torn parity is refused");
 }

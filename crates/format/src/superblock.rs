@@ -403,4 +403,19 @@ impl Superblock {
     pub fn encode_time(secs: u64) -> u64 {
         secs & TIME_SECONDS_MASK
     }
+
+    /// `since_epoch` to the microsecond, in the 24 bits above the seconds that
+    /// md_p.h gives them in `utime`. The microseconds are never 0 (0 is written as 1):
+    /// md and mdadm write whole seconds, so a time written so tells a superblock
+    /// written by xraid from one they wrote (see [`Superblock::utime_has_microseconds`]).
+    pub fn encode_time_precise(since_epoch: std::time::Duration) -> u64 {
+        let micros = u64::from(since_epoch.subsec_micros()).max(1);
+        Self::encode_time(since_epoch.as_secs()) | (micros << 40)
+    }
+
+    /// Whether `utime` carries microseconds: the last writer was not md nor mdadm,
+    /// which write whole seconds (`md_update_sb` takes `ktime_get_real_seconds`).
+    pub fn utime_has_microseconds(&self) -> bool {
+        self.utime >> 40 != 0
+    }
 }

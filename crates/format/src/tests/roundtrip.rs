@@ -288,3 +288,31 @@ proptest! {
         }
     }
 }
+
+/// xraid's update times carry microseconds (never 0) above the 40 bits of seconds;
+/// md's whole seconds do not, and the seconds read back the same either way.
+#[test]
+fn precise_update_times_are_told_from_whole_seconds() {
+    use std::time::Duration;
+    let new = NewArray {
+        name: "t".into(),
+        set_uuid: [1; 16],
+        level: 5,
+        layout: 2,
+        chunk_sectors: 128,
+        raid_disks: 3,
+        ctime: 1_795_349_027,
+        data_offset_sectors: 2048,
+        bitmap: None,
+    };
+    let mut sb = Superblock::new_member(&new, 0, [2; 16], 30720);
+    assert!(!sb.utime_has_microseconds(), "whole seconds, as md writes");
+    for (micros, stored) in [(0u32, 1u64), (1, 1), (999_999, 999_999)] {
+        let at = Duration::new(1_795_349_100, micros * 1000);
+        sb.utime = Superblock::encode_time_precise(at);
+        let back = Superblock::parse(&sb.to_bytes()).expect("parse");
+        assert!(back.utime_has_microseconds(), "{micros} µs");
+        assert_eq!(back.utime_secs(), 1_795_349_100);
+        assert_eq!(back.utime >> 40, stored);
+    }
+}
