@@ -82,6 +82,32 @@ pub struct CreateOptions {
     pub spares: Vec<PathBuf>,
 }
 
+impl CreateOptions {
+    /// `xraid create`'s defaults for an array of `level` named `name` over `members`:
+    /// md's default layout, 512 KiB chunks, members as large as they are (none
+    /// created), an internal bitmap where the level has redundancy, no integrity
+    /// mode, the initial sync (where one is owed) left to the background, no spares.
+    pub fn new(level: Level, name: &str, members: Vec<PathBuf>) -> CreateOptions {
+        CreateOptions {
+            level,
+            layout: None,
+            chunk_bytes: 512 << 10,
+            name: name.to_owned(),
+            size_bytes: None,
+            members,
+            force: false,
+            backend: BackendChoice::default(),
+            bitmap: level != Level::Raid0,
+            bitmap_chunk_bytes: None,
+            bitmap_delay_secs: None,
+            integrity: false,
+            assume_clean: false,
+            sync_now: false,
+            spares: Vec::new(),
+        }
+    }
+}
+
 /// The member name that leaves its role empty (mdadm's keyword): the array is made
 /// degraded, and `add` fills the role later.
 pub const MISSING: &str = "missing";

@@ -28,21 +28,11 @@ const CHUNK_BYTES: u64 = 64 << 10;
 fn raid5(dir: &Path) -> Vec<PathBuf> {
     let members: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("d{i}"))).collect();
     let opts = CreateOptions {
-        level: Level::Raid5,
-        layout: None,
         chunk_bytes: CHUNK_BYTES,
-        name: "handoff".into(),
         size_bytes: Some(16 * MIB),
-        members: members.clone(),
-        force: false,
         backend: BackendChoice::Threads,
         bitmap: false,
-        bitmap_chunk_bytes: None,
-        bitmap_delay_secs: None,
-        integrity: false,
-        assume_clean: false,
-        sync_now: false,
-        spares: Vec::new(),
+        ..CreateOptions::new(Level::Raid5, "handoff", members.clone())
     };
     create(&opts, &mut |_, _| {}).expect("create");
     members

@@ -729,21 +729,9 @@ mod tests {
     fn raid5(dir: &Path) -> Vec<PathBuf> {
         let members: Vec<PathBuf> = (0..4).map(|i| dir.join(format!("d{i}"))).collect();
         let opts = CreateOptions {
-            level: xraid_layout::Level::Raid5,
-            layout: None,
             chunk_bytes: 64 << 10,
-            name: "wipe".into(),
             size_bytes: Some(16 * MIB),
-            members: members.clone(),
-            force: false,
-            backend: Default::default(),
-            bitmap: true,
-            bitmap_chunk_bytes: None,
-            bitmap_delay_secs: None,
-            integrity: false,
-            assume_clean: false,
-            sync_now: false,
-            spares: Vec::new(),
+            ..CreateOptions::new(xraid_layout::Level::Raid5, "wipe", members.clone())
         };
         create(&opts, &mut |_, _| {}).expect("create");
         members

@@ -104,21 +104,11 @@ mod tests {
     fn create_on(dir: &Path, level: Level, disks: usize, bitmap: bool) -> Vec<PathBuf> {
         let members: Vec<PathBuf> = (0..disks).map(|i| dir.join(format!("d{i}"))).collect();
         let opts = CreateOptions {
-            level,
-            layout: None,
             chunk_bytes: CHUNK_BYTES,
-            name: "stall".into(),
             size_bytes: Some(16 * MIB),
-            members: members.clone(),
-            force: false,
             backend: BackendChoice::Threads,
             bitmap,
-            bitmap_chunk_bytes: None,
-            bitmap_delay_secs: None,
-            integrity: false,
-            assume_clean: false,
-            sync_now: false,
-            spares: Vec::new(),
+            ..CreateOptions::new(level, "stall", members.clone())
         };
         create(&opts, &mut |_, _| {}).expect("create");
         members

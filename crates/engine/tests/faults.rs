@@ -19,6 +19,8 @@
 //! `XRAID_SEEDS_FROM=<i>` another range of them; members refuse writes too unless
 //! `XRAID_WRITE_ERRORS=0`; `XRAID_NO_LOGS=1` tells them without bad block logs).
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -1545,23 +1547,7 @@ fn tell_with(seed: u64, write_errors: bool, logs: bool) -> Result<(), (String, V
 
 #[test]
 fn thousands_of_fault_stories_lose_nothing() {
-    let seeds: Vec<u64> = match std::env::var("XRAID_SEED") {
-        Ok(seed) => vec![seed.parse().expect("XRAID_SEED is a number")],
-        Err(_) => {
-            let n: u64 = std::env::var("XRAID_SEEDS")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(2000);
-            // Another range of stories than the default one: XRAID_SEEDS_FROM=<index>.
-            let from: u64 = std::env::var("XRAID_SEEDS_FROM")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            (from..from + n)
-                .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed)
-                .collect()
-        }
-    };
+    let seeds = common::story_seeds(2000, common::spread(0x5eed));
     // Members may refuse writes too (a third of the bad ranges), unless
     // XRAID_WRITE_ERRORS=0 tells the stories without (as before 2026-11-26).
     let write_errors = std::env::var("XRAID_WRITE_ERRORS").map_or(true, |v| v != "0");

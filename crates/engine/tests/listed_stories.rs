@@ -8,6 +8,8 @@
 //! `XRAID_SEEDS=<n> XRAID_SEEDS_FROM=<i>`, or `XRAID_SEED=<seed>` (with
 //! `XRAID_TRACE=1`) to replay one, as the fault stories take them.
 
+mod common;
+
 use std::collections::HashSet;
 
 use xraid_engine::sim::{SimArray, SimRng};
@@ -396,22 +398,7 @@ fn tell(seed: u64, log: &mut Vec<String>) -> Result<(), String> {
 
 #[test]
 fn stories_of_listings_past_the_redundancy_return_no_wrong_data() {
-    let seeds: Vec<u64> = match std::env::var("XRAID_SEED") {
-        Ok(s) => vec![s.parse().expect("XRAID_SEED is a number")],
-        Err(_) => {
-            let n: u64 = std::env::var("XRAID_SEEDS")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(500);
-            let from: u64 = std::env::var("XRAID_SEEDS_FROM")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            (from..from + n)
-                .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x77)
-                .collect()
-        }
-    };
+    let seeds = common::story_seeds(500, common::spread(0x77));
     let mut failed = Vec::new();
     for seed in seeds {
         let mut log = Vec::new();

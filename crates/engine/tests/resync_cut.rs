@@ -477,18 +477,7 @@ impl Story {
 
 #[test]
 fn resyncs_cut_off_stopped_and_degraded_leave_parity_agreeing_and_lose_nothing() {
-    let seeds: Vec<u64> = match std::env::var("XRAID_SEED") {
-        Ok(seed) => vec![seed.parse().expect("XRAID_SEED is a number")],
-        Err(_) => {
-            let n: u64 = std::env::var("XRAID_SEEDS")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(300);
-            (0..n)
-                .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed)
-                .collect()
-        }
-    };
+    let seeds = common::story_seeds(300, common::spread(0x5eed));
     let stories = seeds.len() as u64;
     let mut failures = Vec::new();
     for seed in seeds {

@@ -1783,21 +1783,11 @@ mod tests {
     /// Creates a RAID-1 of plain files `members` (no bitmap, no integrity).
     fn create_raid1(members: &[std::path::PathBuf], chunk_bytes: u64, size_bytes: u64, name: &str) {
         let opts = xraid_array::CreateOptions {
-            level: xraid_engine::Level::Raid1,
-            layout: None,
             chunk_bytes,
-            name: name.into(),
             size_bytes: Some(size_bytes),
-            members: members.to_vec(),
-            force: false,
             backend: xraid_driver::BackendChoice::Threads,
             bitmap: false,
-            bitmap_chunk_bytes: None,
-            bitmap_delay_secs: None,
-            integrity: false,
-            assume_clean: false,
-            sync_now: false,
-            spares: Vec::new(),
+            ..xraid_array::CreateOptions::new(xraid_engine::Level::Raid1, name, members.to_vec())
         };
         xraid_array::create(&opts, &mut |_, _| {}).expect("create");
     }

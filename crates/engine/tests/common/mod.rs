@@ -169,3 +169,32 @@ pub fn check_mismatches(array: &mut SimArray) -> u64 {
         })
         .sum()
 }
+
+/// The seeds a story test tells: `XRAID_SEED=<seed>` alone (to replay one), else
+/// `XRAID_SEEDS=<n>` of them (`count` by default) from index `XRAID_SEEDS_FROM=<i>`
+/// (0 by default), each index made a seed by `seed_of` (each test its own, so that
+/// two tests' stories differ).
+#[allow(dead_code)]
+pub fn story_seeds(count: u64, seed_of: impl Fn(u64) -> u64) -> Vec<u64> {
+    let var = |name: &str| std::env::var(name).ok();
+    if let Some(seed) = var("XRAID_SEED") {
+        return vec![seed.parse().expect("XRAID_SEED is a number")];
+    }
+    let number = |name: &str, default: u64| {
+        var(name).map_or(default, |n| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("{name} is a number, not {n:?}"))
+        })
+    };
+    let from = number("XRAID_SEEDS_FROM", 0);
+    (from..from + number("XRAID_SEEDS", count))
+        .map(seed_of)
+        .collect()
+}
+
+/// The usual `seed_of` for [`story_seeds`]: index `i` spread over the seeds by the
+/// golden ratio, then `salt` mixed in.
+#[allow(dead_code)]
+pub fn spread(salt: u64) -> impl Fn(u64) -> u64 {
+    move |i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt
+}

@@ -37,21 +37,11 @@ pub fn run(args: DemoArgs, backend: BackendChoice) -> Result<()> {
         );
     } else {
         let opts = CreateOptions {
-            level: Level::Raid5,
             layout: Some(Layout::default_for(Level::Raid5)),
             chunk_bytes: DEMO_CHUNK_BYTES,
-            name: "demo".to_owned(),
             size_bytes: Some(args.member_size),
-            members: members.clone(),
-            force: false,
             backend,
-            bitmap: true,
-            bitmap_chunk_bytes: None,
-            bitmap_delay_secs: None,
-            integrity: false,
-            assume_clean: false,
-            sync_now: false,
-            spares: Vec::new(),
+            ..CreateOptions::new(Level::Raid5, "demo", members.clone())
         };
         let created = create(&opts, &mut |_, _| {})?;
         println!(
