@@ -30,7 +30,9 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use xraid_format::{block_entry, encode_page, ENTRIES_PER_PAGE, PAGE_BYTES, PAGE_SECTORS, UNKNOWN};
+use xraid_format::{
+    block_entries, encode_page, ENTRIES_PER_PAGE, PAGE_BYTES, PAGE_SECTORS, UNKNOWN,
+};
 use xraid_layout::{Level, MemberIdx};
 
 use crate::buffers::{BufId, BufSlice};
@@ -39,7 +41,6 @@ use crate::{Area, Event, FailReason, IoFailed, IoKind, MemberIo};
 
 /// Sectors one entry covers.
 const BLOCK_SECTORS: u64 = xraid_format::BLOCK_SECTORS;
-const BLOCK_BYTES: usize = xraid_format::BLOCK_BYTES;
 /// Table pages written by one I/O at most (1 MiB).
 const PAGES_PER_WRITE: u64 = 256;
 
@@ -110,16 +111,16 @@ impl ChecksumTable {
     /// whole blocks are checked; unknown entries pass.
     pub fn verify(&self, sector: u64, data: &[u8]) -> Verdict {
         let mut bad: Option<(u64, u64)> = None;
-        for (block, bytes) in whole_blocks(sector, data) {
+        whole_block_entries(sector, data, |block, got| {
             let want = self.get(block);
-            if want != UNKNOWN && want != block_entry(bytes) {
+            if want != UNKNOWN && want != got {
                 let at = block * BLOCK_SECTORS;
                 bad = Some(match bad {
                     Some((first, _)) => (first, at + BLOCK_SECTORS),
                     None => (at, at + BLOCK_SECTORS),
                 });
             }
-        }
+        });
         match bad {
             Some(sectors) => Verdict::Bad { sectors },
             None => Verdict::Good,
@@ -140,17 +141,16 @@ impl ChecksumTable {
     }
 }
 
-/// The whole blocks of `data` read or written at member sector `sector`, with their
-/// block numbers.
-fn whole_blocks(sector: u64, data: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
+/// Calls `each(block, entry)` for the whole blocks of `data` read or written at
+/// member sector `sector`, in order: their block numbers and table entries
+/// (computed several at a time, see [`block_entries`]).
+fn whole_block_entries(sector: u64, data: &[u8], mut each: impl FnMut(u64, u32)) {
     let skip_sectors = (BLOCK_SECTORS - sector % BLOCK_SECTORS) % BLOCK_SECTORS;
     let skip = usize::try_from(skip_sectors).expect("small") * 512;
     let first = sector.div_ceil(BLOCK_SECTORS);
-    data.get(skip..)
-        .unwrap_or_default()
-        .chunks_exact(BLOCK_BYTES)
-        .enumerate()
-        .map(move |(i, bytes)| (first + i as u64, bytes))
+    block_entries(data.get(skip..).unwrap_or_default(), |i, entry| {
+        each(first + i as u64, entry);
+    });
 }
 
 /// The engine's integrity state, when integrity mode is on.
@@ -417,9 +417,7 @@ pub(crate) fn record_write(engine: &mut Engine, slot: MemberIdx, sector: u64, bu
             table.set(block, 0);
         }
     } else {
-        for (block, bytes) in whole_blocks(sector, data) {
-            table.set(block, block_entry(bytes));
-        }
+        whole_block_entries(sector, data, |block, entry| table.set(block, entry));
     }
     let dirty = &mut engine.integrity_mut().dirty[slot.index()];
     for page in pages {
@@ -571,9 +569,8 @@ fn check_data(
     let data = engine.bufs.slice(buf);
     let mut bad: Option<(u64, u64)> = None;
     let mut learned = Vec::new();
-    for (block, bytes) in whole_blocks(sector, data) {
+    whole_block_entries(sector, data, |block, got| {
         let want = table.get(block);
-        let got = block_entry(bytes);
         if want == UNKNOWN {
             if got != UNKNOWN && !stale {
                 table.set(block, got);
@@ -585,7 +582,7 @@ fn check_data(
                 (first, at + BLOCK_SECTORS)
             }));
         }
-    }
+    });
     let integrity = engine.integrity_mut();
     for page in learned {
         integrity.dirty[slot.index()].insert(page);

@@ -52,7 +52,12 @@ fn zero_block_crc() -> u32 {
 /// zeros. In the one case in 2^32 where that is [`UNKNOWN`], the block goes unchecked.
 pub fn block_entry(block: &[u8]) -> u32 {
     debug_assert_eq!(block.len(), BLOCK_BYTES);
-    crc32c(block) ^ zero_block_crc()
+    block_entry_of_crc(crc32c(block))
+}
+
+/// The entry of a block whose CRC-32C is `crc`.
+pub(crate) fn block_entry_of_crc(crc: u32) -> u32 {
+    crc ^ zero_block_crc()
 }
 
 /// Data-area blocks of a member whose data area is `data_sectors` long (a block cut

@@ -13,6 +13,7 @@
 
 mod badblocks;
 mod bitmap;
+mod block_crc;
 mod checksum;
 mod clock;
 mod constants;
@@ -33,6 +34,7 @@ pub use bitmap::{
     BITMAP_OFFSET_SECTORS, BITMAP_STALE, BITMAP_SUPER_BYTES, BITMAP_WRITE_ERROR,
     DEFAULT_DAEMON_SLEEP, MAX_WRITE_BEHIND,
 };
+pub use block_crc::block_entries;
 pub use checksum::sb_checksum;
 pub use constants::{
     MAX_DEVS, MD_FEATURE_BAD_BLOCKS, MD_FEATURE_BITMAP_OFFSET, MD_FEATURE_CLUSTERED,
