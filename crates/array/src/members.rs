@@ -499,11 +499,11 @@ pub(crate) fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The update time xraid writes into superblocks: to the microsecond, which md and
-/// mdadm never write (see [`Superblock::encode_time_precise`]). A superblock whose
-/// time carries none was written by them: md ran the array since xraid last wrote
-/// it, and the stripe log knows nothing of what md wrote
-/// (`Engine::superblocks_written_elsewhere`).
+/// The update time xraid writes into superblocks where its stripe log knows of every
+/// write before them: to the microsecond, which md and mdadm never write (see
+/// [`Superblock::encode_time_precise`]). A superblock whose time carries none was
+/// written by them, or by an xraid session without the log: the rings know nothing
+/// of what it wrote (`Engine::superblocks_unstamped`).
 pub(crate) fn now_utime() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

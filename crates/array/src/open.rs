@@ -388,9 +388,9 @@ impl Array {
         }
         if let Some(sectors) = ring {
             if !assembled.superblock.utime_has_microseconds() {
-                // md (or mdadm) wrote the superblocks after xraid last did: the rings
-                // know nothing of its writes.
-                driver.engine_mut().superblocks_written_elsewhere();
+                // Not stamped by a session that kept the log (see `Array::utime`): md,
+                // mdadm or an xraid session without the log may have written since.
+                driver.engine_mut().superblocks_unstamped();
             }
             // Reads every ring and replays what a crash cut off before anything else.
             let mut config = driver.engine().config();
@@ -966,6 +966,21 @@ impl Array {
         self.freshest.events
     }
 
+    /// The update time of the superblocks this array writes: stamped (to the
+    /// microsecond, [`crate::members::now_utime`]) where the stripe log runs — its
+    /// rings then know of every write before the superblocks, and the open's
+    /// recovery has put on them its doubt about any write md made since xraid last
+    /// did — and whole seconds, as md writes, where it does not: such a session's
+    /// writes are unknown to the rings as md's are, and a later open with the log
+    /// must not take their word for them (`Engine::superblocks_unstamped`).
+    fn utime(&self) -> u64 {
+        if self.stripe_log_sectors().is_some() {
+            crate::members::now_utime()
+        } else {
+            Superblock::encode_time(crate::members::now_secs())
+        }
+    }
+
     /// Marks the array active before the first write: a new event count on every present
     /// member, missing members recorded as faulty. Called once; later calls do nothing.
     pub fn begin_writes(&mut self) -> Result<(), ArrayError> {
@@ -1136,9 +1151,7 @@ impl Array {
         resync_offset: u64,
         recovered_to: Option<u64>,
     ) -> Result<Round, ArrayError> {
-        // xraid's own time, also over superblocks md wrote last: the open's stripe-log
-        // recovery has put its doubt about them on the rings already.
-        let utime = crate::members::now_utime();
+        let utime = self.utime();
         let events = self.freshest.events + 1;
         self.freshest.events = events;
         let states: Vec<MemberState> = self.driver.engine().member_states().to_vec();
@@ -1590,7 +1603,7 @@ impl Array {
         spare: bool,
         force: bool,
     ) -> Result<crate::Added, ArrayError> {
-        use crate::members::{canonical, free_slot, now_utime, open_newcomer};
+        use crate::members::{canonical, free_slot, open_newcomer};
         let name = self.name();
         if self.mode != OpenMode::ReadWrite {
             return Err(ArrayError::ReadOnly { name });
@@ -1686,7 +1699,7 @@ impl Array {
         sb.feature_map &= !(MD_FEATURE_RECOVERY_OFFSET | xraid_format::MD_FEATURE_RECOVERY_BITMAP);
         sb.recovery_offset = 0;
         sb.events = self.freshest.events + 1;
-        sb.utime = now_utime();
+        sb.utime = self.utime();
         // A member of this array coming back may keep its checksums (see
         // `Homecoming`): read while its area's header still matches its superblock.
         let own_table = match ours {
@@ -2008,7 +2021,7 @@ impl Array {
         size: Option<u64>,
         force: bool,
     ) -> Result<crate::Replacing, ArrayError> {
-        use crate::members::{canonical, free_slot, now_utime, open_newcomer};
+        use crate::members::{canonical, free_slot, open_newcomer};
         let name = self.name();
         if self.mode != OpenMode::ReadWrite {
             return Err(ArrayError::ReadOnly { name });
@@ -2141,7 +2154,7 @@ impl Array {
         sb.feature_map |= MD_FEATURE_REPLACEMENT | MD_FEATURE_RECOVERY_OFFSET;
         sb.recovery_offset = 0;
         sb.events = self.freshest.events + 1;
-        sb.utime = now_utime();
+        sb.utime = self.utime();
         self.write_newcomer(&member, &sb, new)?;
         let slot = slot_for(
             Box::new(member),

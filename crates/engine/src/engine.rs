@@ -169,10 +169,9 @@ pub struct Engine {
     /// unit (md's resync_offset): nothing was cut off since (see
     /// [`Engine::owe_resync_after_a_clean_stop`]).
     pub(crate) resync_after_clean_stop: Option<u64>,
-    /// Another program wrote the superblocks after xraid last did (see
-    /// [`Engine::superblocks_written_elsewhere`]): the stripe log's rings know nothing
-    /// of what it wrote.
-    pub(crate) written_elsewhere: bool,
+    /// The newest superblock carries no stamp of a session that kept the stripe log
+    /// (see [`Engine::superblocks_unstamped`]).
+    pub(crate) superblocks_unstamped: bool,
     /// The resync owed is the array's initial one and nothing has written it since it
     /// was made (see [`Engine::owe_initial_resync`]).
     pub(crate) initial_resync: bool,
@@ -254,7 +253,7 @@ impl Engine {
             resync_owed: false,
             initial_resync: false,
             resync_after_clean_stop: None,
-            written_elsewhere: false,
+            superblocks_unstamped: false,
             resync_passed: false,
             fresh_parity: HashMap::new(),
             log: None,
@@ -1392,16 +1391,24 @@ impl Engine {
         self.resync_after_clean_stop = Some(self.resync_offset_to_unit(offset));
     }
 
-    /// The superblocks were last written by another program than xraid — md ran the
-    /// array since xraid's last superblock write (or mdadm changed it): whatever it
-    /// wrote, the stripe log's rings know nothing of. Their entries are older than
-    /// its writes, so the open replays none (partial parity of rows written since
-    /// would make parity wrong), and their markers' word on parity is stale: where
-    /// the superblocks owe a resync, the log vouches for parity nowhere until one
-    /// completes, as for rings that hold nothing of the array. Said before the log's
-    /// recovery starts (`EngineConfig::log_sectors`).
-    pub fn superblocks_written_elsewhere(&mut self) {
-        self.written_elsewhere = true;
+    /// The newest superblock does not carry the stamp a session that kept the stripe
+    /// log puts on every superblock it writes (the driver's: xraid writes the update
+    /// time to the microsecond then, md and mdadm whole seconds): md ran the array
+    /// since, or mdadm changed it, or an xraid session without the log (or a build
+    /// before the stamp) wrote it. Said before the log's recovery starts
+    /// (`EngineConfig::log_sectors`).
+    ///
+    /// Where the rings' newest entry or marker comes from a build that stamps (every
+    /// one this build writes says so), something wrote the array after the log last
+    /// did, and the rings know nothing of its writes: their entries are older than
+    /// them, so the open replays none (partial parity of rows written since would
+    /// make parity wrong), and their markers' word on parity is stale — where the
+    /// superblocks owe a resync, the log vouches for parity nowhere until one
+    /// completes, on top of the doubts an earlier marker pins to stripes. Where it
+    /// comes from an older build, nothing tells who wrote last, and the rings count
+    /// as before.
+    pub fn superblocks_unstamped(&mut self) {
+        self.superblocks_unstamped = true;
     }
 
     /// Whether a resync is owed (see [`Engine::owe_resync`]) and has not completed.

@@ -109,6 +109,10 @@ const FLAG_SKIP_LIST: u32 = 32;
 /// [`UNKNOWN_SPAN`]) and the role in bits 48..62. A marker's seq field numbers it: of
 /// the newest markers, the one numbered highest names them.
 const FLAG_UNKNOWN_ROWS: u32 = 64;
+/// On every entry and marker since 2026-11-29: its writer stamps the superblocks it
+/// writes while it keeps the log, so a newest superblock without the stamp says
+/// something else wrote the array after it (see `Engine::superblocks_unstamped`).
+const FLAG_STAMPED: u32 = 128;
 const UNKNOWN_RECORD: u64 = 1 << 63;
 /// An unknown-rows record that is a *span*: every row of its role from its stripe to
 /// the stripe its lo (low half) and hi (high half) fields say.
@@ -247,6 +251,8 @@ struct Found {
     skips: Vec<(u64, u32, u32)>,
     /// A marker's unknown rows ([`FLAG_UNKNOWN_ROWS`]).
     unknown: Vec<crate::unknown::Named>,
+    /// Written by a build that stamps the superblocks ([`FLAG_STAMPED`]).
+    stamped: bool,
     seq: u64,
     durable: u64,
     stripe: u64,
@@ -364,6 +370,28 @@ fn put_record(b: &mut [u8], k: usize, seg: &LogSeg) {
     b[at + 8..at + 12].copy_from_slice(&seg.hi.to_le_bytes());
 }
 
+/// Takes [`FLAG_STAMPED`] off every entry and marker of `ring`, as a build before the
+/// stamp wrote them (the simulator's older build).
+pub(crate) fn unstamp_ring(ring: &mut [u8]) {
+    let mut pos = 0;
+    while pos + 512 <= ring.len() {
+        let Some((_, sectors)) = parse(&ring[pos..]) else {
+            pos += 512;
+            continue;
+        };
+        let b = &mut ring[pos..pos + sectors_to_bytes(sectors)];
+        let flags = u32_at(b, 44) & !FLAG_STAMPED;
+        b[44..48].copy_from_slice(&flags.to_le_bytes());
+        let sum = if u64_at(b, 0) == MAGIC {
+            checksum(b)
+        } else {
+            checksum_fnv(b)
+        };
+        b[56..64].copy_from_slice(&sum.to_le_bytes());
+        pos += b.len();
+    }
+}
+
 /// Parses the entry at the start of `b`, if one is there whole; returns it and its
 /// length in sectors.
 fn parse(b: &[u8]) -> Option<(Found, u64)> {
@@ -431,6 +459,7 @@ fn parse(b: &[u8]) -> Option<(Found, u64)> {
         } else {
             Vec::new()
         },
+        stamped: flags & FLAG_STAMPED != 0,
         seq: u64_at(b, 8),
         durable: u64_at(b, 16),
         stripe: u64_at(b, 24),
@@ -902,6 +931,7 @@ pub(crate) fn build(
         tag,
     };
     header.put(b);
+    b[44..48].copy_from_slice(&FLAG_STAMPED.to_le_bytes());
     for (k, (seg, _)) in records.iter().enumerate() {
         put_record(b, k, seg);
     }
@@ -1085,9 +1115,9 @@ fn marker(engine: &mut Engine, durable: u64) -> BufId {
     b[8..16].copy_from_slice(&number.to_le_bytes());
     b[16..24].copy_from_slice(&durable.to_le_bytes());
     let mut flags = if owed {
-        FLAG_MARKER | FLAG_RESYNC_OWED
+        FLAG_MARKER | FLAG_STAMPED | FLAG_RESYNC_OWED
     } else {
-        FLAG_MARKER
+        FLAG_MARKER | FLAG_STAMPED
     };
     if owed && skipped {
         flags |= FLAG_SKIPPED;
@@ -2073,6 +2103,17 @@ fn scanned(engine: &mut Engine) {
     // Whether the rings hold an entry of this array: a marker may not have followed it
     // yet (an open that owes no resync writes its first at its first flush).
     let entries_found = found.iter().any(|e| !e.marker);
+    // Something wrote the array after the log last did (see
+    // `Engine::superblocks_unstamped`): the rings' newest record — the newest
+    // marker, or an entry it does not cover — comes from a build that stamps.
+    let newest_entry = found.iter().filter(|e| !e.marker).max_by_key(|e| e.seq);
+    let newest_record = found
+        .iter()
+        .filter(|e| e.marker)
+        .max_by_key(|e| (e.durable, e.seq))
+        .filter(|m| newest_entry.is_none_or(|e| e.seq <= m.durable))
+        .or(newest_entry);
+    let elsewhere = engine.superblocks_unstamped && newest_record.is_some_and(|r| r.stamped);
     let durable = found.iter().map(|e| e.durable).max().unwrap_or(0);
     let max_seq = found
         .iter()
@@ -2087,7 +2128,6 @@ fn scanned(engine: &mut Engine) {
         .collect();
     entries.sort_by_key(|e| e.seq);
     entries.dedup_by_key(|e| e.seq);
-    let elsewhere = engine.written_elsewhere;
     if elsewhere || !engine.resync_owed || engine.resync_after_clean_stop.is_some() {
         // The superblocks say the array was last stopped cleanly: every write was
         // durable and parity agreed with the data then. Entries no marker covers are
@@ -2124,7 +2164,7 @@ fn scanned(engine: &mut Engine) {
     // The rule below for rings that know nothing of the array fired.
     let mut knew_nothing = false;
     let mut skipped_earlier: Vec<(u64, u32, u32)> = Vec::new();
-    if let Some((_, true, masks)) = owed.filter(|_| engine.resync_owed && !elsewhere) {
+    if let Some((_, true, masks)) = owed.filter(|_| engine.resync_owed) {
         // A replay before this one could not vouch for parity, and no resync has
         // completed since (the marker says so): it is still owed. The marker says
         // which rings it lost (went with the wipe) and for which missing members their
@@ -2139,6 +2179,12 @@ fn scanned(engine: &mut Engine) {
             .collect();
         listed_for = listed;
         open_walks.push((earlier, listed));
+        if elsewhere {
+            // The doubts the marker pins to stripes stand; what was written after
+            // it, the log knows nothing of (see the rule below).
+            vouches_nowhere = true;
+            knew_nothing = true;
+        }
     } else if engine.resync_owed
         && (elsewhere || (newest_marker.is_none() && !entries_found && !ring_newest.is_empty()))
     {
@@ -2157,7 +2203,7 @@ fn scanned(engine: &mut Engine) {
         // write makes from now on is trusted to rebuild a row, as md trusts it. The
         // same where another program wrote the superblocks since xraid did, whatever
         // the rings hold: their markers speak of parity as it was before its writes
-        // (`Engine::superblocks_written_elsewhere`).
+        // (`Engine::superblocks_unstamped`).
         engine.stats.log_entries_skipped += 1;
         vouches_nowhere = !engine.initial_resync;
         knew_nothing = true;

@@ -844,6 +844,15 @@ impl SimArray {
         self.cut_power(restart, false);
     }
 
+    /// Every device's stripe-log ring as a build before the superblock stamp wrote
+    /// it: its entries and markers say nothing of stamping, so superblocks without
+    /// the stamp tell nothing (see `Engine::superblocks_unstamped`).
+    pub fn rings_from_an_older_build(&mut self) {
+        for member in self.members.iter_mut().chain(&mut self.other_slots) {
+            crate::ppl::unstamp_ring(&mut member.log);
+        }
+    }
+
     /// [`SimArray::power_cut_with`], after which something else runs the array and
     /// stops it cleanly (`restart` plays it on the members): the open finds superblocks
     /// that say so, and owes no resync.
