@@ -2,8 +2,9 @@
 # Integrity mode's share of the server's CPU time, by sampling: a RAID-5 made with
 # `--integrity` is served and driven by fio's nbd engine, while `perf record` samples the
 # server (software cpu-clock, which works where hardware counters do not); the share of
-# samples in the checksum code (crc_fast, and xraid's integrity functions) is what the
-# checks cost, measured inside one run rather than as the ratio of two noisy runs.
+# samples in the checksum code (crc_fast, xraid's block_crc kernel and its integrity
+# functions) is what the checks cost, measured inside one run rather than as the ratio
+# of two noisy runs.
 #
 #   bench/integrity/profile.sh            # the workloads below, 8 s each
 #
@@ -58,7 +59,7 @@ print(round((j["write"] if "write" in sys.argv[2] else j["read"])["bw_bytes"]/1e
         | grep -E '^ +[0-9.]+%' >"$work/syms.txt" || true
     total=$(perf report -i "$work/p.data" --stdio --sort sym -g none 2>/dev/null \
         | sed -n 's/^# Samples: \([0-9.]*[KM]*\).*/\1/p' | head -1)
-    share=$(grep -E 'crc_fast|xraid_format::integrity|xraid_engine::integrity|ChecksumTable' \
+    share=$(grep -E 'crc_fast|xraid_format::integrity|xraid_format::block_crc|xraid_engine::integrity|ChecksumTable' \
         "$work/syms.txt" | awk '{gsub("%","",$1); s+=$1} END {printf "%.2f", s}')
     echo "$(date -Is),$rw,$bs,$jobs,$total,,${share},$mb" >> "$csv"
     printf '%-10s %4s %4s %9s %8s%% %6s MB/s\n' "$rw" "$bs" "$jobs" "$total" "$share" "$mb"

@@ -187,7 +187,10 @@ fn more_unknown_rows_than_a_marker_names_outlive_another_cut() {
 fn unknown_rows_stay_unknown_after_md_ran_the_array_until_written() {
     for seed in 0..8u64 {
         let (mut array, _, _, _) = two_chunk_write_cut(7_900 + seed);
-        assert!(array.read(0, 16).is_err(), "seed {seed}: unknown after the cut");
+        assert!(
+            array.read(0, 16).is_err(),
+            "seed {seed}: unknown after the cut"
+        );
         array.flush().expect("flush");
         let geo = *array.engine.geometry();
         let map = geo.stripe_map(0);

@@ -2,9 +2,11 @@
 //! block a read brings or a write sends. crc-fast computes one buffer at a time, and
 //! on a 4 KiB block its set-up and the folding of its lanes cost as much as the
 //! blocks' bytes on CPUs without AVX-512 (12-13 GB/s per core on the 2-core AMD EPYC
-//! VM, where the checksums took 12-13% of the server's CPU on 1 MiB requests). Three
+//! VM, where the checksums took 12-13% of the server's CPU on 1 MiB requests). Four
 //! blocks hashed side by side, one `crc32` instruction chain each, keep the CPU's CRC
-//! unit busy without any folding: about 23 GB/s there (`cargo bench -p xraid-format --bench block_crc`).
+//! unit busy without any folding (three chains fill it; four make whole groups of the
+//! powers of two that requests come in): about 23 GB/s there (`cargo bench -p
+//! xraid-format --bench block_crc`).
 
 use crate::integrity::{block_entry_of_crc, crc32c, BLOCK_BYTES};
 
@@ -15,19 +17,20 @@ pub fn block_entries(blocks: &[u8], mut each: impl FnMut(usize, u32)) {
     let mut single = blocks.chunks_exact(BLOCK_BYTES);
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("sse4.2") {
-        let mut threes = blocks.chunks_exact(3 * BLOCK_BYTES);
-        for three in &mut threes {
-            let (a, rest) = three.split_at(BLOCK_BYTES);
-            let (b, c) = rest.split_at(BLOCK_BYTES);
+        let mut fours = blocks.chunks_exact(4 * BLOCK_BYTES);
+        for four in &mut fours {
+            let (ab, cd) = four.split_at(2 * BLOCK_BYTES);
+            let (a, b) = ab.split_at(BLOCK_BYTES);
+            let (c, d) = cd.split_at(BLOCK_BYTES);
             // SAFETY: the CPU has SSE4.2 (detected just above), the one feature
-            // `three_crcs` is compiled for.
-            let crcs = unsafe { x86::three_crcs(block(a), block(b), block(c)) };
+            // `four_crcs` is compiled for.
+            let crcs = unsafe { x86::four_crcs([block(a), block(b), block(c), block(d)]) };
             for crc in crcs {
                 each(i, block_entry_of_crc(crc));
                 i += 1;
             }
         }
-        single = threes.remainder().chunks_exact(BLOCK_BYTES);
+        single = fours.remainder().chunks_exact(BLOCK_BYTES);
     }
     for one in single {
         each(i, block_entry_of_crc(crc32c(one)));
@@ -47,32 +50,22 @@ mod x86 {
     use super::BLOCK_BYTES;
     use std::arch::x86_64::_mm_crc32_u64;
 
-    /// CRC-32C (initial value and final xor all ones, as crc-fast's) of three blocks,
+    /// CRC-32C (initial value and final xor all ones, as crc-fast's) of four blocks,
     /// their `crc32` chains interleaved: each instruction waits three cycles for the
-    /// one before it in its chain, and issues one per cycle.
+    /// one before it in its chain, and one issues per cycle.
     #[target_feature(enable = "sse4.2")]
-    pub(super) fn three_crcs(
-        a: &[u8; BLOCK_BYTES],
-        b: &[u8; BLOCK_BYTES],
-        c: &[u8; BLOCK_BYTES],
-    ) -> [u32; 3] {
-        let word = |w: &[u8]| u64::from_le_bytes(w.try_into().expect("8 bytes"));
-        let (mut x, mut y, mut z) = (
-            u64::from(u32::MAX),
-            u64::from(u32::MAX),
-            u64::from(u32::MAX),
-        );
-        for ((wa, wb), wc) in a
-            .chunks_exact(8)
-            .zip(b.chunks_exact(8))
-            .zip(c.chunks_exact(8))
-        {
-            x = _mm_crc32_u64(x, word(wa));
-            y = _mm_crc32_u64(y, word(wb));
-            z = _mm_crc32_u64(z, word(wc));
+    pub(super) fn four_crcs(blocks: [&[u8; BLOCK_BYTES]; 4]) -> [u32; 4] {
+        let word = |b: &[u8; BLOCK_BYTES], at: usize| {
+            u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+        };
+        let mut crcs = [u64::from(u32::MAX); 4];
+        for at in (0..BLOCK_BYTES).step_by(8) {
+            for (crc, b) in crcs.iter_mut().zip(blocks) {
+                *crc = _mm_crc32_u64(*crc, word(b, at));
+            }
         }
         // The instruction keeps the CRC in the low 32 bits.
-        [!(x as u32), !(y as u32), !(z as u32)]
+        crcs.map(|crc| !(crc as u32))
     }
 }
 
@@ -86,7 +79,7 @@ mod tests {
         blocks.chunks_exact(BLOCK_BYTES).map(block_entry).collect()
     }
 
-    fn three_at_a_time(blocks: &[u8]) -> Vec<u32> {
+    fn several_at_a_time(blocks: &[u8]) -> Vec<u32> {
         let mut out = Vec::new();
         block_entries(blocks, |i, entry| {
             assert_eq!(i, out.len(), "in order");
@@ -95,7 +88,7 @@ mod tests {
         out
     }
 
-    /// Every count of blocks up to three groups and a remainder of 0-2, at every
+    /// Every count of blocks up to two groups and a remainder of 0-3, at every
     /// alignment of a word, with a tail shorter than a block: the same entries as
     /// one at a time, and a zero block's entry is 0.
     #[test]
@@ -113,14 +106,14 @@ mod tests {
                 for tail in [0, 1, 511] {
                     let s = &bytes[offset..offset + blocks * BLOCK_BYTES + tail];
                     assert_eq!(
-                        three_at_a_time(s),
+                        several_at_a_time(s),
                         one_at_a_time(s),
                         "{blocks} blocks at offset {offset}, tail {tail}"
                     );
                 }
             }
         }
-        assert_eq!(three_at_a_time(&[0u8; 4 * BLOCK_BYTES]), vec![0; 4]);
+        assert_eq!(several_at_a_time(&[0u8; 4 * BLOCK_BYTES]), vec![0; 4]);
     }
 
     proptest! {
@@ -136,11 +129,11 @@ mod tests {
                 s ^= s << 17;
                 *b = s as u8;
             }
-            let before = three_at_a_time(&bytes);
+            let before = several_at_a_time(&bytes);
             prop_assert_eq!(&before, &one_at_a_time(&bytes));
             let bit = flip % (bytes.len() * 8);
             bytes[bit / 8] ^= 1 << (bit % 8);
-            let after = three_at_a_time(&bytes);
+            let after = several_at_a_time(&bytes);
             prop_assert_eq!(&after, &one_at_a_time(&bytes));
             for (i, (b, a)) in before.iter().zip(&after).enumerate() {
                 prop_assert_eq!(b != a, i == bit / 8 / BLOCK_BYTES);
