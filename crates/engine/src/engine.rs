@@ -306,9 +306,11 @@ impl Engine {
     }
 
     /// Whether the stripe log's rings held no marker or entry of the array at an open
-    /// that owed a resync: the log knows nothing of how its parity came to disagree
-    /// (made over old contents and not yet resynced, or left dirty by md or by a server
-    /// without the log), and vouches for it nowhere until the resync completes.
+    /// that owed a resync, or only ones older than another writer's session (see
+    /// [`Engine::superblocks_unstamped`]): the log knows nothing of how its parity
+    /// came to disagree (made over old contents and not yet resynced, or left dirty by
+    /// md or by a server without the log), and vouches for it nowhere until the resync
+    /// completes.
     pub fn log_knew_nothing(&self) -> bool {
         crate::ppl::knew_nothing(self)
     }
