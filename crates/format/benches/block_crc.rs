@@ -1,6 +1,7 @@
 //! Integrity entries of 4 KiB blocks per second, one block at a time through
 //! crc-fast (`block_entry`, what the engine did before) against four at a time
-//! (`block_entries`), in the same run: `cargo bench -p xraid-format --bench
+//! (`block_entries`) and against `block_entries` given one block per call (a 4 KiB
+//! request's), in the same run: `cargo bench -p xraid-format --bench
 //! block_crc [MIB [SECONDS]]` (1 MiB of blocks, 3 s each, by default). Prints
 //! `way,mib,gb_per_s` rows and the ratio. Only std::time, no harness.
 
@@ -50,8 +51,17 @@ fn main() {
             black_box((i, entry));
         });
     });
+    let alone = rate(data.len(), secs, || {
+        for block in data.chunks_exact(BLOCK_BYTES) {
+            block_entries(black_box(block), |i, entry| {
+                black_box((i, entry));
+            });
+        }
+    });
     println!("way,mib,gb_per_s");
     println!("one_at_a_time,{mib},{:.2}", one / 1e9);
     println!("four_at_a_time,{mib},{:.2}", four / 1e9);
+    println!("each_block_alone,{mib},{:.2}", alone / 1e9);
     println!("# four at a time / one at a time: {:.2}x", four / one);
+    println!("# each block alone / one at a time: {:.2}x", alone / one);
 }
