@@ -185,6 +185,18 @@ mod tests {
         blocks.chunks_exact(BLOCK_BYTES).map(block_entry).collect()
     }
 
+    /// `len` bytes of a simple generator's, from `seed`.
+    fn random_bytes(len: usize, mut seed: u64) -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 33) as u8
+            })
+            .collect()
+    }
+
     fn several_at_a_time(blocks: &[u8]) -> Vec<u32> {
         let mut out = Vec::new();
         block_entries(blocks, |i, entry| {
@@ -199,14 +211,7 @@ mod tests {
     /// one at a time, and a zero block's entry is 0.
     #[test]
     fn entries_match_one_at_a_time_for_every_count_and_alignment() {
-        let mut bytes = vec![0u8; 11 * BLOCK_BYTES + 100];
-        let mut seed = 7u64;
-        for b in &mut bytes {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            *b = (seed >> 33) as u8;
-        }
+        let bytes = random_bytes(11 * BLOCK_BYTES + 100, 7);
         for offset in 0..8 {
             for blocks in 0..=10 {
                 for tail in [0, 1, 511] {
@@ -229,12 +234,7 @@ mod tests {
         if !std::arch::is_x86_feature_detected!("sse4.2") {
             return;
         }
-        let mut bytes = vec![0u8; 4 * BLOCK_BYTES];
-        let mut seed = 11u64;
-        for b in &mut bytes {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-            *b = (seed >> 40) as u8;
-        }
+        let bytes = random_bytes(4 * BLOCK_BYTES, 11);
         let blocks: Vec<&[u8; BLOCK_BYTES]> = bytes.chunks_exact(BLOCK_BYTES).map(block).collect();
         // SAFETY: SSE4.2 is there (checked above).
         let crcs = unsafe { x86::four_crcs([blocks[0], blocks[1], blocks[2], blocks[3]]) };
@@ -251,12 +251,7 @@ mod tests {
         if !std::arch::is_x86_feature_detected!("sse4.2") {
             return;
         }
-        let mut bytes = vec![0u8; 8 * BLOCK_BYTES];
-        let mut seed = 5u64;
-        for b in &mut bytes {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(3);
-            *b = (seed >> 40) as u8;
-        }
+        let mut bytes = random_bytes(8 * BLOCK_BYTES, 5);
         // And blocks with a single bit set at each third's edges.
         let mut edges = Vec::new();
         for at in [0, 1367, 1368, 2735, 2736, 4095] {
