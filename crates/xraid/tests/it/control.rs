@@ -167,7 +167,7 @@ fn superblock_erased(member: &Path) -> bool {
 }
 
 /// Polls the live status until `health` is `want` (up to 30 s).
-fn wait_for_health(disks: &Path, want: &str) -> serde_json::Value {
+pub(crate) fn wait_for_health(disks: &Path, want: &str) -> serde_json::Value {
     let start = Instant::now();
     loop {
         let s = live_status(disks);
