@@ -18,15 +18,17 @@ use crate::integrity::{block_entry_of_crc, crc32c, BLOCK_BYTES};
 pub fn block_entries(blocks: &[u8], mut each: impl FnMut(usize, u32)) {
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
-    if four_at_a_time() {
+    if x86::chains() {
         let mut fours = blocks.chunks_exact(4 * BLOCK_BYTES);
         for four in &mut fours {
             let (ab, cd) = four.split_at(2 * BLOCK_BYTES);
             let (a, b) = ab.split_at(BLOCK_BYTES);
             let (c, d) = cd.split_at(BLOCK_BYTES);
-            // SAFETY: the CPU has SSE4.2 (`four_at_a_time` detected it), the one
+            // SAFETY: the CPU has SSE4.2 (`chains` detected it), the one
             // feature `four_crcs` is compiled for.
-            let crcs = unsafe { x86::four_crcs([block(a), block(b), block(c), block(d)]) };
+            let crcs = unsafe {
+                x86::four_crcs([x86::block(a), x86::block(b), x86::block(c), x86::block(d)])
+            };
             for crc in crcs {
                 each(i, block_entry_of_crc(crc));
                 i += 1;
@@ -34,7 +36,7 @@ pub fn block_entries(blocks: &[u8], mut each: impl FnMut(usize, u32)) {
         }
         for one in fours.remainder().chunks_exact(BLOCK_BYTES) {
             // SAFETY: as above.
-            let crc = unsafe { x86::one_crc(block(one), joins()) };
+            let crc = unsafe { x86::one_crc(x86::block(one), x86::joins()) };
             each(i, block_entry_of_crc(crc));
             i += 1;
         }
@@ -46,97 +48,91 @@ pub fn block_entries(blocks: &[u8], mut each: impl FnMut(usize, u32)) {
     }
 }
 
-/// Whether to hash four blocks side by side: with SSE4.2's `crc32`, and not where
-/// crc-fast has AVX-512 (AVX512VL) for its fused kernels, which run at 45-68 GB/s a
-/// core (the 2-core Intel Xeon VM), twice four chains' rate.
-#[cfg(target_arch = "x86_64")]
-fn four_at_a_time() -> bool {
-    std::arch::is_x86_feature_detected!("sse4.2")
-        && !std::arch::is_x86_feature_detected!("avx512vl")
-}
-
-#[cfg(target_arch = "x86_64")]
-/// CRC-32C's polynomial, bit-reflected (Castagnoli).
-const POLY: u32 = 0x82F6_3B78;
-
-#[cfg(target_arch = "x86_64")]
-/// Words of a block's first and second thirds (its third has one fewer), which
-/// [`x86::one_crc`] hashes side by side.
-const THIRD_WORDS: usize = 171;
-
-#[cfg(target_arch = "x86_64")]
-/// What joins a block's thirds' CRCs: each a CRC state carried over the bytes that
-/// follow it, as if they were zeros (CRC is linear: the state after A B C is A's
-/// carried over B and C, xor B's from zero carried over C, xor C's from zero).
-#[derive(Debug)]
-struct Joins {
-    /// Over the second and third thirds.
-    past_two: Carry,
-    /// Over the third.
-    past_one: Carry,
-}
-
-#[cfg(target_arch = "x86_64")]
-/// A CRC state carried over a fixed run of zero bytes: a linear map of the state's
-/// 32 bits, by byte of the state.
-#[derive(Debug)]
-struct Carry([[u32; 256]; 4]);
-
-#[cfg(target_arch = "x86_64")]
-impl Carry {
-    fn over_zeros(bytes: usize) -> Carry {
-        // One bit at a time, as the polynomial defines it: computed once.
-        let carry = |mut v: u32| {
-            for _ in 0..bytes * 8 {
-                v = if v & 1 != 0 { (v >> 1) ^ POLY } else { v >> 1 };
-            }
-            v
-        };
-        let bits: Vec<u32> = (0..32).map(|b| carry(1 << b)).collect();
-        let mut table = [[0u32; 256]; 4];
-        for (byte, row) in table.iter_mut().enumerate() {
-            for (value, entry) in row.iter_mut().enumerate() {
-                *entry = (0..8)
-                    .filter(|bit| value >> bit & 1 != 0)
-                    .fold(0, |acc, bit| acc ^ bits[8 * byte + bit]);
-            }
-        }
-        Carry(table)
-    }
-
-    fn apply(&self, v: u32) -> u32 {
-        let [a, b, c, d] = v.to_le_bytes();
-        self.0[0][usize::from(a)]
-            ^ self.0[1][usize::from(b)]
-            ^ self.0[2][usize::from(c)]
-            ^ self.0[3][usize::from(d)]
-    }
-}
-
-/// The joins of a block's thirds, made at first use.
-#[cfg(target_arch = "x86_64")]
-fn joins() -> &'static Joins {
-    static JOINS: std::sync::OnceLock<Joins> = std::sync::OnceLock::new();
-    JOINS.get_or_init(|| {
-        let last = (BLOCK_BYTES / 8 - 2 * THIRD_WORDS) * 8;
-        Joins {
-            past_two: Carry::over_zeros(THIRD_WORDS * 8 + last),
-            past_one: Carry::over_zeros(last),
-        }
-    })
-}
-
-/// `s` (exactly one block, as `chunks_exact` and `split_at` cut it) as an array, so
-/// that the kernel's loop has no bounds to check.
-#[cfg(target_arch = "x86_64")]
-fn block(s: &[u8]) -> &[u8; BLOCK_BYTES] {
-    s.try_into().expect("cut to one block")
-}
-
+/// The kernels and what they need: x86-64 only (`crc32` is SSE4.2's).
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Joins, BLOCK_BYTES, THIRD_WORDS};
+    use super::BLOCK_BYTES;
     use std::arch::x86_64::_mm_crc32_u64;
+
+    /// Whether to hash in `crc32` chains side by side (four blocks, or a block's
+    /// thirds): with SSE4.2, and not where crc-fast has AVX-512 (AVX512VL) for its
+    /// fused kernels, which run at 45-68 GB/s a core (the 2-core Intel Xeon VM), twice
+    /// four chains' rate.
+    pub(super) fn chains() -> bool {
+        std::arch::is_x86_feature_detected!("sse4.2")
+            && !std::arch::is_x86_feature_detected!("avx512vl")
+    }
+
+    /// CRC-32C's polynomial, bit-reflected (Castagnoli).
+    const POLY: u32 = 0x82F6_3B78;
+
+    /// Words of a block's first and second thirds (its third has one fewer), which
+    /// [`one_crc`] hashes side by side.
+    const THIRD_WORDS: usize = 171;
+
+    /// What joins a block's thirds' CRCs: each a CRC state carried over the bytes that
+    /// follow it, as if they were zeros (CRC is linear: the state after A B C is A's
+    /// carried over B and C, xor B's from zero carried over C, xor C's from zero).
+    #[derive(Debug)]
+    pub(super) struct Joins {
+        /// Over the second and third thirds.
+        past_two: Carry,
+        /// Over the third.
+        past_one: Carry,
+    }
+
+    /// A CRC state carried over a fixed run of zero bytes: a linear map of the state's
+    /// 32 bits, by byte of the state.
+    #[derive(Debug)]
+    struct Carry([[u32; 256]; 4]);
+
+    impl Carry {
+        fn over_zeros(bytes: usize) -> Carry {
+            // One bit at a time, as the polynomial defines it: computed once.
+            let carry = |mut v: u32| {
+                for _ in 0..bytes * 8 {
+                    v = if v & 1 != 0 { (v >> 1) ^ POLY } else { v >> 1 };
+                }
+                v
+            };
+            let bits: Vec<u32> = (0..32).map(|b| carry(1 << b)).collect();
+            let mut table = [[0u32; 256]; 4];
+            for (byte, row) in table.iter_mut().enumerate() {
+                for (value, entry) in row.iter_mut().enumerate() {
+                    *entry = (0..8)
+                        .filter(|bit| value >> bit & 1 != 0)
+                        .fold(0, |acc, bit| acc ^ bits[8 * byte + bit]);
+                }
+            }
+            Carry(table)
+        }
+
+        fn apply(&self, v: u32) -> u32 {
+            let [a, b, c, d] = v.to_le_bytes();
+            self.0[0][usize::from(a)]
+                ^ self.0[1][usize::from(b)]
+                ^ self.0[2][usize::from(c)]
+                ^ self.0[3][usize::from(d)]
+        }
+    }
+
+    /// The joins of a block's thirds, made at first use.
+    pub(super) fn joins() -> &'static Joins {
+        static JOINS: std::sync::OnceLock<Joins> = std::sync::OnceLock::new();
+        JOINS.get_or_init(|| {
+            let last = (BLOCK_BYTES / 8 - 2 * THIRD_WORDS) * 8;
+            Joins {
+                past_two: Carry::over_zeros(THIRD_WORDS * 8 + last),
+                past_one: Carry::over_zeros(last),
+            }
+        })
+    }
+
+    /// `s` (exactly one block, as `chunks_exact` and `split_at` cut it) as an array, so
+    /// that the kernel's loop has no bounds to check.
+    pub(super) fn block(s: &[u8]) -> &[u8; BLOCK_BYTES] {
+        s.try_into().expect("cut to one block")
+    }
 
     /// CRC-32C (initial value and final xor all ones, as crc-fast's) of four blocks,
     /// their `crc32` chains interleaved: each instruction waits three cycles for the
@@ -235,7 +231,8 @@ mod tests {
             return;
         }
         let bytes = random_bytes(4 * BLOCK_BYTES, 11);
-        let blocks: Vec<&[u8; BLOCK_BYTES]> = bytes.chunks_exact(BLOCK_BYTES).map(block).collect();
+        let blocks: Vec<&[u8; BLOCK_BYTES]> =
+            bytes.chunks_exact(BLOCK_BYTES).map(x86::block).collect();
         // SAFETY: SSE4.2 is there (checked above).
         let crcs = unsafe { x86::four_crcs([blocks[0], blocks[1], blocks[2], blocks[3]]) };
         for (crc, b) in crcs.iter().zip(&blocks) {
@@ -262,7 +259,7 @@ mod tests {
         bytes.extend(edges);
         for b in bytes.chunks_exact(BLOCK_BYTES) {
             // SAFETY: SSE4.2 is there (checked above).
-            let crc = unsafe { x86::one_crc(block(b), joins()) };
+            let crc = unsafe { x86::one_crc(x86::block(b), x86::joins()) };
             assert_eq!(crc, crc32c(b));
         }
     }
