@@ -47,6 +47,7 @@ mod intent;
 mod latency;
 mod mirror;
 mod ppl;
+mod rebuilt;
 pub mod sim;
 mod slab;
 mod stripe;

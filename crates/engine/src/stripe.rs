@@ -1951,6 +1951,14 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
         crate::sync::parity_made_fresh(engine, stripe, lo, hi);
     }
     let o = engine.ops.get(op);
+    if o.purpose == Purpose::Sync(SyncKind::Recover)
+        && error.is_none()
+        && o.phase == Phase::Writing
+        && !o.direct_copy
+    {
+        parity_recomputed(engine, op);
+    }
+    let o = engine.ops.get(op);
     let written = o.purpose == Purpose::Write && error.is_none() && o.phase == Phase::Writing;
     if written && crate::unknown::any(engine) {
         // The write's rows hold its data now (parity too, on a missing member).
@@ -1987,6 +1995,23 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
         }
     }
     engine.unlock(o.stripe, Holder::Stripe(op));
+}
+
+/// Recover operation `op` wrote its rows: parity members it rebuilt rather than read
+/// (missing from its plan, being rebuilt still) hold parity computed from the data
+/// now (see `rebuilt`).
+fn parity_recomputed(engine: &mut Engine, op: usize) {
+    let o = engine.ops.get(op);
+    let map = engine.geo.stripe_map(o.stripe);
+    let whole = o.lo == 0 && o.hi == engine.geo.chunk_sectors();
+    let recomputed: Vec<MemberIdx> = parity_members(&map)
+        .filter(|p| o.missing.contains(p) && o.written.iter().any(|(m, _, _)| m == p))
+        .filter(|p| engine.member_states()[p.index()] == MemberState::Rebuilding)
+        .collect();
+    let (stripe, rows) = (o.stripe, (o.lo, o.hi));
+    for p in recomputed {
+        engine.rebuilt_parity.add(p, stripe, rows, whole);
+    }
 }
 
 /// A member left the array: every client write under way is to be made durable as

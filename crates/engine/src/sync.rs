@@ -163,19 +163,23 @@ pub(crate) fn parity_in_doubt(
         .into_iter()
         .flatten()
         .filter(|&p| engine.in_sync(p, stripe))
+        .filter(|&p| !engine.rebuilt_parity.covers(p, stripe, rows))
         .filter(|&p| !crate::ppl::vouches_for(engine, stripe, rows, p, unpinned))
         .collect()
 }
 
 /// Where rows lo..hi of `stripe` cross the edges of rows made fresh (see
-/// [`parity_made_fresh`]): an operation cut there asks of each band alone.
+/// [`parity_made_fresh`]) or recomputed by a recover (`rebuilt`): an operation cut
+/// there asks of each band alone.
 pub(crate) fn fresh_edges(engine: &Engine, stripe: u64, (lo, hi): (u32, u32)) -> Vec<u32> {
+    let members = (0..engine.geo.raid_disks()).map(MemberIdx);
     engine
         .fresh_parity
         .get(&stripe)
         .into_iter()
         .flatten()
         .flat_map(|&(a, b)| [a, b])
+        .chain(engine.rebuilt_parity.band_edges(stripe, members))
         .filter(|&row| lo < row && row < hi)
         .collect()
 }
@@ -401,6 +405,9 @@ impl Engine {
             // What a member being rebuilt held and had recorded is its own.
             self.rebuilt_floor[member.index()] = 0;
             self.recorded_floor[member.index()] = 0;
+            if state != MemberState::Active {
+                self.rebuilt_parity.forget(member);
+            }
         }
         self.members_mut()[member.index()] = state;
     }
@@ -412,6 +419,7 @@ impl Engine {
 pub(crate) fn begin_rebuild(engine: &mut Engine, member: MemberIdx) {
     restart_recover(engine);
     engine.set_member_state(member, MemberState::Rebuilding);
+    engine.rebuilt_parity.forget(member);
     engine.rebuilt_floor[member.index()] = 0;
     engine.recorded_floor[member.index()] = 0;
     // Its bitmap missed every bit set while it was away; its ring was wiped.
@@ -693,6 +701,7 @@ fn finish(engine: &mut Engine) {
         // on an array that is not whole too, where the resync stays owed.
         engine.resync_passed = true;
         engine.fresh_parity = HashMap::new();
+        engine.rebuilt_parity = Default::default();
     }
     if s.kind == SyncKind::Recover && completed && s.unrecoverable == 0 {
         let roles = engine.member_states().len();
