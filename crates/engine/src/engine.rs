@@ -182,8 +182,9 @@ pub struct Engine {
     /// whose parity a client write has computed afresh from every data chunk since
     /// the open: no longer in doubt (see `sync::parity_in_doubt`).
     pub(crate) fresh_parity: HashMap<u64, Vec<(u32, u32)>>,
-    /// Parity rows a recover has recomputed since the open: in doubt no longer.
-    pub(crate) rebuilt_parity: crate::rebuilt::RebuiltParity,
+    /// Rows a recover has recomputed since the open: parity there is in doubt no
+    /// longer.
+    pub(crate) recomputed: crate::rebuilt::Recomputed,
     /// The partial-parity log, when on (RAID-4/5/6 with `log_sectors`).
     pub(crate) log: Option<crate::ppl::LogState>,
     /// The write-intent bitmap, when on.
@@ -258,7 +259,7 @@ impl Engine {
             superblocks_unstamped: false,
             resync_passed: false,
             fresh_parity: HashMap::new(),
-            rebuilt_parity: Default::default(),
+            recomputed: Default::default(),
             log: None,
             intent: None,
             integrity: None,
@@ -414,6 +415,7 @@ impl Engine {
         }
         let was_rebuilding = *state == MemberState::Rebuilding;
         *state = MemberState::Failed;
+        self.recomputed.forget(member);
         self.out_event
             .push_back(Event::MemberFailed { member, reason });
         crate::intent::member_gone(self, member);
@@ -441,7 +443,7 @@ impl Engine {
         crate::integrity::device_changed(self, role);
         self.stall_excused[role] = false;
         self.members[role] = MemberState::Rebuilding;
-        self.rebuilt_parity.forget(member);
+        self.recomputed.forget(member);
         self.rebuilt_floor[role] = 0;
         self.recorded_floor[role] = 0;
         crate::intent::member_gone(self, member);

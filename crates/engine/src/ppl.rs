@@ -1736,6 +1736,24 @@ pub(crate) fn resync_passed(engine: &mut Engine) {
     }
 }
 
+/// A recover recomputed every row of `member` from the others (see `rebuilt`): the
+/// parity it holds agrees with the data wherever its ring's entries were lost, so
+/// the loss is forgotten, and the rings' next marker stops naming it — or the next
+/// open would doubt that parity again, and list it torn when a member leaves.
+pub(crate) fn ring_rebuilt(engine: &mut Engine, member: MemberIdx) {
+    let Some(log) = engine.log.as_mut().filter(|l| !l.recovering()) else {
+        return;
+    };
+    if !log.lost_rings.contains(&member) {
+        return;
+    }
+    log.lost_rings.retain(|&m| m != member);
+    if log.lost_rings.is_empty() {
+        log.listed_for = 0;
+    }
+    newer_marker(engine);
+}
+
 /// Forgets what the replay could not vouch for; returns whether there was any.
 fn clear_doubts(engine: &mut Engine) -> bool {
     let Some(log) = engine.log.as_mut() else {
@@ -2503,7 +2521,12 @@ fn list_torn_beyond_redundancy(
         // and one rebuilt since (from data, so right itself) did not put the torn one
         // right — a RAID-6 read rebuilding through P would still get it wrong. Only the
         // lost ones are listed: the stripe reads through the others.
-        let torn: Vec<MemberIdx> = parity.into_iter().filter(|p| lost.contains(p)).collect();
+        // Not one a recover has recomputed here since the open (see `rebuilt`).
+        let chunk = geo.chunk_sectors();
+        let torn: Vec<MemberIdx> = parity
+            .into_iter()
+            .filter(|p| lost.contains(p) && !engine.recomputed.covers(*p, stripe, (0, chunk)))
+            .collect();
         if data_missing && !torn.is_empty() {
             for p in torn {
                 if !unlisted.contains(&p)

@@ -1,19 +1,23 @@
-//! Parity rows a recover has recomputed since the open.
+//! Rows a recover has recomputed since the open, per member.
 //!
-//! A recover that rebuilds a parity member computes its rows from the stripe's data,
-//! read or rebuilt through parity the recover trusted (`stripe::through_parity_in_doubt`
-//! refuses the rest). Whatever a power cut left on that member before, those rows now
-//! agree with the data: its parity is no longer in doubt there
-//! (`sync::parity_in_doubt`). The other parity of a RAID-6 stripe keeps its doubts —
-//! the recover may have rebuilt *through* it, never rewriting it.
+//! A recover rebuilding a member computes its rows from the stripe's others, read or
+//! rebuilt through parity the recover trusted (`stripe::through_parity_in_doubt`
+//! refuses the rest). Where the member holds parity, whatever a power cut left there
+//! before now agrees with the data: its parity is no longer in doubt
+//! (`sync::parity_in_doubt`), nor torn when a member leaves
+//! (`ppl::list_torn_beyond_redundancy`). The other parity of a RAID-6 stripe keeps its
+//! doubts — the recover may have rebuilt *through* it, never rewriting it. A member
+//! recomputed over every stripe has its stripe-log ring's loss forgotten for good
+//! (`ppl::ring_rebuilt`), so the exemption outlives the open.
 //!
 //! What counts is rows recomputed, not rows written: a member being rebuilt that
 //! already held a unit (below its checkpoint) is read and written back as it was,
 //! doubts and all. A member that leaves, or comes back holding what the array cannot
 //! trust, loses what was recorded for it.
 //!
-//! Recovers walk whole stripes in order, so each member's record is mostly runs of
-//! whole stripes; the rare operation cut into bands of rows records its band alone.
+//! Recovers walk whole stripes in order, and every stripe of a member being rebuilt is
+//! recorded (data rows too), so each member's record is a few runs of whole stripes;
+//! the rare operation cut into bands of rows records its band alone.
 
 use std::collections::HashMap;
 
@@ -21,7 +25,7 @@ use crate::MemberIdx;
 
 /// What recovers have recomputed, per member.
 #[derive(Debug, Default)]
-pub(crate) struct RebuiltParity {
+pub(crate) struct Recomputed {
     /// Per member (by role), runs of stripes whose rows were all recomputed, sorted and
     /// apart (end exclusive).
     whole: Vec<Vec<(u64, u64)>>,
@@ -29,7 +33,7 @@ pub(crate) struct RebuiltParity {
     bands: HashMap<(u64, MemberIdx), Vec<(u32, u32)>>,
 }
 
-impl RebuiltParity {
+impl Recomputed {
     /// Records `member`'s rows lo..hi of `stripe` as recomputed; `whole` when they are
     /// every row of the stripe.
     pub(crate) fn add(
@@ -61,6 +65,13 @@ impl RebuiltParity {
                 .bands
                 .get(&(stripe, member))
                 .is_some_and(|bands| bands.iter().any(|&(a, b)| a <= lo && hi <= b))
+    }
+
+    /// Whether every row of `member` in stripes 0..`stripes` was recomputed.
+    pub(crate) fn covers_every_stripe(&self, member: MemberIdx, stripes: u64) -> bool {
+        self.whole
+            .get(member.index())
+            .is_some_and(|runs| runs.first() == Some(&(0, stripes)))
     }
 
     /// Edges of the bands recorded for `stripe`, among `members`.
@@ -144,7 +155,7 @@ mod tests {
 
     #[test]
     fn bands_cover_only_their_rows_and_members() {
-        let mut r = RebuiltParity::default();
+        let mut r = Recomputed::default();
         let (p, q) = (MemberIdx(1), MemberIdx(2));
         r.add(p, 7, (0, 16), false);
         r.add(p, 7, (16, 24), false);
@@ -161,5 +172,21 @@ mod tests {
         assert!(r.covers(q, 8, (3, 4)));
         r.forget(q);
         assert!(!r.covers(q, 8, (3, 4)));
+    }
+
+    #[test]
+    fn every_stripe_only_when_the_runs_join_from_zero() {
+        let mut r = Recomputed::default();
+        let m = MemberIdx(0);
+        for stripe in [2, 0, 3] {
+            r.add(m, stripe, (0, 32), true);
+        }
+        assert!(!r.covers_every_stripe(m, 4));
+        r.add(m, 1, (0, 32), false);
+        assert!(!r.covers_every_stripe(m, 4), "a band is not the stripe");
+        r.add(m, 1, (0, 32), true);
+        assert!(r.covers_every_stripe(m, 4));
+        assert!(!r.covers_every_stripe(m, 5));
+        assert!(!r.covers_every_stripe(MemberIdx(1), 4));
     }
 }

@@ -1956,7 +1956,7 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
         && o.phase == Phase::Writing
         && !o.direct_copy
     {
-        parity_recomputed(engine, op);
+        rows_recomputed(engine, op);
     }
     let o = engine.ops.get(op);
     let written = o.purpose == Purpose::Write && error.is_none() && o.phase == Phase::Writing;
@@ -1997,20 +1997,22 @@ fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
     engine.unlock(o.stripe, Holder::Stripe(op));
 }
 
-/// Recover operation `op` wrote its rows: parity members it rebuilt rather than read
-/// (missing from its plan, being rebuilt still) hold parity computed from the data
+/// Recover operation `op` wrote its rows: members it rebuilt rather than read
+/// (missing from its plan, being rebuilt still) hold rows computed from the others
 /// now (see `rebuilt`).
-fn parity_recomputed(engine: &mut Engine, op: usize) {
+fn rows_recomputed(engine: &mut Engine, op: usize) {
     let o = engine.ops.get(op);
-    let map = engine.geo.stripe_map(o.stripe);
     let whole = o.lo == 0 && o.hi == engine.geo.chunk_sectors();
-    let recomputed: Vec<MemberIdx> = parity_members(&map)
-        .filter(|p| o.missing.contains(p) && o.written.iter().any(|(m, _, _)| m == p))
-        .filter(|p| engine.member_states()[p.index()] == MemberState::Rebuilding)
+    let recomputed: Vec<MemberIdx> = o
+        .missing
+        .iter()
+        .copied()
+        .filter(|m| o.written.iter().any(|(w, _, _)| w == m))
+        .filter(|m| engine.member_states()[m.index()] == MemberState::Rebuilding)
         .collect();
     let (stripe, rows) = (o.stripe, (o.lo, o.hi));
-    for p in recomputed {
-        engine.rebuilt_parity.add(p, stripe, rows, whole);
+    for m in recomputed {
+        engine.recomputed.add(m, stripe, rows, whole);
     }
 }
 

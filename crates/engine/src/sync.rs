@@ -163,7 +163,7 @@ pub(crate) fn parity_in_doubt(
         .into_iter()
         .flatten()
         .filter(|&p| engine.in_sync(p, stripe))
-        .filter(|&p| !engine.rebuilt_parity.covers(p, stripe, rows))
+        .filter(|&p| !engine.recomputed.covers(p, stripe, rows))
         .filter(|&p| !crate::ppl::vouches_for(engine, stripe, rows, p, unpinned))
         .collect()
 }
@@ -179,7 +179,7 @@ pub(crate) fn fresh_edges(engine: &Engine, stripe: u64, (lo, hi): (u32, u32)) ->
         .into_iter()
         .flatten()
         .flat_map(|&(a, b)| [a, b])
-        .chain(engine.rebuilt_parity.band_edges(stripe, members))
+        .chain(engine.recomputed.band_edges(stripe, members))
         .filter(|&row| lo < row && row < hi)
         .collect()
 }
@@ -406,7 +406,7 @@ impl Engine {
             self.rebuilt_floor[member.index()] = 0;
             self.recorded_floor[member.index()] = 0;
             if state != MemberState::Active {
-                self.rebuilt_parity.forget(member);
+                self.recomputed.forget(member);
             }
         }
         self.members_mut()[member.index()] = state;
@@ -419,7 +419,7 @@ impl Engine {
 pub(crate) fn begin_rebuild(engine: &mut Engine, member: MemberIdx) {
     restart_recover(engine);
     engine.set_member_state(member, MemberState::Rebuilding);
-    engine.rebuilt_parity.forget(member);
+    engine.recomputed.forget(member);
     engine.rebuilt_floor[member.index()] = 0;
     engine.recorded_floor[member.index()] = 0;
     // Its bitmap missed every bit set while it was away; its ring was wiped.
@@ -701,10 +701,20 @@ fn finish(engine: &mut Engine) {
         // on an array that is not whole too, where the resync stays owed.
         engine.resync_passed = true;
         engine.fresh_parity = HashMap::new();
-        engine.rebuilt_parity = Default::default();
+        engine.recomputed = Default::default();
     }
     if s.kind == SyncKind::Recover && completed && s.unrecoverable == 0 {
         let roles = engine.member_states().len();
+        // A member recomputed whole holds no parity a lost ring left in doubt.
+        let stripes = engine.geo.stripes();
+        let recomputed_whole: Vec<MemberIdx> = (0..roles)
+            .map(crate::engine::member_idx)
+            .filter(|&m| engine.member_states()[m.index()] == MemberState::Rebuilding)
+            .filter(|&m| engine.recomputed.covers_every_stripe(m, stripes))
+            .collect();
+        for m in recomputed_whole {
+            crate::ppl::ring_rebuilt(engine, m);
+        }
         // Every rebuilt member is active before any replacement is promoted: a
         // promotion can start writes that waited (on the bitmap), and those must go to
         // every member that holds its role now.
