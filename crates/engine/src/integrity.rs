@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use xraid_format::{
-    block_entries, encode_page, ENTRIES_PER_PAGE, PAGE_BYTES, PAGE_SECTORS, UNKNOWN,
+    block_entries, encode_page, BLOCK_BYTES, ENTRIES_PER_PAGE, PAGE_BYTES, PAGE_SECTORS, UNKNOWN,
 };
 use xraid_layout::{Level, MemberIdx};
 
@@ -173,6 +173,128 @@ pub(crate) struct Integrity {
     mismatches: Vec<u64>,
     /// Whether table pages are written (not on an array opened to read only).
     persist: bool,
+    /// P's entries worked out for the stripe write being emitted (see
+    /// [`ParityFromData`]), for its write of P's rows to record.
+    derived: Option<DerivedParity>,
+}
+
+/// Entries for the blocks of a write of `buf` at member sector `sector`.
+#[derive(Debug)]
+struct DerivedParity {
+    buf: BufSlice,
+    sector: u64,
+    entries: Vec<u32>,
+}
+
+/// How a stripe write computed P's rows, for [`ParityFromData`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ParityPlan {
+    /// P xor the change of each data chunk written: P's old rows and the written
+    /// chunks' old rows were read and checked.
+    ReadModifyWrite,
+    /// P from every data chunk's rows: written, or read and checked.
+    ReconstructWrite,
+}
+
+/// P's entries for a RAID-4/5/6 stripe write, worked out from entries the tables hold
+/// rather than hashed: an entry is a block's CRC-32C xor a zero block's, so it is
+/// linear over xor, and P's block is the xor of its data blocks (or of its old self
+/// and each written chunk's change). Begun before the data rows' writes are recorded
+/// (their old entries), ended after (their new ones), before P's write is emitted.
+/// Any entry unknown, or a row range that does not cover whole blocks, and P's rows
+/// are hashed as any others are.
+#[derive(Debug)]
+pub(crate) struct ParityFromData {
+    /// The member sectors P's write covers, whole blocks.
+    sector: u64,
+    blocks: usize,
+    /// Per data role, the member sectors its write covers (RMW: the roles written).
+    data: Vec<(MemberIdx, u64, u64)>,
+    /// So far: RMW, P's old entries xor the written blocks' old entries; RCW, zero.
+    acc: Vec<u32>,
+}
+
+impl ParityFromData {
+    /// Begins the entries of P (role `p`) over member sectors `sector..end`, for a
+    /// stripe write planned as `plan` whose data roles write `data` (member sectors;
+    /// for a reconstruct-write every data role, an empty range where it writes none).
+    pub(crate) fn begin(
+        engine: &Engine,
+        plan: ParityPlan,
+        p: MemberIdx,
+        (sector, end): (u64, u64),
+        data: Vec<(MemberIdx, u64, u64)>,
+    ) -> Option<ParityFromData> {
+        let whole =
+            |a: u64, b: u64| a.is_multiple_of(BLOCK_SECTORS) && b.is_multiple_of(BLOCK_SECTORS);
+        if !whole(sector, end) || data.iter().any(|&(_, a, b)| !whole(a, b)) {
+            return None;
+        }
+        let first = sector / BLOCK_SECTORS;
+        let blocks = usize::try_from((end - sector) / BLOCK_SECTORS).ok()?;
+        let mut acc = vec![0u32; blocks];
+        if plan == ParityPlan::ReadModifyWrite {
+            let p_table = table_of(engine, engine.slot_of(p))?;
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = known(p_table.get(first + i as u64))?;
+            }
+            xor_entries(engine, &data, first, &mut acc)?;
+        }
+        Some(ParityFromData {
+            sector,
+            blocks,
+            data,
+            acc,
+        })
+    }
+
+    /// Ends the entries, the data rows' writes recorded, for P's write of `buf`
+    /// (which the stripe's emit records next; [`forget_parity_entries`] after).
+    pub(crate) fn end(self, engine: &mut Engine, buf: BufSlice) {
+        if buf.len != self.blocks * BLOCK_BYTES {
+            return;
+        }
+        let mut acc = self.acc;
+        let first = self.sector / BLOCK_SECTORS;
+        if xor_entries(engine, &self.data, first, &mut acc).is_none() {
+            return;
+        }
+        engine.integrity_mut().derived = Some(DerivedParity {
+            buf,
+            sector: self.sector,
+            entries: acc,
+        });
+    }
+}
+
+/// `entry`, if known.
+fn known(entry: u32) -> Option<u32> {
+    (entry != UNKNOWN).then_some(entry)
+}
+
+/// Xors into `acc` (blocks from `first` on) each data role's entries over the
+/// blocks it covers; `None` where one is unknown.
+fn xor_entries(
+    engine: &Engine,
+    data: &[(MemberIdx, u64, u64)],
+    first: u64,
+    acc: &mut [u32],
+) -> Option<()> {
+    for &(role, a, b) in data {
+        let table = table_of(engine, engine.slot_of(role))?;
+        for block in a / BLOCK_SECTORS..b / BLOCK_SECTORS {
+            let i = usize::try_from(block.checked_sub(first)?).ok()?;
+            *acc.get_mut(i)? ^= known(table.get(block))?;
+        }
+    }
+    Some(())
+}
+
+/// The stripe write's emit is over: entries worked out for it no longer apply.
+pub(crate) fn forget_parity_entries(engine: &mut Engine) {
+    if let Some(i) = engine.integrity.as_mut() {
+        i.derived = None;
+    }
 }
 
 /// A set of page numbers, with the order they were added in.
@@ -226,6 +348,7 @@ impl Engine {
             held: (0..slots).map(|_| Vec::new()).collect(),
             generation: vec![0; slots],
             reads: Vec::new(),
+            derived: None,
             mismatches: vec![0; slots / 2],
             persist,
         });
@@ -411,11 +534,30 @@ pub(crate) fn record_write(engine: &mut Engine, slot: MemberIdx, sector: u64, bu
         }
         touch(block, &mut pages);
     }
+    let derived = engine
+        .integrity
+        .as_ref()
+        .and_then(|i| i.derived.as_ref())
+        .filter(|d| d.buf == buf && d.sector == sector);
     if discard {
         // A discard buffer holds zeros (the range may become a hole, which reads so).
         for block in whole_first..whole_end {
             table.set(block, 0);
         }
+    } else if let Some(d) = derived {
+        // P's rows, their entries worked out from the data's (`ParityFromData`).
+        debug_assert!(
+            {
+                let mut hashed = Vec::new();
+                whole_block_entries(sector, data, |_, entry| hashed.push(entry));
+                hashed == d.entries
+            },
+            "P's entries worked out from the data's differ from its blocks' at sector {sector}"
+        );
+        for (i, &entry) in d.entries.iter().enumerate() {
+            table.set(whole_first + i as u64, entry);
+        }
+        engine.stats.parity_checksums_derived += 1;
     } else {
         whole_block_entries(sector, data, |block, entry| table.set(block, entry));
     }

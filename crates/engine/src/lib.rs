@@ -492,4 +492,7 @@ pub struct Stats {
     /// Integrity mode: member reads that returned a block disagreeing with its
     /// checksum (each then repaired as a read error).
     pub checksum_mismatches: u64,
+    /// Integrity mode: writes of P's rows whose checksums were worked out from the
+    /// data rows' rather than hashed.
+    pub parity_checksums_derived: u64,
 }

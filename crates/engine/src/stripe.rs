@@ -1410,7 +1410,13 @@ fn emit_writes(engine: &mut Engine, op: usize, writes: Vec<(MemberIdx, u64, BufS
         finish(engine, op, error);
         return;
     }
+    let mut p_entries = parity_from_data(engine, op, &writes);
     for (m, sector, buf) in writes {
+        if p_entries.as_ref().is_some_and(|(p, _)| *p == m) {
+            if let Some((_, derive)) = p_entries.take() {
+                derive.end(engine, buf);
+            }
+        }
         engine.ops.get_mut(op).written.push((m, sector, buf));
         engine.emit(
             m,
@@ -1420,6 +1426,57 @@ fn emit_writes(engine: &mut Engine, op: usize, writes: Vec<(MemberIdx, u64, BufS
             IoTarget::Stripe { op, member: m },
         );
     }
+    crate::integrity::forget_parity_entries(engine);
+}
+
+/// In integrity mode, begins P's entries for client write `op`'s `writes` from its
+/// data rows' entries (see `integrity::ParityFromData`): a read-modify-write or
+/// reconstruct-write with every member there, whose data writes all go out before
+/// P's. Returns P's role with them.
+fn parity_from_data(
+    engine: &Engine,
+    op: usize,
+    writes: &[(MemberIdx, u64, BufSlice)],
+) -> Option<(MemberIdx, crate::integrity::ParityFromData)> {
+    use crate::integrity::{ParityFromData, ParityPlan};
+    if !engine.integrity_on() {
+        return None;
+    }
+    let o = engine.ops.get(op);
+    let plan = match o.plan {
+        Plan::ReadModifyWrite => ParityPlan::ReadModifyWrite,
+        Plan::ReconstructWrite => ParityPlan::ReconstructWrite,
+        _ => return None,
+    };
+    let map = engine.geo.stripe_map(o.stripe);
+    let raid_disks = engine.geo.raid_disks();
+    let all_there = o.bad.is_empty()
+        && (0..raid_disks)
+            .map(MemberIdx)
+            .all(|m| op_live(engine, o, m) && engine.is_present(m));
+    let p = map.p();
+    let p_at = writes.iter().position(|(m, _, _)| *m == p)?;
+    let data_members: Vec<MemberIdx> = (0..map.data_disks()).map(|i| map.data_member(i)).collect();
+    let data_first = !writes[p_at + 1..]
+        .iter()
+        .any(|(m, _, _)| data_members.contains(m));
+    if !all_there || !data_first {
+        return None;
+    }
+    let at = |row: u32| engine.geo.member_sector(o.stripe, row);
+    let data = match plan {
+        ParityPlan::ReadModifyWrite => o
+            .segs
+            .iter()
+            .map(|s| (map.data_member(s.data_index), at(s.start), at(s.end)))
+            .collect(),
+        ParityPlan::ReconstructWrite => data_members
+            .iter()
+            .map(|&m| (m, at(o.lo), at(o.hi)))
+            .collect(),
+    };
+    let derive = ParityFromData::begin(engine, plan, p, (at(o.lo), at(o.hi)), data)?;
+    Some((p, derive))
 }
 
 /// Builds the stripe-log entry of a client write whose new rows are all in the scratch
