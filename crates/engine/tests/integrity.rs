@@ -40,6 +40,17 @@ fn mismatches(events: &[Event]) -> Vec<(MemberIdx, u64)> {
         .collect()
 }
 
+/// Runs a check scrub over the whole array; the checksum mismatches it (and anything
+/// since the last events were taken) found.
+fn check_mismatches(array: &mut SimArray) -> Vec<(MemberIdx, u64)> {
+    array
+        .engine
+        .start_sync(xraid_engine::SyncKind::Check, 0)
+        .expect("check");
+    array.run_sync();
+    mismatches(&array.take_events())
+}
+
 #[test]
 fn a_flipped_bit_is_caught_returned_right_and_rewritten() {
     for level in [Level::Raid1, Level::Raid5, Level::Raid6, Level::Raid10] {
@@ -51,12 +62,7 @@ fn a_flipped_bit_is_caught_returned_right_and_rewritten() {
         let got = array.read(0, total).expect("read");
         assert!(got == data, "{level:?}: the read is right");
         // Mirrors may have read another copy: a check reads them all.
-        array
-            .engine
-            .start_sync(xraid_engine::SyncKind::Check, 0)
-            .expect("check");
-        array.run_sync();
-        let found = mismatches(&array.take_events());
+        let found = check_mismatches(&mut array);
         assert_eq!(found, vec![(MemberIdx(1), 0)], "{level:?}");
         assert_eq!(got.len(), data.len());
         assert_eq!(
@@ -365,12 +371,7 @@ fn parity_checksums_worked_out_from_the_data_match_the_blocks_written() {
         // Everything reads back through the checks, and a check scrub finds P right.
         let total = geo.array_sectors();
         array.read(0, total).expect("read");
-        array
-            .engine
-            .start_sync(xraid_engine::SyncKind::Check, 0)
-            .expect("check");
-        array.run_sync();
-        let found = mismatches(&array.take_events());
+        let found = check_mismatches(&mut array);
         assert!(
             found.iter().all(|&(m, _)| m == flipped),
             "{what}: checksum mismatches only on the flipped member: {found:?}"

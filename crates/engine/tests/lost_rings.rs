@@ -541,6 +541,58 @@ fn a_ring_lost_after_a_member_came_back_is_listed_for_it_when_it_leaves() {
     );
 }
 
+/// What [`p_ring_lost_in_a_cut`] leaves: the array, what it reads now, stripe 0's P
+/// member (failed, its ring counted lost) and the data member chosen.
+struct PRingLost {
+    array: SimArray,
+    before: Vec<u8>,
+    p: MemberIdx,
+    data: MemberIdx,
+}
+
+/// An array of `level` with 4 members, filled (with bad block logs if `logs`); stripe
+/// 0's data member 0 missing first if `degraded`; stripe 0 written whole and cut off,
+/// P's member's ring unreadable at the restart. Stripe 0 must read old or new, the
+/// rest as filled; P's member is then failed (its rows to be rebuilt), if the open
+/// left it serving.
+fn p_ring_lost_in_a_cut(level: Level, seed: u64, logs: bool, degraded: bool) -> PRingLost {
+    let (mut array, old) = logged_array(level, 4, seed);
+    if logs {
+        array.enable_bad_block_logs(64);
+    }
+    let geo = *array.engine.geometry();
+    let map = geo.stripe_map(0);
+    let (p, data) = (map.p(), map.data_member(if degraded { 0 } else { 1 }));
+    if degraded {
+        array.kill_member(data);
+        array.engine.fail_member(data);
+        array.run();
+    }
+    let stripe0 = geo.stripe_data_sectors() as usize * SECTOR;
+    let mut new = vec![0u8; stripe0];
+    array.rng().fill(&mut new);
+    array.write(0, &new).expect("write");
+    array.power_cut_with(|a| a.members[p.index()].ring_unreadable = true);
+    array.run();
+    array.members[p.index()].ring_unreadable = false;
+    let before = array.read(0, geo.array_sectors()).expect("every row reads");
+    assert!(
+        !neither(&before[..stripe0], &old[..stripe0], &new),
+        "seed {seed}: stripe 0 reads neither old nor new"
+    );
+    assert_eq!(before[stripe0..], old[stripe0..], "seed {seed}");
+    if array.engine.member_states()[p.index()] == MemberState::Active {
+        array.engine.fail_member(p);
+        array.run();
+    }
+    PRingLost {
+        array,
+        before,
+        p,
+        data,
+    }
+}
+
 /// A RAID-6 without bad block logs, a data member gone, cut off in a write, with P's
 /// member's ring unreadable at the restart. A new device rebuilt in P's place gets P
 /// computed from the data (read, or rebuilt through Q), so when the data member is
@@ -552,35 +604,15 @@ fn a_ring_lost_after_a_member_came_back_is_listed_for_it_when_it_leaves() {
 fn parity_a_recover_recomputed_is_not_doubted_for_its_lost_ring() {
     let mut bad = Vec::new();
     for seed in 0..8u64 {
-        let (mut array, old) = logged_array(Level::Raid6, 4, 7300 + seed);
-        let geo = *array.engine.geometry();
-        let map = geo.stripe_map(0);
-        let (p, gone) = (map.p(), map.data_member(0));
-        array.kill_member(gone);
-        array.engine.fail_member(gone);
-        array.run();
-        let per_stripe = geo.stripe_data_sectors();
-        let mut new = vec![0u8; per_stripe as usize * SECTOR];
-        array.rng().fill(&mut new);
-        array.write(0, &new).expect("write");
-        array.power_cut_with(|a| a.members[p.index()].ring_unreadable = true);
-        array.run();
-        array.members[p.index()].ring_unreadable = false;
-        let before = array
-            .read(0, geo.array_sectors())
-            .expect("the rows of the member gone read through Q");
-        let stripe0 = per_stripe as usize * SECTOR;
-        let torn = neither(&before[..stripe0], &old[..stripe0], &new);
-        assert!(!torn, "seed {seed}: stripe 0 reads neither old nor new");
-        assert_eq!(before[stripe0..], old[stripe0..], "seed {seed}");
-        if array.engine.member_states()[p.index()] == MemberState::Active {
-            // A ring lost on a member still serving: rebuild it anyway.
-            array.engine.fail_member(p);
-            array.run();
-        }
+        let PRingLost {
+            mut array,
+            before,
+            p,
+            data: gone,
+        } = p_ring_lost_in_a_cut(Level::Raid6, 7300 + seed, false, true);
         let failed_units = rebuild_after_each(&mut array, &[p, gone]);
         let rebuilt = array.engine.member_states().to_vec();
-        let after = array.read(0, geo.array_sectors());
+        let after = array.read(0, array.engine.array_sectors());
         if failed_units > 0 || after.as_deref().ok() != Some(&before[..]) {
             bad.push((seed, failed_units, rebuilt, after.err()));
         }
@@ -624,37 +656,19 @@ fn rebuild_after_each(array: &mut SimArray, members: &[MemberIdx]) -> u64 {
 fn a_ring_recomputed_whole_is_not_counted_lost_at_the_next_open() {
     let mut bad = Vec::new();
     for seed in 0..8u64 {
-        let (mut array, old) = logged_array(Level::Raid6, 4, 7500 + seed);
-        let geo = *array.engine.geometry();
-        let map = geo.stripe_map(0);
-        let (p, gone) = (map.p(), map.data_member(0));
-        array.kill_member(gone);
-        array.engine.fail_member(gone);
-        array.run();
-        let per_stripe = geo.stripe_data_sectors();
-        let mut new = vec![0u8; per_stripe as usize * SECTOR];
-        array.rng().fill(&mut new);
-        array.write(0, &new).expect("write");
-        array.power_cut_with(|a| a.members[p.index()].ring_unreadable = true);
-        array.run();
-        array.members[p.index()].ring_unreadable = false;
-        let before = array.read(0, geo.array_sectors()).expect("reads through Q");
-        let stripe0 = per_stripe as usize * SECTOR;
-        assert!(
-            !neither(&before[..stripe0], &old[..stripe0], &new),
-            "seed {seed}"
-        );
-        if array.engine.member_states()[p.index()] == MemberState::Active {
-            array.engine.fail_member(p);
-            array.run();
-        }
+        let PRingLost {
+            mut array,
+            before,
+            p,
+            data: gone,
+        } = p_ring_lost_in_a_cut(Level::Raid6, 7500 + seed, false, true);
         let mut failed = rebuild_after_each(&mut array, &[p]);
         let lost_after_rebuild = array.engine.log_rings_lost();
         array.flush().expect("flush");
         array.power_cut();
         array.run();
         failed += rebuild_after_each(&mut array, &[gone]);
-        let after = array.read(0, geo.array_sectors());
+        let after = array.read(0, array.engine.array_sectors());
         if failed > 0 || lost_after_rebuild || after.as_deref().ok() != Some(&before[..]) {
             bad.push((seed, failed, lost_after_rebuild, after.err()));
         }
@@ -673,28 +687,12 @@ fn a_ring_recomputed_whole_is_not_counted_lost_at_the_next_open() {
 fn a_departure_after_p_was_rebuilt_lists_nothing_torn() {
     let mut bad = Vec::new();
     for seed in 0..8u64 {
-        let (mut array, old) = logged_array(Level::Raid5, 4, 7600 + seed);
-        array.enable_bad_block_logs(64);
-        let geo = *array.engine.geometry();
-        let map = geo.stripe_map(0);
-        let (p, d) = (map.p(), map.data_member(1));
-        let per_stripe = geo.stripe_data_sectors();
-        let mut new = vec![0u8; per_stripe as usize * SECTOR];
-        array.rng().fill(&mut new);
-        array.write(0, &new).expect("write");
-        array.power_cut_with(|a| a.members[p.index()].ring_unreadable = true);
-        array.run();
-        array.members[p.index()].ring_unreadable = false;
-        let before = array.read(0, geo.array_sectors()).expect("reads");
-        let stripe0 = per_stripe as usize * SECTOR;
-        assert!(
-            !neither(&before[..stripe0], &old[..stripe0], &new),
-            "seed {seed}"
-        );
-        if array.engine.member_states()[p.index()] == MemberState::Active {
-            array.engine.fail_member(p);
-            array.run();
-        }
+        let PRingLost {
+            mut array,
+            before,
+            p,
+            data: d,
+        } = p_ring_lost_in_a_cut(Level::Raid5, 7600 + seed, true, false);
         assert_eq!(rebuild_after_each(&mut array, &[p]), 0, "seed {seed}");
         array.take_events();
         array.kill_member(d);
@@ -705,7 +703,7 @@ fn a_departure_after_p_was_rebuilt_lists_nothing_torn() {
             .iter()
             .filter(|e| matches!(e, Event::TornParityListed { .. }))
             .count();
-        let after = array.read(0, geo.array_sectors());
+        let after = array.read(0, array.engine.array_sectors());
         if listed > 0 || after.as_deref().ok() != Some(&before[..]) {
             bad.push((seed, listed, after.err()));
         }
