@@ -17,7 +17,8 @@
 //! A failing seed prints itself; `XRAID_SEED=<seed> cargo test -p xraid-engine --test
 //! faults` replays exactly that story (`XRAID_SEEDS=<n>` runs more or fewer seeds,
 //! `XRAID_SEEDS_FROM=<i>` another range of them; members refuse writes too unless
-//! `XRAID_WRITE_ERRORS=0`; `XRAID_NO_LOGS=1` tells them without bad block logs).
+//! `XRAID_WRITE_ERRORS=0`; `XRAID_NO_LOGS=1` tells them without bad block logs;
+//! `XRAID_LEVELS=5,6` only of those levels).
 
 mod common;
 
@@ -1267,6 +1268,23 @@ fn loud(e: &EngineError) -> bool {
     )
 }
 
+/// The levels `XRAID_LEVELS` names (`1,4,5,6,10`), if set.
+fn story_levels() -> Option<Vec<Level>> {
+    let list = std::env::var("XRAID_LEVELS").ok()?;
+    let levels: Vec<Level> = list
+        .split(',')
+        .map(|l| match l.trim() {
+            "1" => Level::Raid1,
+            "4" => Level::Raid4,
+            "5" => Level::Raid5,
+            "6" => Level::Raid6,
+            "10" => Level::Raid10,
+            other => panic!("XRAID_LEVELS takes 1, 4, 5, 6 and 10, not {other:?}"),
+        })
+        .collect();
+    Some(levels)
+}
+
 fn random_geometry(rng: &mut SimRng) -> Geometry {
     use ParityAlgorithm::*;
     let levels = [
@@ -1278,7 +1296,13 @@ fn random_geometry(rng: &mut SimRng) -> Geometry {
         Level::Raid6,
         Level::Raid10,
     ];
-    let level = levels[rng.below(levels.len() as u64) as usize];
+    let drawn = rng.below(levels.len() as u64) as usize;
+    // `XRAID_LEVELS=5,6` tells stories of those levels only (the same draws
+    // otherwise, so that unset it changes no story).
+    let level = match story_levels() {
+        Some(only) => only[drawn % only.len()],
+        None => levels[drawn],
+    };
     let layout = match level {
         Level::Raid5 | Level::Raid6 => {
             let all = [
@@ -1554,11 +1578,11 @@ fn thousands_of_fault_stories_lose_nothing() {
     // Members may refuse writes too (a third of the bad ranges), unless
     // XRAID_WRITE_ERRORS=0 tells the stories without (as before 2026-11-26).
     let write_errors = std::env::var("XRAID_WRITE_ERRORS").map_or(true, |v| v != "0");
-    let replay = if write_errors {
-        ""
-    } else {
-        "XRAID_WRITE_ERRORS=0 "
-    };
+    // The replay line names what changes the story.
+    let replay: String = ["XRAID_WRITE_ERRORS", "XRAID_NO_LOGS", "XRAID_LEVELS"]
+        .iter()
+        .filter_map(|name| Some(format!("{name}={} ", std::env::var(name).ok()?)))
+        .collect();
     let stories = seeds.len();
     for seed in seeds {
         if let Err((error, log)) = tell(seed, write_errors) {
