@@ -78,6 +78,10 @@ pub(crate) struct StripeOp {
     /// Members whose reads failed in this operation: missing here, and their rows
     /// are rewritten from the rebuilt ones (md's read-error correction).
     bad: Vec<MemberIdx>,
+    /// Of `bad`, parity members in doubt that no log could list (see
+    /// [`through_parity_in_doubt`]): planned around and rewritten like a member whose
+    /// read failed, but no read error was corrected there.
+    planned_around: Vec<MemberIdx>,
     /// Members the plan did not read (missing for this operation when it was
     /// planned); their rows are rebuilt from the others.
     missing: Vec<MemberIdx>,
@@ -315,13 +319,24 @@ fn through_parity_in_doubt(engine: &mut Engine, op: usize, missing: &[MemberIdx]
                 .iter()
                 .all(|&p| crate::ppl::list_parity_in_doubt(engine, p, rows.clone()));
             let o = engine.ops.get(op);
-            if listed && doubted.iter().all(|&p| !op_live(engine, o, p)) {
-                start(engine, op);
-            } else {
-                // A log without room: the rows cannot be planned around.
-                let (sector, end) = op_extent(engine, o);
-                finish(engine, op, Some(EngineError::Unreadable { sector, end }));
+            let unplanned: Vec<MemberIdx> = doubted
+                .iter()
+                .copied()
+                .filter(|&p| op_live(engine, o, p))
+                .collect();
+            if !listed || !unplanned.is_empty() {
+                // No bad block log (or none with room) to list them in: this operation
+                // plans around them itself, and rewrites their rows from the data and
+                // the parity trusted, as for a member whose read failed.
+                let o = engine.ops.get_mut(op);
+                for p in unplanned {
+                    if !o.bad.contains(&p) {
+                        o.bad.push(p);
+                        o.planned_around.push(p);
+                    }
+                }
             }
+            start(engine, op);
         }
         Purpose::Read | Purpose::Write | Purpose::Sync(SyncKind::Check) => {
             let (sector, end) = op_extent(engine, o);
@@ -359,6 +374,7 @@ fn plan_again_in_bands(engine: &mut Engine, op: usize, mut cuts: Vec<u32>) {
         let o = engine.ops.get_mut(op);
         o.hi = cuts[0];
         o.bad.clear();
+        o.planned_around.clear();
         let scratch = o.scratch.take();
         if let Some(buf) = scratch {
             engine.bufs.free(buf);
@@ -641,7 +657,14 @@ fn cut_at_listings(engine: &mut Engine, op: usize) {
     if cuts.is_empty() {
         return;
     }
-    let (owner, purpose, stripe, bad) = (o.owner, o.purpose, o.stripe, o.bad.clone());
+    let (owner, purpose, stripe) = (o.owner, o.purpose, o.stripe);
+    // The other bands ask for themselves which parity to plan around.
+    let bad: Vec<MemberIdx> = o
+        .bad
+        .iter()
+        .copied()
+        .filter(|m| !o.planned_around.contains(m))
+        .collect();
     let sync = matches!(purpose, Purpose::Sync(_));
     // A client operation's bands hold its segments' rows there (a band between two
     // segments may hold none); a sync's are its rows.
@@ -720,6 +743,7 @@ fn insert_op(
         plan: Plan::DegradedRead,
         phase: Phase::Queued,
         bad,
+        planned_around: Vec::new(),
         missing: Vec::new(),
         mismatch: false,
         log: None,
@@ -1246,6 +1270,7 @@ fn report_corrections(engine: &mut Engine, op: usize) {
         .bad
         .iter()
         .copied()
+        .filter(|m| !o.planned_around.contains(m))
         .filter(|&m| engine.config.repair_writes && engine.in_sync(m, stripe))
         .collect();
     for member in fixed {
@@ -1355,7 +1380,15 @@ fn after_reads(engine: &mut Engine, op: usize) {
         .filter(|&m| rebuilt_here && engine.is_present(m) && listed_here(engine, o, m))
         .collect();
     for m in o.bad.iter().copied().chain(listed) {
-        if engine.config.repair_writes && engine.in_sync(m, stripe) && !full_rows.contains(&m) {
+        // Parity planned around is rewritten whatever the configuration (a write's
+        // plan counts its rows as made fresh: `sync::parity_made_fresh`), but not by
+        // a check, which changes nothing that read fine.
+        let rewrite = if o.planned_around.contains(&m) {
+            o.purpose != Purpose::Sync(SyncKind::Check)
+        } else {
+            engine.config.repair_writes
+        };
+        if rewrite && engine.in_sync(m, stripe) && !full_rows.contains(&m) {
             full_rows.push(m);
         }
     }

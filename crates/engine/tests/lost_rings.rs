@@ -710,3 +710,64 @@ fn a_departure_after_p_was_rebuilt_lists_nothing_torn() {
     }
     assert!(bad.is_empty(), "(seed, listings, read error): {bad:?}");
 }
+
+/// A whole RAID-6 without bad block logs whose P member's ring was lost at a cut (P
+/// in doubt in its stripes until the resync): a data chunk of stripe 0 then fails to
+/// read. Q is trusted, so the chunk is rebuilt through Q (not through P, torn here on
+/// purpose), returned, and rewritten — and P's rows with it, from the data. Before,
+/// with no log to list P's rows in (as a log with room does, to plan around them),
+/// the read failed.
+#[test]
+fn a_read_error_beside_a_lost_ring_reads_through_the_other_parity_without_a_log() {
+    let mut bad = Vec::new();
+    for seed in 0..8u64 {
+        let (mut array, old) = logged_array(Level::Raid6, 4, 7700 + seed);
+        let geo = *array.engine.geometry();
+        let map = geo.stripe_map(0);
+        let (p, d) = (map.p(), map.data_member(1));
+        let stripe0 = geo.stripe_data_sectors() as usize * SECTOR;
+        let mut new = vec![0u8; stripe0];
+        array.rng().fill(&mut new);
+        array.write(0, &new).expect("write");
+        array.power_cut_with(|a| a.members[p.index()].ring_unreadable = true);
+        array.run();
+        array.members[p.index()].ring_unreadable = false;
+        assert!(array.engine.log_rings_lost(), "seed {seed}");
+        let before = array.read(0, geo.stripe_data_sectors()).expect("reads");
+        assert!(!neither(&before, &old[..stripe0], &new), "seed {seed}");
+        let chunk = u64::from(geo.chunk_sectors());
+        // What a torn P would hold (P is in doubt: nothing reads it while the data
+        // members read).
+        let p_at = geo.member_sector(0, 0) as usize * SECTOR;
+        for b in &mut array.members[p.index()].data[p_at..p_at + SECTOR] {
+            *b ^= 0x5a;
+        }
+        array.members[d.index()].bad_ranges.push(0..chunk);
+        let got = array.read(0, geo.stripe_data_sectors());
+        array.members[d.index()].bad_ranges.clear();
+        let again = array.read(0, geo.stripe_data_sectors());
+        let states = array.engine.member_states().to_vec();
+        // P's rows were rewritten from the data: they agree with it now.
+        let rows = |m: MemberIdx| {
+            let at = geo.member_sector(0, 0) as usize * SECTOR;
+            array.members[m.index()].data[at..at + chunk as usize * SECTOR].to_vec()
+        };
+        let mut xor = vec![0u8; chunk as usize * SECTOR];
+        for i in 0..map.data_disks() {
+            for (x, b) in xor.iter_mut().zip(rows(map.data_member(i))) {
+                *x ^= b;
+            }
+        }
+        let p_agrees = rows(p) == xor;
+        if got.as_deref().ok() != Some(&before[..])
+            || again.as_deref().ok() != Some(&before[..])
+            || !p_agrees
+        {
+            bad.push((seed, got.err(), again.err(), states, p_agrees));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "(seed, read error, read after, states, P agrees with the data): {bad:?}"
+    );
+}
