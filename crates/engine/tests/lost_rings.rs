@@ -550,12 +550,27 @@ struct PRingLost {
     data: MemberIdx,
 }
 
-/// An array of `level` with 4 members, filled (with bad block logs if `logs`); stripe
-/// 0's data member 0 missing first if `degraded`; stripe 0 written whole and cut off,
-/// P's member's ring unreadable at the restart. Stripe 0 must read old or new, the
-/// rest as filled; P's member is then failed (its rows to be rebuilt), if the open
-/// left it serving.
-fn p_ring_lost_in_a_cut(level: Level, seed: u64, logs: bool, degraded: bool) -> PRingLost {
+/// How [`p_ring_lost_in_a_cut`] sets the array up.
+#[derive(Clone, Copy)]
+struct Setup {
+    /// Bad block logs on the members.
+    logs: bool,
+    /// Stripe 0's data member 0 missing before the write.
+    degraded: bool,
+    /// P's member failed after the open (its rows to be rebuilt), if the open left it
+    /// serving.
+    fail_p: bool,
+}
+
+/// An array of `level` with 4 members, filled; stripe 0 written whole and cut off,
+/// P's member's ring unreadable at the restart (see [`Setup`]). Stripe 0 must read
+/// old or new, the rest as filled.
+fn p_ring_lost_in_a_cut(level: Level, seed: u64, setup: Setup) -> PRingLost {
+    let Setup {
+        logs,
+        degraded,
+        fail_p,
+    } = setup;
     let (mut array, old) = logged_array(level, 4, seed);
     if logs {
         array.enable_bad_block_logs(64);
@@ -581,7 +596,7 @@ fn p_ring_lost_in_a_cut(level: Level, seed: u64, logs: bool, degraded: bool) -> 
         "seed {seed}: stripe 0 reads neither old nor new"
     );
     assert_eq!(before[stripe0..], old[stripe0..], "seed {seed}");
-    if array.engine.member_states()[p.index()] == MemberState::Active {
+    if fail_p && array.engine.member_states()[p.index()] == MemberState::Active {
         array.engine.fail_member(p);
         array.run();
     }
@@ -592,6 +607,13 @@ fn p_ring_lost_in_a_cut(level: Level, seed: u64, logs: bool, degraded: bool) -> 
         data,
     }
 }
+
+/// A data member gone first, no bad block logs, P failed after the open.
+const DEGRADED_NO_LOGS: Setup = Setup {
+    logs: false,
+    degraded: true,
+    fail_p: true,
+};
 
 /// A RAID-6 without bad block logs, a data member gone, cut off in a write, with P's
 /// member's ring unreadable at the restart. A new device rebuilt in P's place gets P
@@ -609,7 +631,7 @@ fn parity_a_recover_recomputed_is_not_doubted_for_its_lost_ring() {
             before,
             p,
             data: gone,
-        } = p_ring_lost_in_a_cut(Level::Raid6, 7300 + seed, false, true);
+        } = p_ring_lost_in_a_cut(Level::Raid6, 7300 + seed, DEGRADED_NO_LOGS);
         let failed_units = rebuild_after_each(&mut array, &[p, gone]);
         let rebuilt = array.engine.member_states().to_vec();
         let after = array.read(0, array.engine.array_sectors());
@@ -661,7 +683,7 @@ fn a_ring_recomputed_whole_is_not_counted_lost_at_the_next_open() {
             before,
             p,
             data: gone,
-        } = p_ring_lost_in_a_cut(Level::Raid6, 7500 + seed, false, true);
+        } = p_ring_lost_in_a_cut(Level::Raid6, 7500 + seed, DEGRADED_NO_LOGS);
         let mut failed = rebuild_after_each(&mut array, &[p]);
         let lost_after_rebuild = array.engine.log_rings_lost();
         array.flush().expect("flush");
@@ -692,7 +714,15 @@ fn a_departure_after_p_was_rebuilt_lists_nothing_torn() {
             before,
             p,
             data: d,
-        } = p_ring_lost_in_a_cut(Level::Raid5, 7600 + seed, true, false);
+        } = p_ring_lost_in_a_cut(
+            Level::Raid5,
+            7600 + seed,
+            Setup {
+                logs: true,
+                degraded: false,
+                fail_p: true,
+            },
+        );
         assert_eq!(rebuild_after_each(&mut array, &[p]), 0, "seed {seed}");
         array.take_events();
         array.kill_member(d);
@@ -721,20 +751,24 @@ fn a_departure_after_p_was_rebuilt_lists_nothing_torn() {
 fn a_read_error_beside_a_lost_ring_reads_through_the_other_parity_without_a_log() {
     let mut bad = Vec::new();
     for seed in 0..8u64 {
-        let (mut array, old) = logged_array(Level::Raid6, 4, 7700 + seed);
+        let PRingLost {
+            mut array,
+            before,
+            p,
+            data: d,
+        } = p_ring_lost_in_a_cut(
+            Level::Raid6,
+            7700 + seed,
+            Setup {
+                logs: false,
+                degraded: false,
+                fail_p: false,
+            },
+        );
+        assert!(array.engine.log_rings_lost(), "seed {seed}");
         let geo = *array.engine.geometry();
         let map = geo.stripe_map(0);
-        let (p, d) = (map.p(), map.data_member(1));
-        let stripe0 = geo.stripe_data_sectors() as usize * SECTOR;
-        let mut new = vec![0u8; stripe0];
-        array.rng().fill(&mut new);
-        array.write(0, &new).expect("write");
-        array.power_cut_with(|a| a.members[p.index()].ring_unreadable = true);
-        array.run();
-        array.members[p.index()].ring_unreadable = false;
-        assert!(array.engine.log_rings_lost(), "seed {seed}");
-        let before = array.read(0, geo.stripe_data_sectors()).expect("reads");
-        assert!(!neither(&before, &old[..stripe0], &new), "seed {seed}");
+        let before = before[..geo.stripe_data_sectors() as usize * SECTOR].to_vec();
         let chunk = u64::from(geo.chunk_sectors());
         // What a torn P would hold (P is in doubt: nothing reads it while the data
         // members read).
