@@ -1380,13 +1380,14 @@ fn after_reads(engine: &mut Engine, op: usize) {
         .filter(|&m| rebuilt_here && engine.is_present(m) && listed_here(engine, o, m))
         .collect();
     for m in o.bad.iter().copied().chain(listed) {
-        // Parity planned around is rewritten whatever the configuration (a write's
-        // plan counts its rows as made fresh: `sync::parity_made_fresh`), but not by
-        // a check, which changes nothing that read fine.
-        let rewrite = if o.planned_around.contains(&m) {
-            o.purpose != Purpose::Sync(SyncKind::Check)
-        } else {
-            engine.config.repair_writes
+        // Parity planned around is rewritten by a write whatever the configuration
+        // (its plan counts the rows as made fresh: `sync::parity_made_fresh`), never
+        // by a check, which changes nothing that read fine, and otherwise as a failed
+        // read's rows are (not on an array opened to read only).
+        let rewrite = match o.purpose {
+            Purpose::Write if o.planned_around.contains(&m) => true,
+            Purpose::Sync(SyncKind::Check) if o.planned_around.contains(&m) => false,
+            _ => engine.config.repair_writes,
         };
         if rewrite && engine.in_sync(m, stripe) && !full_rows.contains(&m) {
             full_rows.push(m);
