@@ -140,6 +140,15 @@ impl StripeOp {
     fn row_bytes(&self) -> usize {
         sectors_to_bytes(u64::from(self.hi - self.lo))
     }
+
+    /// Members whose reads failed in this operation: `bad` but for the parity it
+    /// plans around.
+    fn failed_reads(&self) -> impl Iterator<Item = MemberIdx> + '_ {
+        self.bad
+            .iter()
+            .copied()
+            .filter(|m| !self.planned_around.contains(m))
+    }
 }
 
 /// Whether the stripe-log entry of write `o` keeps member `m`'s rows although `m`
@@ -659,12 +668,7 @@ fn cut_at_listings(engine: &mut Engine, op: usize) {
     }
     let (owner, purpose, stripe) = (o.owner, o.purpose, o.stripe);
     // The other bands ask for themselves which parity to plan around.
-    let bad: Vec<MemberIdx> = o
-        .bad
-        .iter()
-        .copied()
-        .filter(|m| !o.planned_around.contains(m))
-        .collect();
+    let bad: Vec<MemberIdx> = o.failed_reads().collect();
     let sync = matches!(purpose, Purpose::Sync(_));
     // A client operation's bands hold its segments' rows there (a band between two
     // segments may hold none); a sync's are its rows.
@@ -1267,10 +1271,7 @@ fn report_corrections(engine: &mut Engine, op: usize) {
     let o = engine.ops.get(op);
     let (stripe, lo, hi) = (o.stripe, o.lo, o.hi);
     let fixed: Vec<MemberIdx> = o
-        .bad
-        .iter()
-        .copied()
-        .filter(|m| !o.planned_around.contains(m))
+        .failed_reads()
         .filter(|&m| engine.config.repair_writes && engine.in_sync(m, stripe))
         .collect();
     for member in fixed {
