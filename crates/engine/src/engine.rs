@@ -353,6 +353,12 @@ impl Engine {
         crate::ppl::rings_lost(self)
     }
 
+    /// The roles whose rings [`Engine::log_rings_lost`] counts lost: in the stripes
+    /// each one holds parity of, that parity is in doubt.
+    pub fn lost_log_rings(&self) -> Vec<MemberIdx> {
+        crate::ppl::lost_rings(self)
+    }
+
     /// Sectors of data the array has lost beyond its redundancy without a member
     /// saying so: rows of a member that died with the power under a write the stripe
     /// log could not work out (see `unknown`). They read as errors until written.

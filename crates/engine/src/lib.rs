@@ -356,6 +356,16 @@ pub enum Event {
         sector: u64,
         sectors: u64,
     },
+    /// As [`Event::TornParityListed`], where `member` has no bad block log, or none
+    /// with room: the rows are not listed, and `member` serves on. The missing
+    /// member's rows there read as errors all the same, by rule, for as long as the
+    /// resync the open owes has not completed (the stripe log's markers name the
+    /// lost ring, so a restart keeps the doubt).
+    TornParityUnlisted {
+        member: MemberIdx,
+        sector: u64,
+        sectors: u64,
+    },
 }
 
 /// Tunables of an engine.

@@ -2461,9 +2461,13 @@ fn replay_step(engine: &mut Engine) {
 /// rebuilt from that parity: right or wrong, nobody can tell — md's write hole, a
 /// second fault in the stripe. Such parity rows go into their members' bad block
 /// logs, so that rebuilding the missing rows fails loudly instead (a write over them
-/// too, as over any stripe listed past its redundancy); a member whose log has no
-/// room is failed, which is as loud. Recorded before the rings' marker, as every
-/// list the replay changes.
+/// too, as over any stripe listed past its redundancy). Recorded before the rings'
+/// marker, as every list the replay changes. A member whose log has no room (or that
+/// has none) serves on: the rule of [`crate::sync::parity_in_doubt`] doubts the same
+/// rows while the resync stays owed (the marker names the lost ring), so the missing
+/// rows read as errors all the same, while its other rows — data, and parity where no
+/// data is missing — still count. Failing it whole, as before, lost rows it held: a
+/// member dying during the replay then had them worked out from parity, unknown.
 fn list_torn_beyond_redundancy(
     engine: &mut Engine,
     lost: &[MemberIdx],
@@ -2479,7 +2483,7 @@ fn list_torn_beyond_redundancy(
     }
     let geo = engine.geo;
     let total = geo.stripes();
-    let mut unlisted: Vec<MemberIdx> = Vec::new();
+    let mut no_room: Vec<MemberIdx> = Vec::new();
     let mut drop: Vec<MemberIdx> = Vec::new();
     let mut stripe = crate::intent::next_dirty_unit(engine, from, total);
     while stripe < total {
@@ -2529,10 +2533,17 @@ fn list_torn_beyond_redundancy(
             .collect();
         if data_missing && !torn.is_empty() {
             for p in torn {
-                if !unlisted.contains(&p)
-                    && !crate::badblocks::record_torn_parity(engine, p, rows.clone())
+                if no_room.contains(&p)
+                    || !crate::badblocks::record_torn_parity(engine, p, rows.clone())
                 {
-                    unlisted.push(p);
+                    if !no_room.contains(&p) {
+                        no_room.push(p);
+                    }
+                    engine.push_event(Event::TornParityUnlisted {
+                        member: p,
+                        sector: rows.start,
+                        sectors: rows.end - rows.start,
+                    });
                 }
                 // A replacement being built may hold a copy of those rows already.
                 if let Some(r) = engine.replacement_of(p) {
@@ -2552,9 +2563,6 @@ fn list_torn_beyond_redundancy(
     }
     for replacement in drop {
         engine.fail(replacement, FailReason::TornParity);
-    }
-    for member in unlisted {
-        engine.fail(member, FailReason::TornParity);
     }
 }
 
@@ -2802,6 +2810,14 @@ pub(crate) fn listed_at_a_later_open(engine: &Engine, p: MemberIdx) -> bool {
         .log
         .as_ref()
         .is_some_and(|l| l.lost_rings.contains(&p))
+}
+
+/// The rings counted lost (see [`LogState::lost_rings`]).
+pub(crate) fn lost_rings(engine: &Engine) -> Vec<MemberIdx> {
+    engine
+        .log
+        .as_ref()
+        .map_or_else(Vec::new, |l| l.lost_rings.clone())
 }
 
 /// Whether rings are counted lost (see [`LogState::lost_rings`]).

@@ -122,9 +122,13 @@ pub(crate) fn rebuilt_unrecorded(engine: &Engine, member: MemberIdx, unit: u64) 
 
 /// Whether a running or owed resync has yet to make `unit`'s redundancy agree with its
 /// data (writes there must not trust old parity; mirror reads take the first copy).
+/// A unit the running resync could not put right (rows past the redundancy that no
+/// log could list) stays so: the resync stays owed, and the doubt with it.
 pub(crate) fn awaiting_resync(engine: &Engine, unit: u64) -> bool {
     match &engine.sync {
-        Some(s) if s.kind == SyncKind::Resync => unit >= s.next || s.in_flight.contains(&unit),
+        Some(s) if s.kind == SyncKind::Resync => {
+            unit >= s.next || s.in_flight.contains(&unit) || s.failed_units.contains(&unit)
+        }
         _ => engine.resync_owed && !log_replayed_every_entry(engine),
     }
 }

@@ -1058,8 +1058,10 @@ fn degraded_cut_with_an_unreadable_ring(
 /// a torn write is lost with its ring. The missing member's rows in the stripes whose
 /// entries that ring held would be rebuilt from parity the cut may have torn; they
 /// read as errors instead, never as wrong data (the parity rows go into the parity
-/// member's bad block log, or without one the member is failed), and everything else
-/// reads back. Before 2026-11-26 they were rebuilt silently: on some seeds, wrong.
+/// member's bad block log; without one the rule of parity in doubt refuses them), and
+/// everything else reads back. Before 2026-11-26 they were rebuilt silently: on some
+/// seeds, wrong. Until 2026-11-29 a parity member without a log was failed whole,
+/// and the RAID-5 answered nothing.
 #[test]
 fn a_lost_ring_on_a_degraded_array_loses_the_missing_rows_loudly() {
     for logs in [true, false] {
@@ -1091,20 +1093,20 @@ fn a_lost_ring_on_a_degraded_array_loses_the_missing_rows_loudly() {
                 listed, logs,
                 "seed {seed}, logs {logs}: stripe 0's parity listed"
             );
+            let said_unlisted = events.iter().any(|e| {
+                matches!(e, Event::TornParityUnlisted { member, sector: 0, sectors: 16 } if *member == p)
+            });
             assert_eq!(
-                array.engine.member_states()[p.index()] == MemberState::Failed,
-                !logs,
-                "seed {seed}, logs {logs}: without a log the parity member is failed"
+                said_unlisted, !logs,
+                "seed {seed}, logs {logs}: stripe 0's parity said to be in doubt, unlisted"
             );
-            if !logs {
-                // Two members out of a RAID-5: the array answers nothing (as md,
-                // which would not start it).
-                assert!(matches!(
-                    array.read(0, 16),
-                    Err(xraid_engine::EngineError::DataLost { .. })
-                ));
-                continue;
-            }
+            // Without a log to list them in, the parity member serves on (the rule of
+            // parity in doubt loses the rows all the same): its data rows still count.
+            assert_eq!(
+                array.engine.member_states()[p.index()],
+                MemberState::Active,
+                "seed {seed}, logs {logs}: the parity member serves on"
+            );
             let written = array.read(16, 16).expect("the written chunk reads");
             assert!(
                 written == vec![0x6bu8; 16 * SECTOR] || written == data[16 * SECTOR..32 * SECTOR],
@@ -1134,6 +1136,50 @@ fn a_lost_ring_on_a_degraded_array_loses_the_missing_rows_loudly() {
                 }
             }
         }
+    }
+}
+
+/// The same without bad block logs, as the owed resync goes by: it cannot put the
+/// stripe right nor list what it cannot, so the resync stays owed, and the stripe in
+/// doubt with it — also while the resync is still running past it. The missing rows
+/// read as errors then too, never as what the parity the cut may have torn makes of
+/// them (before 2026-11-29, a unit the running resync had failed counted as resynced).
+#[test]
+fn rows_a_resync_could_not_list_stay_lost_while_it_runs_on() {
+    for seed in 0..8u64 {
+        let (mut array, data, p, _) = degraded_cut_with_an_unreadable_ring(1750 + seed, false);
+        // About a stripe a millisecond: the read comes while the resync runs.
+        let mut config = array.engine.config();
+        config.sync_min_bytes_per_sec = 8 * 1024 * 1000;
+        config.sync_max_bytes_per_sec = 8 * 1024 * 1000;
+        array.engine.set_config(config);
+        array
+            .engine
+            .start_sync_where_dirty(SyncKind::Resync, 0)
+            .expect("resync");
+        while array.engine.stats().sync_units == 0 {
+            assert!(array.step(), "seed {seed}: the resync stopped");
+        }
+        assert!(
+            array.engine.sync_progress().is_some(),
+            "seed {seed}: the resync runs on"
+        );
+        for when in ["while the resync runs", "after it"] {
+            match array.read(32, 16) {
+                Err(xraid_engine::EngineError::Unreadable { .. }) => {}
+                Err(e) => panic!("seed {seed}, {when}: the missing rows read as {e}"),
+                Ok(got) => panic!(
+                    "seed {seed}, {when}: the missing rows read back, {}",
+                    if got == data[32 * SECTOR..48 * SECTOR] {
+                        "right"
+                    } else {
+                        "WRONG"
+                    }
+                ),
+            }
+            array.run_sync();
+        }
+        assert_eq!(array.engine.member_states()[p.index()], MemberState::Active);
     }
 }
 

@@ -1177,25 +1177,39 @@ impl Worker {
         self.parts.insert(rid, Part { job, release });
     }
 
-    /// One line per member for the parity rows listed as possibly torn (see
-    /// [`Event::TornParityListed`]): how many stripes, and the sectors they span.
+    /// One line per member for the parity rows found possibly torn (see
+    /// [`Event::TornParityListed`], [`Event::TornParityUnlisted`]): how many stripes,
+    /// the sectors they span, and whether its bad block log lists them.
     fn log_torn_parity(&self, events: &[Event]) {
-        let mut per_member: std::collections::BTreeMap<u16, (u64, u64, u64)> =
+        let mut per_member: std::collections::BTreeMap<(u16, bool), (u64, u64, u64)> =
             std::collections::BTreeMap::new();
         for event in events {
-            if let Event::TornParityListed {
-                member,
-                sector,
-                sectors,
-            } = *event
-            {
-                let e = per_member.entry(member.0).or_insert((0, u64::MAX, 0));
-                *e = (e.0 + 1, e.1.min(sector), e.2.max(sector + sectors));
-            }
+            let (member, sector, sectors, listed) = match *event {
+                Event::TornParityListed {
+                    member,
+                    sector,
+                    sectors,
+                } => (member, sector, sectors, true),
+                Event::TornParityUnlisted {
+                    member,
+                    sector,
+                    sectors,
+                } => (member, sector, sectors, false),
+                _ => continue,
+            };
+            let e = per_member
+                .entry((member.0, listed))
+                .or_insert((0, u64::MAX, 0));
+            *e = (e.0 + 1, e.1.min(sector), e.2.max(sector + sectors));
         }
-        for (member, (stripes, first, end)) in per_member {
+        for ((member, listed), (stripes, first, end)) in per_member {
+            let what = if listed {
+                "those rows go into its bad block log"
+            } else {
+                "its bad block log has no room for those rows (or it has none), so they are held in doubt until the owed resync completes, also across restarts"
+            };
             log::error(&format!(
-                "array '{}': member {member} holds parity that a crash may have torn where another member is missing, in {stripes} stripe(s) within sectors {first}..{end}, and the stripe log's entries for them could not be read; those rows go into its bad block log, so that the missing member's data there reads as an error (lost), never as wrong data",
+                "array '{}': member {member} holds parity that a crash may have torn where another member is missing, in {stripes} stripe(s) within sectors {first}..{end}, and the stripe log's entries for them could not be read; {what}, so that the missing member's data there reads as an error (lost), never as wrong data",
                 self.name
             ));
         }
@@ -1418,7 +1432,9 @@ impl Worker {
                     )
                 }),
                 // Said once per member below: one stripe each, and they come many at a time.
-                Event::TornParityListed { .. } | Event::MemberFailed { .. } => {}
+                Event::TornParityListed { .. }
+                | Event::TornParityUnlisted { .. }
+                | Event::MemberFailed { .. } => {}
             }
         }
         // A write a copy refused is acknowledged on the strength of its bad block log:
