@@ -178,6 +178,9 @@ pub struct Engine {
     /// A resync has gone over the whole array since it was opened: parity is in doubt
     /// nowhere (see `sync::parity_in_doubt`), even where the resync stays owed.
     pub(crate) resync_passed: bool,
+    /// What resyncs that ended without completing put right since the open (see
+    /// `sync::ResyncReach`): parity is not in doubt there, though the resync stays owed.
+    pub(crate) resync_reached: Vec<crate::sync::ResyncReach>,
     /// Per stripe whose parity is in doubt, the rows (chunk offsets, sorted, apart)
     /// whose parity a client write has computed afresh from every data chunk since
     /// the open: no longer in doubt (see `sync::parity_in_doubt`).
@@ -258,6 +261,7 @@ impl Engine {
             resync_after_clean_stop: None,
             superblocks_unstamped: false,
             resync_passed: false,
+            resync_reached: Vec::new(),
             fresh_parity: HashMap::new(),
             recomputed: Default::default(),
             log: None,

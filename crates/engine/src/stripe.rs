@@ -282,8 +282,22 @@ fn list_lost_on_rebuilt_members(
 fn through_parity_in_doubt(engine: &mut Engine, op: usize, missing: &[MemberIdx]) -> bool {
     let o = engine.ops.get(op);
     let map = engine.geo.stripe_map(o.stripe);
+    // A write over a missing member's rows makes parity in doubt fresh (see
+    // `sync::parity_made_fresh`), but in memory only where a lost ring's doubt is
+    // what pins it: the rings' marker names the ring, not the stripes written since,
+    // so the next open doubts the stripe again, and the rows written would read as
+    // lost — an acknowledged write. Such a write needs those rows as a read does:
+    // refused where no trusted parity is left, as where that parity is listed.
+    let covering_stays_in_doubt = o.purpose == Purpose::Write
+        && crate::sync::parity_in_doubt(engine, o.stripe, (o.lo, o.hi), false)
+            .into_iter()
+            .any(|p| !missing.contains(&p) && crate::ppl::listed_at_a_later_open(engine, p));
     let needed: Vec<MemberIdx> = (0..map.data_disks())
-        .filter(|&i| o.purpose != Purpose::Write || !wholly_covered(&o.segs, i, o.lo, o.hi))
+        .filter(|&i| {
+            o.purpose != Purpose::Write
+                || covering_stays_in_doubt
+                || !wholly_covered(&o.segs, i, o.lo, o.hi)
+        })
         .map(|i| map.data_member(i))
         .filter(|m| missing.contains(m))
         .collect();

@@ -46,6 +46,8 @@ pub enum SyncError {
 #[derive(Debug)]
 pub(crate) struct SyncState {
     pub(crate) kind: SyncKind,
+    /// The unit it started from.
+    from: u64,
     /// The next unit to launch.
     next: u64,
     total: u64,
@@ -123,13 +125,34 @@ pub(crate) fn rebuilt_unrecorded(engine: &Engine, member: MemberIdx, unit: u64) 
 /// Whether a running or owed resync has yet to make `unit`'s redundancy agree with its
 /// data (writes there must not trust old parity; mirror reads take the first copy).
 /// A unit the running resync could not put right (rows past the redundancy that no
-/// log could list) stays so: the resync stays owed, and the doubt with it.
+/// log could list) stays so: the resync stays owed, and the doubt with it. Units a
+/// resync that ended without completing did put right stay put right
+/// (`Engine::resync_reached`).
 pub(crate) fn awaiting_resync(engine: &Engine, unit: u64) -> bool {
+    let put_right_before = || engine.resync_reached.iter().any(|r| r.put_right(unit));
     match &engine.sync {
         Some(s) if s.kind == SyncKind::Resync => {
-            unit >= s.next || s.in_flight.contains(&unit) || s.failed_units.contains(&unit)
+            (unit >= s.next || s.in_flight.contains(&unit) || s.failed_units.contains(&unit))
+                && !put_right_before()
         }
-        _ => engine.resync_owed && !log_replayed_every_entry(engine),
+        _ => engine.resync_owed && !log_replayed_every_entry(engine) && !put_right_before(),
+    }
+}
+
+/// The units a resync that ended without completing put right: from where it started
+/// to where it got, but those it failed (a resync stays owed where a unit is past the
+/// redundancy and no log can list its rows). Until the next open they stay so: what
+/// a write changes there after, it changes in step with parity.
+#[derive(Debug, Clone)]
+pub(crate) struct ResyncReach {
+    from: u64,
+    to: u64,
+    failed: BTreeSet<u64>,
+}
+
+impl ResyncReach {
+    fn put_right(&self, unit: u64) -> bool {
+        (self.from..self.to).contains(&unit) && !self.failed.contains(&unit)
     }
 }
 
@@ -282,6 +305,7 @@ impl Engine {
         }
         self.sync = Some(SyncState {
             kind,
+            from: from.min(total),
             next: from.min(total),
             total,
             in_flight: BTreeSet::new(),
@@ -704,8 +728,21 @@ fn finish(engine: &mut Engine) {
         // could not make agree are listed (see `stripe::through_parity_in_doubt`) —
         // on an array that is not whole too, where the resync stays owed.
         engine.resync_passed = true;
+        engine.resync_reached = Vec::new();
         engine.fresh_parity = HashMap::new();
         engine.recomputed = Default::default();
+    }
+    if s.kind == SyncKind::Resync && !resynced && s.from < s.next {
+        // Before 2026-11-29 forgotten here: a stripe the resync had put right was
+        // doubted again once it ended, and a member missing since lost its rows there.
+        let mut failed = s.failed_units.clone();
+        failed.extend(s.in_flight.iter().copied());
+        failed.extend(s.split_units.keys().copied());
+        engine.resync_reached.push(ResyncReach {
+            from: s.from,
+            to: s.next,
+            failed,
+        });
     }
     if s.kind == SyncKind::Recover && completed && s.unrecoverable == 0 {
         let roles = engine.member_states().len();

@@ -215,17 +215,34 @@ impl Story {
     /// A stripe-log ring lost at the last unclean open counts as one more fault until
     /// the resync owed completes: its stripes' parity is in doubt (a write a member
     /// refuses there, which only that parity would hold, fails).
-    /// Within the level's redundancy: members faulty, and present members whose
-    /// stripe-log ring was lost (their parity is in doubt), at most the tolerance.
+    /// Within the level's redundancy: members faulty, and in any one stripe the
+    /// parity members that are not but whose stripe-log ring was lost (their parity
+    /// is in doubt there), at most the tolerance.
     fn within_redundancy(&self) -> bool {
         let faulty = self.faulty();
-        let doubted = self
+        let lost: Vec<MemberIdx> = self
             .array
             .engine
             .lost_log_rings()
             .into_iter()
             .filter(|m| !faulty.contains(&m.index()))
-            .count();
+            .collect();
+        let geo = self.array.engine.geometry();
+        let doubted = if lost.is_empty() || !geo.level().has_parity() {
+            lost.len()
+        } else {
+            (0..geo.stripes())
+                .map(|stripe| {
+                    let map = geo.stripe_map(stripe);
+                    [Some(map.p()), map.q()]
+                        .into_iter()
+                        .flatten()
+                        .filter(|p| lost.contains(p))
+                        .count()
+                })
+                .max()
+                .unwrap_or(0)
+        };
         !self.over && faulty.len() + doubted <= self.tolerance
     }
 
