@@ -106,7 +106,14 @@ pub struct MemberFailure {
 impl MemberFailure {
     /// Why the member was failed, in words for a log line or a warning.
     pub fn why(&self) -> String {
-        match (&self.error, self.reason) {
+        fail_reason_words(self.reason, self.error.as_ref())
+    }
+}
+
+/// Why a device was failed, in words for a log line or a warning: `reason`, and the
+/// last I/O error it returned, if one is known.
+pub fn fail_reason_words(reason: FailReason, error: Option<&io::Error>) -> String {
+    match (error, reason) {
             (_, FailReason::ReadErrors(n)) => format!("{n} read errors"),
             (_, FailReason::Diverged) => {
                 "it took a write the last in-sync copy refused, and would disagree with it"
@@ -119,8 +126,9 @@ impl MemberFailure {
                 "an I/O did not complete within the stall timeout".to_owned()
             }
             (Some(error), _) => error.to_string(),
+            (None, FailReason::WriteError) => "a write failed".to_owned(),
+            (None, FailReason::DeviceGone) => "the device went away".to_owned(),
             (None, _) => "failed by request".to_owned(),
-        }
     }
 }
 

@@ -426,6 +426,7 @@ impl Engine {
         let was_rebuilding = *state == MemberState::Rebuilding;
         *state = MemberState::Failed;
         self.recomputed.forget(member);
+        self.latency.left(member);
         self.out_event
             .push_back(Event::MemberFailed { member, reason });
         crate::intent::member_gone(self, member);

@@ -58,8 +58,9 @@ impl Means {
         self.samples[m] >= MIN_SAMPLES
     }
 
-    /// Whether member `m` stands more than `ratio` times above its peers here.
-    fn slow(&self, m: usize, ratio: u64) -> bool {
+    /// Whether member `m` stands more than `ratio` times above its peers here (not
+    /// counting those `gone`).
+    fn slow(&self, m: usize, ratio: u64, gone: &[bool]) -> bool {
         if !self.counts(m) || self.mean[m] < FLOOR.0 {
             return false;
         }
@@ -69,8 +70,8 @@ impl Means {
         // runs on every completion, free of allocation.
         let most = (self.mean[m] - 1) / ratio;
         let (mut peers, mut below) = (0usize, 0usize);
-        for p in 0..self.mean.len() {
-            if p != m && self.counts(p) {
+        for (p, &gone) in gone.iter().enumerate().take(self.mean.len()) {
+            if p != m && self.counts(p) && !gone {
                 peers += 1;
                 below += usize::from(self.mean[p] <= most);
             }
@@ -82,10 +83,10 @@ impl Means {
         self.counts(m).then_some(Nanos(self.mean[m]))
     }
 
-    /// The median of the other members' means.
-    fn peers(&self, m: usize) -> Option<Nanos> {
+    /// The median of the other members' means (not counting those `gone`).
+    fn peers(&self, m: usize, gone: &[bool]) -> Option<Nanos> {
         let mut peers: Vec<u64> = (0..self.mean.len())
-            .filter(|&p| p != m && self.counts(p))
+            .filter(|&p| p != m && self.counts(p) && !gone[p])
             .map(|p| self.mean[p])
             .collect();
         peers.sort_unstable();
@@ -107,6 +108,10 @@ pub(crate) struct Latency {
     /// Every measured I/O's, which status shows.
     all: Means,
     slow: Vec<bool>,
+    /// Members that left the array (failed): their figures stay for status to show,
+    /// but judge no peer (a survivor is not slow against a member that stalled, nor
+    /// against one no longer there to share the load).
+    gone: Vec<bool>,
 }
 
 impl Latency {
@@ -117,6 +122,14 @@ impl Latency {
             by_sort: [Means::new(members), Means::new(members)],
             all: Means::new(members),
             slow: vec![false; members],
+            gone: vec![false; members],
+        }
+    }
+
+    /// `member` left the array: see [`Latency::gone`]. Its slowness stays as it was.
+    pub(crate) fn left(&mut self, member: MemberIdx) {
+        if let Some(gone) = self.gone.get_mut(member.index()) {
+            *gone = true;
         }
     }
 
@@ -153,7 +166,14 @@ impl Latency {
         self.by_sort[sort as usize].add(m, sample);
         self.all.add(m, sample);
         let ratio = if self.slow[m] { CLEAR_RATIO } else { RATIO };
-        let slow = self.by_sort.iter().any(|means| means.slow(m, ratio));
+        if self.gone[m] {
+            // A late answer of a member that left: it judges nothing any more.
+            return None;
+        }
+        let slow = self
+            .by_sort
+            .iter()
+            .any(|means| means.slow(m, ratio, &self.gone));
         (slow != self.slow[m]).then(|| {
             self.slow[m] = slow;
             slow
@@ -173,6 +193,7 @@ impl Latency {
             means.mean[m] = 0;
             means.samples[m] = 0;
         }
+        self.gone[m] = false;
         std::mem::take(&mut self.slow[m])
     }
 
@@ -193,9 +214,9 @@ impl Latency {
         let means = self
             .by_sort
             .iter()
-            .find(|means| means.slow(m, ratio))
+            .find(|means| means.slow(m, ratio, &self.gone))
             .unwrap_or(&self.all);
-        (means.mean(m), means.peers(m))
+        (means.mean(m), means.peers(m, &self.gone))
     }
 }
 
@@ -218,6 +239,32 @@ mod tests {
                 l.completed(key, MemberIdx(m as u16), Nanos(t.0 + took.0));
             }
         }
+    }
+
+    #[test]
+    fn a_member_that_left_judges_no_survivor() {
+        // A mirror: member 1 answered in 0.07 ms, then failed; member 0, alone now,
+        // answers in 1.2 ms. It is not slow against figures of a member gone (an
+        // audit saw the survivor flagged so), and the gone member keeps its own.
+        let mut l = Latency::new(2);
+        run(&mut l, 2 * MIN_SAMPLES, &[(1, IoKind::Read, Nanos(70_000))]);
+        l.left(MemberIdx(1));
+        run(
+            &mut l,
+            2 * MIN_SAMPLES,
+            &[(0, IoKind::Read, Nanos(1_200_000))],
+        );
+        assert!(!l.is_slow(MemberIdx(0)));
+        assert_eq!(l.mean(MemberIdx(1)), Some(Nanos(70_000)));
+        // A new device in its place is a peer again once it has figures.
+        l.forget(MemberIdx(1));
+        run(&mut l, 2 * MIN_SAMPLES, &[(1, IoKind::Read, Nanos(70_000))]);
+        run(
+            &mut l,
+            2 * MIN_SAMPLES,
+            &[(0, IoKind::Read, Nanos(1_200_000))],
+        );
+        assert!(l.is_slow(MemberIdx(0)));
     }
 
     #[test]
@@ -329,6 +376,7 @@ mod tests {
         fn slow_is_the_median_rule(
             means in proptest::collection::vec(0u64..8_000_000, 1..12),
             few in proptest::collection::vec(any::<bool>(), 12),
+            gone in proptest::collection::vec(any::<bool>(), 12),
         ) {
             let n = means.len();
             let l = Means {
@@ -337,7 +385,7 @@ mod tests {
             };
             for m in 0..n {
                 let mut peers: Vec<u64> = (0..n)
-                    .filter(|&p| p != m && l.samples[p] >= MIN_SAMPLES)
+                    .filter(|&p| p != m && l.samples[p] >= MIN_SAMPLES && !gone[p])
                     .map(|p| means[p])
                     .collect();
                 peers.sort_unstable();
@@ -345,7 +393,7 @@ mod tests {
                     && means[m] >= FLOOR.0
                     && !peers.is_empty()
                     && means[m] > peers[peers.len() / 2].saturating_mul(RATIO);
-                prop_assert_eq!(l.slow(m, RATIO), expect);
+                prop_assert_eq!(l.slow(m, RATIO, &gone[..n]), expect);
             }
         }
     }

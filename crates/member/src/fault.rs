@@ -71,9 +71,21 @@ impl FromStr for MemberFault {
         let mut role = None;
         let mut plan = FaultPlan::default();
         let mut stall = None;
+        // Keys that take one value: given twice, one would be dropped unsaid. Ranges
+        // add up.
+        let mut single: Vec<&str> = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part.split_once('=').unwrap_or((part, ""));
             let bad = |what: &str| format!("fault '{spec}': {key}={value} is not {what}");
+            let ranges = ["errors", "write-errors", "read-errors", "flips", "lose"];
+            if !ranges.contains(&key) {
+                if single.contains(&key) {
+                    return Err(format!(
+                        "fault '{spec}': {key} is given twice (one value each; only ranges add up)"
+                    ));
+                }
+                single.push(key);
+            }
             match key {
                 "role" => role = Some(value.parse::<u16>().map_err(|_| bad("a member role"))?),
                 "fail-now" => plan.fail_after = Some(0),
@@ -824,6 +836,8 @@ mod tests {
             ("role=1,stall-after=3,stall=0ms", "above zero"),
             ("role=1,latency=0ms", "above zero"),
             ("role=1,errors-after=3", "errors-after= needs"),
+            ("role=1,latency=10ms,latency=20ms", "latency is given twice"),
+            ("role=1,role=2,fail-now", "role is given twice"),
         ] {
             let err = spec.parse::<MemberFault>().expect_err(spec);
             assert!(err.contains(needle), "{spec}: {err}");
@@ -831,6 +845,9 @@ mod tests {
         }
         let f: MemberFault = "role=1,stall-after=3,stall=500ms".parse().expect("valid");
         assert_eq!(f.plan.stall_for, Duration::from_millis(500));
+        // Ranges add up.
+        let f: MemberFault = "role=1,errors=1M..2M,errors=3M..4M".parse().expect("valid");
+        assert_eq!(f.plan.error_ranges.len(), 2);
     }
 
     #[test]

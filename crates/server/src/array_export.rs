@@ -1271,8 +1271,10 @@ impl Worker {
                         .map_or_else(|| "?".to_owned(), |p| p.display().to_string()),
                 )),
                 Event::ReplacementFailed { role, reason } => log::error(&format!(
-                    "array '{}': the replacement of role {} failed ({reason:?}) and is dropped; the member serves on",
-                    self.name, role.0
+                    "array '{}': the replacement of role {} failed ({}) and is dropped; the member serves on",
+                    self.name,
+                    role.0,
+                    xraid_driver::fail_reason_words(reason, None)
                 )),
                 Event::ReadErrorCorrected {
                     member,

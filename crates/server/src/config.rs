@@ -63,6 +63,20 @@ pub struct ExportConfig {
     pub consistency: Option<String>,
 }
 
+/// Refuses a rebuild pace whose floor while clients are busy (`min`, MB/s; 1 if
+/// none) stands above its cap while they are idle (`max`; none or 0: no cap): the
+/// engine would rebuild faster the busier the clients. md clamps its sync_speed_min
+/// to the max; a pace given by hand this way is a mistake worth saying.
+pub fn check_rebuild_pace(min: Option<u64>, max: Option<u64>) -> Result<(), String> {
+    let min = min.unwrap_or(1);
+    match max.filter(|&max| max > 0) {
+        Some(max) if min > max => Err(format!(
+            "--rebuild-min {min} is above --rebuild-max {max} (MB/s per member): the pace while clients are busy cannot exceed the pace while they are idle (0 or no --rebuild-max: no cap)"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Everything `xraid serve` needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServeConfig {

@@ -190,6 +190,8 @@ pub(crate) fn open(config: &ExportConfig, backend: BackendChoice) -> Result<Open
     } else {
         OpenMode::ReadWrite
     };
+    crate::config::check_rebuild_pace(config.rebuild_min, config.rebuild_max)
+        .map_err(export_error)?;
     if let Some(f) = config
         .faults
         .iter()

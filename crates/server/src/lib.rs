@@ -28,7 +28,8 @@ use std::path::PathBuf;
 
 pub use array_export::Closed;
 pub use config::{
-    parse_listen, ExportConfig, Listen, ServeConfig, DEFAULT_MAX_CONNECTIONS, DEFAULT_PORT,
+    check_rebuild_pace, parse_listen, ExportConfig, Listen, ServeConfig, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_PORT,
 };
 pub use server::{block_stop_signals, stop_on_signals, Server, ShutdownHandle, StopSignals};
 pub use tls::{TlsFiles, TlsMode};

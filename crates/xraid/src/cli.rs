@@ -387,7 +387,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MB/s")]
     pub rebuild_min: Option<u64>,
     /// Pace of a background rebuild or resync when clients are idle, in MB/s per member
-    /// (md's sync_speed_max; default: no cap).
+    /// (md's sync_speed_max; default, and 0: no cap). Not below --rebuild-min.
     #[arg(long, value_name = "MB/s")]
     pub rebuild_max: Option<u64>,
     /// How RAID-4/5/6 parity stays right across a crash mid-write: "log" (default: a

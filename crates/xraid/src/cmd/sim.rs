@@ -3,7 +3,7 @@
 //! IOPS, latency percentiles — plus each component's utilisation and which one limits
 //! throughput. The same configuration, workload and seed print the same bytes.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use xraid_layout::{Layout, SECTOR_BYTES};
 use xraid_sim::{
@@ -239,11 +239,7 @@ pub fn run(args: SimArgs) -> Result<()> {
         args.rebuild_min.unwrap_or(1),
         args.rebuild_max.filter(|&m| m > 0),
     );
-    if let (min @ 1.., Some(max)) = pace {
-        if min > max {
-            bail!("--rebuild-min {min} is above --rebuild-max {max}: the pace beside a workload cannot exceed the pace without one");
-        }
-    }
+    xraid_server::check_rebuild_pace(args.rebuild_min, args.rebuild_max).map_err(|e| anyhow!(e))?;
     if let Some(role) = args.rebuild {
         let mb = |v: u64| v.saturating_mul(1_000_000);
         sim.start_rebuild(role, mb(pace.0), pace.1.map_or(0, mb))?;

@@ -377,6 +377,22 @@ fn print_text(s: &Status) {
 }
 
 /// The status a running server gave.
+/// A served member's state as the text view says it (from `status --json`'s entry).
+fn member_state_text(m: &serde_json::Value) -> String {
+    let replacement = m["replacement"].as_object();
+    let copied = replacement.map(|r| r["copied_percent"].as_u64().unwrap_or(0));
+    match (m["rebuilt_percent"].as_u64(), copied) {
+        (Some(p), _) => format!("rebuilding {p}%"),
+        (None, Some(p)) => format!("active, being replaced {p}%"),
+        // A member failed for being slow (or for stalling) was slow too: it says
+        // both, and never "active" (before 2026-11-29 it did).
+        (None, None) if m["slow"] == true => {
+            format!("{}, slow", m["state"].as_str().unwrap_or("?"))
+        }
+        (None, None) => m["state"].as_str().unwrap_or("?").to_owned(),
+    }
+}
+
 fn print_live(s: &serde_json::Value) {
     println!(
         "{} : served, {} {} [{} members]",
@@ -414,14 +430,9 @@ fn print_live(s: &serde_json::Value) {
     // Room for latencies up to 9999.99 ms.
     println!("    Role  State                          Latency  Path");
     for m in s["members"].as_array().into_iter().flatten() {
+        let state = member_state_text(m);
         let replacement = m["replacement"].as_object();
         let copied = replacement.map(|r| r["copied_percent"].as_u64().unwrap_or(0));
-        let state = match (m["rebuilt_percent"].as_u64(), copied) {
-            (Some(p), _) => format!("rebuilding {p}%"),
-            (None, Some(p)) => format!("active, being replaced {p}%"),
-            (None, None) if m["slow"] == true => "active, slow".to_owned(),
-            (None, None) => m["state"].as_str().unwrap_or("?").to_owned(),
-        };
         let errors = [
             (m["read_errors"].as_u64().unwrap_or(0), "read errors"),
             (m["checksum_mismatches"].as_u64().unwrap_or(0), "bad blocks"),
@@ -472,5 +483,23 @@ fn print_live(s: &serde_json::Value) {
             l["path"].as_str().unwrap_or("?"),
             l["reason"].as_str().unwrap_or("?")
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::member_state_text;
+    use serde_json::json;
+
+    #[test]
+    fn a_slow_member_that_failed_reads_as_faulty() {
+        let failed = json!({"state": "faulty", "slow": true, "rebuilt_percent": null});
+        assert_eq!(member_state_text(&failed), "faulty, slow");
+        let slow = json!({"state": "active", "slow": true});
+        assert_eq!(member_state_text(&slow), "active, slow");
+        let rebuilding = json!({"state": "rebuilding", "slow": true, "rebuilt_percent": 40});
+        assert_eq!(member_state_text(&rebuilding), "rebuilding 40%");
+        let replaced = json!({"state": "active", "replacement": {"copied_percent": 7}});
+        assert_eq!(member_state_text(&replaced), "active, being replaced 7%");
     }
 }
