@@ -1228,9 +1228,14 @@ impl Worker {
             // as `fail` publishes before it records an operator's fail.
             self.publish_now();
         }
+        // Past the level's redundancy the array has failed: it does not run degraded.
+        let outcome = match self.array.driver_ref().engine().lost_error() {
+            Some(lost) => format!("it is left out, and the array has failed ({lost})"),
+            None => "it is left out and the array runs degraded".to_owned(),
+        };
         for failure in failures {
             log::error(&format!(
-                "array '{}': member {} failed ({}): it is left out and the array runs degraded",
+                "array '{}': member {} failed ({}): {outcome}",
                 self.name,
                 failure.name,
                 failure.why()

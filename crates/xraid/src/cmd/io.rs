@@ -237,16 +237,20 @@ fn report_repairs(array: &mut Array, array_arg: &[PathBuf], read_only: bool, suc
             found.join(", ")
         );
     }
+    // Past the level's redundancy the array has failed: it does not run degraded.
+    let lost = array.driver_ref().engine().lost_error();
     for failure in failures {
+        let outcome = match (&lost, read_only) {
+            (Some(lost), _) => format!("it is left out, and the array has failed ({lost})"),
+            (None, true) => {
+                "it is left out for the rest of this read (nothing is recorded)".to_owned()
+            }
+            (None, false) => "it is left out and the array runs degraded".to_owned(),
+        };
         eprintln!(
-            "xraid: warning: member {} failed ({}): {}",
+            "xraid: warning: member {} failed ({}): {outcome}",
             failure.name,
             failure.why(),
-            if read_only {
-                "it is left out for the rest of this read (nothing is recorded)"
-            } else {
-                "it is left out and the array runs degraded"
-            }
         );
     }
 }

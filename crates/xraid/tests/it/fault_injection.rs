@@ -83,6 +83,38 @@ fn fault_specs_that_inject_nothing_or_less_than_they_say_are_refused_in_one_line
     }
 }
 
+/// A second RAID-5 member failing under a write is past the redundancy: the warning
+/// says the array has failed, not that it runs degraded (an audit read "runs
+/// degraded" in the server's log as the array went down).
+#[test]
+fn a_member_failing_past_the_redundancy_is_said_to_fail_the_array() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "8M");
+    let image = dir.path().join("image.raw");
+    std::fs::write(&image, random_bytes(1 << 20, 7)).expect("image");
+    let out = crate::util::xraid()
+        .args([
+            "write",
+            "--fault",
+            "role=1,fail-now",
+            "--fault",
+            "role=2,fail-after=20",
+            "-i",
+            p(&image),
+            p(&disks),
+        ])
+        .output()
+        .expect("xraid runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the write cannot succeed: {err}");
+    let failed: Vec<&str> = err.lines().filter(|l| l.contains(" failed (")).collect();
+    assert!(
+        failed.iter().any(|l| l.contains("the array has failed")),
+        "{err}"
+    );
+    assert!(!failed.iter().any(|l| l.contains("runs degraded")), "{err}");
+}
+
 /// A rebuild pace whose floor while clients are busy stands above its cap while they
 /// are idle would rebuild faster the busier the clients (an audit saw 2 MB/s idle and
 /// 9.7 MB/s under load): refused in one line, before the array opens.
