@@ -658,17 +658,21 @@ impl Worker {
                             "copied_percent": copied,
                         })
                     });
+                let path = self.array.role_path(role).map(|p| p.display().to_string());
                 serde_json::json!({
                     "role": role,
                     "state": match state {
                         MemberState::Active => "active",
+                        // Removed (`xraid remove`): no device holds the role, as the
+                        // status of an array not served says (md: "removed").
+                        MemberState::Failed if path.is_none() => "missing",
                         MemberState::Failed => "faulty",
                         MemberState::Rebuilding => "rebuilding",
                     },
                     "rebuilt_percent": rebuilt,
                     "rebuilt_bytes": rebuilt_below.map(|units| units * unit_bytes),
                     "replacement": replacement,
-                    "path": self.array.role_path(role).map(|p| p.display().to_string()),
+                    "path": path,
                     "latency_ms": engine.member_latency(member).map(|n| n.0 as f64 / 1e6),
                     "slow": engine.is_slow(member),
                     "read_errors": engine.read_errors(member),

@@ -265,6 +265,11 @@ fn a_member_added_live_into_a_failed_role_is_rebuilt_while_clients_are_served() 
         out.contains("removed from the array by the server"),
         "{out}"
     );
+    // No device holds the role: "missing", as the status of an array not served says
+    // (it read "faulty" with no path before 2026-11-29).
+    let s = live_status(&disks);
+    assert_eq!(s["members"][2]["state"], "missing", "{s}");
+    assert!(s["members"][2]["path"].is_null(), "{s}");
     let n2 = disks.join("n2");
     let out = ok(&["add", "--no-rebuild", "--size", "8M", p(&disks), p(&n2)]);
     assert!(out.contains("added as role 2 by the server"), "{out}");
