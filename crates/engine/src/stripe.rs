@@ -289,6 +289,7 @@ fn through_parity_in_doubt(engine: &mut Engine, op: usize, missing: &[MemberIdx]
     // lost — an acknowledged write. Such a write needs those rows as a read does:
     // refused where no trusted parity is left, as where that parity is listed.
     let covering_stays_in_doubt = o.purpose == Purpose::Write
+        && !missing.is_empty()
         && crate::sync::parity_in_doubt(engine, o.stripe, (o.lo, o.hi), false)
             .into_iter()
             .any(|p| !missing.contains(&p) && crate::ppl::listed_at_a_later_open(engine, p));
