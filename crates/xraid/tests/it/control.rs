@@ -399,13 +399,14 @@ fn failed_members_and_spares_are_removed_live() {
     assert_eq!(s["spares"].as_array().map(Vec::len), Some(0), "{s}");
     assert!(superblock_erased(&s1));
 
-    // A failed member with no spare to take its role: the role stays failed, empty.
+    // A failed member with no spare to take its role: the role stays failed, empty
+    // ("missing", as offline status says; "faulty" before 2026-11-29).
     let d3 = disks.join("d3");
     ok(&["fail", p(&disks), p(&d3)]);
     ok(&["remove", p(&disks), p(&d3)]);
     let s = live_status(&disks);
     assert_eq!(s["health"], "degraded", "{s}");
-    assert_eq!(s["members"][3]["state"], "faulty", "{s}");
+    assert_eq!(s["members"][3]["state"], "missing", "{s}");
     assert!(s["members"][3]["path"].is_null(), "{s}");
     assert!(superblock_erased(&d3));
     let err = fails(&["remove", p(&disks), p(&d3)]);
