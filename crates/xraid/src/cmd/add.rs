@@ -16,9 +16,59 @@ use crate::progress::{bytes_bar, follow_sync};
 pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
     let paths = super::named::array_paths(&args.array);
     if let Some(socket) = super::live::served(&paths) {
-        return live(&socket, &args);
+        live(&socket, &args)?;
+        warn_if_outside_the_folder(&args.array, &args.member);
+        return Ok(());
     }
-    let added = add_member(&paths, &args.member, args.size, args.spare, args.force)?;
+    let result = add_offline(&args, &paths, backend);
+    if result.is_ok() {
+        warn_if_outside_the_folder(&args.array, &args.member);
+    }
+    result
+}
+
+/// The folder whose files an ARRAY argument names (itself, or a member file's folder;
+/// none for a block device, whose siblings are the machine's block devices).
+fn members_folder(array: &Path) -> Option<PathBuf> {
+    let meta = std::fs::metadata(array).ok()?;
+    if meta.is_dir() {
+        return std::fs::canonicalize(array).ok();
+    }
+    if std::os::unix::fs::FileTypeExt::is_block_device(&meta.file_type()) {
+        return None;
+    }
+    let parent = array.parent().filter(|p| !p.as_os_str().is_empty());
+    std::fs::canonicalize(parent.unwrap_or(Path::new("."))).ok()
+}
+
+/// A member file added from outside the folder that names the array is not found by
+/// the next command that names the array so (`status`, `serve` of the folder): a hot
+/// spare would be forgotten without a word at the next start (an audit found it so),
+/// a role's member left out as missing. Said once, after the add.
+fn warn_if_outside_the_folder(array: &Path, member: &Path) {
+    let Some(folder) = members_folder(array) else {
+        return;
+    };
+    let Ok(meta) = std::fs::metadata(member) else {
+        return;
+    };
+    if std::os::unix::fs::FileTypeExt::is_block_device(&meta.file_type()) {
+        return;
+    }
+    let Ok(real) = std::fs::canonicalize(member) else {
+        return;
+    };
+    if real.parent() != Some(folder.as_path()) {
+        eprintln!(
+            "xraid: warning: {} is not in {}, which names the array: commands that name the array by that folder (or by a member in it) will not find it, and the next start leaves it out; name it with the other members' paths, or keep every member in that folder",
+            member.display(),
+            folder.display()
+        );
+    }
+}
+
+fn add_offline(args: &AddArgs, paths: &[PathBuf], backend: BackendChoice) -> Result<()> {
+    let added = add_member(paths, &args.member, args.size, args.spare, args.force)?;
     let Some(role) = added.role else {
         println!(
             "{}: added as a hot spare; it takes the place of the next member to fail",
@@ -42,7 +92,7 @@ pub fn run(args: AddArgs, backend: BackendChoice) -> Result<()> {
         added.path.display(),
     );
     let mut array = super::open_array(
-        &with_member(&paths, &args.member),
+        &with_member(paths, &args.member),
         OpenMode::ReadWrite,
         backend,
     )?;
