@@ -37,8 +37,7 @@ fn members_folder(array: &Path) -> Option<PathBuf> {
     if std::os::unix::fs::FileTypeExt::is_block_device(&meta.file_type()) {
         return None;
     }
-    let parent = array.parent().filter(|p| !p.as_os_str().is_empty());
-    std::fs::canonicalize(parent.unwrap_or(Path::new("."))).ok()
+    std::fs::canonicalize(super::named::folder_of(array)).ok()
 }
 
 /// A member file added from outside the folder that names the array is not found by

@@ -26,17 +26,7 @@ pub fn array_paths(array: &Path) -> Vec<PathBuf> {
     let siblings = if meta.file_type().is_block_device() {
         block_devices()
     } else {
-        array
-            .parent()
-            .map(|dir| {
-                if dir.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    dir
-                }
-            })
-            .and_then(|dir| xraid_array::member_candidates(&[dir.to_path_buf()]).ok())
-            .unwrap_or_default()
+        xraid_array::member_candidates(&[folder_of(array).to_path_buf()]).unwrap_or_default()
     };
     let me = std::fs::canonicalize(array).ok();
     let mut paths = as_given;
@@ -49,6 +39,14 @@ pub fn array_paths(array: &Path) -> Vec<PathBuf> {
         }
     }
     paths
+}
+
+/// The folder a member file's siblings are looked for in ("." for a bare name).
+pub fn folder_of(member: &Path) -> &Path {
+    member
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// The array UUID in `path`'s md superblock, if it has one.
