@@ -574,12 +574,29 @@ fn check_enough(a: &Assembled) -> Result<(), ArrayError> {
     if !partial.is_empty() {
         why = format!("{why}; {}", partial.join(", "));
     }
+    let hint = match crate::force::forcible(a) {
+        Ok(paths) if !paths.is_empty() => {
+            let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            let (verb, it) = if names.len() == 1 {
+                ("failed", "it")
+            } else {
+                ("failed together", "them")
+            };
+            format!(
+                "; {} {verb} last and hold{} every write the array took: `xraid serve --force` takes {it} back",
+                names.join(" and "),
+                if names.len() == 1 { "s" } else { "" }
+            )
+        }
+        _ => String::new(),
+    };
     Err(ArrayError::TooManyMissing {
         name: a.name(),
         present,
         raid_disks: a.geometry.raid_disks(),
         level: a.geometry.level(),
         missing: why,
+        hint,
     })
 }
 

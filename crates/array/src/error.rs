@@ -116,14 +116,18 @@ pub enum ArrayError {
         other: PathBuf,
         role: u16,
     },
-    #[error("cannot start '{name}': {present} of {raid_disks} members present and {level} needs more ({missing})")]
+    #[error("cannot start '{name}': {present} of {raid_disks} members present and {level} needs more ({missing}){hint}")]
     TooManyMissing {
         name: String,
         present: usize,
         raid_disks: u16,
         level: Level,
         missing: String,
+        /// What would start it, when a forced start would (begins with "; ").
+        hint: String,
     },
+    #[error("cannot force '{name}' to start: {why}")]
+    NotForcible { name: String, why: String },
     #[error("invalid geometry: {0}")]
     Layout(#[from] xraid_layout::LayoutError),
     #[error("{path}: the superblock describes {what}, which xraid does not support yet")]

@@ -11,6 +11,7 @@ mod badblocks;
 mod bitmap;
 mod create;
 mod error;
+mod force;
 mod foreign;
 #[cfg(test)]
 mod handoff_tests;
@@ -30,6 +31,7 @@ pub use create::{
     create, is_missing, CreateOptions, Created, Uneven, DATA_OFFSET_SECTORS, MISSING,
 };
 pub use error::ArrayError;
+pub use force::{force_start, forcible, Forced};
 pub use integrity::array_keeps_checksums as keeps_checksums;
 pub use members::{
     add_member, add_spare_at_create, assemble_with_spares, fail_member, fail_refusal,

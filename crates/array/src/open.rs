@@ -1000,6 +1000,12 @@ impl Array {
             return Ok(());
         }
         self.driver.flush()?;
+        if self.driver.engine().lost_error().is_some() && self.recorded_as_failed() {
+            // Nothing more to say, and one event more would make the members that
+            // failed last look as if the array had gone on without them (see
+            // `force_start`).
+            return Ok(());
+        }
         let whole = self.driver.engine().is_whole();
         if let Some(bitmap) = self.bitmap.as_mut() {
             // A clean stop leaves no quiet bit set (md's bitmap flush); on a degraded
@@ -1013,7 +1019,12 @@ impl Array {
         let resynced_to = stopped
             .filter(|(k, _)| *k == SyncKind::Resync)
             .map(|(_, unit)| self.driver.engine().unit_to_resync_offset(unit));
-        let resync_offset = if self.resync_pending() {
+        // A failed array is never marked clean: writes its last failure cut off may
+        // have left parity (or copies) disagreeing where no redundancy can tell.
+        let lost = self.driver.engine().lost_error().is_some();
+        let resync_offset = if lost {
+            0
+        } else if self.resync_pending() {
             resynced_to.or(self.resync_from).unwrap_or(0)
         } else {
             u64::MAX
@@ -1861,6 +1872,22 @@ impl Array {
     /// membership change, as md does. The array's state is kept: active (0) once it has
     /// been written, else what its superblocks said at open, so a change to an idle
     /// array leaves it clean (and one not stopped cleanly, still to be resynced).
+    /// Whether the superblocks already say what a failed array's close would: every
+    /// failed role recorded faulty (a resync is owed: this open wrote them dirty).
+    fn recorded_as_failed(&self) -> bool {
+        let states = self.driver.engine().member_states();
+        self.dirty
+            && !self.record_pending
+            && states.iter().enumerate().all(|(role, state)| {
+                *state != MemberState::Failed
+                    || self
+                        .freshest
+                        .dev_roles
+                        .iter()
+                        .all(|&r| usize::from(r) != role)
+            })
+    }
+
     fn record_role_table(&mut self) -> Result<(), ArrayError> {
         let resync_offset = if self.dirty {
             0

@@ -778,8 +778,13 @@ impl Engine {
     }
 
     fn validate(&self, req: &Request) -> Result<(), EngineError> {
-        if let Some(error) = self.lost_error() {
-            return Err(error);
+        // The array's own barrier still runs on what is left of a failed array: the
+        // superblocks that record the failure must be durable, or the next open would
+        // take back the member that failed as if it held everything.
+        if req.kind != RequestKind::Checkpoint {
+            if let Some(error) = self.lost_error() {
+                return Err(error);
+            }
         }
         if matches!(req.kind, RequestKind::Flush | RequestKind::Checkpoint) {
             return Ok(());
@@ -1236,9 +1241,13 @@ impl Engine {
     }
 
     fn submit_flush(&mut self, req: usize) {
+        // On a failed array (only the array's own checkpoints get here) the log vouches
+        // for nothing more: writes the failure cut off are torn beyond redundancy.
+        let lost = self.reqs.get(req).checkpoint && self.lost_error().is_some();
         let covers = self
             .log
             .as_mut()
+            .filter(|_| !lost)
             .map(|log| (log.flush_covers(), log.begin_flush_round()));
         self.reqs.get_mut(req).log_covers = covers;
         // Replacements too: what a client made durable must be durable on the device

@@ -84,7 +84,9 @@ pub enum RequestKind {
     /// otherwise the same as [`RequestKind::Flush`]): drivers use it before they
     /// record the array's state in its superblocks or stop. Clients' flushes need not
     /// write the tables: after a crash the checksums of every block a write may have
-    /// torn are forgotten anyway (see `integrity`).
+    /// torn are forgotten anyway (see `integrity`). Unlike every other request, it
+    /// also runs on an array that has failed: the superblocks recording the failure
+    /// must be durable.
     Checkpoint,
 }
 

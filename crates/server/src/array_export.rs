@@ -452,9 +452,16 @@ impl Worker {
         // Closed with a resync still owed, the array is flushed but not marked clean:
         // its superblocks record where the resync got to.
         let resync_left = self.array.resync_pending();
+        let lost = self.array.driver_ref().engine().lost_error();
         match self.array.close() {
             Ok(()) => {
-                if resync_left {
+                if let Some(lost) = lost {
+                    log::error(&format!(
+                        "array '{}' has failed ({lost}): left dirty, with the members that failed recorded faulty; it does not start until enough are back (`xraid serve --force` takes back those that failed last)",
+                        self.name
+                    ));
+                    Closed::NotClean
+                } else if resync_left {
                     log::info(&format!(
                         "array '{}': flushed, with its resync unfinished (md reads the array as active until it is done): the next start that writes goes on with it",
                         self.name

@@ -397,6 +397,15 @@ pub struct ServeArgs {
     /// stripe writes) or "resync" (md without PPL: resync after an unclean stop only).
     #[arg(long, value_name = "log|resync")]
     pub consistency: Option<String>,
+    /// Start an array that a member's failure past its redundancy stopped (mdadm's
+    /// `--assemble --force`): the members that failed last, one event behind and
+    /// holding every write the array took, are taken back into their roles and
+    /// recorded active. As with md, a member still missing is rebuilt from parity,
+    /// which is wrong in a stripe whose write that failure cut off (the server says so
+    /// at start; see docs/RELIABILITY.md). A member further behind, or a role whose
+    /// device is absent but recorded serving, is not forced: nothing is written then.
+    #[arg(long, conflicts_with_all = ["config", "read_only"])]
+    pub force: bool,
     /// The array (member paths or a folder holding them), or one plain file, which is
     /// served as it is.
     #[arg(required_unless_present = "config")]

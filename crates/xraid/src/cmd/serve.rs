@@ -12,6 +12,9 @@ use crate::cli::ServeArgs;
 use crate::size::human;
 
 pub fn run(args: ServeArgs, backend: BackendChoice) -> Result<()> {
+    if args.force {
+        force(&args.array)?;
+    }
     let config = match &args.config {
         Some(path) => ServeConfig::from_file(path)?,
         None => ServeConfig {
@@ -41,6 +44,23 @@ pub fn run(args: ServeArgs, backend: BackendChoice) -> Result<()> {
         },
     };
     serve(&config, backend)
+}
+
+/// `--force`: takes back the members whose failure stopped the array, saying which.
+fn force(array: &[std::path::PathBuf]) -> Result<()> {
+    let forced = xraid_array::force_start(array)?;
+    if forced.is_empty() {
+        eprintln!("xraid: --force: the array starts without it; nothing is taken back");
+    }
+    for f in forced {
+        eprintln!(
+            "xraid: --force: {} is taken back into role {} (it failed last, at event {}, and holds every write the array acknowledged)",
+            f.path.display(),
+            f.role,
+            f.events
+        );
+    }
+    Ok(())
 }
 
 /// Where to listen, from `--listen` / `--socket`.

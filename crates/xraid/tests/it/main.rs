@@ -16,6 +16,7 @@ mod create_degraded;
 mod create_examine;
 mod fault_injection;
 mod fixtures;
+mod forced_start;
 mod initial_resync;
 mod integrity;
 mod members;
