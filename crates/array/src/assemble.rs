@@ -66,7 +66,7 @@ impl std::fmt::Display for LeftOutReason {
 }
 
 /// A member with the array's UUID that is not used for data.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LeftOut {
     pub path: PathBuf,
     pub role: Option<u16>,
@@ -106,6 +106,40 @@ impl Assembled {
 
     pub fn name(&self) -> String {
         self.superblock.name()
+    }
+
+    /// The same assembly with every present member opened again, to read only and
+    /// without a lock (this one holds it): for a look at the array that writes
+    /// nothing (see `Array::open_with`).
+    pub(crate) fn reopened_to_read(&self) -> Result<Assembled, ArrayError> {
+        let look = OpenOptions {
+            write: false,
+            direct: DirectMode::Off,
+            lock: false,
+        };
+        let roles = self
+            .roles
+            .iter()
+            .map(|role| {
+                role.as_ref()
+                    .map(|m| -> Result<FoundMember, ArrayError> {
+                        Ok(FoundMember {
+                            path: m.path.clone(),
+                            member: FileMember::open(&m.path, &look)?,
+                            superblock: m.superblock.clone(),
+                        })
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Assembled {
+            geometry: self.geometry,
+            superblock: self.superblock.clone(),
+            roles,
+            left_out: self.left_out.clone(),
+            ignored: self.ignored.clone(),
+            damaged: Vec::new(),
+        })
     }
 
     /// The array's logical block size, as md's block device of it would have it: the

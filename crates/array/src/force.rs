@@ -10,16 +10,15 @@
 //! left; one whose role the newest role table still gives to an absent device was
 //! lost while that device served on. Neither is taken back.
 //!
-//! The superblocks written here owe a resync and carry no stripe-log stamp (whole
-//! seconds, as mdadm writes them). The log cannot put right what the failure tore:
-//! its entries were written for members that took their writes, and the member taken
-//! back refused some. So the next open replays none of them, the log vouches for
-//! parity nowhere until a resync completes (writes meanwhile make parity from all of
-//! a stripe's data), and the server says at start what md's `--force` leaves unsaid:
-//! a member still missing has its rows rebuilt from parity, which is wrong in a
-//! stripe whose write the failure cut off (md's write hole). Rows on the members
-//! present read as they are on disk: each block a cut-off write reached holds its old
-//! or its new contents.
+//! What the failure tore, the engine named as it happened (with the stripe log):
+//! a write cut off with the failing member's part unwritten leaves parity that may
+//! hold it, so the rows of a member missing before are unknown there — named on the
+//! rings' markers, read as errors until a write covers them (see the engine's
+//! `stripe::torn_by_the_loss`). The member taken back holds its own rows, old or new.
+//! Without the log that is md's write hole, and the start says so.
+//!
+//! The superblocks written here owe a resync (the array was written when it failed)
+//! and carry the stripe log's stamp where the array's newest did.
 
 use std::path::{Path, PathBuf};
 
@@ -28,7 +27,6 @@ use xraid_member::{FileMember, Member};
 
 use crate::assemble::{assemble_anyway, cannot_start, member_options};
 use crate::create::write_superblock;
-use crate::members::now_secs;
 use crate::scan::io_error;
 use crate::{ArrayError, Assembled, LeftOutReason};
 
@@ -178,8 +176,7 @@ fn record(a: &Assembled, chosen: &[usize]) -> Result<(), ArrayError> {
         }
     }
     let events = freshest.events + 1;
-    // Whole seconds: no stamp of a session that kept the stripe log (see the module).
-    let utime = Superblock::encode_time(now_secs());
+    let utime = crate::members::utime_after(freshest);
     let stamp = |sb: &mut Superblock| {
         sb.events = events;
         sb.utime = utime;

@@ -12,7 +12,7 @@ use xraid_format::{
     ROLE_FAULTY,
 };
 use xraid_layout::SECTOR_BYTES;
-use xraid_member::{FaultyMember, FileMember, Member, MemberFault};
+use xraid_member::{FaultyMember, FileMember, Member, MemberFault, OverlayMember};
 
 use crate::assemble::{member_options, role_idx};
 use crate::create::write_superblock;
@@ -143,12 +143,50 @@ impl Array {
 
     /// Opens an assembled array: faults as [`Array::open_with_faults`], and how a crash
     /// in the middle of a parity-level write is made good.
+    ///
+    /// Opened to read only with the stripe log, a parity array has its rings read and
+    /// what a crash left replayed first, in memory (see [`OverlayMember`]): a read of
+    /// an array left dirty, or of rows the rings name unknown, must not see parity the
+    /// log would have put right, or data nobody knows. Where that finds nothing to
+    /// know, the array is opened again without it, reading the devices directly.
     pub fn open_with(
+        assembled: Assembled,
+        mode: OpenMode,
+        backend: BackendChoice,
+        faults: &[MemberFault],
+        consistency: Consistency,
+    ) -> Result<Array, ArrayError> {
+        let probe = mode == OpenMode::ReadOnly
+            && consistency == Consistency::Log
+            && assembled.geometry.level().has_parity();
+        if !probe {
+            return Array::open_inner(assembled, mode, backend, faults, consistency, false);
+        }
+        let overlaid = assembled.reopened_to_read()?;
+        let in_memory = Array::open_inner(overlaid, mode, backend, faults, Consistency::Log, true)?;
+        if in_memory.read_needs_its_log() {
+            return Ok(in_memory);
+        }
+        drop(in_memory);
+        Array::open_inner(assembled, mode, backend, faults, Consistency::Resync, false)
+    }
+
+    /// Whether what the stripe log's recovery found changes what a read returns: the
+    /// array was left dirty (the replay put parity right, or the rings doubt it), or
+    /// rows are unknown.
+    fn read_needs_its_log(&self) -> bool {
+        self.was_dirty() || self.driver.engine().unknown_sectors() > 0
+    }
+
+    /// [`Array::open_with`]; `overlaid`: read only, every member's writes kept in
+    /// memory, and the stripe log run all the same.
+    fn open_inner(
         mut assembled: Assembled,
         mode: OpenMode,
         backend: BackendChoice,
         faults: &[MemberFault],
         consistency: Consistency,
+        overlaid: bool,
     ) -> Result<Array, ArrayError> {
         let spares = assembled
             .left_out
@@ -162,7 +200,7 @@ impl Array {
         // room on every member and is replayed (writing parity) at open, so only for
         // arrays opened to write.
         let mut ring = (geo.level().has_parity()
-            && mode == OpenMode::ReadWrite
+            && (mode == OpenMode::ReadWrite || overlaid)
             && consistency == Consistency::Log)
             .then(|| {
                 let rings = assembled
@@ -221,6 +259,9 @@ impl Array {
                     )?));
                     if let Some(f) = faults.iter().find(|f| usize::from(f.role) == role) {
                         member = Box::new(FaultyMember::new(member, f.plan.clone()));
+                    }
+                    if overlaid {
+                        member = Box::new(OverlayMember::new(member));
                     }
                     let log_offset_bytes = ring
                         .and_then(|_| log_ring(&found.superblock))

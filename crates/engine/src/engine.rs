@@ -172,6 +172,10 @@ pub struct Engine {
     /// The newest superblock carries no stamp of a session that kept the stripe log
     /// (see [`Engine::superblocks_unstamped`]).
     pub(crate) superblocks_unstamped: bool,
+    /// Members whose failure took the array past its redundancy, or came after: each
+    /// holds its own rows, old or new where a write was cut off (see
+    /// `stripe::torn_by_the_loss`).
+    pub(crate) failed_at_loss: Vec<MemberIdx>,
     /// The resync owed is the array's initial one and nothing has written it since it
     /// was made (see [`Engine::owe_initial_resync`]).
     pub(crate) initial_resync: bool,
@@ -260,6 +264,7 @@ impl Engine {
             initial_resync: false,
             resync_after_clean_stop: None,
             superblocks_unstamped: false,
+            failed_at_loss: Vec::new(),
             resync_passed: false,
             resync_reached: Vec::new(),
             fresh_parity: HashMap::new(),
@@ -430,6 +435,9 @@ impl Engine {
         self.out_event
             .push_back(Event::MemberFailed { member, reason });
         crate::intent::member_gone(self, member);
+        if self.lost_error().is_some() {
+            self.failed_at_loss.push(member);
+        }
         crate::ppl::member_left(self);
         if was_rebuilding {
             crate::sync::targets_changed(self);

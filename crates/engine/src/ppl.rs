@@ -2631,6 +2631,18 @@ fn walks_at_open(engine: &mut Engine) {
     }
 }
 
+/// Unknown rows were added outside the replay (see `stripe::torn_by_the_loss`): the
+/// rings' next marker names them, written now.
+pub(crate) fn say_unknown_rows(engine: &mut Engine) {
+    let Some(log) = engine.log.as_mut() else {
+        return;
+    };
+    log.marker_owed = true;
+    if !log.recovering() {
+        persist(engine, Waiter::Nothing);
+    }
+}
+
 /// Members not active now, as a mask ([`FLAG_MASKS`]; all bits past 64 members).
 fn missing_mask(engine: &Engine) -> u64 {
     let states = engine.member_states();

@@ -115,6 +115,8 @@ pub(crate) struct StripeOp {
     log_waiting: bool,
     /// The member writes sent: member, first sector, and the data.
     written: Vec<(MemberIdx, u64, BufSlice)>,
+    /// One of them failed (see `torn_by_the_loss`).
+    write_failed: bool,
     /// Members that refused their write (a medium error): settled once every write
     /// has answered (`settle`).
     refused: Vec<MemberIdx>,
@@ -776,6 +778,7 @@ fn insert_op(
         log_seqs: Vec::new(),
         log_waiting: false,
         written: Vec::new(),
+        write_failed: false,
         refused: Vec::new(),
         narrowed: None,
         unwritten: false,
@@ -1050,11 +1053,15 @@ pub(crate) fn on_completion(
             // A member that refuses its write: settled once every write has answered.
             _ if failure == IoFailed::Medium && engine.pseudo_role(member).is_none() => {
                 let o = engine.ops.get_mut(op);
+                o.write_failed = true;
                 if !o.refused.contains(&member) {
                     o.refused.push(member);
                 }
             }
-            _ => engine.write_failed(member, failure),
+            _ => {
+                engine.ops.get_mut(op).write_failed = true;
+                engine.write_failed(member, failure);
+            }
         }
     }
     let o = engine.ops.get_mut(op);
@@ -1444,6 +1451,14 @@ fn after_reads(engine: &mut Engine, op: usize) {
 }
 
 fn emit_writes(engine: &mut Engine, op: usize, writes: Vec<(MemberIdx, u64, BufSlice)>) {
+    // The array failed while this write read or logged: it fails whole, writing
+    // nothing, rather than tear one more stripe (see `torn_by_the_loss`).
+    if engine.ops.get(op).purpose == Purpose::Write {
+        if let Some(error) = engine.lost_error() {
+            finish(engine, op, Some(error));
+            return;
+        }
+    }
     // A member may have failed while the log entry was written.
     let writes: Vec<_> = writes
         .into_iter()
@@ -2049,6 +2064,14 @@ fn read_modify_write(
 /// to the next in line.
 fn finish(engine: &mut Engine, op: usize, error: Option<EngineError>) {
     let o = engine.ops.get(op);
+    if o.purpose == Purpose::Write
+        && o.write_failed
+        && o.phase == Phase::Writing
+        && engine.lost_error().is_some()
+    {
+        torn_by_the_loss(engine, op);
+    }
+    let o = engine.ops.get(op);
     let fresh = o.purpose == Purpose::Write
         && error.is_none()
         && matches!(o.plan, Plan::ReconstructWrite | Plan::Reconstruct)
@@ -2121,6 +2144,34 @@ fn rows_recomputed(engine: &mut Engine, op: usize) {
     for m in recomputed {
         engine.recomputed.add(m, stripe, rows, whole);
     }
+}
+
+/// Write `op` ended with a member's write failed while the array failed past its
+/// redundancy: parity and the other data members may hold the write, the member whose
+/// write failed not (it holds its rows, old or new, and may be taken back by a forced
+/// start: mdadm's `--assemble --force`, xraid's `serve --force`). A member missing
+/// before the loss has its rows here rebuilt from that parity, which may agree with
+/// neither: they are unknown (see `unknown`), named on the rings' markers, and read
+/// as errors until a write covers them. Without the log md's write hole stays open
+/// there (the next start says so).
+fn torn_by_the_loss(engine: &mut Engine, op: usize) {
+    if engine.log.is_none() {
+        return;
+    }
+    let o = engine.ops.get(op);
+    let (stripe, lo, hi) = (o.stripe, o.lo, o.hi);
+    let map = engine.geo.stripe_map(stripe);
+    let missing: Vec<MemberIdx> = (0..map.data_disks())
+        .map(|i| map.data_member(i))
+        .filter(|&m| !engine.in_sync(m, stripe) && !engine.failed_at_loss.contains(&m))
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    for member in missing {
+        crate::unknown::add(engine, stripe, member, lo, hi);
+    }
+    crate::ppl::say_unknown_rows(engine);
 }
 
 /// A member left the array: every client write under way is to be made durable as

@@ -14,6 +14,7 @@ mod file;
 mod lock;
 mod memory;
 mod options;
+mod overlay;
 mod power;
 mod sparse;
 
@@ -22,6 +23,7 @@ pub use fault::{with_hold_waited, FaultPlan, FaultyMember, MemberFault};
 pub use file::FileMember;
 pub use memory::MemoryMember;
 pub use options::{DirectFd, DirectMode, OpenOptions};
+pub use overlay::OverlayMember;
 pub use power::{cut_machine_power, PowerOff};
 pub use sparse::{data_ranges, zero_without_writing};
 

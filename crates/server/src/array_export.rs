@@ -1373,7 +1373,7 @@ impl Worker {
                     },
                     if unknown > 0 {
                         format!(
-                            "; {unknown} sectors of members gone with the power cannot be known (a cut-off write changed them and another chunk of their rows) and read as errors until written"
+                            "; {unknown} sectors of missing members cannot be known (a write cut off by a crash or by the array's failure tore their stripes) and read as errors until written"
                         )
                     } else {
                         String::new()

@@ -400,10 +400,11 @@ pub struct ServeArgs {
     /// Start an array that a member's failure past its redundancy stopped (mdadm's
     /// `--assemble --force`): the members that failed last, one event behind and
     /// holding every write the array took, are taken back into their roles and
-    /// recorded active. As with md, a member still missing is rebuilt from parity,
-    /// which is wrong in a stripe whose write that failure cut off (the server says so
-    /// at start; see docs/RELIABILITY.md). A member further behind, or a role whose
-    /// device is absent but recorded serving, is not forced: nothing is written then.
+    /// recorded active. Unlike md's, the rows of a member still missing that the
+    /// failure tore (under a write it cut off) read as errors until written again,
+    /// never as data (with the stripe log; see docs/RELIABILITY.md). A member further
+    /// behind, or a role whose device is absent but recorded serving, is not forced:
+    /// nothing is written then.
     #[arg(long, conflicts_with_all = ["config", "read_only"])]
     pub force: bool,
     /// The array (member paths or a folder holding them), or one plain file, which is

@@ -76,7 +76,7 @@ pub fn read(args: ReadArgs, backend: BackendChoice) -> Result<()> {
         }) = error
         {
             bail!(
-                "array bytes {}..{} cannot be read: a member returned read errors there, blocks that fail their checksums or sectors its bad block log lists, and no redundancy is left to rebuild them ({left})",
+                "array bytes {}..{} cannot be read: a member returned read errors there, blocks that fail their checksums, sectors its bad block log lists or rows a cut-off write left unknown, and no redundancy is left to rebuild them ({left})",
                 sector * SECTOR_BYTES,
                 end * SECTOR_BYTES,
             );
