@@ -93,14 +93,25 @@ pub struct Assembled {
 
 impl Assembled {
     /// Refuses `fault` where its ranges start past the end of the member it names
-    /// (whose size is known only now that the member is open); a role with no member
-    /// present has nothing to check.
+    /// (whose size is known only now that the member is open), or where the role has
+    /// no member (missing, and no spare took it): it would inject nothing. A power cut
+    /// on a signal alone is the machine's, not the member's: every role may name it.
     pub fn check_fault_fits(&self, fault: &xraid_member::MemberFault) -> Result<(), String> {
+        let machine_only = {
+            let mut rest = fault.plan.clone();
+            rest.on_machine_power = false;
+            fault.plan.on_machine_power && rest.injects_nothing()
+        };
         match self.roles.get(usize::from(fault.role)) {
             Some(Some(found)) => {
                 fault.check_fits(&found.path.display().to_string(), found.member.size_bytes())
             }
-            _ => Ok(()),
+            Some(None) if machine_only => Ok(()),
+            Some(None) => Err(format!(
+                "--fault names role {}, which has no member here (it is missing, and no spare took it): it would inject nothing",
+                fault.role
+            )),
+            None => Ok(()),
         }
     }
 

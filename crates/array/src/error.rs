@@ -142,6 +142,15 @@ pub enum ArrayError {
     },
     #[error("{path} is already an active member of array '{name}'")]
     AlreadyActive { path: PathBuf, name: String },
+    #[error("{path} is already a member of array '{name}', being rebuilt into role {role} ({percent}% done): {how}; `xraid status` follows it")]
+    AlreadyRebuilding {
+        path: PathBuf,
+        name: String,
+        role: usize,
+        percent: u64,
+        /// What carries the rebuild on.
+        how: &'static str,
+    },
     #[error("{path} is not an active member of array '{name}': name one of its members (see xraid status)")]
     NotActive { path: PathBuf, name: String },
     #[error("failing {path} is refused: the array would not survive it ({detail})")]

@@ -67,9 +67,21 @@ fn add_member_within(
     let assembled = assemble(array, &options)?;
     let name = assembled.name();
     let new_real = std::fs::canonicalize(new).unwrap_or_else(|_| new.to_path_buf());
-    for m in assembled.roles.iter().flatten() {
+    for (role, m) in assembled.roles.iter().enumerate() {
+        let Some(m) = m else { continue };
         let real = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone());
         if real == new_real {
+            let sb = &m.superblock;
+            if sb.feature_map & MD_FEATURE_RECOVERY_OFFSET != 0 {
+                let member_sectors = assembled.geometry.member_sectors().max(1);
+                return Err(ArrayError::AlreadyRebuilding {
+                    path: new.to_path_buf(),
+                    name,
+                    role,
+                    percent: sb.recovery_offset.min(member_sectors) * 100 / member_sectors,
+                    how: "the next open to write (`xraid serve`, or a command that writes) goes on with it",
+                });
+            }
             return Err(ArrayError::AlreadyActive {
                 path: new.to_path_buf(),
                 name,

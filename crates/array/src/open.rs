@@ -1671,6 +1671,15 @@ impl Array {
             .role_of_path(new)
             .filter(|&role| states[role] == MemberState::Failed);
         if let Some(role) = self.role_of_path(new) {
+            if let Some(Some(percent)) = self.rebuilding().get(role) {
+                return Err(ArrayError::AlreadyRebuilding {
+                    path: new.to_path_buf(),
+                    name,
+                    role,
+                    percent: u64::from(*percent),
+                    how: "the server rebuilds it in the background",
+                });
+            }
             if returning.is_none() {
                 return Err(ArrayError::AlreadyActive {
                     path: new.to_path_buf(),

@@ -403,6 +403,13 @@ impl Engine {
             .map_or(0, BadBlocks::sectors)
     }
 
+    /// How many sectors the bad block logs of the array's roles list, together.
+    pub fn listed_sectors(&self) -> u64 {
+        (0..self.member_states().len())
+            .map(|role| self.bad_block_sectors(crate::MemberIdx(role as u16)))
+            .sum()
+    }
+
     /// The known bad ranges the log of the device in slot `slot` holds, as a restart
     /// would find them: the list last recorded, with every range added since.
     pub fn durable_bad_blocks(&self, slot: MemberIdx) -> BadBlocks {

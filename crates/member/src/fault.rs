@@ -190,7 +190,7 @@ impl MemberFault {
 
 impl FaultPlan {
     /// Whether the plan changes nothing about the member's I/O.
-    fn injects_nothing(&self) -> bool {
+    pub fn injects_nothing(&self) -> bool {
         let FaultPlan {
             fail_after,
             error_ranges,

@@ -420,6 +420,8 @@ struct Worker {
 #[derive(Debug, Clone, Copy)]
 struct ScrubStart {
     kind: SyncKind,
+    /// Sectors the bad block logs listed.
+    listed_sectors: u64,
     read_errors_corrected: u64,
     checksum_mismatches: u64,
     unit_sectors: u64,
@@ -930,6 +932,7 @@ impl Worker {
                 let stats = engine.stats();
                 self.scrub_start = Some(ScrubStart {
                     kind,
+                    listed_sectors: engine.listed_sectors(),
                     read_errors_corrected: stats.read_errors_corrected,
                     checksum_mismatches: stats.checksum_mismatches,
                     unit_sectors: engine.sync_progress().map_or(0, |p| p.unit_sectors),
@@ -1335,6 +1338,12 @@ impl Worker {
                             .saturating_sub(start.checksum_mismatches)
                             .into();
                         last["unit_bytes"] = (start.unit_sectors * SECTOR_BYTES).into();
+                        // Listed sectors a write made good meanwhile (the scrub's, or
+                        // a client's), and those still listed.
+                        let listed = self.array.driver_ref().engine().listed_sectors();
+                        last["listed_sectors_rewritten"] =
+                            start.listed_sectors.saturating_sub(listed).into();
+                        last["listed_sectors_left"] = listed.into();
                     }
                     self.last_sync = Some(last);
                     let skipped = if skipped > 0 {

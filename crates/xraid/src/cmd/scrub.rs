@@ -31,6 +31,10 @@ struct Report {
     /// Integrity mode: reads whose blocks disagreed with their checksums (each
     /// repaired from redundancy as a read error is).
     checksum_mismatches: u64,
+    /// Sectors the members' bad block logs listed that were rebuilt and rewritten
+    /// (taken off the logs), and those still listed after it.
+    listed_sectors_rewritten: u64,
+    listed_sectors_left: u64,
     units: u64,
     unit_bytes: u64,
 }
@@ -47,7 +51,10 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
     let mut array = super::open_array(&args.array, OpenMode::ReadWrite, backend)?;
     let name = array.name();
     crate::interrupt::catch();
+    say_what_runs_first(&array, kind);
+    let listed_before = array.driver_ref().engine().listed_sectors();
     let report = super::sync_with_bar(&mut array, kind, kind.name())?;
+    let listed_after = array.driver_ref().engine().listed_sectors();
     array.close()?;
     if !report.completed && crate::interrupt::requested() {
         eprintln!(
@@ -65,10 +72,43 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
         unrecoverable_units: report.unrecoverable,
         read_errors_corrected: report.read_errors_corrected,
         checksum_mismatches: report.checksum_mismatches,
+        listed_sectors_rewritten: listed_before.saturating_sub(listed_after),
+        listed_sectors_left: listed_after,
         units: report.units,
         unit_bytes: report.unit_sectors * SECTOR_BYTES,
     };
     print_report(&out, kind, args.json)
+}
+
+/// Says what an offline scrub waits for first: a sync the open started (the rebuild
+/// of a member left part way, or the resync an unclean stop owes) runs to its end
+/// before the scrub begins (see `Array::sync_until`).
+fn say_what_runs_first(array: &xraid_array::Array, kind: SyncKind) {
+    let Some(running) = array.driver_ref().engine().sync_progress() else {
+        return;
+    };
+    if running.kind == kind {
+        return;
+    }
+    let what = match running.kind {
+        SyncKind::Recover => {
+            let roles: Vec<String> = array
+                .rebuilding()
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.is_some())
+                .map(|(role, _)| role.to_string())
+                .collect();
+            format!(
+                "the rebuild of role {} left part way ({}% done)",
+                roles.join(", "),
+                super::percent(running.done_below, running.total_units)
+            )
+        }
+        SyncKind::Resync => "the resync the array owes (it was not stopped cleanly)".to_owned(),
+        other => format!("the {} left part way", other.name()),
+    };
+    eprintln!("xraid: {what} runs first; the {} follows it", kind.name());
 }
 
 /// Prints the report (text or JSON); an error when the scrub met data the array lost.
@@ -94,8 +134,21 @@ fn print_report(out: &Report, kind: SyncKind, json: bool) -> Result<()> {
         } else {
             String::new()
         };
+        let mut listed = String::new();
+        if out.listed_sectors_rewritten > 0 {
+            listed = format!(
+                ", {} sectors the bad block logs listed rebuilt and rewritten",
+                out.listed_sectors_rewritten
+            );
+        }
+        if out.listed_sectors_left > 0 {
+            listed.push_str(&format!(
+                ", {} still listed (no redundancy to rebuild them: `xraid examine` names them)",
+                out.listed_sectors_left
+            ));
+        }
         println!(
-            "{} of array '{}'{by}: {} of {} units mismatched{fixed}, {} read errors corrected{sums}",
+            "{} of array '{}'{by}: {} of {} units mismatched{fixed}, {} read errors corrected{sums}{listed}",
             out.action, out.array, out.mismatched_units, out.units, out.read_errors_corrected
         );
     }
@@ -151,6 +204,8 @@ fn live(socket: &std::path::Path, kind: SyncKind) -> Result<Report> {
         unrecoverable_units: count("unrecoverable_units"),
         read_errors_corrected: count("read_errors_corrected"),
         checksum_mismatches: count("checksum_mismatches"),
+        listed_sectors_rewritten: count("listed_sectors_rewritten"),
+        listed_sectors_left: count("listed_sectors_left"),
         units: count("total_units"),
         unit_bytes,
     })

@@ -107,6 +107,8 @@ fn listed_bad_sectors_are_rebuilt_never_returned_and_a_repair_makes_them_good() 
     let report = ok(&["scrub", "repair", "--json", dir_arg]);
     let report: serde_json::Value = serde_json::from_str(&report).expect("json");
     assert_eq!(report["completed"], true, "{report}");
+    assert_eq!(report["listed_sectors_rewritten"], 8, "{report}");
+    assert_eq!(report["listed_sectors_left"], 0, "{report}");
     let listed = mdadm_badblocks(&members[1]);
     assert!(
         listed.contains("Bad-blocks list is empty"),
@@ -195,7 +197,11 @@ fn a_mirror_copy_that_refuses_a_write_records_it_in_its_log_and_serves_on() {
         read == bytes,
         "the refused range reads from the copy that took it"
     );
-    ok(&["scrub", "repair", p(&disks)]);
+    let report = ok(&["scrub", "repair", p(&disks)]);
+    assert!(
+        report.contains("sectors the bad block logs listed rebuilt and rewritten"),
+        "{report}"
+    );
     let listed = mdadm_badblocks(&member1);
     assert!(listed.contains("Bad-blocks list is empty"), "{listed}");
     let read = crate::util::ok_bytes(&["read", "--length", "1M", p(&disks)]);

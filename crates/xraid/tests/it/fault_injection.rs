@@ -81,6 +81,19 @@ fn fault_specs_that_inject_nothing_or_less_than_they_say_are_refused_in_one_line
         let line = serve_refuses(&disks, spec);
         assert!(line.contains(needle), "{spec}: {line}");
     }
+    // A role with no member (and no spare to take it) would get nothing; offline too.
+    std::fs::remove_file(disks.join("d2")).expect("lose d2");
+    let err = fails(&[
+        "serve",
+        "--socket",
+        "/nonexistent/x.sock",
+        "--fault",
+        "role=2,fail-now",
+        p(&disks),
+    ]);
+    assert!(err.contains("role 2, which has no member here"), "{err}");
+    let err = fails(&["read", "--fault", "role=2,fail-now", p(&disks)]);
+    assert!(err.contains("role 2, which has no member here"), "{err}");
 }
 
 /// A second RAID-5 member failing under a write is past the redundancy: the warning

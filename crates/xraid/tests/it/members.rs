@@ -772,3 +772,59 @@ fn one_members_path_names_its_whole_array() {
     assert_eq!(other["level"], "raid1", "{other}");
     assert_eq!(other["degraded"], false, "{other}");
 }
+
+/// A member added once and still being rebuilt is not "already an active member": it
+/// is said to be rebuilt, how far, and what carries it on — offline and served.
+#[test]
+fn adding_a_member_still_being_rebuilt_says_so() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    std::fs::remove_file(disks.join("d1")).expect("lose d1");
+    let d1 = disks.join("d1");
+    ok(&["add", "--no-rebuild", "--size", "16M", p(&disks), p(&d1)]);
+    let err = fails(&["add", p(&disks), p(&d1)]);
+    assert!(
+        err.contains("is already a member of array 'xraid', being rebuilt into role 1 (0% done)"),
+        "{err}"
+    );
+    assert!(err.contains("the next open to write"), "{err}");
+    // Served, at a pace that keeps the rebuild going while the add is asked.
+    let server = Server::unix(
+        dir.path(),
+        &["--rebuild-min", "1", "--rebuild-max", "1", p(&disks)],
+    );
+    server.wait_for_log(0, &["recover"]);
+    let err = fails(&["add", p(&disks), p(&d1)]);
+    assert!(err.contains("being rebuilt into role 1"), "{err}");
+    assert!(
+        err.contains("the server rebuilds it in the background"),
+        "{err}"
+    );
+    server.stop();
+}
+
+/// An offline scrub of an array with a member left part way through its rebuild runs
+/// that rebuild first (as md's sync_action waits for recovery): it says so.
+#[test]
+fn a_scrub_says_the_rebuild_left_pending_runs_first() {
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "16M");
+    std::fs::remove_file(disks.join("d1")).expect("lose d1");
+    let d1 = disks.join("d1");
+    ok(&["add", "--no-rebuild", "--size", "16M", p(&disks), p(&d1)]);
+    let out = crate::util::xraid()
+        .args(["scrub", "check", p(&disks)])
+        .output()
+        .expect("xraid runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "the rebuild of role 1 left part way (0% done) runs first; the check follows it"
+        ),
+        "{err}"
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--json", p(&disks)])).expect("json");
+    assert_eq!(s["degraded"], false, "{s}");
+}
