@@ -844,6 +844,16 @@ impl Array {
     }
 
     /// The path of the member in `role`, if one is there.
+    /// Where role `role`'s data area starts on its device, in sectors (md's
+    /// `data_offset`): engine sectors count from there, md's tools from the device's
+    /// start.
+    pub fn data_offset_sectors(&self, role: usize) -> Option<u64> {
+        self.superblocks
+            .get(role)?
+            .as_ref()
+            .map(|(_, sb)| sb.data_offset)
+    }
+
     pub fn role_path(&self, role: usize) -> Option<&std::path::Path> {
         self.superblocks
             .get(role)?

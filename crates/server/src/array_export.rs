@@ -1217,13 +1217,14 @@ impl Worker {
             *e = (e.0 + 1, e.1.min(sector), e.2.max(sector + sectors));
         }
         for ((member, listed), (stripes, first, end)) in per_member {
+            let at = self.on_device(MemberIdx(member), first, end - first);
             let what = if listed {
                 "those rows go into its bad block log"
             } else {
                 "its bad block log has no room for those rows (or it has none), so they are held in doubt until the owed resync completes, also across restarts"
             };
             log::error(&format!(
-                "array '{}': member {member} holds parity that a crash may have torn where another member is missing, in {stripes} stripe(s) within sectors {first}..{end}, and the stripe log's entries for them could not be read; {what}, so that the missing member's data there reads as an error (lost), never as wrong data",
+                "array '{}': {at} holds parity that a crash may have torn where another member is missing, in {stripes} stripe(s) within those sectors, and the stripe log's entries for them could not be read; {what}, so that the missing member's data there reads as an error (lost), never as wrong data",
                 self.name
             ));
         }
@@ -1299,13 +1300,12 @@ impl Worker {
                     member,
                     sector,
                     sectors,
-                } => self.log_fault(Fault::ReadErrorCorrected, member, false, |name| {
-                    format!(
-                        "array '{name}': read error on member {} at sectors {sector}..{} corrected from redundancy",
-                        member.0,
-                        sector + sectors
-                    )
-                }),
+                } => {
+                    let at = self.on_device(member, sector, sectors);
+                    self.log_fault(Fault::ReadErrorCorrected, member, false, |name| {
+                        format!("array '{name}': read error on {at} corrected from redundancy")
+                    })
+                }
                 Event::SyncFinished {
                     kind,
                     completed,
@@ -1429,35 +1429,38 @@ impl Worker {
                     member,
                     sector,
                     sectors,
-                } => self.log_fault(Fault::ChecksumMismatch, member, true, |name| {
-                    format!(
-                        "array '{name}': member {} returned data that disagrees with its checksums at sectors {sector}..{} (silent corruption); repaired from redundancy",
-                        member.0,
-                        sector + sectors
-                    )
-                }),
+                } => {
+                    let at = self.on_device(member, sector, sectors);
+                    self.log_fault(Fault::ChecksumMismatch, member, true, |name| {
+                        format!(
+                            "array '{name}': {at} returned data that disagrees with its checksums (silent corruption); repaired from redundancy"
+                        )
+                    })
+                }
                 Event::WriteRefusedRecorded {
                     member,
                     sector,
                     sectors,
-                } => self.log_fault(Fault::WriteRefused, member, true, |name| {
-                    format!(
-                        "array '{name}': member {} refused a write at sectors {sector}..{}; the range goes into its bad block log (the data stands on another copy) and the member serves on",
-                        member.0,
-                        sector + sectors
-                    )
-                }),
+                } => {
+                    let at = self.on_device(member, sector, sectors);
+                    self.log_fault(Fault::WriteRefused, member, true, |name| {
+                        format!(
+                            "array '{name}': {at} refused a write; the range goes into its bad block log (the data stands on another copy) and the member serves on"
+                        )
+                    })
+                }
                 Event::LostInRebuild {
                     member,
                     sector,
                     sectors,
-                } => self.log_fault(Fault::LostInRebuild, member, true, |name| {
-                    format!(
-                        "array '{name}': member {} could not be rebuilt at sectors {sector}..{}: no other member holds them (bad block logs list them); they go into its own log, reads of them fail, and the rebuild goes on",
-                        member.0,
-                        sector + sectors
-                    )
-                }),
+                } => {
+                    let at = self.on_device(member, sector, sectors);
+                    self.log_fault(Fault::LostInRebuild, member, true, |name| {
+                        format!(
+                            "array '{name}': {at} could not be rebuilt: no other member holds those sectors (bad block logs list them); they go into its own log, reads of them fail, and the rebuild goes on"
+                        )
+                    })
+                }
                 // Said once per member below: one stripe each, and they come many at a time.
                 Event::TornParityListed { .. }
                 | Event::TornParityUnlisted { .. }
@@ -1594,6 +1597,23 @@ impl Worker {
             };
             self.finish(done);
         }
+    }
+
+    /// Member `member` and its `sectors` sectors from data-area sector `sector` as md's
+    /// tools number them (`mdadm --examine-badblocks`, the kernel's log): device
+    /// sectors, counted from the device's start.
+    fn on_device(&self, member: MemberIdx, sector: u64, sectors: u64) -> String {
+        let role = member.index();
+        let path = self
+            .array
+            .role_path(role)
+            .map_or_else(String::new, |p| format!(" ({})", p.display()));
+        let at = sector + self.array.data_offset_sectors(role).unwrap_or(0);
+        format!(
+            "member {}{path} at device sectors {at}..{}",
+            member.0,
+            at + sectors
+        )
     }
 
     /// Logs one more `fault` of `member` (`line` given the array's name) within the
