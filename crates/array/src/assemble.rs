@@ -94,7 +94,7 @@ pub struct Assembled {
 impl Assembled {
     /// Refuses `fault` where its ranges start past the end of the member it names
     /// (whose size is known only now that the member is open), or where the role has
-    /// no member (missing, and no spare took it): it would inject nothing. A power cut
+    /// no member (missing): it would inject nothing. A power cut
     /// on a signal alone is the machine's, not the member's: every role may name it.
     pub fn check_fault_fits(&self, fault: &xraid_member::MemberFault) -> Result<(), String> {
         let machine_only = {
@@ -108,7 +108,7 @@ impl Assembled {
             }
             Some(None) if machine_only => Ok(()),
             Some(None) => Err(format!(
-                "--fault names role {}, which has no member here (it is missing, and no spare took it): it would inject nothing",
+                "--fault names role {}, which has no member here (it is missing): it would inject nothing (faults go to a role's member as the array opens, not to a spare that takes the role later)",
                 fault.role
             )),
             None => Ok(()),
@@ -622,15 +622,14 @@ fn check_enough(a: &Assembled) -> Result<(), ArrayError> {
     let hint = match crate::force::forcible(a) {
         Ok(paths) if !paths.is_empty() => {
             let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-            let (verb, it) = if names.len() == 1 {
-                ("failed", "it")
+            let (hold, it) = if names.len() == 1 {
+                ("holds", "it")
             } else {
-                ("failed together", "them")
+                ("hold", "them")
             };
             format!(
-                "; {} {verb} last and hold{} every write the array took: `xraid serve --force` takes {it} back",
-                names.join(" and "),
-                if names.len() == 1 { "s" } else { "" }
+                "; {} failed with the array and {hold} every write it took: `xraid serve --force` takes {it} back",
+                names.join(" and ")
             )
         }
         _ => String::new(),

@@ -3,12 +3,17 @@
 //! roles when nothing can have been written without them since.
 //!
 //! When a member fails past the level's redundancy, the engine refuses every request
-//! from then on, and the superblocks of the members left record it faulty with one
-//! more event. Such a member is one event behind the array, recorded faulty, and
-//! holds every write acknowledged before it failed: only the writes its failure cut
-//! off are torn. A member further behind missed the writes of the sessions after it
-//! left; one whose role the newest role table still gives to an absent device was
-//! lost while that device served on. Neither is taken back.
+//! from then on, and the superblocks of the members left record it faulty. Such a
+//! member holds every write acknowledged before it failed: only the writes its
+//! failure cut off are torn. Which members failed that way is read from their own
+//! superblocks: the failures each had seen recorded, with its own, leave the level
+//! past its redundancy. One whose own record leaves the array able to go on may have
+//! missed writes taken after it failed (an offline command records every failure of
+//! its run at its end, so a failure within the redundancy and the one past it look
+//! alike there: neither is taken). Every member that failed with the array is taken
+//! back, and the others left failed must have failed before it, or the rows the
+//! failure tore on them were never named. A role the newest role table still gives
+//! to an absent device was lost while that device served on: refused too.
 //!
 //! What the failure tore, the engine named as it happened (with the stripe log):
 //! a write cut off with the failing member's part unwritten leaves parity that may
@@ -40,7 +45,7 @@ pub struct Forced {
 }
 
 /// Takes back into their roles the members of the array named by `array` (member
-/// paths or a folder) whose failure left it unable to start, as few as it needs,
+/// paths or a folder) that failed with it (see [`failed_with_the_array`]), every one,
 /// and records them active. Returns them (none when the array starts as it is).
 /// Refused, writing nothing, where no such member would do.
 pub fn force_start(array: &[PathBuf]) -> Result<Vec<Forced>, ArrayError> {
@@ -73,33 +78,66 @@ pub fn forcible(assembled: &Assembled) -> Result<Vec<PathBuf>, ArrayError> {
         .collect())
 }
 
-/// Whether left-out member `l` failed last, after every write the array took: one
-/// event behind, recorded faulty, holding all of its role (not part way through a
-/// rebuild, nor a replacement being built), in a role nothing else holds.
-fn failed_last(a: &Assembled, l: &crate::LeftOut) -> Option<usize> {
-    let one_behind = matches!(l.reason,
-        LeftOutReason::Stale { events, freshest, faulty: true } if events + 1 == freshest);
+/// The roles a member's own superblock records as held by no working device (failed
+/// or missing) when it was last written.
+fn failed_in_own_table(a: &Assembled, sb: &Superblock) -> Vec<usize> {
+    (0..a.roles.len())
+        .filter(|&role| {
+            !sb.dev_roles
+                .iter()
+                .any(|&r| usize::from(r) == role && r != ROLE_FAULTY)
+        })
+        .collect()
+}
+
+/// Whether left-out member `l` failed with the array, after every write it took: the
+/// newest role table records it faulty, it holds all of its role (not part way
+/// through a rebuild, nor a replacement being built) in a role nothing else holds,
+/// and the failures its own superblock had seen, with its own, leave the level past
+/// its redundancy — so its failure came when (or after) the array failed, and the
+/// engine took no write after that.
+fn failed_with_the_array(a: &Assembled, l: &crate::LeftOut) -> Option<usize> {
+    let recorded_faulty = matches!(
+        l.reason,
+        LeftOutReason::Stale { faulty: true, .. } | LeftOutReason::Faulty
+    );
     let whole =
         l.superblock.feature_map & (MD_FEATURE_RECOVERY_OFFSET | MD_FEATURE_REPLACEMENT) == 0;
     let role = usize::from(l.role?);
-    (one_behind && whole && a.roles.get(role).is_some_and(Option::is_none)).then_some(role)
+    if !(recorded_faulty && whole && a.roles.get(role).is_some_and(Option::is_none)) {
+        return None;
+    }
+    let mut states = vec![xraid_engine::MemberState::Active; a.roles.len()];
+    for failed in failed_in_own_table(a, &l.superblock) {
+        states[failed] = xraid_engine::MemberState::Failed;
+    }
+    states[role] = xraid_engine::MemberState::Failed;
+    xraid_engine::Engine::lost_with(a.geometry, states)
+        .is_some()
+        .then_some(role)
 }
 
-/// Indexes into `a.left_out` of the members to take back, in role order, fewest
-/// first: just enough for the array to start.
+/// Indexes into `a.left_out` of the members to take back: every member that failed
+/// with the array (see [`failed_with_the_array`]). All of them, not just enough: the
+/// engine named unknown the rows a cut-off write tore only on members missing before
+/// the loss, so one that failed with it must be back for its rows to read right.
 fn plan(a: &Assembled) -> Result<Vec<usize>, ArrayError> {
     let name = a.name();
     let freshest = &a.superblock;
-    let mut candidates: Vec<(usize, usize)> = a
+    let mut candidates: Vec<(usize, u64, usize)> = a
         .left_out
         .iter()
         .enumerate()
-        .filter_map(|(i, l)| failed_last(a, l).map(|role| (role, i)))
+        .filter_map(|(i, l)| {
+            failed_with_the_array(a, l).map(|role| (role, u64::MAX - l.superblock.events, i))
+        })
         .collect();
+    // One device per role: the freshest.
     candidates.sort_unstable();
-    candidates.dedup_by_key(|(role, _)| *role);
+    candidates.dedup_by_key(|(role, _, _)| *role);
+    let chosen: Vec<usize> = candidates.iter().map(|&(_, _, i)| i).collect();
     // A role the newest table still gives to a device that is not here: that device
-    // served after everything recorded, the members failed last included.
+    // served after everything recorded, the members that failed with the array included.
     for role in a.missing_roles() {
         let held = freshest
             .dev_roles
@@ -112,53 +150,73 @@ fn plan(a: &Assembled) -> Result<Vec<usize>, ArrayError> {
             });
         }
     }
-    let mut states = a.member_states();
-    let mut chosen = Vec::new();
-    for (role, i) in candidates {
-        if xraid_engine::Engine::lost_with(a.geometry, states.clone()).is_none() {
-            break;
-        }
-        states[role] = xraid_engine::MemberState::Active;
-        chosen.push(i);
-    }
-    if chosen.is_empty() || xraid_engine::Engine::lost_with(a.geometry, states).is_some() {
+    if chosen.is_empty() {
         let passed: Vec<String> = a
             .left_out
             .iter()
-            .filter(|l| !chosen.iter().any(|&i| a.left_out[i].path == l.path))
             .filter(|l| l.reason != LeftOutReason::Spare)
-            .map(|l| format!("{} ({})", l.path.display(), why_not(l)))
+            .map(|l| format!("{} ({})", l.path.display(), why_not(a, l)))
             .collect();
         let why = if passed.is_empty() {
             "no member that left it is here to take back".to_owned()
         } else {
             format!(
-                "no member that failed last is enough to start it; passed over: {}",
+                "no member here failed with the array (each missed writes the array took after it failed, or cannot tell); passed over: {}",
                 passed.join(", ")
             )
         };
         return Err(ArrayError::NotForcible { name, why });
     }
+    // Every role left failed must have failed before the array did — recorded so on
+    // each member taken back — or the rows a cut-off write tore there were never
+    // named, and would be rebuilt from parity that may hold the write.
+    let taken: Vec<usize> = candidates.iter().map(|&(role, _, _)| role).collect();
+    for role in a.missing_roles() {
+        let role = usize::from(role);
+        if taken.contains(&role) {
+            continue;
+        }
+        let before = chosen
+            .iter()
+            .all(|&i| failed_in_own_table(a, &a.left_out[i].superblock).contains(&role));
+        if !before {
+            return Err(ArrayError::NotForcible {
+                name,
+                why: format!("role {role} failed with the array (after the last record on {}), and its device is not here to take back: the rows of the writes the failure cut off there cannot be told; give it too", a.left_out[chosen[0]].path.display()),
+            });
+        }
+    }
+    let mut states = a.member_states();
+    for &role in &taken {
+        states[role] = xraid_engine::MemberState::Active;
+    }
+    if let Some(lost) = xraid_engine::Engine::lost_with(a.geometry, states) {
+        return Err(ArrayError::NotForcible {
+            name,
+            why: format!(
+                "with every member that failed with it taken back, it still cannot start ({lost})"
+            ),
+        });
+    }
     Ok(chosen)
 }
 
 /// Why left-out member `l` is not taken back.
-fn why_not(l: &crate::LeftOut) -> String {
-    match l.reason {
-        LeftOutReason::Stale {
-            events, freshest, ..
-        } if events + 1 < freshest => format!(
-            "{} events behind: the array went on without it",
-            freshest - events
-        ),
-        _ if l.superblock.feature_map & MD_FEATURE_RECOVERY_OFFSET != 0 => {
-            "it was part way through a rebuild".to_owned()
-        }
-        _ if l.superblock.feature_map & MD_FEATURE_REPLACEMENT != 0 => {
-            "a replacement being built".to_owned()
-        }
-        reason => reason.to_string(),
+fn why_not(a: &Assembled, l: &crate::LeftOut) -> String {
+    let recorded_faulty = matches!(
+        l.reason,
+        LeftOutReason::Stale { faulty: true, .. } | LeftOutReason::Faulty
+    );
+    if l.superblock.feature_map & MD_FEATURE_RECOVERY_OFFSET != 0 {
+        return "it was part way through a rebuild".to_owned();
     }
+    if l.superblock.feature_map & MD_FEATURE_REPLACEMENT != 0 {
+        return "a replacement being built".to_owned();
+    }
+    if recorded_faulty && l.role.is_some_and(|r| usize::from(r) < a.roles.len()) {
+        return "it failed while the array could still go on without it, as far as its own superblock says, so it may have missed writes".to_owned();
+    }
+    l.reason.to_string()
 }
 
 /// Writes the superblocks of a forced start: the members taken back (`chosen`) first,

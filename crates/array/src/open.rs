@@ -98,6 +98,10 @@ pub struct Array {
     /// written them since (one that failed leaves it for the next
     /// [`Array::take_events`]).
     record_pending: bool,
+    /// Opened to read only with the stripe log's recovery in memory (see
+    /// [`Array::open_with`]): the members as assembly opened them, whose locks keep
+    /// other writers out while this array reads through its own descriptors.
+    _held_locks: Vec<FileMember>,
 }
 
 /// How one round of superblock writes ended.
@@ -163,8 +167,16 @@ impl Array {
             return Array::open_inner(assembled, mode, backend, faults, consistency, false);
         }
         let overlaid = assembled.reopened_to_read()?;
-        let in_memory = Array::open_inner(overlaid, mode, backend, faults, Consistency::Log, true)?;
+        let mut in_memory =
+            Array::open_inner(overlaid, mode, backend, faults, Consistency::Log, true)?;
         if in_memory.read_needs_its_log() {
+            // The descriptors it reads through hold no lock: assembly's keep theirs.
+            in_memory._held_locks = assembled
+                .roles
+                .into_iter()
+                .flatten()
+                .map(|m| m.member)
+                .collect();
             return Ok(in_memory);
         }
         drop(in_memory);
@@ -499,6 +511,7 @@ impl Array {
             bad_outside,
             followed: Vec::new(),
             record_pending: false,
+            _held_locks: Vec::new(),
         };
         if array.mode == OpenMode::ReadWrite && array.was_dirty() && !array.resync_pending() {
             // The log's replay made parity right, or there is nothing to resync (RAID-0):
@@ -843,7 +856,6 @@ impl Array {
         Some(self.driver.engine().config().log_sectors).filter(|&n| n > 0)
     }
 
-    /// The path of the member in `role`, if one is there.
     /// Where role `role`'s data area starts on its device, in sectors (md's
     /// `data_offset`): engine sectors count from there, md's tools from the device's
     /// start.
@@ -854,6 +866,7 @@ impl Array {
             .map(|(_, sb)| sb.data_offset)
     }
 
+    /// The path of the member in `role`, if one is there.
     pub fn role_path(&self, role: usize) -> Option<&std::path::Path> {
         self.superblocks
             .get(role)?
@@ -1053,7 +1066,7 @@ impl Array {
         self.driver.flush()?;
         if self.driver.engine().lost_error().is_some() && self.recorded_as_failed() {
             // Nothing more to say, and one event more would make the members that
-            // failed last look as if the array had gone on without them (see
+            // failed with it look as if the array had gone on without them (see
             // `force_start`).
             return Ok(());
         }
@@ -1928,10 +1941,6 @@ impl Array {
         }
     }
 
-    /// Writes the role table (with a new event count) to every present member after a
-    /// membership change, as md does. The array's state is kept: active (0) once it has
-    /// been written, else what its superblocks said at open, so a change to an idle
-    /// array leaves it clean (and one not stopped cleanly, still to be resynced).
     /// Whether the superblocks already say what a failed array's close would: every
     /// failed role recorded faulty (a resync is owed: this open wrote them dirty).
     fn recorded_as_failed(&self) -> bool {
@@ -1948,6 +1957,10 @@ impl Array {
             })
     }
 
+    /// Writes the role table (with a new event count) to every present member after a
+    /// membership change, as md does. The array's state is kept: active (0) once it has
+    /// been written, else what its superblocks said at open, so a change to an idle
+    /// array leaves it clean (and one not stopped cleanly, still to be resynced).
     fn record_role_table(&mut self) -> Result<(), ArrayError> {
         let resync_offset = if self.dirty {
             0

@@ -119,6 +119,32 @@ impl Member for OverlayMember {
     fn logical_block_bytes(&self) -> u32 {
         self.inner.logical_block_bytes()
     }
+
+    fn hold_for(&self) -> Option<std::time::Duration> {
+        self.inner.hold_for()
+    }
+
+    /// The device's data, and every sector written here.
+    fn data_ranges(&self, offset: u64, length: u64) -> Vec<std::ops::Range<u64>> {
+        let end = offset.saturating_add(length);
+        let mut ranges = self.inner.data_ranges(offset, length);
+        let first = offset / SECTOR;
+        let last = end.div_ceil(SECTOR);
+        for &sector in self.written().range(first..last).map(|(s, _)| s) {
+            let lo = (sector * SECTOR).max(offset);
+            let hi = ((sector + 1) * SECTOR).min(end);
+            ranges.push(lo..hi);
+        }
+        ranges.sort_by_key(|r| r.start);
+        let mut merged: Vec<std::ops::Range<u64>> = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            match merged.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        merged
+    }
 }
 
 #[cfg(test)]
@@ -179,6 +205,15 @@ mod tests {
         assert_eq!(device.snapshot(), original, "the device is untouched");
         assert_eq!(overlay.written_bytes(), 1024);
         overlay.flush().expect("flush");
+    }
+
+    #[test]
+    fn written_sectors_count_as_data() {
+        let (overlay, _) = overlay_over(&[0u8; 4096]);
+        overlay.write_at(&[1; 100], 1100).expect("write");
+        // The device reports all of it as data; the written sectors merge into it.
+        assert_eq!(overlay.data_ranges(0, 4096), vec![0..4096]);
+        assert_eq!(overlay.data_ranges(1000, 200), vec![1000..1200]);
     }
 
     #[test]

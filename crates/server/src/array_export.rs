@@ -1604,14 +1604,22 @@ impl Worker {
     /// sectors, counted from the device's start.
     fn on_device(&self, member: MemberIdx, sector: u64, sectors: u64) -> String {
         let role = member.index();
-        let path = self
-            .array
-            .role_path(role)
-            .map_or_else(String::new, |p| format!(" ({})", p.display()));
-        let at = sector + self.array.data_offset_sectors(role).unwrap_or(0);
+        let (Some(path), Some(offset)) = (
+            self.array.role_path(role),
+            self.array.data_offset_sectors(role),
+        ) else {
+            // Not a role's member (a replacement's slot): its data area's numbering.
+            return format!(
+                "member {} at data sectors {sector}..{}",
+                member.0,
+                sector + sectors
+            );
+        };
+        let at = sector + offset;
         format!(
-            "member {}{path} at device sectors {at}..{}",
+            "member {} ({}) at device sectors {at}..{}",
             member.0,
+            path.display(),
             at + sectors
         )
     }

@@ -398,13 +398,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "log|resync")]
     pub consistency: Option<String>,
     /// Start an array that a member's failure past its redundancy stopped (mdadm's
-    /// `--assemble --force`): the members that failed last, one event behind and
-    /// holding every write the array took, are taken back into their roles and
-    /// recorded active. Unlike md's, the rows of a member still missing that the
-    /// failure tore (under a write it cut off) read as errors until written again,
-    /// never as data (with the stripe log; see docs/RELIABILITY.md). A member further
-    /// behind, or a role whose device is absent but recorded serving, is not forced:
-    /// nothing is written then.
+    /// `--assemble --force`): the members that failed with the array — recorded
+    /// faulty, after every write it took, as their own superblocks tell — are taken
+    /// back into their roles and recorded active. Unlike md's, the rows of a member
+    /// still missing that the failure tore (under a write it cut off) read as errors
+    /// until written again, never as data (with the stripe log; see
+    /// docs/RELIABILITY.md). A member that may have missed writes, or a role whose
+    /// device is absent but recorded serving (or that failed with the array), is
+    /// refused: nothing is written then.
     #[arg(long, conflicts_with_all = ["config", "read_only"])]
     pub force: bool,
     /// The array (member paths or a folder holding them), or one plain file, which is

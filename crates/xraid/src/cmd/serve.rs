@@ -54,7 +54,7 @@ fn force(array: &[std::path::PathBuf]) -> Result<()> {
     }
     for f in forced {
         eprintln!(
-            "xraid: --force: {} is taken back into role {} (it failed last, at event {}, and holds every write the array acknowledged)",
+            "xraid: --force: {} is taken back into role {} (it failed with the array, at event {}, and holds every write the array acknowledged)",
             f.path.display(),
             f.role,
             f.events
