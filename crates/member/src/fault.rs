@@ -615,6 +615,7 @@ impl Member for FaultyMember {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::SharedMember;
     use crate::MemoryMember;
 
     #[test]
@@ -951,30 +952,5 @@ mod tests {
             "neither slept again"
         );
         assert_eq!(back, [7u8; 512]);
-    }
-
-    /// A member the test keeps a handle on, to look under the faults.
-    #[derive(Debug)]
-    struct SharedMember(std::sync::Arc<MemoryMember>);
-
-    impl Member for SharedMember {
-        fn name(&self) -> &str {
-            self.0.name()
-        }
-        fn size_bytes(&self) -> u64 {
-            self.0.size_bytes()
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            self.0.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            self.0.write_at(buf, offset)
-        }
-        fn flush(&self) -> io::Result<()> {
-            self.0.flush()
-        }
-        fn direct_fd(&self) -> Option<DirectFd> {
-            None
-        }
     }
 }

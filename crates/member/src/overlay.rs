@@ -150,38 +150,14 @@ impl Member for OverlayMember {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::SharedMember;
     use crate::MemoryMember;
 
     fn overlay_over(bytes: &[u8]) -> (OverlayMember, std::sync::Arc<MemoryMember>) {
         let inner = std::sync::Arc::new(MemoryMember::new("m", bytes.len() as u64));
         inner.write_at(bytes, 0).expect("fill");
-        let shared = Shared(inner.clone());
+        let shared = SharedMember(inner.clone());
         (OverlayMember::new(Box::new(shared)), inner)
-    }
-
-    /// Lets a test keep a handle on the device under the overlay.
-    #[derive(Debug)]
-    struct Shared(std::sync::Arc<MemoryMember>);
-
-    impl Member for Shared {
-        fn name(&self) -> &str {
-            self.0.name()
-        }
-        fn size_bytes(&self) -> u64 {
-            self.0.size_bytes()
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            self.0.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            self.0.write_at(buf, offset)
-        }
-        fn flush(&self) -> io::Result<()> {
-            self.0.flush()
-        }
-        fn direct_fd(&self) -> Option<DirectFd> {
-            None
-        }
     }
 
     #[test]

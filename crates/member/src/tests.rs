@@ -337,3 +337,28 @@ fn a_loop_device_is_claimed_by_one_writer_and_takes_o_direct() {
     assert!(matches!(err, MemberError::ReadOnly { .. }), "{err:?}");
     FileMember::open(&device, &options(false, DirectMode::On, false)).expect("a reader");
 }
+
+/// A member a test keeps a handle on, to look under a wrapper (faults, an overlay).
+#[derive(Debug)]
+pub(crate) struct SharedMember(pub(crate) std::sync::Arc<MemoryMember>);
+
+impl Member for SharedMember {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.0.write_at(buf, offset)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+    fn direct_fd(&self) -> Option<crate::DirectFd> {
+        None
+    }
+}

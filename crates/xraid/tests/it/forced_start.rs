@@ -169,6 +169,20 @@ fn read_chunks(server: &Server, len: usize) -> Vec<Option<Vec<u8>>> {
         .collect()
 }
 
+/// Every chunk the server reads of `before.len()` bytes holds `before` (the old data)
+/// or `cut` (a write that failed part way), or fails: never anything else.
+fn reads_old_new_or_errors(server: &Server, before: &[u8], cut: &[u8]) {
+    for (i, chunk) in read_chunks(server, before.len()).iter().enumerate() {
+        let at = i * CHUNK;
+        if let Some(got) = chunk {
+            assert!(
+                got[..] == before[at..at + CHUNK] || got[..] == cut[at..at + CHUNK],
+                "chunk at {at}: neither old nor new"
+            );
+        }
+    }
+}
+
 fn decode_hex(text: &str) -> Vec<u8> {
     (0..text.len())
         .step_by(2)
@@ -311,15 +325,7 @@ fn every_member_that_failed_with_the_array_is_taken_back() {
         server.wait_for_log(0, &[&format!("d{i} is taken back into role {i}")]);
     }
     let cut = std::fs::read(&cut).expect("image");
-    for (i, chunk) in read_chunks(&server, before.len()).iter().enumerate() {
-        let at = i * CHUNK;
-        if let Some(got) = chunk {
-            assert!(
-                got[..] == before[at..at + CHUNK] || got[..] == cut[at..at + CHUNK],
-                "chunk at {at}: neither old nor new"
-            );
-        }
-    }
+    reads_old_new_or_errors(&server, &before, &cut);
     server.stop();
 }
 
@@ -425,14 +431,6 @@ fn served_the_member_that_failed_with_the_array_is_told_from_one_before() {
         "{}",
         server.stderr()
     );
-    for (i, chunk) in read_chunks(&server, before.len()).iter().enumerate() {
-        let at = i * CHUNK;
-        if let Some(got) = chunk {
-            assert!(
-                got[..] == before[at..at + CHUNK] || got[..] == cut[at..at + CHUNK],
-                "chunk at {at}: neither old nor new"
-            );
-        }
-    }
+    reads_old_new_or_errors(&server, &before, &cut);
     server.stop();
 }
