@@ -111,6 +111,20 @@ fn failed_with_the_array(a: &Assembled, l: &crate::LeftOut) -> Option<usize> {
     for failed in failed_in_own_table(a, &l.superblock) {
         states[failed] = xraid_engine::MemberState::Failed;
     }
+    // A device its table gives a role to that is still being rebuilt there (a spare
+    // that stepped in, a member added back) held only part of the role then too.
+    for (held, &r) in l.superblock.dev_roles.iter().enumerate() {
+        let rebuilding = a.roles.iter().flatten().any(|m| {
+            m.superblock.dev_number as usize == held
+                && m.superblock.role() == Some(r)
+                && m.superblock.feature_map & MD_FEATURE_RECOVERY_OFFSET != 0
+        });
+        if rebuilding {
+            if let Some(state) = states.get_mut(usize::from(r)) {
+                *state = xraid_engine::MemberState::Rebuilding;
+            }
+        }
+    }
     states[role] = xraid_engine::MemberState::Failed;
     xraid_engine::Engine::lost_with(a.geometry, states)
         .is_some()
@@ -214,7 +228,7 @@ fn why_not(a: &Assembled, l: &crate::LeftOut) -> String {
         return "a replacement being built".to_owned();
     }
     if recorded_faulty && l.role.is_some_and(|r| usize::from(r) < a.roles.len()) {
-        return "it failed while the array could still go on without it, as far as its own superblock says, so it may have missed writes".to_owned();
+        return "its own superblock does not show the array failing with it: it may have failed while the array could still go on, and missed writes (or its record of an earlier failure was cut off; nothing tells)".to_owned();
     }
     l.reason.to_string()
 }

@@ -4,7 +4,9 @@
 //!
 //! The engine still owns everything else. Any doubt sends the read back to it: a
 //! member missing, failed or being rebuilt where the read falls, the stripe log being
-//! replayed, a member without kernel descriptors (in-memory or fault-injecting), an
+//! replayed, rows the engine knows to be unknown anywhere in the array (a member
+//! rebuilt over them holds what parity gave: only the engine's reads refuse them), a
+//! member without kernel descriptors (in-memory or fault-injecting), an
 //! I/O error (which the engine then repairs from redundancy, as for its own reads), or
 //! in integrity mode a block that disagrees with its checksum (the engine reads it
 //! again, finds the same, and repairs it).
@@ -203,7 +205,10 @@ impl ArrayDriver {
                 view.active.store(active, Ordering::Release);
             }
         }
-        let whole_enough = engine.lost_error().is_none() && !engine.log_recovering();
+        // Unknown rows are checked by the engine's reads only: a member rebuilt over
+        // them holds what parity gave, which a read straight from it would return.
+        let whole_enough =
+            engine.lost_error().is_none() && !engine.log_recovering() && !engine.has_unknown_rows();
         s.enabled.store(whole_enough, Ordering::Release);
     }
 }

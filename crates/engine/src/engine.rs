@@ -375,6 +375,12 @@ impl Engine {
         crate::unknown::sectors(self)
     }
 
+    /// Whether any rows are unknown (see `unknown`): cheap, for paths that read the
+    /// members without the engine and must not return them.
+    pub fn has_unknown_rows(&self) -> bool {
+        crate::unknown::any(self)
+    }
+
     pub fn member_states(&self) -> &[MemberState] {
         &self.members
     }

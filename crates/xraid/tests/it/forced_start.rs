@@ -116,6 +116,21 @@ fn a_member_failing_past_the_redundancy_is_recorded_and_forced_back_only_by_hand
         unknown_again, unknown,
         "the torn rows stay unknown across a restart"
     );
+    // Role 0 back and rebuilt: its device now holds what parity gave there, and
+    // reads that would go straight to it (chunk-aligned, all members active) still
+    // fail (a review found them answered with that).
+    ok(&["add", p(&disks), p(&disks.join("d0"))]);
+    server.wait_for_log_within(0, &["recover done"], std::time::Duration::from_secs(60));
+    let rebuilt = read_chunks(&server, before.len());
+    for (i, (now, then)) in rebuilt.iter().zip(&chunks).enumerate() {
+        assert!(
+            now == then,
+            "chunk at {} after the rebuild: {} where it read {}",
+            i * CHUNK,
+            if now.is_some() { "data" } else { "an error" },
+            if then.is_some() { "data" } else { "an error" }
+        );
+    }
     server.stop();
     // Read offline, to read only: the same rows fail (the rings' recovery runs in
     // memory first), and `--keep-going` names them and gets the rest.
@@ -369,7 +384,10 @@ fn a_member_that_may_have_missed_writes_is_not_forced_back() {
         err.contains("no member here failed with the array"),
         "{err}"
     );
-    assert!(err.contains("may have missed writes"), "{err}");
+    assert!(
+        err.contains("may have failed while the array could still go on"),
+        "{err}"
+    );
     assert_eq!(examine(&disks.join("d3")).0, events, "nothing written");
 }
 
@@ -424,6 +442,51 @@ fn served_the_member_that_failed_with_the_array_is_told_from_one_before() {
         "{}",
         server.stderr()
     );
+    reads_old_new_or_errors(&server, &before, &cut);
+    server.stop();
+}
+
+/// A spare still being rebuilt into role 0 when role 1 fails: the failed member's own
+/// superblock gives role 0 to the spare, which held only part of it. Role 1 failed
+/// with the array and is taken back (the review found it refused), and reads give old
+/// data, new data or errors while the spare's rebuild goes on.
+#[test]
+fn a_member_that_failed_beside_a_spare_being_rebuilt_is_taken_back() {
+    require_tool!("mdadm");
+    require_tool!("nbdcopy");
+    let dir = tempdir();
+    let disks = crate::server::create_array(dir.path(), "5", 5, "16M", &["--spares", "1"]);
+    let before = random_bytes(12 << 20, 51);
+    let image = dir.path().join("before.raw");
+    std::fs::write(&image, &before).expect("image");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+    let server = Server::unix(
+        dir.path(),
+        &[
+            "--rebuild-min",
+            "1",
+            "--rebuild-max",
+            "1",
+            "--fault",
+            "role=0,fail-after=10",
+            "--fault",
+            "role=1,fail-after=200",
+            p(&disks),
+        ],
+    );
+    let cut = random_bytes(before.len(), 52);
+    let cut_path = dir.path().join("cut.raw");
+    std::fs::write(&cut_path, &cut).expect("image");
+    let status = Command::new("nbdcopy")
+        .args([p(&cut_path), &server.uri("xraid")])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("nbdcopy runs");
+    assert!(!status.success(), "the copy cannot get through");
+    server.wait_for_log(0, &["the array has failed"]);
+    server.stop();
+    let server = Server::unix(dir.path(), &["--force", p(&disks)]);
+    server.wait_for_log(0, &["d1 is taken back into role 1"]);
     reads_old_new_or_errors(&server, &before, &cut);
     server.stop();
 }
