@@ -40,7 +40,7 @@ use crate::{ArrayError, Assembled, LeftOutReason};
 pub struct Forced {
     pub path: PathBuf,
     pub role: u16,
-    /// Its event count when it failed (the array's was one more).
+    /// The event count its own superblock last recorded (before it failed).
     pub events: u64,
 }
 
