@@ -102,6 +102,9 @@ pub struct Array {
     /// [`Array::open_with`]): the members as assembly opened them, whose locks keep
     /// other writers out while this array reads through its own descriptors.
     _held_locks: Vec<FileMember>,
+    /// Opened without the stripe log (`Consistency::Resync`): the sectors its rings
+    /// name unknown, which now read as whatever parity gives.
+    unknown_left_to_parity: u64,
 }
 
 /// How one round of superblock writes ended.
@@ -160,9 +163,23 @@ impl Array {
         faults: &[MemberFault],
         consistency: Consistency,
     ) -> Result<Array, ArrayError> {
-        let probe = mode == OpenMode::ReadOnly
-            && consistency == Consistency::Log
-            && assembled.geometry.level().has_parity();
+        let parity = assembled.geometry.level().has_parity();
+        if mode == OpenMode::ReadWrite && consistency == Consistency::Resync && parity {
+            // Without the log its rings are not read: what they name unknown would
+            // read as whatever parity gives. Looked at in memory first, to say so.
+            let unknown = assembled
+                .reopened_to_read()
+                .and_then(|overlaid| {
+                    let look = OpenMode::ReadOnly;
+                    Array::open_inner(overlaid, look, backend, &[], Consistency::Log, true)
+                })
+                .map_or(0, |look| look.driver.engine().unknown_sectors());
+            let mut array =
+                Array::open_inner(assembled, mode, backend, faults, consistency, false)?;
+            array.unknown_left_to_parity = unknown;
+            return Ok(array);
+        }
+        let probe = mode == OpenMode::ReadOnly && consistency == Consistency::Log && parity;
         if !probe {
             return Array::open_inner(assembled, mode, backend, faults, consistency, false);
         }
@@ -181,6 +198,13 @@ impl Array {
         }
         drop(in_memory);
         Array::open_inner(assembled, mode, backend, faults, Consistency::Resync, false)
+    }
+
+    /// Opened without the stripe log: how many sectors its rings name unknown (rows no
+    /// one knows since a crash took a member, or the array failed under a write),
+    /// which read as whatever parity gives without it.
+    pub fn unknown_left_to_parity(&self) -> u64 {
+        self.unknown_left_to_parity
     }
 
     /// Whether what the stripe log's recovery found changes what a read returns: the
@@ -512,6 +536,7 @@ impl Array {
             followed: Vec::new(),
             record_pending: false,
             _held_locks: Vec::new(),
+            unknown_left_to_parity: 0,
         };
         if array.mode == OpenMode::ReadWrite && array.was_dirty() && !array.resync_pending() {
             // The log's replay made parity right, or there is nothing to resync (RAID-0):

@@ -213,6 +213,12 @@ pub(crate) fn open(config: &ExportConfig, backend: BackendChoice) -> Result<Open
     let control_path = assembled.control_socket();
     let mut array = Array::open_with(assembled, mode, backend, &config.faults, consistency)
         .map_err(|e| export_error(e.to_string()))?;
+    let unknown = array.unknown_left_to_parity();
+    if unknown > 0 {
+        crate::log::error(&format!(
+            "export '{name}': the array's stripe log names {unknown} sectors unknown (a crash took a member, or the array failed, under a write there); with --consistency resync the log is not read and they read as whatever parity gives: serve it with the log (the default) to have them fail instead"
+        ));
+    }
     let engine = array.driver().engine_mut();
     let mut pace = engine.config();
     if let Some(min) = config.rebuild_min {
