@@ -2110,6 +2110,79 @@ fn the_log_closes_the_write_hole_that_is_open_without_it() {
     assert_eq!(wrong(256), 0, "with the log no untouched data is lost");
 }
 
+/// A degraded RAID-5 loses a second member while full-stripe writes are under way:
+/// the array fails. A stripe whose write reached parity but not the failing member
+/// leaves the missing member's rows rebuilt from that parity, neither old nor new data
+/// — md's write hole, which a forced start would open. Exactly those rows are named
+/// unknown (checked by rebuilding them from what the members hold), and writes that
+/// had not begun their in-place writes write nothing.
+#[test]
+fn writes_a_failure_past_the_redundancy_cut_off_leave_the_missing_rows_unknown() {
+    let mut torn_seen = 0;
+    for seed in 0..48 {
+        let geo = Geometry::new(Level::Raid5, Layout::default_for(Level::Raid5), 4, 16, 256)
+            .expect("geometry");
+        let mut array = SimArray::new(geo, seed);
+        array.engine.set_config(EngineConfig {
+            log_sectors: 256,
+            ..EngineConfig::default()
+        });
+        let total = geo.array_sectors() as usize * SECTOR;
+        let mut old = vec![0u8; total];
+        array.rng().fill(&mut old);
+        array.write(0, &old).expect("fill");
+        array.flush().expect("flush");
+        array.kill_member(MemberIdx(0));
+        array.engine.fail_member(MemberIdx(0));
+        let mut new = vec![0u8; total];
+        array.rng().fill(&mut new);
+        let stripe_bytes = 48 * SECTOR;
+        for at in (0..total).step_by(stripe_bytes) {
+            array.start_write((at / SECTOR) as u64, &new[at..at + stripe_bytes]);
+        }
+        let steps = array.rng().below(60);
+        for _ in 0..steps {
+            array.step();
+        }
+        array.kill_member(MemberIdx(1));
+        array.run();
+        if array.engine.lost_error().is_none() {
+            // Every write ended before member 1 died: nothing was cut off.
+            assert_eq!(array.engine.unknown_sectors(), 0, "seed {seed}");
+            continue;
+        }
+        // Member 0's rows as the others rebuild them now, against old and new.
+        let chunk = 16 * SECTOR;
+        let mut torn = 0u64;
+        for stripe in 0..geo.stripes() {
+            let map = geo.stripe_map(stripe);
+            let Some(i) = (0..map.data_disks()).find(|&i| map.data_member(i) == MemberIdx(0))
+            else {
+                continue;
+            };
+            let row = stripe as usize * chunk;
+            let mut rebuilt = vec![0u8; chunk];
+            for m in 1..4u16 {
+                let data = &array.role_device(MemberIdx(m)).data[row..row + chunk];
+                for (r, b) in rebuilt.iter_mut().zip(data) {
+                    *r ^= b;
+                }
+            }
+            let at = (stripe as usize * usize::from(map.data_disks()) + usize::from(i)) * chunk;
+            if rebuilt[..] != old[at..at + chunk] && rebuilt[..] != new[at..at + chunk] {
+                torn += 1;
+            }
+        }
+        torn_seen += torn;
+        assert_eq!(
+            array.engine.unknown_sectors(),
+            torn * 16,
+            "seed {seed}: the rows named unknown are the rows rebuilt wrong"
+        );
+    }
+    assert!(torn_seen > 0, "some seeds cut writes off");
+}
+
 #[test]
 fn a_slow_mirror_member_is_found_and_reads_avoid_it() {
     let geo = Geometry::new(Level::Raid1, Layout::default_for(Level::Raid1), 3, 0, 2048)
