@@ -97,14 +97,10 @@ fn failed_in_own_table(a: &Assembled, sb: &Superblock) -> Vec<usize> {
 /// its redundancy — so its failure came when (or after) the array failed, and the
 /// engine took no write after that.
 fn failed_with_the_array(a: &Assembled, l: &crate::LeftOut) -> Option<usize> {
-    let recorded_faulty = matches!(
-        l.reason,
-        LeftOutReason::Stale { faulty: true, .. } | LeftOutReason::Faulty
-    );
     let whole =
         l.superblock.feature_map & (MD_FEATURE_RECOVERY_OFFSET | MD_FEATURE_REPLACEMENT) == 0;
     let role = usize::from(l.role?);
-    if !(recorded_faulty && whole && a.roles.get(role).is_some_and(Option::is_none)) {
+    if !(recorded_faulty(l) && whole && a.roles.get(role).is_some_and(Option::is_none)) {
         return None;
     }
     let mut states = vec![xraid_engine::MemberState::Active; a.roles.len()];
@@ -215,19 +211,23 @@ fn plan(a: &Assembled) -> Result<Vec<usize>, ArrayError> {
     Ok(chosen)
 }
 
-/// Why left-out member `l` is not taken back.
-fn why_not(a: &Assembled, l: &crate::LeftOut) -> String {
-    let recorded_faulty = matches!(
+/// Whether the newest role table records left-out member `l` faulty.
+fn recorded_faulty(l: &crate::LeftOut) -> bool {
+    matches!(
         l.reason,
         LeftOutReason::Stale { faulty: true, .. } | LeftOutReason::Faulty
-    );
+    )
+}
+
+/// Why left-out member `l` is not taken back.
+fn why_not(a: &Assembled, l: &crate::LeftOut) -> String {
     if l.superblock.feature_map & MD_FEATURE_RECOVERY_OFFSET != 0 {
         return "it was part way through a rebuild".to_owned();
     }
     if l.superblock.feature_map & MD_FEATURE_REPLACEMENT != 0 {
         return "a replacement being built".to_owned();
     }
-    if recorded_faulty && l.role.is_some_and(|r| usize::from(r) < a.roles.len()) {
+    if recorded_faulty(l) && l.role.is_some_and(|r| usize::from(r) < a.roles.len()) {
         return "its own superblock does not show the array failing with it: it may have failed while the array could still go on, and missed writes (or its record of an earlier failure was cut off; nothing tells)".to_owned();
     }
     l.reason.to_string()

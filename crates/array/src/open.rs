@@ -167,12 +167,7 @@ impl Array {
         if mode == OpenMode::ReadWrite && consistency == Consistency::Resync && parity {
             // Without the log its rings are not read: what they name unknown would
             // read as whatever parity gives. Looked at in memory first, to say so.
-            let unknown = assembled
-                .reopened_to_read()
-                .and_then(|overlaid| {
-                    let look = OpenMode::ReadOnly;
-                    Array::open_inner(overlaid, look, backend, &[], Consistency::Log, true)
-                })
+            let unknown = Array::open_in_memory(&assembled, backend, &[])
                 .map_or(0, |look| look.driver.engine().unknown_sectors());
             let mut array =
                 Array::open_inner(assembled, mode, backend, faults, consistency, false)?;
@@ -183,9 +178,7 @@ impl Array {
         if !probe {
             return Array::open_inner(assembled, mode, backend, faults, consistency, false);
         }
-        let overlaid = assembled.reopened_to_read()?;
-        let mut in_memory =
-            Array::open_inner(overlaid, mode, backend, faults, Consistency::Log, true)?;
+        let mut in_memory = Array::open_in_memory(&assembled, backend, faults)?;
         if in_memory.read_needs_its_log() {
             // The descriptors it reads through hold no lock: assembly's keep theirs.
             in_memory._held_locks = assembled
@@ -198,6 +191,18 @@ impl Array {
         }
         drop(in_memory);
         Array::open_inner(assembled, mode, backend, faults, Consistency::Resync, false)
+    }
+
+    /// `assembled` opened again to read only, with its stripe log's recovery run in
+    /// memory (every member's writes kept there: nothing reaches a device).
+    fn open_in_memory(
+        assembled: &Assembled,
+        backend: BackendChoice,
+        faults: &[MemberFault],
+    ) -> Result<Array, ArrayError> {
+        let overlaid = assembled.reopened_to_read()?;
+        let read_only = OpenMode::ReadOnly;
+        Array::open_inner(overlaid, read_only, backend, faults, Consistency::Log, true)
     }
 
     /// Opened without the stripe log: how many sectors its rings name unknown (rows no
