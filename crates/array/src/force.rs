@@ -8,9 +8,8 @@
 //! failure cut off are torn. Which members failed that way is read from their own
 //! superblocks: the failures each had seen recorded, with its own, leave the level
 //! past its redundancy. One whose own record leaves the array able to go on may have
-//! missed writes taken after it failed (an offline command records every failure of
-//! its run at its end, so a failure within the redundancy and the one past it look
-//! alike there: neither is taken). Every member that failed with the array is taken
+//! missed writes taken after it failed (two members failing before either is
+//! recorded look alike so: neither is taken). Every member that failed with the array is taken
 //! back, and the others left failed must have failed before it, or the rows the
 //! failure tore on them were never named. A role the newest role table still gives
 //! to an absent device was lost while that device served on: refused too.

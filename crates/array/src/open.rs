@@ -1987,6 +1987,45 @@ impl Array {
             })
     }
 
+    /// Whether a role's member failed since the superblocks were last written: the
+    /// newest role table still gives it the role.
+    fn failure_unrecorded(&self) -> bool {
+        let states = self.driver.engine().member_states();
+        states.iter().enumerate().any(|(role, state)| {
+            *state == MemberState::Failed
+                && self
+                    .freshest
+                    .dev_roles
+                    .iter()
+                    .any(|&r| usize::from(r) == role)
+        })
+    }
+
+    /// Records a member's failure the superblocks do not show yet, on an array this
+    /// open writes to. Offline runs call it between their requests (a server records
+    /// its own way, before any reply, spares first), so that each failure is on record
+    /// before a later one can go unseen: the member whose failure failed the array then
+    /// carries the earlier failures in its own superblock, which is how a forced start
+    /// tells it from a member that failed before and missed writes (`force`).
+    pub(crate) fn record_new_failures(&mut self) -> Result<(), ArrayError> {
+        if self.mode != OpenMode::ReadWrite || !self.dirty || !self.failure_unrecorded() {
+            return Ok(());
+        }
+        self.update_superblocks(0, None)
+    }
+
+    /// Writes everything `input` yields into the array from byte `offset` on, as
+    /// [`ArrayDriver::write_stream`] does, recording each member failure in the
+    /// superblocks as soon as a request completes after it.
+    pub fn write_stream(
+        &mut self,
+        offset: u64,
+        input: &mut dyn std::io::Read,
+        progress: &mut dyn xraid_driver::StreamProgress,
+    ) -> Result<u64, ArrayError> {
+        xraid_driver::write_stream(self, offset, input, progress)
+    }
+
     /// Writes the role table (with a new event count) to every present member after a
     /// membership change, as md does. The array's state is kept: active (0) once it has
     /// been written, else what its superblocks said at open, so a change to an idle
@@ -1998,6 +2037,16 @@ impl Array {
             self.freshest.resync_offset
         };
         self.update_superblocks(resync_offset, None)
+    }
+}
+
+impl xraid_driver::StreamRunner for Array {
+    type Error = ArrayError;
+    fn driver(&mut self) -> &mut ArrayDriver {
+        &mut self.driver
+    }
+    fn between_requests(&mut self) -> Result<(), ArrayError> {
+        self.record_new_failures()
     }
 }
 

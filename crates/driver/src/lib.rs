@@ -942,4 +942,6 @@ mod device_io;
 mod stream;
 pub use allocation::AllocationRun;
 pub use bypass::ReadBypass;
-pub use stream::{StreamProgress, DEFAULT_STREAM_DEPTH, DEFAULT_STREAM_REQUEST_BYTES};
+pub use stream::{
+    write_stream, StreamProgress, StreamRunner, DEFAULT_STREAM_DEPTH, DEFAULT_STREAM_REQUEST_BYTES,
+};

@@ -174,83 +174,7 @@ impl ArrayDriver {
         input: &mut dyn Read,
         progress: &mut dyn StreamProgress,
     ) -> Result<u64, DriverError> {
-        sector_range(offset, 0)?;
-        let mut queue: VecDeque<InFlight> = VecDeque::new();
-        let mut next = offset;
-        let mut done = 0u64;
-        let mut failure = None;
-        let mut eof = false;
-        while failure.is_none() && (!eof || !queue.is_empty()) {
-            while !eof && queue.len() < DEFAULT_STREAM_DEPTH {
-                let buf = self
-                    .engine
-                    .buffers_mut()
-                    .alloc(DEFAULT_STREAM_REQUEST_BYTES);
-                let got = match fill(input, self.engine.buffers_mut().get_mut(buf)) {
-                    Ok(got) => got,
-                    Err(error) => {
-                        failure = Some(DriverError::Stream(error));
-                        self.engine.buffers_mut().free(buf);
-                        eof = true;
-                        break;
-                    }
-                };
-                if got < DEFAULT_STREAM_REQUEST_BYTES {
-                    eof = true;
-                }
-                if got == 0 {
-                    self.engine.buffers_mut().free(buf);
-                    break;
-                }
-                let len = (got as u64).next_multiple_of(SECTOR_BYTES) as usize;
-                if len != got {
-                    // Keep the bytes past the input's end as they are on the array.
-                    let tail_at = next + len as u64 - SECTOR_BYTES;
-                    let mut sector = [0u8; SECTOR_BYTES as usize];
-                    // Let earlier writes land first: they may cover this sector.
-                    self.drain_keep(&mut queue, &mut done, progress, &mut failure);
-                    if let Err(error) = self.read_at(&mut sector, tail_at) {
-                        failure = Some(error);
-                        self.engine.buffers_mut().free(buf);
-                        break;
-                    }
-                    let keep = got % SECTOR_BYTES as usize;
-                    let bytes = self.engine.buffers_mut().get_mut(buf);
-                    bytes[got..len].copy_from_slice(&sector[keep..]);
-                }
-                let buf = self.shrink(buf, len);
-                let id = self.submit(
-                    RequestKind::Write,
-                    next / SECTOR_BYTES,
-                    len as u64 / SECTOR_BYTES,
-                    Some(buf),
-                );
-                queue.push_back(InFlight {
-                    id,
-                    buf,
-                    offset: next,
-                    len,
-                });
-                next += len as u64;
-            }
-            if let Some(front) = queue.pop_front() {
-                let result = self.wait_for(front.id);
-                self.engine.buffers_mut().free(front.buf);
-                match result {
-                    Ok(()) => {
-                        done += front.len as u64;
-                        progress.advance(done);
-                    }
-                    Err(error) => failure = Some(error),
-                }
-            }
-        }
-        self.drain(queue);
-        if let Some(error) = failure {
-            return Err(error);
-        }
-        self.flush()?;
-        Ok(done)
+        write_stream(self, offset, input, progress)
     }
 
     /// Waits for every queued write, recording progress and the first error.
@@ -306,6 +230,124 @@ impl ArrayDriver {
         self.engine.buffers_mut().free(buf);
         small
     }
+}
+
+/// What a write stream runs on: the driver itself, or a layer above it with work to do
+/// between the stream's requests. The array records a member's failure in the
+/// superblocks as soon as a request completes after it, as a server does before its
+/// next reply: an offline run that loses a second member then leaves records that
+/// tell which failure failed the array (see `xraid serve --force`).
+pub trait StreamRunner {
+    type Error: From<DriverError>;
+    fn driver(&mut self) -> &mut ArrayDriver;
+    /// Called after each of the stream's requests completes, with more in flight.
+    fn between_requests(&mut self) -> Result<(), Self::Error>;
+}
+
+impl StreamRunner for ArrayDriver {
+    type Error = DriverError;
+    fn driver(&mut self) -> &mut ArrayDriver {
+        self
+    }
+    fn between_requests(&mut self) -> Result<(), DriverError> {
+        Ok(())
+    }
+}
+
+/// [`ArrayDriver::write_stream`] on any [`StreamRunner`].
+pub fn write_stream<R: StreamRunner>(
+    runner: &mut R,
+    offset: u64,
+    input: &mut dyn Read,
+    progress: &mut dyn StreamProgress,
+) -> Result<u64, R::Error> {
+    sector_range(offset, 0)?;
+    let mut queue: VecDeque<InFlight> = VecDeque::new();
+    let mut next = offset;
+    let mut done = 0u64;
+    let mut failure: Option<R::Error> = None;
+    let mut eof = false;
+    while failure.is_none() && (!eof || !queue.is_empty()) {
+        let driver = runner.driver();
+        while !eof && queue.len() < DEFAULT_STREAM_DEPTH {
+            let buf = driver
+                .engine
+                .buffers_mut()
+                .alloc(DEFAULT_STREAM_REQUEST_BYTES);
+            let got = match fill(input, driver.engine.buffers_mut().get_mut(buf)) {
+                Ok(got) => got,
+                Err(error) => {
+                    failure = Some(DriverError::Stream(error).into());
+                    driver.engine.buffers_mut().free(buf);
+                    eof = true;
+                    break;
+                }
+            };
+            if got < DEFAULT_STREAM_REQUEST_BYTES {
+                eof = true;
+            }
+            if got == 0 {
+                driver.engine.buffers_mut().free(buf);
+                break;
+            }
+            let len = (got as u64).next_multiple_of(SECTOR_BYTES) as usize;
+            if len != got {
+                // Keep the bytes past the input's end as they are on the array.
+                let tail_at = next + len as u64 - SECTOR_BYTES;
+                let mut sector = [0u8; SECTOR_BYTES as usize];
+                // Let earlier writes land first: they may cover this sector.
+                let mut drained = None;
+                driver.drain_keep(&mut queue, &mut done, progress, &mut drained);
+                if let Some(error) = drained {
+                    failure = Some(error.into());
+                }
+                if let Err(error) = driver.read_at(&mut sector, tail_at) {
+                    failure.get_or_insert(error.into());
+                    driver.engine.buffers_mut().free(buf);
+                    break;
+                }
+                let keep = got % SECTOR_BYTES as usize;
+                let bytes = driver.engine.buffers_mut().get_mut(buf);
+                bytes[got..len].copy_from_slice(&sector[keep..]);
+            }
+            let buf = driver.shrink(buf, len);
+            let id = driver.submit(
+                RequestKind::Write,
+                next / SECTOR_BYTES,
+                len as u64 / SECTOR_BYTES,
+                Some(buf),
+            );
+            queue.push_back(InFlight {
+                id,
+                buf,
+                offset: next,
+                len,
+            });
+            next += len as u64;
+        }
+        if let Some(front) = queue.pop_front() {
+            let result = driver.wait_for(front.id);
+            driver.engine.buffers_mut().free(front.buf);
+            match result {
+                Ok(()) => {
+                    done += front.len as u64;
+                    progress.advance(done);
+                }
+                Err(error) => failure = Some(error.into()),
+            }
+        }
+        if failure.is_none() {
+            if let Err(error) = runner.between_requests() {
+                failure = Some(error);
+            }
+        }
+    }
+    runner.driver().drain(queue);
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    runner.driver().flush()?;
+    Ok(done)
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.

@@ -289,9 +289,7 @@ pub fn write(args: WriteArgs, backend: BackendChoice) -> Result<()> {
         room: size - args.offset,
         more: false,
     };
-    let result = array
-        .driver()
-        .write_stream(args.offset, &mut input, &mut |done| bar.set_position(done));
+    let result = array.write_stream(args.offset, &mut input, &mut |done| bar.set_position(done));
     bar.finish_and_clear();
     report_repairs(&mut array, &args.array, false, result.is_ok());
     // Mark the array clean even when the input failed part-way: what was written is
@@ -299,10 +297,9 @@ pub fn write(args: WriteArgs, backend: BackendChoice) -> Result<()> {
     let closed = array.close();
     let written = match result {
         Ok(written) => written,
-        Err(xraid_driver::DriverError::Engine(xraid_engine::EngineError::Unwritable {
-            sector,
-            end,
-        })) => bail!(
+        Err(xraid_array::ArrayError::Driver(xraid_driver::DriverError::Engine(
+            xraid_engine::EngineError::Unwritable { sector, end },
+        ))) => bail!(
             "array bytes {}..{} could not be written: a member refused them and the array has no redundancy to keep them elsewhere (it was not failed for it; the input before them was written)",
             sector * SECTOR_BYTES,
             end * SECTOR_BYTES

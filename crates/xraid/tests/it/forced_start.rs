@@ -317,10 +317,12 @@ fn a_read_only_server_of_a_dirty_array_keeps_writers_out() {
     server.stop();
 }
 
-/// Two members failing in one offline write of a degraded RAID-5 are recorded at one
-/// event (an offline command records at its end): both failed with the array, and
-/// both are taken back — taking one left the other's rows under the cut-off writes
-/// to be rebuilt from parity holding them (the review's case: 24 chunks read wrong).
+/// Two members failing close together in one offline write of a degraded RAID-5:
+/// the first fails the array, and the second may fail before the first is recorded
+/// (its I/O was in flight) or after. Either way each one's own superblock shows the
+/// array failing with it, and every one that failed is taken back — taking one left
+/// the other's rows under the cut-off writes to be rebuilt from parity holding them
+/// (a review's case: 24 chunks read wrong).
 #[test]
 fn every_member_that_failed_with_the_array_is_taken_back() {
     require_tool!("mdadm");
@@ -353,12 +355,61 @@ fn every_member_that_failed_with_the_array_is_taken_back() {
     server.stop();
 }
 
-/// A whole RAID-5 whose members 1 and 2 fail in one offline write: the first failed
-/// while the array could go on (it may have missed writes), and the records, written
-/// at the command's end, cannot tell the second from it. Nothing is taken back, and
-/// nothing written.
+/// Offline, each failure is recorded as it is seen, as a server records it: a whole
+/// RAID-5 whose role 1 fails early in a write goes on degraded, with the failure in
+/// the superblocks, and role 2 failing later fails it. Role 2's own superblock shows
+/// role 1 failed: it alone failed with the array and is taken back, and role 1 (which
+/// missed the writes after it failed) is not. Before 2026-11-29 an offline command
+/// recorded both at its end, and neither could be taken back.
 #[test]
-fn a_member_that_may_have_missed_writes_is_not_forced_back() {
+fn offline_the_member_that_failed_with_the_array_is_told_from_one_before() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let disks = raid5(dir.path(), "8M");
+    let before = random_bytes(20 << 20, 48);
+    let image = dir.path().join("before.raw");
+    std::fs::write(&image, &before).expect("image");
+    ok(&["write", "-i", p(&image), p(&disks)]);
+    let cut = random_bytes(before.len(), 51);
+    let cut_path = dir.path().join("cut.raw");
+    std::fs::write(&cut_path, &cut).expect("image");
+    // Role 2's 150th I/O comes well after the request that completes after role 1's
+    // failure (the stream keeps 8 MiB in flight: about 60 I/Os a member).
+    fails(&[
+        "write",
+        "--fault",
+        "role=1,fail-after=20",
+        "--fault",
+        "role=2,fail-after=150",
+        "-i",
+        p(&cut_path),
+        p(&disks),
+    ]);
+    let (events, state) = examine(&disks.join("d3"));
+    assert!(state.starts_with("A..A"), "{state}");
+    let (d2_events, d2_state) = examine(&disks.join("d2"));
+    assert!(
+        d2_state.starts_with("A.AA"),
+        "role 1's failure recorded before role 2's: {d2_state}"
+    );
+    assert!(d2_events < events && examine(&disks.join("d1")).0 < d2_events);
+    let server = Server::unix(dir.path(), &["--force", p(&disks)]);
+    server.wait_for_log(0, &["d2 is taken back into role 2"]);
+    assert!(
+        !server.stderr().contains("d1 is taken back"),
+        "{}",
+        server.stderr()
+    );
+    reads_old_new_or_errors(&server, &before, &cut);
+    server.stop();
+}
+
+/// A whole RAID-5 whose members 1 and 2 both fail before anything records either (at
+/// the write's first superblock update): neither one's superblock shows the other
+/// failing, so either may have missed writes. Nothing is taken back, and nothing
+/// written.
+#[test]
+fn members_failing_before_either_is_recorded_are_not_forced_back() {
     require_tool!("mdadm");
     let dir = tempdir();
     let disks = raid5(dir.path(), "8M");
@@ -368,9 +419,9 @@ fn a_member_that_may_have_missed_writes_is_not_forced_back() {
     fails(&[
         "write",
         "--fault",
-        "role=1,fail-after=20",
+        "role=1,fail-now",
         "--fault",
-        "role=2,fail-after=40",
+        "role=2,fail-now",
         "-i",
         p(&image),
         p(&disks),
