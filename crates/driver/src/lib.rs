@@ -750,7 +750,12 @@ impl ArrayDriver {
         } else {
             (self.engine.buffers().raw_ptr(io.buf), io.buf.len)
         };
-        let Some(direct) = slot.member.direct_fd() else {
+        let direct = if io.kind == IoKind::Read {
+            slot.member.read_fd_for(offset, len as u64)
+        } else {
+            slot.member.direct_fd()
+        };
+        let Some(direct) = direct else {
             let result = self.perform_inline(&io, offset);
             self.complete_inline(io.id, io.member, result);
             return;

@@ -57,6 +57,14 @@ pub trait Member: std::fmt::Debug + Send + Sync {
     /// [`Member::read_at`]/[`Member::write_at`]/[`Member::flush`] inline.
     fn direct_fd(&self) -> Option<DirectFd>;
 
+    /// Descriptors the driver may read `offset..offset + length` through in the
+    /// kernel, for a member whose other I/O is done inline: an overlay whose writes
+    /// (held in memory) that read does not touch. By default [`Member::direct_fd`].
+    fn read_fd_for(&self, offset: u64, length: u64) -> Option<DirectFd> {
+        let _ = (offset, length);
+        self.direct_fd()
+    }
+
     /// The device's logical block size: the smallest write it takes without reading
     /// around it first (512 for a file; 4096 for a 4Kn disk). An array advertises the
     /// largest of its members' to clients, as md does for its own block device.

@@ -112,8 +112,22 @@ impl Member for OverlayMember {
         Ok(())
     }
 
+    /// None: writes must stay in memory, and a reader from another thread (the
+    /// server's bypass) would not see them.
     fn direct_fd(&self) -> Option<DirectFd> {
         None
+    }
+
+    /// The device's, where none of the range was written here: most reads then go to
+    /// the kernel as a plain member's do — in parallel across members, and under the
+    /// driver's stall timeout — rather than one at a time on the array's thread.
+    fn read_fd_for(&self, offset: u64, length: u64) -> Option<DirectFd> {
+        let first = offset / SECTOR;
+        let last = offset.saturating_add(length).div_ceil(SECTOR);
+        if self.written().range(first..last).next().is_some() {
+            return None;
+        }
+        self.inner.direct_fd()
     }
 
     fn logical_block_bytes(&self) -> u32 {
@@ -190,6 +204,42 @@ mod tests {
         // The device reports all of it as data; the written sectors merge into it.
         assert_eq!(overlay.data_ranges(0, 4096), vec![0..4096]);
         assert_eq!(overlay.data_ranges(1000, 200), vec![1000..1200]);
+    }
+
+    /// Reads that touch nothing written here may go to the device's descriptors in
+    /// the kernel; a read touching a written sector (even one byte of it) may not.
+    #[test]
+    fn reads_go_to_the_kernel_only_where_nothing_was_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m");
+        crate::FileMember::create_sparse(&path, 1 << 20).expect("file");
+        let options = crate::OpenOptions {
+            write: false,
+            direct: crate::DirectMode::Off,
+            lock: false,
+        };
+        let file = crate::FileMember::open(&path, &options).expect("open");
+        let overlay = OverlayMember::new(Box::new(file));
+        assert!(overlay.direct_fd().is_none(), "writes stay inline");
+        assert!(
+            overlay.read_fd_for(0, 1 << 20).is_some(),
+            "nothing written yet"
+        );
+        overlay.write_at(&[7; 512], 8192).expect("write");
+        assert!(
+            overlay.read_fd_for(0, 8192).is_some(),
+            "ends where the write starts"
+        );
+        assert!(
+            overlay.read_fd_for(8192 + 512, 4096).is_some(),
+            "starts past it"
+        );
+        assert!(overlay.read_fd_for(8191, 1).is_some(), "the sector before");
+        assert!(
+            overlay.read_fd_for(8192 + 511, 1).is_none(),
+            "its last byte"
+        );
+        assert!(overlay.read_fd_for(4096, 8192).is_none(), "across it");
     }
 
     #[test]

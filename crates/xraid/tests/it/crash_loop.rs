@@ -1034,6 +1034,16 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
     let mut server;
     let mut round = 0usize;
     loop {
+        // After a power cut, the array read to read only first (`xraid read`: the
+        // stripe log's recovery in memory, nothing written) must give what the server
+        // opened to write then serves, byte for byte.
+        let read_only = (power_cut && last.is_some()).then(|| {
+            let out = dir.path().join("read-only.raw");
+            ok(&["read", "-o", p(&out), p(&disks)]);
+            let bytes = std::fs::read(&out).expect("the read-only copy");
+            std::fs::remove_file(&out).expect("remove the copy");
+            bytes
+        });
         server = Server::unix(dir.path(), &serve_args);
         let socket = socket_of(&server);
         let dirty = last
@@ -1062,6 +1072,17 @@ fn crash_loop(level: u32, members: usize, missing: usize, variant: Variant) {
             .read_all()
             .unwrap_or_else(|e| panic!("{tag}, round {round}: reading the array: {e}"));
         drop(reader);
+        if let Some(read_only) = &read_only {
+            let first_wrong = (0..got.len().max(read_only.len()) / SECTOR).find(|&i| {
+                got.get(i * SECTOR..(i + 1) * SECTOR) != read_only.get(i * SECTOR..(i + 1) * SECTOR)
+            });
+            assert!(
+                first_wrong.is_none(),
+                "{tag}, round {round}: read to read only, sector {first_wrong:?} differs from what the server then served ({} against {} bytes)",
+                read_only.len(),
+                got.len()
+            );
+        }
         if let Some(log) = &last {
             let wrong = check_round(seed, &before, log, &got);
             assert!(
