@@ -15,6 +15,8 @@ pub enum ArrayError {
     Member(#[from] xraid_member::MemberError),
     #[error("the array's state could not be recorded: no superblock write worked on enough members ({error}); {lost}")]
     StateUnrecorded { error: String, lost: String },
+    #[error("the array failed as it was closed ({lost}): the members left record the members that failed as faulty, and it does not start until enough are back (`xraid serve --force` takes back those that failed with it)")]
+    FailedWhileClosing { lost: String },
     #[error("the array's state could not be recorded: its members changed during each of {rounds} superblock updates in a row (failing, or replacements taking over); the next update tries again")]
     MembersChanging { rounds: usize },
     #[error("{path}: {source}")]

@@ -40,3 +40,5 @@ pub use members::{
 pub use open::{Array, Consistency, OpenMode};
 pub use scan::{read_superblock, MemberPath};
 pub use sync::SyncReport;
+#[cfg(test)]
+mod offline_failure_tests;

@@ -1093,8 +1093,17 @@ impl Array {
         if !self.dirty {
             return Ok(());
         }
-        self.driver.flush()?;
-        if self.driver.engine().lost_error().is_some() && self.recorded_as_failed() {
+        if let Err(error) = self.driver.flush() {
+            // A member that failed on the flush is recorded all the same (md fails a
+            // device whose flush fails): it must not come back as current holding
+            // writes it may not have kept.
+            if self.failure_unrecorded() {
+                self.update_superblocks(0, None)?;
+            }
+            return Err(error.into());
+        }
+        let lost_before = self.driver.engine().lost_error().is_some();
+        if lost_before && self.recorded_as_failed() {
             // Nothing more to say, and one event more would make the members that
             // failed with it look as if the array had gone on without them (see
             // `force_start`).
@@ -1126,7 +1135,13 @@ impl Array {
         let recovered_to = stopped
             .filter(|(k, _)| *k == SyncKind::Recover)
             .map(|(_, unit)| unit);
-        self.update_superblocks(resync_offset, recovered_to)
+        self.update_superblocks(resync_offset, recovered_to)?;
+        match self.driver.engine().lost_error() {
+            Some(lost) if !lost_before => Err(ArrayError::FailedWhileClosing {
+                lost: lost.to_string(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Writes the bitmap superblock to every member and waits for it; bits may be
@@ -1189,9 +1204,24 @@ impl Array {
         recovered_to: Option<u64>,
     ) -> Result<(), ArrayError> {
         let mut stale = 0;
+        let mut lost_on: Option<String> = None;
         loop {
+            // A failed array is never recorded clean, also when it fails during this
+            // update: writes its failure cut off may have left parity disagreeing.
+            let lost = self.driver.engine().lost_error();
+            let resync_offset = if lost.is_some() { 0 } else { resync_offset };
             let (role, error) = match self.write_superblocks(resync_offset, recovered_to)? {
                 Round::Written => {
+                    if let (Some(error), Some(lost)) = (lost_on, lost) {
+                        let states = self.driver.engine().member_states();
+                        if states.iter().all(|s| *s == MemberState::Failed) {
+                            // No device is left to carry the record.
+                            return Err(ArrayError::StateUnrecorded {
+                                error,
+                                lost: lost.to_string(),
+                            });
+                        }
+                    }
                     self.record_pending = false;
                     return Ok(());
                 }
@@ -1226,11 +1256,12 @@ impl Array {
             if replaced {
                 self.follow_events();
             }
-            if let Some(lost) = self.driver.engine().lost_error() {
-                return Err(ArrayError::StateUnrecorded {
-                    error: error.to_string(),
-                    lost: lost.to_string(),
-                });
+            if self.driver.engine().lost_error().is_some() {
+                // The members left still record the failure, owing a resync, so that
+                // none that failed comes back as current (before 2026-11-29 the round
+                // stopped here, some members written and some not). Each refusal
+                // fails a member, so this ends.
+                lost_on.get_or_insert_with(|| error.to_string());
             }
         }
     }
@@ -1297,7 +1328,13 @@ impl Array {
         // once a barrier flush has written every changed table page.
         let headers = self.integrity && self.driver.flush().is_ok();
         if bad_blocks.is_some() && !headers {
-            self.driver.flush()?;
+            if let Err(error) = self.driver.flush() {
+                // A member that failed on it is recorded by the next round.
+                if self.changed_since(&states) {
+                    return Ok(Round::Stale);
+                }
+                return Err(error.into());
+            }
         }
         let member_sectors = self.driver.engine().geometry().member_sectors();
         if let Some(bitmap) = self.bitmap.as_mut() {
@@ -1407,10 +1444,13 @@ impl Array {
                 return Ok(Round::ReplacementRefused(role, error));
             }
         }
-        self.driver.flush()?;
+        let flushed = self.driver.flush();
         if self.changed_since(&states) {
+            // A member failed (on this flush, or while the superblocks were written):
+            // what was written shows it serving, so the next round records it.
             return Ok(Round::Stale);
         }
+        flushed?;
         if let Some((generation, lists)) = bad_blocks {
             self.driver
                 .engine_mut()

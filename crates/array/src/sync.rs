@@ -69,6 +69,7 @@ impl Array {
             // A sync started at open (a resync after an unclean stop) goes first.
             while self.driver.engine().sync_progress().is_some() {
                 self.driver.step()?;
+                self.record_new_failures()?;
                 if !self.driver.io_in_flight() {
                     self.driver.tick();
                 }
@@ -141,93 +142,5 @@ impl Array {
                 self.driver.tick();
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::PathBuf;
-
-    use xraid_driver::BackendChoice;
-    use xraid_engine::SyncKind;
-    use xraid_format::{Superblock, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET_BYTES};
-    use xraid_member::MemberFault;
-
-    use crate::assemble::member_options;
-    use crate::{add_member, assemble, create, Array, CreateOptions, OpenMode};
-
-    const MIB: u64 = 1 << 20;
-
-    /// The roles no device holds in the role table of the member at `path`'s own
-    /// superblock: the failures it saw recorded.
-    fn roles_failed_as_seen_by(path: &std::path::Path) -> Vec<u16> {
-        use std::os::unix::fs::FileExt;
-        let mut bytes = vec![0u8; SUPERBLOCK_BYTES];
-        std::fs::File::open(path)
-            .expect("member")
-            .read_exact_at(&mut bytes, SUPERBLOCK_OFFSET_BYTES)
-            .expect("superblock");
-        let sb = Superblock::parse(&bytes).expect("md superblock");
-        (0..sb.raid_disks as u16)
-            .filter(|role| !sb.dev_roles.contains(role))
-            .collect()
-    }
-
-    /// A recover run offline (`xraid add` of an array not served) records each member
-    /// failure as it comes, as a server does: a RAID-6 rebuilding role 0 loses role 1
-    /// early and role 2 much later, and role 2's own superblock shows role 1 failed —
-    /// which tells a forced start that role 2 failed with the array and role 1 did not.
-    /// Recorded only at the end (as before 2026-11-29), neither showed the other.
-    #[test]
-    fn a_recover_records_each_member_failure_as_it_comes() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let members: Vec<PathBuf> = (0..5).map(|i| dir.path().join(format!("d{i}"))).collect();
-        let opts = CreateOptions {
-            chunk_bytes: 64 << 10,
-            size_bytes: Some(16 * MIB),
-            backend: BackendChoice::Threads,
-            bitmap: false,
-            ..CreateOptions::new(xraid_layout::Level::Raid6, "recover", members.clone())
-        };
-        create(&opts, &mut |_, _| {}).expect("create");
-        crate::fail_member(&members, &members[0]).expect("fail role 0");
-        crate::remove_member(&members, &members[0]).expect("remove role 0");
-        let blank = dir.path().join("n0");
-        let mut array_paths = members[1..].to_vec();
-        let added = add_member(&array_paths, &blank, Some(16 * MIB), false, false).expect("add");
-        assert_eq!(added.role, Some(0));
-        array_paths.push(blank);
-
-        let faults: Vec<MemberFault> = ["role=1,fail-after=20", "role=2,fail-after=120"]
-            .iter()
-            .map(|f| f.parse().expect("fault"))
-            .collect();
-        let assembled = assemble(&array_paths, &member_options(true)).expect("assemble");
-        let mut array = Array::open_with_faults(
-            assembled,
-            OpenMode::ReadWrite,
-            BackendChoice::Threads,
-            &faults,
-        )
-        .expect("open");
-        // 240 units of 64 KiB, each reading every member once: role 1 fails within
-        // the first 16 units in flight, role 2 far past them.
-        let _ = array.sync(SyncKind::Recover, |_| {});
-        assert!(
-            array.driver_ref().engine().lost_error().is_some(),
-            "roles 1 and 2 failed"
-        );
-        let _ = array.close();
-
-        assert_eq!(
-            roles_failed_as_seen_by(&members[1]),
-            Vec::<u16>::new(),
-            "role 1 failed with role 0 held by the member being rebuilt"
-        );
-        assert_eq!(
-            roles_failed_as_seen_by(&members[2]),
-            vec![1],
-            "role 2's superblock recorded role 1's failure before its own"
-        );
     }
 }

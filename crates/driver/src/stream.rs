@@ -347,6 +347,11 @@ pub fn write_stream<R: StreamRunner>(
         return Err(error);
     }
     runner.driver().flush()?;
+    // The flush answers on a failed array too (its superblocks are still to be
+    // written): a member that failed on it lost the writes it held unflushed.
+    if let Some(lost) = runner.driver().engine().lost_error() {
+        return Err(DriverError::Engine(lost).into());
+    }
     Ok(done)
 }
 

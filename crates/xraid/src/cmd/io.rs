@@ -289,7 +289,11 @@ pub fn write(args: WriteArgs, backend: BackendChoice) -> Result<()> {
         room: size - args.offset,
         more: false,
     };
-    let result = array.write_stream(args.offset, &mut input, &mut |done| bar.set_position(done));
+    let mut moved = 0;
+    let result = array.write_stream(args.offset, &mut input, &mut |done| {
+        moved = done;
+        bar.set_position(done)
+    });
     bar.finish_and_clear();
     report_repairs(&mut array, &args.array, false, result.is_ok());
     // Mark the array clean even when the input failed part-way: what was written is
@@ -304,7 +308,10 @@ pub fn write(args: WriteArgs, backend: BackendChoice) -> Result<()> {
             sector * SECTOR_BYTES,
             end * SECTOR_BYTES
         ),
-        Err(error) => return Err(error.into()),
+        Err(error) => bail!(
+            "{error} (the first {moved} bytes of the input were written from --offset {})",
+            args.offset
+        ),
     };
     closed?;
     if input.more {

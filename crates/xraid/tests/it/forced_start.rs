@@ -373,14 +373,15 @@ fn offline_the_member_that_failed_with_the_array_is_told_from_one_before() {
     let cut = random_bytes(before.len(), 51);
     let cut_path = dir.path().join("cut.raw");
     std::fs::write(&cut_path, &cut).expect("image");
-    // Role 2's 150th I/O comes well after the request that completes after role 1's
-    // failure (the stream keeps 8 MiB in flight: about 60 I/Os a member).
+    // Role 2's 100th I/O comes well after the request that completes after role 1's
+    // failure (the stream keeps 8 MiB in flight: about 60 I/Os a member) and well
+    // before the write's end (about 165 I/Os).
     fails(&[
         "write",
         "--fault",
         "role=1,fail-after=20",
         "--fault",
-        "role=2,fail-after=150",
+        "role=2,fail-after=100",
         "-i",
         p(&cut_path),
         p(&disks),

@@ -1,0 +1,189 @@
+//! Offline runs (a write, a sync of an array not served) record each member failure
+//! as they go, and a failure at their end is recorded before they say so: the
+//! superblocks must let `serve --force` tell the member that failed with the array
+//! from one that failed before it, and never record a failed array clean.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use xraid_driver::BackendChoice;
+use xraid_engine::SyncKind;
+use xraid_format::{Superblock, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET_BYTES};
+use xraid_layout::Level;
+use xraid_member::MemberFault;
+
+use crate::assemble::member_options;
+use crate::{add_member, assemble, create, Array, CreateOptions, OpenMode};
+
+const MIB: u64 = 1 << 20;
+
+fn superblock(path: &Path) -> Superblock {
+    let mut bytes = vec![0u8; SUPERBLOCK_BYTES];
+    std::fs::File::open(path)
+        .expect("member")
+        .read_exact_at(&mut bytes, SUPERBLOCK_OFFSET_BYTES)
+        .expect("superblock");
+    Superblock::parse(&bytes).expect("md superblock")
+}
+
+/// The roles no device holds in the role table of the member at `path`'s own
+/// superblock: the failures it saw recorded.
+fn roles_failed_as_seen_by(path: &Path) -> Vec<u16> {
+    let sb = superblock(path);
+    (0..sb.raid_disks as u16)
+        .filter(|role| !sb.dev_roles.contains(role))
+        .collect()
+}
+
+fn make(dir: &Path, level: Level, members: usize, size: u64, bitmap: bool) -> Vec<PathBuf> {
+    let paths: Vec<PathBuf> = (0..members).map(|i| dir.join(format!("d{i}"))).collect();
+    let opts = CreateOptions {
+        chunk_bytes: 64 << 10,
+        size_bytes: Some(size),
+        backend: BackendChoice::Threads,
+        bitmap,
+        ..CreateOptions::new(level, "offline", paths.clone())
+    };
+    create(&opts, &mut |_, _| {}).expect("create");
+    paths
+}
+
+fn open_with(paths: &[PathBuf], faults: &[&str]) -> Array {
+    let faults: Vec<MemberFault> = faults.iter().map(|f| f.parse().expect("fault")).collect();
+    let assembled = assemble(paths, &member_options(true)).expect("assemble");
+    Array::open_with_faults(
+        assembled,
+        OpenMode::ReadWrite,
+        BackendChoice::Threads,
+        &faults,
+    )
+    .expect("open")
+}
+
+/// A recover run offline (`xraid add` of an array not served) records each member
+/// failure as it comes, as a server does: a RAID-6 rebuilding role 0 loses role 1
+/// early and role 2 much later, and role 2's own superblock shows role 1 failed —
+/// which tells a forced start that role 2 failed with the array and role 1 did not.
+/// Recorded only at the end (as before 2026-11-29), neither showed the other.
+#[test]
+fn a_recover_records_each_member_failure_as_it_comes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let members = make(dir.path(), Level::Raid6, 5, 16 * MIB, false);
+    crate::fail_member(&members, &members[0]).expect("fail role 0");
+    crate::remove_member(&members, &members[0]).expect("remove role 0");
+    let blank = dir.path().join("n0");
+    let mut paths = members[1..].to_vec();
+    let added = add_member(&paths, &blank, Some(16 * MIB), false, false).expect("add");
+    assert_eq!(added.role, Some(0));
+    paths.push(blank);
+    let mut array = open_with(&paths, &["role=1,fail-after=20", "role=2,fail-after=120"]);
+    // 240 units of 64 KiB, each reading every member once: role 1 fails within the
+    // first 16 units in flight, role 2 far past them.
+    let _ = array.sync(SyncKind::Recover, |_| {});
+    assert!(
+        array.driver_ref().engine().lost_error().is_some(),
+        "roles 1 and 2 failed"
+    );
+    let _ = array.close();
+    assert_eq!(
+        roles_failed_as_seen_by(&members[1]),
+        Vec::<u16>::new(),
+        "role 1 failed with role 0 held by the member being rebuilt"
+    );
+    assert_eq!(
+        roles_failed_as_seen_by(&members[2]),
+        vec![1],
+        "role 2's superblock recorded role 1's failure before its own"
+    );
+}
+
+/// A scrub of an array left dirty runs the resync it owes first, in a loop of its own:
+/// that loop records failures as they come too (a review found it did not).
+#[test]
+fn a_scrub_records_failures_during_the_resync_it_owes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let members = make(dir.path(), Level::Raid5, 4, 16 * MIB, false);
+    // Left dirty, as a crash leaves it (md: resync_offset 0, one event more).
+    for m in &members {
+        let mut sb = superblock(m);
+        sb.events += 1;
+        sb.resync_offset = 0;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(m)
+            .expect("member")
+            .write_all_at(&sb.to_bytes(), SUPERBLOCK_OFFSET_BYTES)
+            .expect("superblock");
+    }
+    let mut array = open_with(&members, &["role=1,fail-after=20", "role=2,fail-after=150"]);
+    assert_eq!(
+        array.driver_ref().engine().sync_progress().map(|p| p.kind),
+        Some(SyncKind::Resync),
+        "the owed resync runs at open"
+    );
+    let _ = array.sync(SyncKind::Check, |_| {});
+    assert!(array.driver_ref().engine().lost_error().is_some(), "lost");
+    let _ = array.close();
+    assert_eq!(roles_failed_as_seen_by(&members[2]), vec![1]);
+}
+
+/// Role 2 failing at each I/O near the end of a write of a degraded RAID-5 (role 1
+/// failed early): during the last requests, on the stream's flush, on close's flush,
+/// while its superblock update runs (bitmap header, superblocks, the flush after
+/// them). Whenever the array ended failed, the write or the close said so, and every
+/// member left records both failures with the array owing a resync — never clean,
+/// never a round written to some members and not others. A review found each of
+/// those: exit 0 with the array failed, role 2 left recorded active, "clean, failed",
+/// half a round.
+#[test]
+fn a_failure_at_the_end_of_a_write_is_recorded_and_reported() {
+    let data: Vec<u8> = (0..20u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let mut ended_failed = 0;
+    for bitmap in [true, false] {
+        for k in 155..180 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let members = make(dir.path(), Level::Raid5, 4, 8 * MIB, bitmap);
+            let fault = format!("role=2,fail-after={k}");
+            let mut array = open_with(&members, &["role=1,fail-after=20", &fault]);
+            array.begin_writes().expect("begin");
+            let written = array.write_stream(0, &mut &data[..], &mut |_| {});
+            let closed = array.close();
+            let tag = format!("bitmap {bitmap}, role 2 failing after {k} I/Os");
+            let survivors: Vec<Superblock> =
+                [0, 3].iter().map(|&r| superblock(&members[r])).collect();
+            let failed = roles_failed_as_seen_by(&members[0]) == vec![1, 2];
+            if failed {
+                ended_failed += 1;
+                assert!(
+                    written.is_err() || closed.is_err(),
+                    "{tag}: the array failed and nothing said so"
+                );
+            } else {
+                assert!(
+                    written.is_ok() && closed.is_ok(),
+                    "{tag}: {written:?} {closed:?}"
+                );
+            }
+            let events = survivors[0].events;
+            for (r, sb) in [0, 3].iter().zip(&survivors) {
+                assert_eq!(sb.events, events, "{tag}: role {r} missed a round");
+                assert_eq!(
+                    roles_failed_as_seen_by(&members[*r]),
+                    if failed { vec![1, 2] } else { vec![1] },
+                    "{tag}: role {r}"
+                );
+                assert_eq!(
+                    sb.resync_offset == u64::MAX,
+                    !failed,
+                    "{tag}: role {r} clean only when the array did not fail"
+                );
+            }
+        }
+    }
+    assert!(
+        ended_failed > 10,
+        "the range reaches role 2's last I/Os: {ended_failed}"
+    );
+}
