@@ -528,7 +528,9 @@ fn a_member_that_failed_beside_a_spare_being_rebuilt_is_taken_back() {
             "--fault",
             "role=0,fail-after=10",
             "--fault",
-            "role=1,fail-after=200",
+            // Well inside the copy (before 2026-11-29, 200 I/Os, which the copy
+            // sometimes did not reach: the test failed 1 run in 8).
+            "role=1,fail-after=40",
             p(&disks),
         ],
     );
@@ -542,6 +544,12 @@ fn a_member_that_failed_beside_a_spare_being_rebuilt_is_taken_back() {
         .expect("nbdcopy runs");
     assert!(!status.success(), "the copy cannot get through");
     server.wait_for_log(0, &["the array has failed"]);
+    let log = server.stderr();
+    let stepped_in = log.find("takes role 0").expect("the spare steps in");
+    assert!(
+        stepped_in < log.find("the array has failed").expect("logged"),
+        "the spare was in role 0 before role 1 failed:\n{log}"
+    );
     server.stop();
     let server = Server::unix(dir.path(), &["--force", p(&disks)]);
     server.wait_for_log(0, &["d1 is taken back into role 1"]);
