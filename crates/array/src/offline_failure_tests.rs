@@ -13,7 +13,7 @@ use xraid_layout::Level;
 use xraid_member::MemberFault;
 
 use crate::assemble::member_options;
-use crate::{add_member, assemble, create, Array, CreateOptions, OpenMode};
+use crate::{add_member, assemble, create, Array, ArrayError, CreateOptions, OpenMode};
 
 const MIB: u64 = 1 << 20;
 
@@ -185,5 +185,63 @@ fn a_failure_at_the_end_of_a_write_is_recorded_and_reported() {
     assert!(
         ended_failed > 10,
         "the range reaches role 2's last I/Os: {ended_failed}"
+    );
+}
+
+/// Writes not flushed (as a client that never flushes leaves them), then close, with
+/// role 2 of a degraded RAID-5 failing at each of its I/Os around close: on close's
+/// flush, on the stripe log's marker write after it (whose loss the flush's answer
+/// does not wait for), on the bitmap header, on the superblocks. Whenever the writes
+/// went through and the array failed during close, close says so (a review found a
+/// marker-write loss reported as a clean stop, by the server too).
+#[test]
+fn a_failure_during_close_is_reported() {
+    let data: Vec<u8> = (0..256u32 << 10)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let mut failed_in_close = 0;
+    for bitmap in [false, true] {
+        for k in 0..60 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let members = make(dir.path(), Level::Raid5, 4, 8 * MIB, bitmap);
+            let fault = format!("role=2,fail-after={k}");
+            let assembled = assemble(&members, &member_options(true)).expect("assemble");
+            let faults: Vec<MemberFault> = ["role=1,fail-now", fault.as_str()]
+                .iter()
+                .map(|f| f.parse().expect("fault"))
+                .collect();
+            let Ok(mut array) = Array::open_with_faults(
+                assembled,
+                OpenMode::ReadWrite,
+                BackendChoice::Threads,
+                &faults,
+            ) else {
+                continue; // role 2 failed at open
+            };
+            let written = array.begin_writes().is_ok()
+                && (0..4u64).all(|i| {
+                    array
+                        .driver()
+                        .write_at(&data, i * data.len() as u64)
+                        .is_ok()
+                });
+            if !written || array.driver_ref().engine().lost_error().is_some() {
+                continue;
+            }
+            let closed = array.close();
+            if roles_failed_as_seen_by(&members[0]).contains(&2) {
+                failed_in_close += 1;
+                assert!(
+                    matches!(closed, Err(ArrayError::FailedWhileClosing { .. })),
+                    "bitmap {bitmap}, role 2 failing after {k} I/Os: {closed:?}"
+                );
+            } else {
+                assert!(closed.is_ok(), "bitmap {bitmap}, k {k}: {closed:?}");
+            }
+        }
+    }
+    assert!(
+        failed_in_close > 3,
+        "the range reaches close: {failed_in_close}"
     );
 }

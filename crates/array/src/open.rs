@@ -1089,6 +1089,10 @@ impl Array {
     /// Stops a running sync (a resync records where it got to), flushes and, if the
     /// array was written, marks it clean with a new event count.
     pub fn close(mut self) -> Result<(), ArrayError> {
+        // Read before anything close does: a loss in its sync's end, its flush (with
+        // the stripe log's marker write after it, which the flush's answer does not
+        // wait on) or its update is close's to report.
+        let lost_at_start = self.driver.engine().lost_error().is_some();
         let stopped = self.stop_sync()?;
         if !self.dirty {
             return Ok(());
@@ -1100,14 +1104,15 @@ impl Array {
             if self.failure_unrecorded() {
                 self.update_superblocks(0, None)?;
             }
-            return Err(error.into());
+            return Err(self
+                .failed_while_closing(lost_at_start)
+                .unwrap_or(error.into()));
         }
-        let lost_before = self.driver.engine().lost_error().is_some();
-        if lost_before && self.recorded_as_failed() {
-            // Nothing more to say, and one event more would make the members that
+        if self.driver.engine().lost_error().is_some() && self.recorded_as_failed() {
+            // Nothing more to write, and one event more would make the members that
             // failed with it look as if the array had gone on without them (see
             // `force_start`).
-            return Ok(());
+            return self.failed_while_closing(lost_at_start).map_or(Ok(()), Err);
         }
         let whole = self.driver.engine().is_whole();
         if let Some(bitmap) = self.bitmap.as_mut() {
@@ -1136,12 +1141,20 @@ impl Array {
             .filter(|(k, _)| *k == SyncKind::Recover)
             .map(|(_, unit)| unit);
         self.update_superblocks(resync_offset, recovered_to)?;
-        match self.driver.engine().lost_error() {
-            Some(lost) if !lost_before => Err(ArrayError::FailedWhileClosing {
-                lost: lost.to_string(),
-            }),
-            _ => Ok(()),
-        }
+        self.failed_while_closing(lost_at_start).map_or(Ok(()), Err)
+    }
+
+    /// The error for an array that failed while it was closed (it had not when close
+    /// began): the failure is recorded by then, and the caller must hear of it.
+    fn failed_while_closing(&self, lost_at_start: bool) -> Option<ArrayError> {
+        let lost = self
+            .driver
+            .engine()
+            .lost_error()
+            .filter(|_| !lost_at_start)?;
+        Some(ArrayError::FailedWhileClosing {
+            lost: lost.to_string(),
+        })
     }
 
     /// Writes the bitmap superblock to every member and waits for it; bits may be
