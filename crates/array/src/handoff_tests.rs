@@ -43,7 +43,8 @@ fn open(members: &[PathBuf]) -> Array {
     Array::open(assembled, OpenMode::ReadWrite, BackendChoice::Threads).expect("open")
 }
 
-fn read_sb(path: &Path) -> Superblock {
+/// The md superblock of the member at `path`, read straight from the file.
+pub(crate) fn read_sb(path: &Path) -> Superblock {
     let mut bytes = vec![0u8; SUPERBLOCK_BYTES];
     std::fs::File::open(path)
         .expect("member")
@@ -52,7 +53,8 @@ fn read_sb(path: &Path) -> Superblock {
     Superblock::parse(&bytes).expect("md superblock")
 }
 
-fn write_sb(path: &Path, sb: &Superblock) {
+/// Writes `sb` as the md superblock of the member at `path`, straight to the file.
+pub(crate) fn write_sb(path: &Path, sb: &Superblock) {
     std::fs::OpenOptions::new()
         .write(true)
         .open(path)

@@ -3,33 +3,24 @@
 //! superblocks must let `serve --force` tell the member that failed with the array
 //! from one that failed before it, and never record a failed array clean.
 
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use xraid_driver::BackendChoice;
 use xraid_engine::SyncKind;
-use xraid_format::{Superblock, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET_BYTES};
+use xraid_format::Superblock;
 use xraid_layout::Level;
 use xraid_member::MemberFault;
 
 use crate::assemble::member_options;
+use crate::handoff_tests::{read_sb, write_sb};
 use crate::{add_member, assemble, create, Array, ArrayError, CreateOptions, OpenMode};
 
 const MIB: u64 = 1 << 20;
 
-fn superblock(path: &Path) -> Superblock {
-    let mut bytes = vec![0u8; SUPERBLOCK_BYTES];
-    std::fs::File::open(path)
-        .expect("member")
-        .read_exact_at(&mut bytes, SUPERBLOCK_OFFSET_BYTES)
-        .expect("superblock");
-    Superblock::parse(&bytes).expect("md superblock")
-}
-
 /// The roles no device holds in the role table of the member at `path`'s own
 /// superblock: the failures it saw recorded.
 fn roles_failed_as_seen_by(path: &Path) -> Vec<u16> {
-    let sb = superblock(path);
+    let sb = read_sb(path);
     (0..sb.raid_disks as u16)
         .filter(|role| !sb.dev_roles.contains(role))
         .collect()
@@ -48,7 +39,7 @@ fn make(dir: &Path, level: Level, members: usize, size: u64, bitmap: bool) -> Ve
     paths
 }
 
-fn open_with(paths: &[PathBuf], faults: &[&str]) -> Array {
+fn open_with(paths: &[PathBuf], faults: &[&str]) -> Result<Array, ArrayError> {
     let faults: Vec<MemberFault> = faults.iter().map(|f| f.parse().expect("fault")).collect();
     let assembled = assemble(paths, &member_options(true)).expect("assemble");
     Array::open_with_faults(
@@ -57,7 +48,6 @@ fn open_with(paths: &[PathBuf], faults: &[&str]) -> Array {
         BackendChoice::Threads,
         &faults,
     )
-    .expect("open")
 }
 
 /// A recover run offline (`xraid add` of an array not served) records each member
@@ -76,7 +66,8 @@ fn a_recover_records_each_member_failure_as_it_comes() {
     let added = add_member(&paths, &blank, Some(16 * MIB), false, false).expect("add");
     assert_eq!(added.role, Some(0));
     paths.push(blank);
-    let mut array = open_with(&paths, &["role=1,fail-after=20", "role=2,fail-after=120"]);
+    let mut array =
+        open_with(&paths, &["role=1,fail-after=20", "role=2,fail-after=120"]).expect("open");
     // 240 units of 64 KiB, each reading every member once: role 1 fails within the
     // first 16 units in flight, role 2 far past them.
     let _ = array.sync(SyncKind::Recover, |_| {});
@@ -105,17 +96,13 @@ fn a_scrub_records_failures_during_the_resync_it_owes() {
     let members = make(dir.path(), Level::Raid5, 4, 16 * MIB, false);
     // Left dirty, as a crash leaves it (md: resync_offset 0, one event more).
     for m in &members {
-        let mut sb = superblock(m);
+        let mut sb = read_sb(m);
         sb.events += 1;
         sb.resync_offset = 0;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(m)
-            .expect("member")
-            .write_all_at(&sb.to_bytes(), SUPERBLOCK_OFFSET_BYTES)
-            .expect("superblock");
+        write_sb(m, &sb);
     }
-    let mut array = open_with(&members, &["role=1,fail-after=20", "role=2,fail-after=150"]);
+    let mut array =
+        open_with(&members, &["role=1,fail-after=20", "role=2,fail-after=150"]).expect("open");
     assert_eq!(
         array.driver_ref().engine().sync_progress().map(|p| p.kind),
         Some(SyncKind::Resync),
@@ -146,13 +133,12 @@ fn a_failure_at_the_end_of_a_write_is_recorded_and_reported() {
             let dir = tempfile::tempdir().expect("tempdir");
             let members = make(dir.path(), Level::Raid5, 4, 8 * MIB, bitmap);
             let fault = format!("role=2,fail-after={k}");
-            let mut array = open_with(&members, &["role=1,fail-after=20", &fault]);
+            let mut array = open_with(&members, &["role=1,fail-after=20", &fault]).expect("open");
             array.begin_writes().expect("begin");
             let written = array.write_stream(0, &mut &data[..], &mut |_| {});
             let closed = array.close();
             let tag = format!("bitmap {bitmap}, role 2 failing after {k} I/Os");
-            let survivors: Vec<Superblock> =
-                [0, 3].iter().map(|&r| superblock(&members[r])).collect();
+            let survivors: Vec<Superblock> = [0, 3].iter().map(|&r| read_sb(&members[r])).collect();
             let failed = roles_failed_as_seen_by(&members[0]) == vec![1, 2];
             if failed {
                 ended_failed += 1;
@@ -205,17 +191,7 @@ fn a_failure_during_close_is_reported() {
             let dir = tempfile::tempdir().expect("tempdir");
             let members = make(dir.path(), Level::Raid5, 4, 8 * MIB, bitmap);
             let fault = format!("role=2,fail-after={k}");
-            let assembled = assemble(&members, &member_options(true)).expect("assemble");
-            let faults: Vec<MemberFault> = ["role=1,fail-now", fault.as_str()]
-                .iter()
-                .map(|f| f.parse().expect("fault"))
-                .collect();
-            let Ok(mut array) = Array::open_with_faults(
-                assembled,
-                OpenMode::ReadWrite,
-                BackendChoice::Threads,
-                &faults,
-            ) else {
+            let Ok(mut array) = open_with(&members, &["role=1,fail-now", &fault]) else {
                 continue; // role 2 failed at open
             };
             let written = array.begin_writes().is_ok()
