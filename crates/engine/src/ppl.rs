@@ -2182,6 +2182,7 @@ fn scanned(engine: &mut Engine) {
     // The rule below for rings that know nothing of the array fired.
     let mut knew_nothing = false;
     let mut skipped_earlier: Vec<(u64, u32, u32)> = Vec::new();
+    let mut stamp_rings = false;
     if let Some((_, true, masks)) = owed.filter(|_| engine.resync_owed) {
         // A replay before this one could not vouch for parity, and no resync has
         // completed since (the marker says so): it is still owed. The marker says
@@ -2225,6 +2226,14 @@ fn scanned(engine: &mut Engine) {
         engine.stats.log_entries_skipped += 1;
         vouches_nowhere = !engine.initial_resync;
         knew_nothing = true;
+    } else if !engine.resync_owed && newest_marker.is_none() && !entries_found {
+        // Rings that hold nothing of this array, on an open that owes no resync (a
+        // new array's first): a marker goes on them at the replay's end, before any
+        // write, so that a crash between the superblocks going dirty and the first
+        // entry finds the array known with nothing cut off — not one whose parity
+        // nothing vouches for (the rule above), which a degraded array stays, dirty,
+        // until it is whole again (a crash loop's first kill found that window).
+        stamp_rings = true;
     }
     let mut lost_rings: Vec<MemberIdx> = Vec::new();
     for (lost, _) in &open_walks {
@@ -2276,7 +2285,7 @@ fn scanned(engine: &mut Engine) {
     // says goes on every ring at the replay's end, or a later open that cannot read
     // those rings would go by an older one (its unknown rows, its skipped bands).
     let newest = ring_newest.iter().copied().max().unwrap_or_default();
-    if ring_newest.iter().any(|&k| k != newest) {
+    if stamp_rings || ring_newest.iter().any(|&k| k != newest) {
         log.marker_owed = true;
     }
     log.recovery = Some(Recovery::Replaying(Box::new(Replay {
