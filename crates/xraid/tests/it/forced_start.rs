@@ -29,12 +29,18 @@ fn examine(member: &Path) -> (u64, String) {
 }
 
 /// A RAID-5 of four 8 MiB members (chunk 64K: a stripe holds 192 KiB) holding
-/// `before` from byte 0, with role 0 failed and left out.
-fn degraded_raid5_holding(dir: &Path, before: &[u8]) -> std::path::PathBuf {
+/// `before` from byte 0.
+fn raid5_holding(dir: &Path, before: &[u8]) -> std::path::PathBuf {
     let disks = raid5(dir, "8M");
     let image = dir.join("before.raw");
     std::fs::write(&image, before).expect("image");
     ok(&["write", "-i", p(&image), p(&disks)]);
+    disks
+}
+
+/// [`raid5_holding`], with role 0 failed and left out.
+fn degraded_raid5_holding(dir: &Path, before: &[u8]) -> std::path::PathBuf {
+    let disks = raid5_holding(dir, before);
     ok(&["fail", p(&disks), p(&disks.join("d0"))]);
     disks
 }
@@ -365,11 +371,8 @@ fn every_member_that_failed_with_the_array_is_taken_back() {
 fn offline_the_member_that_failed_with_the_array_is_told_from_one_before() {
     require_tool!("mdadm");
     let dir = tempdir();
-    let disks = raid5(dir.path(), "8M");
     let before = random_bytes(20 << 20, 48);
-    let image = dir.path().join("before.raw");
-    std::fs::write(&image, &before).expect("image");
-    ok(&["write", "-i", p(&image), p(&disks)]);
+    let disks = raid5_holding(dir.path(), &before);
     let cut = random_bytes(before.len(), 51);
     let cut_path = dir.path().join("cut.raw");
     std::fs::write(&cut_path, &cut).expect("image");
@@ -424,10 +427,8 @@ fn role_2_alone_is_taken_back(dir: &Path, disks: &Path, before: &[u8], cut: &[u8
 fn members_failing_before_either_is_recorded_are_not_forced_back() {
     require_tool!("mdadm");
     let dir = tempdir();
-    let disks = raid5(dir.path(), "8M");
-    let image = dir.path().join("image.raw");
-    std::fs::write(&image, random_bytes(8 << 20, 48)).expect("image");
-    ok(&["write", "-i", p(&image), p(&disks)]);
+    let disks = raid5_holding(dir.path(), &random_bytes(8 << 20, 48));
+    let image = dir.path().join("before.raw");
     fails(&[
         "write",
         "--fault",
