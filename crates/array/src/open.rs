@@ -2027,17 +2027,7 @@ impl Array {
     /// Whether the superblocks already say what a failed array's close would: every
     /// failed role recorded faulty (a resync is owed: this open wrote them dirty).
     fn recorded_as_failed(&self) -> bool {
-        let states = self.driver.engine().member_states();
-        self.dirty
-            && !self.record_pending
-            && states.iter().enumerate().all(|(role, state)| {
-                *state != MemberState::Failed
-                    || self
-                        .freshest
-                        .dev_roles
-                        .iter()
-                        .all(|&r| usize::from(r) != role)
-            })
+        self.dirty && !self.record_pending && !self.failure_unrecorded()
     }
 
     /// Whether a role's member failed since the superblocks were last written: the
