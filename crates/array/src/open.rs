@@ -2058,7 +2058,7 @@ impl Array {
     }
 
     /// Writes everything `input` yields into the array from byte `offset` on, as
-    /// [`ArrayDriver::write_stream`] does, recording each member failure in the
+    /// [`xraid_driver::write_stream`] does, recording each member failure in the
     /// superblocks as soon as a request completes after it.
     pub fn write_stream(
         &mut self,

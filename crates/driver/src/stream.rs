@@ -165,18 +165,6 @@ impl ArrayDriver {
         Ok(())
     }
 
-    /// Writes everything `input` yields into the array from byte `offset` (a multiple of
-    /// 512) on, and flushes. A tail shorter than a sector is merged with the sector's
-    /// current contents. Returns the bytes written.
-    pub fn write_stream(
-        &mut self,
-        offset: u64,
-        input: &mut dyn Read,
-        progress: &mut dyn StreamProgress,
-    ) -> Result<u64, DriverError> {
-        write_stream(self, offset, input, progress)
-    }
-
     /// Waits for every queued write, recording progress and the first error.
     fn drain_keep(
         &mut self,
@@ -254,7 +242,9 @@ impl StreamRunner for ArrayDriver {
     }
 }
 
-/// [`ArrayDriver::write_stream`] on any [`StreamRunner`].
+/// Writes everything `input` yields into the array from byte `offset` (a multiple of
+/// 512) on, and flushes. A tail shorter than a sector is merged with the sector's
+/// current contents. Returns the bytes written.
 pub fn write_stream<R: StreamRunner>(
     runner: &mut R,
     offset: u64,
