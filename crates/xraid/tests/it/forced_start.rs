@@ -45,6 +45,21 @@ fn degraded_raid5_holding(dir: &Path, before: &[u8]) -> std::path::PathBuf {
     disks
 }
 
+/// `xraid write` of `data` into the array at `disks` from byte `offset`, with the
+/// `faults` injected, which must fail: what it said. The data goes through a file in
+/// `dir` (cut.raw).
+fn failing_write(dir: &Path, disks: &Path, data: &[u8], offset: usize, faults: &[&str]) -> String {
+    let image = dir.join("cut.raw");
+    std::fs::write(&image, data).expect("image");
+    let offset = offset.to_string();
+    let mut args = vec!["write", "--offset", &offset];
+    for fault in faults {
+        args.extend(["--fault", fault]);
+    }
+    args.extend(["-i", p(&image), p(disks)]);
+    fails(&args)
+}
+
 const STRIPE: usize = 192 << 10;
 
 /// A degraded RAID-5 whose role 1 fails part way through an offline write of whole
@@ -69,19 +84,14 @@ fn cut_off_by_a_failure(seed: u64) -> CutOff {
     let disks = degraded_raid5_holding(dir.path(), &before);
     // Whole stripes written while role 1 fails part way through.
     let torn = 8 * STRIPE..24 * STRIPE;
-    let cut = dir.path().join("cut.raw");
-    std::fs::write(&cut, random_bytes(torn.len(), seed + 1)).expect("image");
-    let offset = torn.start.to_string();
-    let err = fails(&[
-        "write",
-        "--fault",
-        "role=1,fail-after=20",
-        "--offset",
-        &offset,
-        "-i",
-        p(&cut),
-        p(&disks),
-    ]);
+    let cut = random_bytes(torn.len(), seed + 1);
+    let err = failing_write(
+        dir.path(),
+        &disks,
+        &cut,
+        torn.start,
+        &["role=1,fail-after=20"],
+    );
     assert!(err.contains("the array has failed"), "{err}");
     // Recorded: one event behind the members left, and faulty in their role table.
     let (d1_events, _) = examine(&disks.join("d1"));
@@ -97,7 +107,6 @@ fn cut_off_by_a_failure(seed: u64) -> CutOff {
     let server = Server::unix(dir.path(), &["--force", p(&disks)]);
     server.wait_for_log(0, &["d1 is taken back into role 1"]);
     let chunks = read_chunks(&server, before.len());
-    let cut = std::fs::read(&cut).expect("image");
     let mut unknown = Vec::new();
     for (i, got) in chunks.iter().enumerate() {
         let at = i * CHUNK;
@@ -377,18 +386,14 @@ fn every_member_that_failed_with_the_array_is_taken_back() {
     let dir = tempdir();
     let before = random_bytes(6 << 20, 46);
     let disks = degraded_raid5_holding(dir.path(), &before);
-    let cut = dir.path().join("cut.raw");
-    std::fs::write(&cut, random_bytes(6 << 20, 47)).expect("image");
-    fails(&[
-        "write",
-        "--fault",
-        "role=1,fail-after=20",
-        "--fault",
-        "role=2,fail-after=22",
-        "-i",
-        p(&cut),
-        p(&disks),
-    ]);
+    let cut = random_bytes(6 << 20, 47);
+    failing_write(
+        dir.path(),
+        &disks,
+        &cut,
+        0,
+        &["role=1,fail-after=20", "role=2,fail-after=22"],
+    );
     let failed: Vec<usize> = (1..4)
         .filter(|&i| examine(&disks.join(format!("d{i}"))).1.chars().nth(i) == Some('A'))
         .filter(|&i| examine(&disks.join("d3")).1.chars().nth(i) == Some('.'))
@@ -398,7 +403,6 @@ fn every_member_that_failed_with_the_array_is_taken_back() {
     for i in &failed {
         server.wait_for_log(0, &[&format!("d{i} is taken back into role {i}")]);
     }
-    let cut = std::fs::read(&cut).expect("image");
     reads_old_new_or_errors(&server, &before, &cut);
     server.stop();
 }
@@ -416,21 +420,16 @@ fn offline_the_member_that_failed_with_the_array_is_told_from_one_before() {
     let before = random_bytes(20 << 20, 48);
     let disks = raid5_holding(dir.path(), &before);
     let cut = random_bytes(before.len(), 51);
-    let cut_path = dir.path().join("cut.raw");
-    std::fs::write(&cut_path, &cut).expect("image");
     // Role 2's 100th I/O comes well after the request that completes after role 1's
     // failure (the stream keeps 8 MiB in flight: about 60 I/Os a member) and well
     // before the write's end (about 165 I/Os).
-    fails(&[
-        "write",
-        "--fault",
-        "role=1,fail-after=20",
-        "--fault",
-        "role=2,fail-after=100",
-        "-i",
-        p(&cut_path),
-        p(&disks),
-    ]);
+    failing_write(
+        dir.path(),
+        &disks,
+        &cut,
+        0,
+        &["role=1,fail-after=20", "role=2,fail-after=100"],
+    );
     let (events, state) = examine(&disks.join("d3"));
     assert!(state.starts_with("A..A"), "{state}");
     let (d2_events, d2_state) = examine(&disks.join("d2"));
@@ -469,18 +468,15 @@ fn role_2_alone_is_taken_back(dir: &Path, disks: &Path, before: &[u8], cut: &[u8
 fn members_failing_before_either_is_recorded_are_not_forced_back() {
     require_tool!("mdadm");
     let dir = tempdir();
-    let disks = raid5_holding(dir.path(), &random_bytes(8 << 20, 48));
-    let image = dir.path().join("before.raw");
-    fails(&[
-        "write",
-        "--fault",
-        "role=1,fail-now",
-        "--fault",
-        "role=2,fail-now",
-        "-i",
-        p(&image),
-        p(&disks),
-    ]);
+    let before = random_bytes(8 << 20, 48);
+    let disks = raid5_holding(dir.path(), &before);
+    failing_write(
+        dir.path(),
+        &disks,
+        &before,
+        0,
+        &["role=1,fail-now", "role=2,fail-now"],
+    );
     let (events, state) = examine(&disks.join("d3"));
     assert!(state.starts_with("A..A"), "{state}");
     let err = fails(&[
