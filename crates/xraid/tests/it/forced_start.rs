@@ -93,6 +93,14 @@ fn cut_off_by_a_failure(seed: u64) -> CutOff {
         &["role=1,fail-after=20"],
     );
     assert!(err.contains("the array has failed"), "{err}");
+    // And how far the write got.
+    assert!(
+        err.contains(&format!(
+            "bytes of the input were written from --offset {}",
+            torn.start
+        )),
+        "{err}"
+    );
     // Recorded: one event behind the members left, and faulty in their role table.
     let (d1_events, _) = examine(&disks.join("d1"));
     let (d2_events, d2_state) = examine(&disks.join("d2"));
