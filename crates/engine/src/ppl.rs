@@ -1702,7 +1702,12 @@ fn marker_done(engine: &mut Engine) {
 
 fn waiter_done(engine: &mut Engine, waiter: Waiter) {
     match waiter {
-        Waiter::Client(req) => engine.request_step_done(req, None),
+        // A marker write that failed a member may have lost the array: the flush then
+        // made nothing durable the array can return, as when its own flush fails.
+        Waiter::Client(req) => {
+            let error = engine.lost_error();
+            engine.request_step_done(req, error);
+        }
         Waiter::Checkpoint => after_checkpoint(engine),
         Waiter::Recovery if !replay(engine).to_wipe.is_empty() => wipe_unreadable_rings(engine),
         Waiter::Recovery => finish_recovery(engine),

@@ -1595,3 +1595,51 @@ fn an_array_an_older_build_left_dirty_is_replayed() {
         "member 1's chunk of stripe 0 after the upgrade's first open (seed, read): {wrong:?}"
     );
 }
+
+/// A client flush on a degraded RAID-5 whose stripe-log marker write (the last step
+/// before the flush is answered) finds another member gone: the array is lost with
+/// it, and the flush says so, as a flush whose own member flush fails does. Before,
+/// it was answered OK on an array that could no longer return what it made durable.
+#[test]
+fn a_flush_whose_marker_write_loses_the_array_fails() {
+    let mut markers = 0;
+    for seed in 0..16 {
+        let (mut array, _) = logged_raid5(300 + seed);
+        array.kill_member(MemberIdx(1));
+        array.engine.fail_member(MemberIdx(1));
+        let mut new = vec![0u8; 48 * SECTOR];
+        array.rng().fill(&mut new);
+        array
+            .write(48 * (seed % 16), &new)
+            .expect("write on the degraded array");
+        let flush = array.start_flush();
+        // Some configurations (durable ring writes) owe no marker here.
+        let victim = loop {
+            if let Some(io) = array
+                .in_flight()
+                .find(|io| io.area == Area::Log && io.kind == IoKind::Write)
+            {
+                break Some(io.member);
+            }
+            if !array.step() {
+                break None;
+            }
+        };
+        let Some(victim) = victim else {
+            continue;
+        };
+        markers += 1;
+        array.kill_member(victim);
+        let replies = array.run();
+        let reply = replies
+            .iter()
+            .find(|r| r.id == flush)
+            .expect("the flush is answered");
+        assert!(array.engine.lost_error().is_some(), "seed {seed}: lost");
+        assert!(
+            reply.result.is_err(),
+            "seed {seed}: a flush that lost the array is answered OK"
+        );
+    }
+    assert!(markers >= 4, "only {markers} flushes wrote a marker");
+}
