@@ -184,6 +184,10 @@ pub struct ArrayDriver {
     deferred: Vec<(MemberIo, u16)>,
     /// Reads other threads do straight from active members (see `bypass`).
     bypass: ReadBypass,
+    /// Reads in the kernel from members that lay something over them when they
+    /// complete ([`Member::lays_over_reads`]: an overlay's writes), with where they
+    /// read.
+    laid_over: Vec<(IoId, u64, xraid_engine::BufSlice)>,
 }
 
 impl ArrayDriver {
@@ -234,6 +238,7 @@ impl ArrayDriver {
             device_wait: std::sync::Arc::default(),
             deferred: Vec::new(),
             bypass: bypass::new_bypass(geo),
+            laid_over: Vec::new(),
         };
         driver.publish_bypass();
         Ok(driver)
@@ -539,6 +544,8 @@ impl ArrayDriver {
         let done = std::mem::take(&mut self.completions);
         for c in &done {
             let (id, member, gen) = decode_token(c.token);
+            // Before the device may be let go with its last I/O.
+            self.lay_over(id, member, gen, c.result.is_ok());
             self.out_of_kernel(member, gen);
             if id.0 & DEVICE_IO != 0 {
                 self.device_io_done(id.0 & !DEVICE_IO, &c.result);
@@ -751,7 +758,7 @@ impl ArrayDriver {
             (self.engine.buffers().raw_ptr(io.buf), io.buf.len)
         };
         let direct = if io.kind == IoKind::Read {
-            slot.member.read_fd_for(offset, len as u64)
+            slot.member.read_fd()
         } else {
             slot.member.direct_fd()
         };
@@ -792,13 +799,46 @@ impl ArrayDriver {
         // until its count drops to zero (see `retire_device`).
         let submitted = unsafe { self.backend.submit(op) };
         match submitted {
-            Ok(()) => self.in_kernel[io.member.index()] += 1,
+            Ok(()) => {
+                self.in_kernel[io.member.index()] += 1;
+                if io.kind == IoKind::Read && slot.member.lays_over_reads() {
+                    self.laid_over.push((io.id, offset, io.buf));
+                }
+            }
             Err((error, op)) => {
                 let error = io::Error::other(error.to_string());
                 self.note_failure(io.member, &error);
                 self.inline_done
                     .push_back((decode_token(op.token).0, Err(IoFailed::Medium)));
             }
+        }
+    }
+
+    /// A read `id` of driver slot `slot`'s device `gen` completed in the kernel: what
+    /// its member holds beyond the device goes over it before the engine sees it.
+    fn lay_over(&mut self, id: IoId, slot: MemberIdx, gen: u16, read: bool) {
+        if self.laid_over.is_empty() {
+            return;
+        }
+        let Some(at) = self.laid_over.iter().position(|(i, _, _)| *i == id) else {
+            return;
+        };
+        let (_, offset, buf) = self.laid_over.swap_remove(at);
+        if !read {
+            return;
+        }
+        let device = if self.slot_gen[slot.index()] == gen {
+            self.members[slot.index()].as_ref()
+        } else {
+            self.retired
+                .iter()
+                .find(|r| r.slot == slot && r.gen == gen)
+                .map(|r| &r.device)
+        };
+        if let Some(device) = device {
+            device
+                .member
+                .lay_over_read(self.engine.buffers_mut().slice_mut(buf), offset);
         }
     }
 

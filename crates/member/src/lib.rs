@@ -57,12 +57,23 @@ pub trait Member: std::fmt::Debug + Send + Sync {
     /// [`Member::read_at`]/[`Member::write_at`]/[`Member::flush`] inline.
     fn direct_fd(&self) -> Option<DirectFd>;
 
-    /// Descriptors the driver may read `offset..offset + length` through in the
-    /// kernel, for a member whose other I/O is done inline: an overlay whose writes
-    /// (held in memory) that read does not touch. By default [`Member::direct_fd`].
-    fn read_fd_for(&self, offset: u64, length: u64) -> Option<DirectFd> {
-        let _ = (offset, length);
+    /// Descriptors the driver may read through in the kernel, for a member whose
+    /// other I/O is done inline: an overlay's device, whose reads the driver then
+    /// passes to [`Member::lay_over_read`]. By default [`Member::direct_fd`].
+    fn read_fd(&self) -> Option<DirectFd> {
         self.direct_fd()
+    }
+
+    /// Whether a read done in the kernel through [`Member::read_fd`] must be handed to
+    /// [`Member::lay_over_read`] before anyone sees it.
+    fn lays_over_reads(&self) -> bool {
+        false
+    }
+
+    /// Lays what the member holds beyond its device (an overlay's writes kept in
+    /// memory) over `buf`, just read from the device at `offset` in the kernel.
+    fn lay_over_read(&self, buf: &mut [u8], offset: u64) {
+        let _ = (buf, offset);
     }
 
     /// The device's logical block size: the smallest write it takes without reading

@@ -61,28 +61,8 @@ impl Member for OverlayMember {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.check_range(offset, buf.len())?;
-        let end = offset + buf.len() as u64;
-        let first = offset / SECTOR;
-        let last = end.div_ceil(SECTOR);
-        let written = self.written();
-        // Most reads touch nothing written: straight from the device.
-        if written.range(first..last).next().is_none() {
-            drop(written);
-            return self.inner.read_at(buf, offset);
-        }
-        // Whole sectors around the request, then what was written laid over them.
-        let mut whole = vec![0u8; usize::try_from((last - first) * SECTOR).unwrap_or(0)];
-        let base = first * SECTOR;
-        let device_end = (last * SECTOR).min(self.size_bytes());
-        let from_device = usize::try_from(device_end - base).unwrap_or(0);
-        drop(written);
-        self.inner.read_at(&mut whole[..from_device], base)?;
-        for (&sector, data) in self.written().range(first..last) {
-            let at = usize::try_from((sector - first) * SECTOR).unwrap_or(0);
-            whole[at..at + SECTOR as usize].copy_from_slice(data);
-        }
-        let skip = usize::try_from(offset - base).unwrap_or(0);
-        buf.copy_from_slice(&whole[skip..skip + buf.len()]);
+        self.inner.read_at(buf, offset)?;
+        self.lay_over_read(buf, offset);
         Ok(())
     }
 
@@ -118,16 +98,30 @@ impl Member for OverlayMember {
         None
     }
 
-    /// The device's, where none of the range was written here: most reads then go to
-    /// the kernel as a plain member's do — in parallel across members, and under the
-    /// driver's stall timeout — rather than one at a time on the array's thread.
-    fn read_fd_for(&self, offset: u64, length: u64) -> Option<DirectFd> {
-        let first = offset / SECTOR;
-        let last = offset.saturating_add(length).div_ceil(SECTOR);
-        if self.written().range(first..last).next().is_some() {
-            return None;
-        }
+    /// The device's: reads go to the kernel as a plain member's do — in parallel
+    /// across members, and under the driver's stall timeout, so a device that hangs
+    /// fails rather than blocks the array's thread — and what was written here is laid
+    /// over them when they complete ([`Member::lay_over_read`]).
+    fn read_fd(&self) -> Option<DirectFd> {
         self.inner.direct_fd()
+    }
+
+    fn lays_over_reads(&self) -> bool {
+        true
+    }
+
+    fn lay_over_read(&self, buf: &mut [u8], offset: u64) {
+        let end = offset.saturating_add(buf.len() as u64);
+        for (&sector, data) in self.written().range(offset / SECTOR..end.div_ceil(SECTOR)) {
+            let lo = (sector * SECTOR).max(offset);
+            let hi = ((sector + 1) * SECTOR).min(end);
+            let (from, to) = (
+                (lo - sector * SECTOR) as usize,
+                (hi - sector * SECTOR) as usize,
+            );
+            let at = (lo - offset) as usize;
+            buf[at..at + (to - from)].copy_from_slice(&data[from..to]);
+        }
     }
 
     fn logical_block_bytes(&self) -> u32 {
@@ -206,13 +200,16 @@ mod tests {
         assert_eq!(overlay.data_ranges(1000, 200), vec![1000..1200]);
     }
 
-    /// Reads that touch nothing written here may go to the device's descriptors in
-    /// the kernel; a read touching a written sector (even one byte of it) may not.
+    /// Reads go to the device's descriptors in the kernel, and what was written here
+    /// is laid over them after: the same bytes as a read done inline, for reads that
+    /// miss the written sectors, end or start at them, or cover part of them.
     #[test]
-    fn reads_go_to_the_kernel_only_where_nothing_was_written() {
+    fn a_read_in_the_kernel_with_the_writes_laid_over_it_reads_as_inline() {
+        use std::os::unix::fs::FileExt;
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("m");
-        crate::FileMember::create_sparse(&path, 1 << 20).expect("file");
+        let original: Vec<u8> = (0..65536u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&path, &original).expect("file");
         let options = crate::OpenOptions {
             write: false,
             direct: crate::DirectMode::Off,
@@ -221,25 +218,35 @@ mod tests {
         let file = crate::FileMember::open(&path, &options).expect("open");
         let overlay = OverlayMember::new(Box::new(file));
         assert!(overlay.direct_fd().is_none(), "writes stay inline");
-        assert!(
-            overlay.read_fd_for(0, 1 << 20).is_some(),
-            "nothing written yet"
-        );
+        assert!(overlay.lays_over_reads());
+        assert!(overlay.read_fd().is_some(), "reads go to the kernel");
+        // What the kernel reads through those descriptors: the file's bytes.
+        let device = std::fs::File::open(&path).expect("open");
         overlay.write_at(&[7; 512], 8192).expect("write");
-        assert!(
-            overlay.read_fd_for(0, 8192).is_some(),
-            "ends where the write starts"
-        );
-        assert!(
-            overlay.read_fd_for(8192 + 512, 4096).is_some(),
-            "starts past it"
-        );
-        assert!(overlay.read_fd_for(8191, 1).is_some(), "the sector before");
-        assert!(
-            overlay.read_fd_for(8192 + 511, 1).is_none(),
-            "its last byte"
-        );
-        assert!(overlay.read_fd_for(4096, 8192).is_none(), "across it");
+        overlay.write_at(&[9; 1000], 20_000).expect("write");
+        for (offset, len) in [
+            (0, 65536),
+            (0, 8192),
+            (8192 + 512, 4096),
+            (8191, 1),
+            (8192 + 511, 1),
+            (4096, 8192),
+            (19_999, 1002),
+            (20_500, 3),
+        ] {
+            let mut inline = vec![0u8; len];
+            overlay.read_at(&mut inline, offset).expect("read inline");
+            let mut kernel = vec![0u8; len];
+            device.read_exact_at(&mut kernel, offset).expect("pread");
+            overlay.lay_over_read(&mut kernel, offset);
+            assert_eq!(kernel, inline, "{len} bytes at {offset}");
+        }
+        let mut all = vec![0u8; 65536];
+        overlay.read_at(&mut all, 0).expect("read");
+        let mut want = original.clone();
+        want[8192..8704].fill(7);
+        want[20_000..21_000].fill(9);
+        assert_eq!(all, want);
     }
 
     #[test]
