@@ -1,9 +1,46 @@
 //! Running a background sync (check, repair, resync, recover) on an open array from
 //! start to end, for the command line and for arrays that are not being served.
 
+use std::time::{Duration, Instant};
+
 use xraid_engine::{Event, SyncKind, SyncProgress};
 
 use crate::{Array, ArrayError};
+
+/// When a running sync's progress is next recorded ([`Array::checkpoint_sync`]):
+/// every [`SyncCheckpoints::EVERY`], or every sixteenth of the sync's walk, whichever
+/// comes first (md records its recovery offset every sixteenth of the device too).
+/// A crash, a kill or the array's failure then costs a rebuild at most that much.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncCheckpoints {
+    at: Instant,
+    /// The unit the last checkpoint recorded.
+    unit: u64,
+}
+
+impl SyncCheckpoints {
+    pub const EVERY: Duration = Duration::from_secs(2);
+
+    /// Checkpoints counted from `at` (now, but for tests).
+    pub fn from(at: Instant) -> SyncCheckpoints {
+        SyncCheckpoints { at, unit: 0 }
+    }
+
+    /// Whether a checkpoint is due for a sync at `progress`; if so, counts it as taken.
+    pub fn take_due(&mut self, progress: Option<&SyncProgress>) -> bool {
+        let now = Instant::now();
+        let unit = progress.map_or(0, |p| p.done_below);
+        // A sync that started again since (or another sync) walks from its own start.
+        self.unit = self.unit.min(unit);
+        let step = progress.map_or(u64::MAX, |p| p.total_units.div_ceil(16).max(1));
+        let due = now.duration_since(self.at) >= Self::EVERY || unit - self.unit >= step;
+        if due {
+            self.at = now;
+            self.unit = unit;
+        }
+        due
+    }
+}
 
 /// What a sync found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,11 +102,13 @@ impl Array {
         let stats = self.driver.engine().stats();
         let before = stats.read_errors_corrected;
         let sums_before = stats.checksum_mismatches;
+        let mut checkpoints = SyncCheckpoints::from(Instant::now());
         if running != Some(kind) {
             // A sync started at open (a resync after an unclean stop) goes first.
             while self.driver.engine().sync_progress().is_some() {
                 self.driver.step()?;
                 self.record_new_failures()?;
+                self.checkpoint_if_due(&mut checkpoints)?;
                 if !self.driver.io_in_flight() {
                     self.driver.tick();
                 }
@@ -87,8 +126,10 @@ impl Array {
             .map_or((0, 0), |p| (p.total_units, p.unit_sectors));
         loop {
             self.driver.step()?;
-            // A member failing is recorded as it fails, as a server records it.
+            // A member failing is recorded as it fails, and the sync's progress every
+            // so often, as a server records them.
             self.record_new_failures()?;
+            self.checkpoint_if_due(&mut checkpoints)?;
             for event in self.take_events()? {
                 if let Event::SyncFinished {
                     kind,
@@ -142,5 +183,60 @@ impl Array {
                 self.driver.tick();
             }
         }
+    }
+
+    /// Records the running sync's progress when `checkpoints` says it is due (not on
+    /// an array already failed: its record is the failure's, see `close`).
+    fn checkpoint_if_due(&mut self, checkpoints: &mut SyncCheckpoints) -> Result<(), ArrayError> {
+        let engine = self.driver.engine();
+        if engine.lost_error().is_some() || !checkpoints.take_due(engine.sync_progress().as_ref()) {
+            return Ok(());
+        }
+        self.checkpoint_sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(done_below: u64) -> SyncProgress {
+        SyncProgress {
+            kind: SyncKind::Recover,
+            done_below,
+            total_units: 160,
+            unit_sectors: 8,
+            mismatches: 0,
+            unrecoverable: 0,
+        }
+    }
+
+    /// A sixteenth of the walk apart, counted again from a sync that starts over.
+    #[test]
+    fn checkpoints_come_every_sixteenth_of_the_walk() {
+        let mut checkpoints = SyncCheckpoints::from(Instant::now());
+        let due: Vec<bool> = [0, 5, 9, 10, 15, 19, 20, 3, 12, 13]
+            .into_iter()
+            .map(|unit| checkpoints.take_due(Some(&at(unit))))
+            .collect();
+        assert_eq!(
+            due,
+            [false, false, false, true, false, false, true, false, false, true]
+        );
+        assert!(
+            !checkpoints.take_due(None),
+            "nothing runs, no time has passed"
+        );
+    }
+
+    #[test]
+    fn checkpoints_come_every_few_seconds() {
+        let long_ago = Instant::now().checked_sub(SyncCheckpoints::EVERY);
+        let mut checkpoints = SyncCheckpoints::from(long_ago.expect("uptime"));
+        assert!(checkpoints.take_due(Some(&at(1))));
+        assert!(
+            !checkpoints.take_due(Some(&at(2))),
+            "counted from the last one"
+        );
     }
 }

@@ -213,10 +213,6 @@ fn spawn_alarm(
         })
 }
 
-/// How often a running rebuild's progress goes to the superblocks (md does it every
-/// few seconds too), so that a crash costs at most that much of it.
-const SYNC_CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// Starts the worker for `array`; it runs until every handle is dropped, then flushes
 /// and marks the array clean.
 pub(crate) fn spawn(
@@ -334,7 +330,7 @@ pub(crate) fn spawn(
         next_job: 0,
         began_writes: false,
         reniced_at: None,
-        checkpointed_at: std::time::Instant::now(),
+        checkpoints: xraid_array::SyncCheckpoints::from(std::time::Instant::now()),
         last_sync: None,
         scrub_start: None,
         losses: 0,
@@ -396,8 +392,8 @@ struct Worker {
     next_job: u64,
     began_writes: bool,
     reniced_at: Option<std::time::Instant>,
-    /// When a running rebuild's progress last went to the superblocks.
-    checkpointed_at: std::time::Instant,
+    /// When a running rebuild's progress next goes to the superblocks.
+    checkpoints: xraid_array::SyncCheckpoints,
     /// How the last sync ended, for the control socket's status.
     last_sync: Option<serde_json::Value>,
     /// The scrub started through the control socket: the engine's counts of read errors
@@ -1511,8 +1507,8 @@ impl Worker {
             }
             self.unrecorded = !recorded;
         }
-        if self.checkpointed_at.elapsed() >= SYNC_CHECKPOINT_EVERY {
-            self.checkpointed_at = std::time::Instant::now();
+        let progress = self.array.driver_ref().engine().sync_progress();
+        if self.checkpoints.take_due(progress.as_ref()) {
             if let Err(e) = self.array.checkpoint_sync() {
                 log::error(&format!(
                     "array '{}': could not record the rebuild's progress: {e}",
@@ -1841,7 +1837,7 @@ mod tests {
             next_job: 0,
             began_writes: true,
             reniced_at: None,
-            checkpointed_at: std::time::Instant::now(),
+            checkpoints: xraid_array::SyncCheckpoints::from(std::time::Instant::now()),
             last_sync: None,
             scrub_start: None,
             losses: 0,
@@ -2140,9 +2136,11 @@ mod tests {
         let dev_10 = superblock_of(&members[10]).dev_number as usize;
         assert_eq!(superblock_of(&members[11]).dev_roles[dev_10], 10);
         let mut worker = worker(array);
-        worker.checkpointed_at = std::time::Instant::now()
-            .checked_sub(SYNC_CHECKPOINT_EVERY)
-            .expect("uptime");
+        worker.checkpoints = xraid_array::SyncCheckpoints::from(
+            std::time::Instant::now()
+                .checked_sub(xraid_array::SyncCheckpoints::EVERY)
+                .expect("uptime"),
+        );
         worker.collect();
         assert_eq!(
             superblock_of(&n11).recovery_offset,
