@@ -130,6 +130,9 @@ pub struct Engine {
     members: Vec<MemberState>,
     pub(crate) bufs: Buffers,
     pub(crate) reqs: Slab<ReqState>,
+    /// Requests in `reqs` that are clients' (not the array's own checkpoints): what a
+    /// paced sync yields to.
+    client_reqs: usize,
     pub(crate) ops: Slab<StripeOp>,
     pub(crate) mops: Slab<MirrorOp>,
     ios: Slab<IoTarget>,
@@ -243,6 +246,7 @@ impl Engine {
             geo,
             bufs: Buffers::new(),
             reqs: Slab::default(),
+            client_reqs: 0,
             ops: Slab::default(),
             mops: Slab::default(),
             ios: Slab::default(),
@@ -726,9 +730,16 @@ impl Engine {
         self.ios.len() > 0
     }
 
-    /// Whether no client request is in flight (a sync may be running).
+    /// Whether no request (a client's, or the array's own checkpoint) is in flight (a
+    /// sync may be running).
     pub fn clients_idle(&self) -> bool {
         self.reqs.len() == 0
+    }
+
+    /// Whether a client's request is in flight: the array's own checkpoints (the
+    /// flushes before a sync's progress is recorded) do not make a sync yield.
+    pub(crate) fn clients_busy(&self) -> bool {
+        self.client_reqs > 0
     }
 
     /// Takes a client request. Bad requests are answered at once through
@@ -761,6 +772,9 @@ impl Engine {
                 result: Ok(()),
             });
             return;
+        }
+        if req.kind != RequestKind::Checkpoint {
+            self.client_reqs += 1;
         }
         let key = self.reqs.insert(ReqState {
             id: req.id,
@@ -1791,6 +1805,9 @@ impl Engine {
                 }
             }
             let state = self.reqs.remove(req);
+            if !state.checkpoint {
+                self.client_reqs -= 1;
+            }
             if let (true, Some(buf)) = (state.own_buf, state.buf) {
                 self.bufs.free(buf);
             }

@@ -526,7 +526,7 @@ pub(crate) fn pump(engine: &mut Engine) {
     }
     loop {
         let now = engine.now();
-        let clients_busy = !engine.clients_idle();
+        let clients_busy = engine.clients_busy();
         let config = engine.config;
         let unit_bytes = unit_sectors(engine) * SECTOR_BYTES;
         if let Some(s) = engine

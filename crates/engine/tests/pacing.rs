@@ -1,0 +1,75 @@
+//! A paced sync yields to client requests (it runs at its minimum rate while one is
+//! out), and only to them: the array's own checkpoints — the flushes before a
+//! sync's progress goes to the superblocks — leave it at its idle rate.
+
+mod common;
+use common::filled_array;
+
+use xraid_engine::{MemberIdx, Nanos, SyncKind};
+use xraid_layout::Level;
+
+/// How a recover on a RAID-5 runs, in simulated time: a minimum rate of one unit a
+/// second while clients are busy, no limit while they are idle, and after every 8th
+/// step one request (while none of its kind is out) of the kind `start` sends.
+fn recover_time(seed: u64, start: Option<fn(&mut xraid_engine::sim::SimArray)>) -> Nanos {
+    let (mut array, _) = filled_array(Level::Raid5, 4, seed, 0);
+    let mut config = array.engine.config();
+    let unit_bytes = 16 * 512;
+    config.sync_min_bytes_per_sec = unit_bytes;
+    config.sync_max_bytes_per_sec = 0;
+    config.sync_window = 1;
+    array.engine.set_config(config);
+    array.kill_member(MemberIdx(1));
+    array
+        .return_member(MemberIdx(1), true)
+        .expect("a new device");
+    let began = array.now();
+    array
+        .engine
+        .start_sync(SyncKind::Recover, 0)
+        .expect("recover");
+    let mut steps = 0u64;
+    while array.engine.sync_progress().is_some() {
+        steps += 1;
+        if let Some(start) =
+            start.filter(|_| steps.is_multiple_of(8) && array.engine.clients_idle())
+        {
+            start(&mut array);
+        }
+        assert!(array.step(), "seed {seed}: the recover goes on");
+    }
+    array.run();
+    Nanos(array.now().0 - began.0)
+}
+
+#[test]
+fn the_arrays_own_checkpoints_do_not_make_a_sync_yield() {
+    for seed in 0..4 {
+        let alone = recover_time(seed, None);
+        let checkpoints = recover_time(
+            seed,
+            Some(|a| {
+                a.start_checkpoint();
+            }),
+        );
+        let flushes = recover_time(
+            seed,
+            Some(|a| {
+                a.start_flush();
+            }),
+        );
+        let second = 1_000_000_000;
+        assert!(
+            alone.0 < second,
+            "seed {seed}: the recover runs unpaced alone ({alone:?})"
+        );
+        assert!(
+            checkpoints.0 < 2 * alone.0.max(second / 10),
+            "seed {seed}: checkpoints made it yield ({checkpoints:?} against {alone:?})"
+        );
+        assert!(
+            flushes.0 > second,
+            "seed {seed}: client flushes made it yield ({flushes:?})"
+        );
+    }
+}
