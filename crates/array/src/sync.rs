@@ -8,35 +8,28 @@ use xraid_engine::{Event, SyncKind, SyncProgress};
 use crate::{Array, ArrayError};
 
 /// When a running sync's progress is next recorded ([`Array::checkpoint_sync`]):
-/// every [`SyncCheckpoints::EVERY`], or every sixteenth of the sync's walk, whichever
-/// comes first (md records its recovery offset every sixteenth of the device too).
-/// A crash, a kill or the array's failure then costs a rebuild at most that much.
+/// every [`SyncCheckpoints::EVERY`], so that a crash, a kill or the array's failure
+/// costs a rebuild at most that much of its work.
 #[derive(Debug, Clone, Copy)]
 pub struct SyncCheckpoints {
+    every: Duration,
     at: Instant,
-    /// The unit the last checkpoint recorded.
-    unit: u64,
 }
 
 impl SyncCheckpoints {
     pub const EVERY: Duration = Duration::from_secs(2);
 
-    /// Checkpoints counted from `at` (now, but for tests).
-    pub fn from(at: Instant) -> SyncCheckpoints {
-        SyncCheckpoints { at, unit: 0 }
+    /// Checkpoints every `every`, the first one `every` after `at` (now, but for tests).
+    pub fn new(every: Duration, at: Instant) -> SyncCheckpoints {
+        SyncCheckpoints { every, at }
     }
 
-    /// Whether a checkpoint is due for a sync at `progress`; if so, counts it as taken.
-    pub fn take_due(&mut self, progress: Option<&SyncProgress>) -> bool {
+    /// Whether a checkpoint is due; if so, counts it as taken.
+    pub fn take_due(&mut self) -> bool {
         let now = Instant::now();
-        let unit = progress.map_or(0, |p| p.done_below);
-        // A sync that started again since (or another sync) walks from its own start.
-        self.unit = self.unit.min(unit);
-        let step = progress.map_or(u64::MAX, |p| p.total_units.div_ceil(16).max(1));
-        let due = now.duration_since(self.at) >= Self::EVERY || unit - self.unit >= step;
+        let due = now.duration_since(self.at) >= self.every;
         if due {
             self.at = now;
-            self.unit = unit;
         }
         due
     }
@@ -102,7 +95,7 @@ impl Array {
         let stats = self.driver.engine().stats();
         let before = stats.read_errors_corrected;
         let sums_before = stats.checksum_mismatches;
-        let mut checkpoints = SyncCheckpoints::from(Instant::now());
+        let mut checkpoints = SyncCheckpoints::new(self.sync_checkpoint_every, Instant::now());
         if running != Some(kind) {
             // A sync started at open (a resync after an unclean stop) goes first.
             while self.driver.engine().sync_progress().is_some() {
@@ -188,55 +181,9 @@ impl Array {
     /// Records the running sync's progress when `checkpoints` says it is due (not on
     /// an array already failed: its record is the failure's, see `close`).
     fn checkpoint_if_due(&mut self, checkpoints: &mut SyncCheckpoints) -> Result<(), ArrayError> {
-        let engine = self.driver.engine();
-        if engine.lost_error().is_some() || !checkpoints.take_due(engine.sync_progress().as_ref()) {
+        if self.driver.engine().lost_error().is_some() || !checkpoints.take_due() {
             return Ok(());
         }
         self.checkpoint_sync()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(done_below: u64) -> SyncProgress {
-        SyncProgress {
-            kind: SyncKind::Recover,
-            done_below,
-            total_units: 160,
-            unit_sectors: 8,
-            mismatches: 0,
-            unrecoverable: 0,
-        }
-    }
-
-    /// A sixteenth of the walk apart, counted again from a sync that starts over.
-    #[test]
-    fn checkpoints_come_every_sixteenth_of_the_walk() {
-        let mut checkpoints = SyncCheckpoints::from(Instant::now());
-        let due: Vec<bool> = [0, 5, 9, 10, 15, 19, 20, 3, 12, 13]
-            .into_iter()
-            .map(|unit| checkpoints.take_due(Some(&at(unit))))
-            .collect();
-        assert_eq!(
-            due,
-            [false, false, false, true, false, false, true, false, false, true]
-        );
-        assert!(
-            !checkpoints.take_due(None),
-            "nothing runs, no time has passed"
-        );
-    }
-
-    #[test]
-    fn checkpoints_come_every_few_seconds() {
-        let long_ago = Instant::now().checked_sub(SyncCheckpoints::EVERY);
-        let mut checkpoints = SyncCheckpoints::from(long_ago.expect("uptime"));
-        assert!(checkpoints.take_due(Some(&at(1))));
-        assert!(
-            !checkpoints.take_due(Some(&at(2))),
-            "counted from the last one"
-        );
     }
 }

@@ -330,7 +330,10 @@ pub(crate) fn spawn(
         next_job: 0,
         began_writes: false,
         reniced_at: None,
-        checkpoints: xraid_array::SyncCheckpoints::from(std::time::Instant::now()),
+        checkpoints: xraid_array::SyncCheckpoints::new(
+            xraid_array::SyncCheckpoints::EVERY,
+            std::time::Instant::now(),
+        ),
         last_sync: None,
         scrub_start: None,
         losses: 0,
@@ -1507,8 +1510,7 @@ impl Worker {
             }
             self.unrecorded = !recorded;
         }
-        let progress = self.array.driver_ref().engine().sync_progress();
-        if self.checkpoints.take_due(progress.as_ref()) {
+        if self.checkpoints.take_due() {
             if let Err(e) = self.array.checkpoint_sync() {
                 log::error(&format!(
                     "array '{}': could not record the rebuild's progress: {e}",
@@ -1837,7 +1839,10 @@ mod tests {
             next_job: 0,
             began_writes: true,
             reniced_at: None,
-            checkpoints: xraid_array::SyncCheckpoints::from(std::time::Instant::now()),
+            checkpoints: xraid_array::SyncCheckpoints::new(
+                xraid_array::SyncCheckpoints::EVERY,
+                std::time::Instant::now(),
+            ),
             last_sync: None,
             scrub_start: None,
             losses: 0,
@@ -2136,11 +2141,9 @@ mod tests {
         let dev_10 = superblock_of(&members[10]).dev_number as usize;
         assert_eq!(superblock_of(&members[11]).dev_roles[dev_10], 10);
         let mut worker = worker(array);
-        worker.checkpoints = xraid_array::SyncCheckpoints::from(
-            std::time::Instant::now()
-                .checked_sub(xraid_array::SyncCheckpoints::EVERY)
-                .expect("uptime"),
-        );
+        let every = xraid_array::SyncCheckpoints::EVERY;
+        let long_ago = std::time::Instant::now().checked_sub(every);
+        worker.checkpoints = xraid_array::SyncCheckpoints::new(every, long_ago.expect("uptime"));
         worker.collect();
         assert_eq!(
             superblock_of(&n11).recovery_offset,
