@@ -505,6 +505,43 @@ fn members_failing_before_either_is_recorded_are_not_forced_back() {
     assert_eq!(examine(&disks.join("d3")).0, events, "nothing written");
 }
 
+/// The same in flight: members 1 and 2 fail at their 12th I/O each, part way through
+/// an offline write, within the requests the write keeps in flight between two
+/// records of its failures (up to 8 MiB). One superblock update records both, so
+/// neither shows the other failing: refused the same way, nothing written.
+#[test]
+fn members_failing_within_one_writes_window_are_not_forced_back() {
+    require_tool!("mdadm");
+    let dir = tempdir();
+    let before = random_bytes(8 << 20, 50);
+    let disks = raid5_holding(dir.path(), &before);
+    let err = failing_write(
+        dir.path(),
+        &disks,
+        &random_bytes(4 << 20, 51),
+        0,
+        &["role=1,fail-after=12", "role=2,fail-after=12"],
+    );
+    assert!(
+        err.contains("bytes"),
+        "the write says how far it got: {err}"
+    );
+    let (events, state) = examine(&disks.join("d3"));
+    assert!(state.starts_with("A..A"), "{state}");
+    let err = fails(&[
+        "serve",
+        "--force",
+        "--socket",
+        "/nonexistent/x.sock",
+        p(&disks),
+    ]);
+    assert!(
+        err.contains("no member here failed with the array"),
+        "{err}"
+    );
+    assert_eq!(examine(&disks.join("d3")).0, events, "nothing written");
+}
+
 /// Served, each failure is recorded before the next: a RAID-6 missing role 0 whose
 /// role 1 then fails goes on, and role 2's failure fails it. Only role 2 failed with
 /// the array (its own superblock saw roles 0 and 1 fail): it alone is taken back, and
