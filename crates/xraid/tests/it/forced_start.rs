@@ -468,6 +468,29 @@ fn role_2_alone_is_taken_back(dir: &Path, disks: &Path, before: &[u8], cut: &[u8
     server.stop();
 }
 
+/// The RAID-5 at `disks`, with roles 1 and 2 recorded faulty and neither showing the
+/// other failing: `serve --force` refuses, naming why, and writes nothing.
+fn neither_is_forced_back(disks: &Path) {
+    let (events, state) = examine(&disks.join("d3"));
+    assert!(state.starts_with("A..A"), "{state}");
+    let err = fails(&[
+        "serve",
+        "--force",
+        "--socket",
+        "/nonexistent/x.sock",
+        p(disks),
+    ]);
+    assert!(
+        err.contains("no member here failed with the array"),
+        "{err}"
+    );
+    assert!(
+        err.contains("may have failed while the array could still go on"),
+        "{err}"
+    );
+    assert_eq!(examine(&disks.join("d3")).0, events, "nothing written");
+}
+
 /// A whole RAID-5 whose members 1 and 2 both fail before anything records either (at
 /// the write's first superblock update): neither one's superblock shows the other
 /// failing, so either may have missed writes. Nothing is taken back, and nothing
@@ -485,24 +508,7 @@ fn members_failing_before_either_is_recorded_are_not_forced_back() {
         0,
         &["role=1,fail-now", "role=2,fail-now"],
     );
-    let (events, state) = examine(&disks.join("d3"));
-    assert!(state.starts_with("A..A"), "{state}");
-    let err = fails(&[
-        "serve",
-        "--force",
-        "--socket",
-        "/nonexistent/x.sock",
-        p(&disks),
-    ]);
-    assert!(
-        err.contains("no member here failed with the array"),
-        "{err}"
-    );
-    assert!(
-        err.contains("may have failed while the array could still go on"),
-        "{err}"
-    );
-    assert_eq!(examine(&disks.join("d3")).0, events, "nothing written");
+    neither_is_forced_back(&disks);
 }
 
 /// The same in flight: members 1 and 2 fail at their 12th I/O each, part way through
@@ -526,20 +532,7 @@ fn members_failing_within_one_writes_window_are_not_forced_back() {
         err.contains("bytes"),
         "the write says how far it got: {err}"
     );
-    let (events, state) = examine(&disks.join("d3"));
-    assert!(state.starts_with("A..A"), "{state}");
-    let err = fails(&[
-        "serve",
-        "--force",
-        "--socket",
-        "/nonexistent/x.sock",
-        p(&disks),
-    ]);
-    assert!(
-        err.contains("no member here failed with the array"),
-        "{err}"
-    );
-    assert_eq!(examine(&disks.join("d3")).0, events, "nothing written");
+    neither_is_forced_back(&disks);
 }
 
 /// Served, each failure is recorded before the next: a RAID-6 missing role 0 whose
