@@ -137,6 +137,44 @@ fn an_offline_recover_records_its_progress_as_it_goes() {
     );
 }
 
+/// A member failing on a checkpoint's flush during an offline recover, losing the
+/// array: the failure is in the superblocks when the sync returns, before any close
+/// (found by a review: the checkpoint's error ended the sync, and `xraid add` returned
+/// on it without closing, role 2 left recorded active). Role 2 fails at each of its
+/// I/Os in turn, a checkpoint due at every step.
+#[test]
+fn a_failure_on_a_checkpoints_flush_is_recorded() {
+    let mut lost = 0;
+    for k in 0..130 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members = make(dir.path(), Level::Raid5, 4, 8 * MIB, false);
+        crate::fail_member(&members, &members[1]).expect("fail role 1");
+        crate::remove_member(&members, &members[1]).expect("remove role 1");
+        let blank = dir.path().join("n1");
+        let mut paths = members.clone();
+        paths.remove(1);
+        add_member(&paths, &blank, Some(8 * MIB), false, false).expect("add");
+        paths.push(blank.clone());
+        let fault = format!("role=2,fail-after={k}");
+        let Ok(mut array) = open_with(&paths, &[&fault]) else {
+            continue;
+        };
+        array.sync_checkpoint_every = std::time::Duration::ZERO;
+        let result = array.sync(SyncKind::Recover, |_| {});
+        if array.driver_ref().engine().lost_error().is_none() {
+            continue;
+        }
+        lost += 1;
+        assert_eq!(
+            roles_failed_as_seen_by(&members[0]),
+            vec![2],
+            "fail-after {k}: the sync returned ({result:?}) with role 2's failure unrecorded"
+        );
+        let _ = array.close();
+    }
+    assert!(lost > 0, "no run lost the array");
+}
+
 /// A scrub of an array left dirty runs the resync it owes first, in a loop of its own:
 /// that loop records failures as they come too (a review found it did not).
 #[test]

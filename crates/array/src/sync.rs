@@ -184,6 +184,12 @@ impl Array {
         if self.driver.engine().lost_error().is_some() || !checkpoints.take_due() {
             return Ok(());
         }
-        self.checkpoint_sync()
+        match self.checkpoint_sync() {
+            // The array failed under the checkpoint's flush: that failure is recorded
+            // now, as any other, and the loss is the sync's to report as it goes on
+            // (an error here would leave the command without its close).
+            Err(_) if self.driver.engine().lost_error().is_some() => self.record_new_failures(),
+            other => other,
+        }
     }
 }

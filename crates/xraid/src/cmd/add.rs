@@ -90,12 +90,12 @@ fn add_offline(args: &AddArgs, paths: &[PathBuf], backend: BackendChoice) -> Res
         "{}: added as role {role} of the array; it is rebuilt from the others",
         added.path.display(),
     );
-    let mut array = super::open_array(
+    let array = super::open_array(
         &with_member(paths, &args.member),
         OpenMode::ReadWrite,
         backend,
     )?;
-    let report = super::sync_with_bar(&mut array, SyncKind::Recover, "rebuild")?;
+    let (array, report) = super::sync_with_bar(array, SyncKind::Recover, "rebuild")?;
     array.close()?;
     if !report.completed && crate::interrupt::requested() {
         bail!(

@@ -160,8 +160,26 @@ pub(crate) fn percent(done: u64, total: u64) -> u64 {
 
 /// Runs a `kind` sync on an array opened offline, with a progress bar named `label`;
 /// Ctrl-C (or SIGTERM) ends it early, not `completed`, for the caller's `close` to
-/// record where it got to (see `crate::interrupt`).
+/// record where it got to (see `crate::interrupt`). A sync that fails closes the
+/// array all the same (what it can still record is recorded: a member failure, the
+/// progress), and its error is the one returned.
 pub(crate) fn sync_with_bar(
+    mut array: Array,
+    kind: xraid_engine::SyncKind,
+    label: &str,
+) -> Result<(Array, xraid_array::SyncReport)> {
+    match sync_with_bar_open(&mut array, kind, label) {
+        Ok(report) => Ok((array, report)),
+        Err(error) => {
+            // The sync's error says what went wrong; close's (often the same loss
+            // again) would only repeat it.
+            let _ = array.close();
+            Err(error)
+        }
+    }
+}
+
+fn sync_with_bar_open(
     array: &mut Array,
     kind: xraid_engine::SyncKind,
     label: &str,

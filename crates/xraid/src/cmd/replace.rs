@@ -34,12 +34,12 @@ pub fn run(args: ReplaceArgs, backend: BackendChoice) -> Result<()> {
         "{new}: replaces {old} in role {}; it is rebuilt from {old} while {old} serves",
         replacing.role
     );
-    let mut array = super::open_array(
+    let array = super::open_array(
         &super::add::with_member(&paths, &args.new),
         OpenMode::ReadWrite,
         backend,
     )?;
-    let report = super::sync_with_bar(&mut array, SyncKind::Recover, "replace")?;
+    let (array, report) = super::sync_with_bar(array, SyncKind::Recover, "replace")?;
     let role = usize::from(replacing.role);
     let took = array
         .role_path(role)

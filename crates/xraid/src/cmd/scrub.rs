@@ -48,12 +48,12 @@ pub fn run(args: ScrubArgs, backend: BackendChoice) -> Result<()> {
         let out = live(&socket, kind)?;
         return print_report(&out, kind, args.json);
     }
-    let mut array = super::open_array(&args.array, OpenMode::ReadWrite, backend)?;
+    let array = super::open_array(&args.array, OpenMode::ReadWrite, backend)?;
     let name = array.name();
     crate::interrupt::catch();
     say_what_runs_first(&array, kind);
     let listed_before = array.driver_ref().engine().listed_sectors();
-    let report = super::sync_with_bar(&mut array, kind, kind.name())?;
+    let (array, report) = super::sync_with_bar(array, kind, kind.name())?;
     let listed_after = array.driver_ref().engine().listed_sectors();
     array.close()?;
     if !report.completed && crate::interrupt::requested() {
