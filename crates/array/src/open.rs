@@ -1147,6 +1147,36 @@ impl Array {
         self.failed_while_closing(lost_at_start).map_or(Ok(()), Err)
     }
 
+    /// Refuses a newcomer whose superblock (`ours`: this array's) is a serving member's
+    /// own: a second name (a hard link) for that member.
+    fn refuse_a_serving_members_other_name(
+        &self,
+        ours: Option<&Superblock>,
+        states: &[MemberState],
+        new: &std::path::Path,
+        name: &str,
+    ) -> Result<(), ArrayError> {
+        let Some(sb) = ours else {
+            return Ok(());
+        };
+        let serving = self
+            .superblocks
+            .iter()
+            .enumerate()
+            .filter(|(role, _)| states[*role] != MemberState::Failed)
+            .any(|(_, s)| {
+                s.as_ref()
+                    .is_some_and(|(_, m)| m.device_uuid == sb.device_uuid)
+            });
+        if serving {
+            return Err(ArrayError::AlreadyActive {
+                path: new.to_path_buf(),
+                name: name.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// The error for an array that failed while it was closed (it had not when close
     /// began): the failure is recorded by then, and the caller must hear of it.
     fn failed_while_closing(&self, lost_at_start: bool) -> Option<ArrayError> {
@@ -1835,24 +1865,7 @@ impl Array {
         let ours = existing
             .as_ref()
             .filter(|sb| sb.set_uuid == self.freshest.set_uuid);
-        if let Some(sb) = ours {
-            // A second name (a hard link) for a member that serves.
-            let serving = self
-                .superblocks
-                .iter()
-                .enumerate()
-                .filter(|(role, _)| states[*role] != MemberState::Failed)
-                .any(|(_, s)| {
-                    s.as_ref()
-                        .is_some_and(|(_, m)| m.device_uuid == sb.device_uuid)
-                });
-            if serving {
-                return Err(ArrayError::AlreadyActive {
-                    path: new.to_path_buf(),
-                    name,
-                });
-            }
-        }
+        self.refuse_a_serving_members_other_name(ours, &states, new, &name)?;
         let own = ours.map(|sb| sb.dev_number as usize);
         let dev = free_slot(&self.freshest.dev_roles, &taken, own)
             .ok_or_else(|| ArrayError::NoFreeSlot { name: name.clone() })?;
@@ -2342,27 +2355,10 @@ impl Array {
                 return Err(e);
             }
         };
-        if let Some(sb) = existing
+        let ours = existing
             .as_ref()
-            .filter(|sb| sb.set_uuid == self.freshest.set_uuid)
-        {
-            // A second name (a hard link) for a member that serves.
-            let serving = self
-                .superblocks
-                .iter()
-                .enumerate()
-                .filter(|(r, _)| states[*r] != MemberState::Failed)
-                .any(|(_, s)| {
-                    s.as_ref()
-                        .is_some_and(|(_, m)| m.device_uuid == sb.device_uuid)
-                });
-            if serving {
-                return Err(ArrayError::AlreadyActive {
-                    path: new.to_path_buf(),
-                    name,
-                });
-            }
-        }
+            .filter(|sb| sb.set_uuid == self.freshest.set_uuid);
+        self.refuse_a_serving_members_other_name(ours, &states, new, &name)?;
         let mut sb = self.freshest.clone();
         crate::badblocks::fresh_superblock(&mut sb);
         sb.device_uuid = match spare {
