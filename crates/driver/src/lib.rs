@@ -814,9 +814,10 @@ impl ArrayDriver {
         }
     }
 
-    /// A read `id` of driver slot `slot`'s device `gen` completed in the kernel: what
-    /// its member holds beyond the device goes over it before the engine sees it.
-    fn lay_over(&mut self, id: IoId, slot: MemberIdx, gen: u16, read: bool) {
+    /// A read `id` of driver slot `slot`'s device `gen` completed in the kernel (with
+    /// success or not): what its member holds beyond the device goes over it before
+    /// the engine sees it.
+    fn lay_over(&mut self, id: IoId, slot: MemberIdx, gen: u16, succeeded: bool) {
         if self.laid_over.is_empty() {
             return;
         }
@@ -824,7 +825,7 @@ impl ArrayDriver {
             return;
         };
         let (_, offset, buf) = self.laid_over.swap_remove(at);
-        if !read {
+        if !succeeded {
             return;
         }
         let device = if self.slot_gen[slot.index()] == gen {
