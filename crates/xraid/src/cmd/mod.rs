@@ -193,7 +193,8 @@ fn sync_with_bar_open(
             bar.set_position(p.done_below * unit_bytes);
         },
         crate::interrupt::requested,
-    )?;
+    );
+    // Also before an error, which is said on a line of its own.
     bar.finish_and_clear();
-    Ok(report)
+    Ok(report?)
 }
