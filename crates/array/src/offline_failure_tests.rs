@@ -51,6 +51,29 @@ fn open_with(paths: &[PathBuf], faults: &[&str]) -> Result<Array, ArrayError> {
     )
 }
 
+/// An array of `level` over `count` members of `size` bytes in `dir`, whose member
+/// `role` was failed, removed and replaced by a blank one added (recorded as being
+/// rebuilt, the rebuild left to the next open): the original members, the paths of
+/// the array as it stands (the blank one last) and the blank one.
+fn with_a_blank_member(
+    dir: &Path,
+    level: Level,
+    count: usize,
+    size: u64,
+    role: usize,
+) -> (Vec<PathBuf>, Vec<PathBuf>, PathBuf) {
+    let members = make(dir, level, count, size, false);
+    crate::fail_member(&members, &members[role]).expect("fail");
+    crate::remove_member(&members, &members[role]).expect("remove");
+    let blank = dir.join(format!("n{role}"));
+    let mut paths = members.clone();
+    paths.remove(role);
+    let added = add_member(&paths, &blank, Some(size), false, false).expect("add");
+    assert_eq!(added.role, Some(role as u16));
+    paths.push(blank.clone());
+    (members, paths, blank)
+}
+
 /// A recover run offline (`xraid add` of an array not served) records each member
 /// failure as it comes, as a server does: a RAID-6 rebuilding role 0 loses role 1
 /// early and role 2 much later, and role 2's own superblock shows role 1 failed —
@@ -59,14 +82,7 @@ fn open_with(paths: &[PathBuf], faults: &[&str]) -> Result<Array, ArrayError> {
 #[test]
 fn a_recover_records_each_member_failure_as_it_comes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let members = make(dir.path(), Level::Raid6, 5, 16 * MIB, false);
-    crate::fail_member(&members, &members[0]).expect("fail role 0");
-    crate::remove_member(&members, &members[0]).expect("remove role 0");
-    let blank = dir.path().join("n0");
-    let mut paths = members[1..].to_vec();
-    let added = add_member(&paths, &blank, Some(16 * MIB), false, false).expect("add");
-    assert_eq!(added.role, Some(0));
-    paths.push(blank);
+    let (members, paths, _) = with_a_blank_member(dir.path(), Level::Raid6, 5, 16 * MIB, 0);
     let mut array =
         open_with(&paths, &["role=1,fail-after=20", "role=2,fail-after=120"]).expect("open");
     // 240 units of 64 KiB, each reading every member once: role 1 fails within the
@@ -97,15 +113,7 @@ fn a_recover_records_each_member_failure_as_it_comes() {
 #[test]
 fn an_offline_recover_records_its_progress_as_it_goes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let members = make(dir.path(), Level::Raid5, 4, 16 * MIB, false);
-    crate::fail_member(&members, &members[1]).expect("fail role 1");
-    crate::remove_member(&members, &members[1]).expect("remove role 1");
-    let blank = dir.path().join("n1");
-    let mut paths = members.clone();
-    paths.remove(1);
-    let added = add_member(&paths, &blank, Some(16 * MIB), false, false).expect("add");
-    assert_eq!(added.role, Some(1));
-    paths.push(blank.clone());
+    let (_, paths, blank) = with_a_blank_member(dir.path(), Level::Raid5, 4, 16 * MIB, 1);
     // 256 units of 64 KiB, 16 in flight, each waiting 10 ms on role 0: about 160 ms.
     let mut array = open_with(&paths, &["role=0,latency=10ms"]).expect("open");
     array.sync_checkpoint_every = std::time::Duration::from_millis(20);
@@ -147,14 +155,7 @@ fn a_failure_on_a_checkpoints_flush_is_recorded() {
     let mut lost = 0;
     for k in 0..130 {
         let dir = tempfile::tempdir().expect("tempdir");
-        let members = make(dir.path(), Level::Raid5, 4, 8 * MIB, false);
-        crate::fail_member(&members, &members[1]).expect("fail role 1");
-        crate::remove_member(&members, &members[1]).expect("remove role 1");
-        let blank = dir.path().join("n1");
-        let mut paths = members.clone();
-        paths.remove(1);
-        add_member(&paths, &blank, Some(8 * MIB), false, false).expect("add");
-        paths.push(blank.clone());
+        let (members, paths, _) = with_a_blank_member(dir.path(), Level::Raid5, 4, 8 * MIB, 1);
         let fault = format!("role=2,fail-after={k}");
         let Ok(mut array) = open_with(&paths, &[&fault]) else {
             continue;
