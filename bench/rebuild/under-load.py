@@ -12,13 +12,20 @@ nbd engine doing 4 KiB random writes at QD32 for RUNTIME seconds, three times:
               recover running under the writes; its progress before and after gives the
               rebuild's rate under load.
 
+FAULTS, space-separated `--fault` options for the server, makes members slow: with
+FAULTS="role=0,latency=20ms role=2,latency=20ms role=3,latency=20ms" the members the
+rebuild reads answer like disks, and its checkpoints (each a flush and a superblock
+update the clients wait for) take 150 ms and more.
+
 While a member is rebuilt, writes over stripes the recover has rebuilt since its last
-recorded checkpoint (every 2 s) keep the rebuilt member's rows in their stripe-log entry
+recorded checkpoint (every 2 s, more where checkpoints are slow) keep the rebuilt member's rows in their stripe-log entry
 and use reconstruct-write (docs/RELIABILITY.md): the share of writes that pays for it
 grows with the rebuild's pace, so MIN is swept.
 
   RUNS=3 RUNTIME=8 MINS="10 50" SIZE=512M bench/rebuild/under-load.py
   LEVEL=1 RUNS=2 RUNTIME=5 MINS=300 SIZE=2G XRAID=path/to/xraid bench/rebuild/under-load.py
+  FAULTS="role=0,latency=20ms role=2,latency=20ms role=3,latency=20ms" RUNS=1 RUNTIME=20 \
+    MINS=50 SIZE=256M bench/rebuild/under-load.py
 
 Raw rows: bench/runs/<date>-<hostname>/rebuild-under-load.csv; prints medians.
 """
@@ -48,6 +55,7 @@ SIZE = env("SIZE", "512M")
 LEVEL = env("LEVEL", "5")
 DIR = env("DIR", "/dev/shm")
 XRAID = env("XRAID", "")
+FAULTS = env("FAULTS", "").split()
 
 
 def log(msg):
@@ -108,8 +116,10 @@ def one_run(xraid, work, minimum, member_bytes):
     array_bytes, data_bytes = made["array_size_bytes"], made["member_data_bytes"]
     sock = os.path.join(work, "s.sock")
     logf = open(os.path.join(work, "serve.log"), "a")
+    faults = [arg for fault in FAULTS for arg in ("--fault", fault)]
     proc = subprocess.Popen([xraid, "serve", "--socket", sock, "--rebuild-min", minimum,
-                             "--rebuild-max", minimum, folder], stdout=logf, stderr=logf)
+                             "--rebuild-max", minimum, *faults, folder],
+                            stdout=logf, stderr=logf)
     try:
         for _ in range(100):
             if os.path.exists(sock):
@@ -159,11 +169,17 @@ def main():
                            f"{datetime.date.today()}-{socket.gethostname()}")
     os.makedirs(out_dir, exist_ok=True)
     csv = os.path.join(out_dir, "rebuild-under-load.csv")
+    header = ("date,run,rebuild_min_mb_s,phase,iops,server_cpu_us_per_io,rebuild_mb_s,"
+              "p99_9_ms,max_ms,dir,xraid,faults\n")
+    if os.path.exists(csv):
+        with open(csv) as f:
+            if f.readline() != header:
+                # Rows of an older form of this script: kept apart.
+                os.rename(csv, csv.replace(".csv", f".{int(time.time())}.csv"))
     new = not os.path.exists(csv)
     out = open(csv, "a")
     if new:
-        out.write("date,run,rebuild_min_mb_s,phase,iops,server_cpu_us_per_io,rebuild_mb_s,"
-                  "p99_9_ms,max_ms,dir\n")
+        out.write(header)
     results = {}
     try:
         for run in range(1, RUNS + 1):
@@ -172,7 +188,8 @@ def main():
                 for phase, (iops, us, p999, worst) in rows.items():
                     r = f"{rate:.1f}" if phase == "rebuilding" else ""
                     out.write(f"{datetime.date.today()},{run},{minimum},{phase},{iops:.0f},"
-                              f"{us:.1f},{r},{p999:.2f},{worst:.2f},{DIR}\n")
+                              f"{us:.1f},{r},{p999:.2f},{worst:.2f},{DIR},{xraid},"
+                              f"\"{' '.join(FAULTS)}\"\n")
                     results.setdefault((minimum, phase), []).append(
                         (iops, us, rate, p999, worst))
                 out.flush()

@@ -39,6 +39,6 @@ pub use members::{
 };
 pub use open::{Array, Consistency, OpenMode};
 pub use scan::{read_superblock, MemberPath};
-pub use sync::{SyncCheckpoints, SyncReport};
+pub use sync::{CheckpointPace, SyncCheckpoints, SyncReport};
 #[cfg(test)]
 mod offline_failure_tests;

@@ -106,7 +106,7 @@ fn a_recover_records_each_member_failure_as_it_comes() {
 }
 
 /// An offline recover (`xraid add` of an array not served) records its progress in
-/// the superblocks as it goes, every `sync_checkpoint_every` (2 s; 20 ms here), as a
+/// the superblocks as it goes, every `sync_checkpoint_pace` (2 s or more; 20 ms here), as a
 /// server does: the member being rebuilt shows a recovery offset past 0 while the
 /// recover still runs, so a kill or a power cut there costs only the work since.
 /// Before 2026-11-29 an offline sync recorded it only when it stopped.
@@ -116,7 +116,10 @@ fn an_offline_recover_records_its_progress_as_it_goes() {
     let (_, paths, blank) = with_a_blank_member(dir.path(), Level::Raid5, 4, 16 * MIB, 1);
     // 256 units of 64 KiB, 16 in flight, each waiting 10 ms on role 0: about 160 ms.
     let mut array = open_with(&paths, &["role=0,latency=10ms"]).expect("open");
-    array.sync_checkpoint_every = std::time::Duration::from_millis(20);
+    array.sync_checkpoint_pace = crate::CheckpointPace {
+        every: std::time::Duration::from_millis(20),
+        spacing: 0,
+    };
     let unit_sectors = 128;
     let mut recorded = Vec::new();
     let report = array
@@ -160,7 +163,10 @@ fn a_failure_on_a_checkpoints_flush_is_recorded() {
         let Ok(mut array) = open_with(&paths, &[&fault]) else {
             continue;
         };
-        array.sync_checkpoint_every = std::time::Duration::ZERO;
+        array.sync_checkpoint_pace = crate::CheckpointPace {
+            every: std::time::Duration::ZERO,
+            spacing: 0,
+        };
         let result = array.sync(SyncKind::Recover, |_| {});
         if array.driver_ref().engine().lost_error().is_none() {
             continue;

@@ -99,7 +99,7 @@ pub struct Array {
     /// [`Array::take_events`]).
     record_pending: bool,
     /// How often an offline sync records its progress ([`Array::sync`]).
-    pub(crate) sync_checkpoint_every: std::time::Duration,
+    pub(crate) sync_checkpoint_pace: crate::CheckpointPace,
     /// Opened to read only with the stripe log's recovery in memory (see
     /// [`Array::open_with`]): the members as assembly opened them, whose locks keep
     /// other writers out while this array reads through its own descriptors.
@@ -542,7 +542,7 @@ impl Array {
             bad_outside,
             followed: Vec::new(),
             record_pending: false,
-            sync_checkpoint_every: crate::SyncCheckpoints::EVERY,
+            sync_checkpoint_pace: crate::CheckpointPace::default(),
             _held_locks: Vec::new(),
             unknown_left_to_parity: 0,
         };

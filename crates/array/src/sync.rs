@@ -7,31 +7,87 @@ use xraid_engine::{Event, SyncKind, SyncProgress};
 
 use crate::{Array, ArrayError};
 
-/// When a running sync's progress is next recorded ([`Array::checkpoint_sync`]):
-/// every [`SyncCheckpoints::EVERY`], so that a crash, a kill or the array's failure
-/// costs a rebuild at most that much of its work.
+/// How often a running sync records its progress ([`Array::checkpoint_sync`]).
+///
+/// A checkpoint holds the array's thread (clients and the sync wait) for a flush and
+/// the superblock update: a few milliseconds on memory or a healthy disk, but 150 ms
+/// and more on members that answer like slow disks (measured 2026-11-29, 20 ms an
+/// I/O), which every 2 s held clients back about 8% of the time. So the clock
+/// stretches: the next checkpoint waits at least `spacing` times as long as the last
+/// one took, capping the share of time checkpoints take at 1/`spacing`, though never
+/// longer than [`CheckpointPace::LONGEST`] (md records its progress every sixteenth
+/// of the device or every 5 minutes, `UPDATE_FREQUENCY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointPace {
+    /// The shortest time between two checkpoints.
+    pub every: Duration,
+    /// The next checkpoint waits at least this many times as long as the last took
+    /// (0: the plain `every` clock).
+    pub spacing: u32,
+}
+
+impl CheckpointPace {
+    /// A crash, a kill or the array's failure costs a rebuild at most this much of
+    /// its work, where checkpoints are quick.
+    pub const EVERY: Duration = Duration::from_secs(2);
+    /// Checkpoints take at most a hundredth of a sync's time.
+    pub const SPACING: u32 = 100;
+    /// The longest a slow checkpoint stretches the clock to.
+    pub const LONGEST: Duration = Duration::from_secs(60);
+
+    /// The wait after a checkpoint that took `took`.
+    fn wait_after(self, took: Duration) -> Duration {
+        let spaced = took.saturating_mul(self.spacing).min(Self::LONGEST);
+        self.every.max(spaced)
+    }
+}
+
+impl Default for CheckpointPace {
+    fn default() -> CheckpointPace {
+        CheckpointPace {
+            every: CheckpointPace::EVERY,
+            spacing: CheckpointPace::SPACING,
+        }
+    }
+}
+
+/// When a running sync's progress is next recorded, by a [`CheckpointPace`].
 #[derive(Debug, Clone, Copy)]
 pub struct SyncCheckpoints {
-    every: Duration,
+    pace: CheckpointPace,
+    /// When the last checkpoint ended (or the clock started).
     at: Instant,
+    /// How long after `at` the next one is due.
+    wait: Duration,
 }
 
 impl SyncCheckpoints {
-    pub const EVERY: Duration = Duration::from_secs(2);
-
-    /// Checkpoints every `every`, the first one `every` after `at` (now, but for tests).
-    pub fn new(every: Duration, at: Instant) -> SyncCheckpoints {
-        SyncCheckpoints { every, at }
+    /// Checkpoints at `pace`, the first one `pace.every` after `at` (now, but for
+    /// tests).
+    pub fn new(pace: CheckpointPace, at: Instant) -> SyncCheckpoints {
+        SyncCheckpoints {
+            pace,
+            at,
+            wait: pace.every,
+        }
     }
 
-    /// Whether a checkpoint is due; if so, counts it as taken.
-    pub fn take_due(&mut self) -> bool {
-        let now = Instant::now();
-        let due = now.duration_since(self.at) >= self.every;
-        if due {
-            self.at = now;
+    /// Runs `checkpoint` if one is due, timing it to space the next one; returns what
+    /// it returned, or `None` when none was due.
+    pub fn take_if_due<T>(&mut self, checkpoint: impl FnOnce() -> T) -> Option<T> {
+        let began = Instant::now();
+        if began.duration_since(self.at) < self.wait {
+            return None;
         }
-        due
+        let result = checkpoint();
+        self.at = Instant::now();
+        self.wait = self.pace.wait_after(self.at.duration_since(began));
+        Some(result)
+    }
+
+    /// How long after the last checkpoint the next one is due.
+    pub fn wait(&self) -> Duration {
+        self.wait
     }
 }
 
@@ -95,7 +151,7 @@ impl Array {
         let stats = self.driver.engine().stats();
         let before = stats.read_errors_corrected;
         let sums_before = stats.checksum_mismatches;
-        let mut checkpoints = SyncCheckpoints::new(self.sync_checkpoint_every, Instant::now());
+        let mut checkpoints = SyncCheckpoints::new(self.sync_checkpoint_pace, Instant::now());
         if running != Some(kind) {
             // A sync started at open (a resync after an unclean stop) goes first.
             while self.driver.engine().sync_progress().is_some() {
@@ -181,15 +237,60 @@ impl Array {
     /// Records the running sync's progress when `checkpoints` says it is due (not on
     /// an array already failed: its record is the failure's, see `close`).
     fn checkpoint_if_due(&mut self, checkpoints: &mut SyncCheckpoints) -> Result<(), ArrayError> {
-        if self.driver.engine().lost_error().is_some() || !checkpoints.take_due() {
+        if self.driver.engine().lost_error().is_some() {
             return Ok(());
         }
-        match self.checkpoint_sync() {
+        match checkpoints.take_if_due(|| self.checkpoint_sync()) {
+            None => Ok(()),
             // The array failed under the checkpoint's flush: that failure is recorded
             // now, as any other, and the loss is the sync's to report as it goes on
             // (an error here would leave the command without its close).
-            Err(_) if self.driver.engine().lost_error().is_some() => self.record_new_failures(),
-            other => other,
+            Some(Err(_)) if self.driver.engine().lost_error().is_some() => {
+                self.record_new_failures()
+            }
+            Some(other) => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn quick_checkpoints_keep_the_plain_clock() {
+        let pace = CheckpointPace::default();
+        assert_eq!(pace.wait_after(Duration::ZERO), CheckpointPace::EVERY);
+        assert_eq!(pace.wait_after(20 * MS), CheckpointPace::EVERY);
+    }
+
+    #[test]
+    fn slow_checkpoints_stretch_the_clock_to_their_share() {
+        let pace = CheckpointPace::default();
+        assert_eq!(pace.wait_after(150 * MS), 15_000 * MS);
+        assert_eq!(
+            pace.wait_after(Duration::from_secs(5)),
+            CheckpointPace::LONGEST
+        );
+        let plain = CheckpointPace {
+            every: 20 * MS,
+            spacing: 0,
+        };
+        assert_eq!(plain.wait_after(Duration::from_secs(5)), 20 * MS);
+    }
+
+    #[test]
+    fn a_checkpoint_runs_when_due_and_spaces_the_next() {
+        let pace = CheckpointPace {
+            every: Duration::ZERO,
+            spacing: 1_000,
+        };
+        let mut checkpoints = SyncCheckpoints::new(pace, Instant::now());
+        let took = checkpoints.take_if_due(|| std::thread::sleep(2 * MS));
+        assert_eq!(took, Some(()), "due at once");
+        assert!(checkpoints.wait() >= 2_000 * MS, "{:?}", checkpoints.wait());
+        assert_eq!(checkpoints.take_if_due(|| ()), None, "spaced out");
     }
 }

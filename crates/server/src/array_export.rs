@@ -331,7 +331,7 @@ pub(crate) fn spawn(
         began_writes: false,
         reniced_at: None,
         checkpoints: xraid_array::SyncCheckpoints::new(
-            xraid_array::SyncCheckpoints::EVERY,
+            xraid_array::CheckpointPace::default(),
             std::time::Instant::now(),
         ),
         last_sync: None,
@@ -1510,16 +1510,17 @@ impl Worker {
             }
             self.unrecorded = !recorded;
         }
-        if self.checkpoints.take_due() {
-            if let Err(e) = self.array.checkpoint_sync() {
-                log::error(&format!(
-                    "array '{}': could not record the rebuild's progress: {e}",
-                    self.name
-                ));
-                // Its update may have met a member failing: recorded before any
-                // reply, as every failure is.
-                self.unrecorded = !self.record_failure();
-            }
+        if let Some(Err(e)) = self
+            .checkpoints
+            .take_if_due(|| self.array.checkpoint_sync())
+        {
+            log::error(&format!(
+                "array '{}': could not record the rebuild's progress: {e}",
+                self.name
+            ));
+            // Its update may have met a member failing: recorded before any reply, as
+            // every failure is.
+            self.unrecorded = !self.record_failure();
         }
         if let Err(e) = self.array.maintain() {
             log::error(&format!(
@@ -1840,7 +1841,7 @@ mod tests {
             began_writes: true,
             reniced_at: None,
             checkpoints: xraid_array::SyncCheckpoints::new(
-                xraid_array::SyncCheckpoints::EVERY,
+                xraid_array::CheckpointPace::default(),
                 std::time::Instant::now(),
             ),
             last_sync: None,
@@ -2141,9 +2142,9 @@ mod tests {
         let dev_10 = superblock_of(&members[10]).dev_number as usize;
         assert_eq!(superblock_of(&members[11]).dev_roles[dev_10], 10);
         let mut worker = worker(array);
-        let every = xraid_array::SyncCheckpoints::EVERY;
-        let long_ago = std::time::Instant::now().checked_sub(every);
-        worker.checkpoints = xraid_array::SyncCheckpoints::new(every, long_ago.expect("uptime"));
+        let pace = xraid_array::CheckpointPace::default();
+        let long_ago = std::time::Instant::now().checked_sub(pace.every);
+        worker.checkpoints = xraid_array::SyncCheckpoints::new(pace, long_ago.expect("uptime"));
         worker.collect();
         assert_eq!(
             superblock_of(&n11).recovery_offset,

@@ -58,9 +58,10 @@ pub enum Command {
     /// whole array (or with --spare) it is added as a hot spare, which takes the place
     /// of a member that fails. On a served array, the server adds it while its clients
     /// go on, into a failed or missing role (rebuilt in the background; followed here
-    /// to the end) or as a spare. The rebuild's progress is recorded every 2 s: stopped
-    /// (Ctrl-C), killed or cut off by the power, it goes on from there at the next open
-    /// to write.
+    /// to the end) or as a spare. The rebuild's progress is recorded every 2 s (up to
+    /// a minute on slow members, each checkpoint taking at most a hundredth of the
+    /// time): stopped (Ctrl-C), killed or cut off by the power, it goes on from there at
+    /// the next open to write.
     Add(AddArgs),
     /// Replace a member while it goes on serving (md's want_replacement): NEW (a blank
     /// disk or file, or a hot spare of the array) is rebuilt from OLD — read directly,
