@@ -818,35 +818,46 @@ impl Array {
     /// Records how far a running recover or resync has got in the superblocks (md's
     /// recovery_offset / resync_offset), so that a crash does not send it back to the
     /// start. Cheap enough to call every few seconds; does nothing when nothing runs.
-    pub fn checkpoint_sync(&mut self) -> Result<(), ArrayError> {
+    /// Says whether it wrote the superblocks (a resync's checkpoint is kept in memory,
+    /// for the stop's record).
+    pub fn checkpoint_sync(&mut self) -> Result<bool, ArrayError> {
         let Some(progress) = self.driver.engine().sync_progress() else {
-            return Ok(());
+            return Ok(false);
         };
         if self.mode != OpenMode::ReadWrite || progress.done_below == 0 {
-            return Ok(());
+            return Ok(false);
         }
         let engine = self.driver.engine();
         let sector = engine.unit_to_resync_offset(progress.done_below);
         match progress.kind {
             SyncKind::Recover => {
-                // What was rebuilt below the checkpoint must be durable before a
-                // superblock says so. Superblocks say the array is active (0) while it
-                // runs; the members being rebuilt carry how far.
-                self.driver.flush()?;
-                self.dirty = true;
-                self.update_superblocks(0, Some(progress.done_below))?;
-                // Writes past it still keep the rebuilt members' rows in the log.
-                self.driver
-                    .engine_mut()
-                    .set_recovery_recorded(progress.done_below);
-                Ok(())
+                // The recover launches nothing while its checkpoint is recorded: the
+                // flush and each superblock write wait for the sync's reads in the
+                // kernel, once instead of once a member.
+                self.driver.engine_mut().hold_sync(true);
+                let recorded = self.record_recover_checkpoint(progress.done_below);
+                self.driver.engine_mut().hold_sync(false);
+                recorded.map(|()| true)
             }
             SyncKind::Resync if self.resync_pending() => {
                 self.resync_from = Some(sector);
-                Ok(())
+                Ok(false)
             }
-            _ => Ok(()),
+            _ => Ok(false),
         }
+    }
+
+    /// Records a running recover's checkpoint: its targets rebuilt below `unit`.
+    fn record_recover_checkpoint(&mut self, unit: u64) -> Result<(), ArrayError> {
+        // What was rebuilt below the checkpoint must be durable before a superblock
+        // says so. Superblocks say the array is active (0) while it runs; the members
+        // being rebuilt carry how far.
+        self.driver.flush()?;
+        self.dirty = true;
+        self.update_superblocks(0, Some(unit))?;
+        // Writes past it still keep the rebuilt members' rows in the log.
+        self.driver.engine_mut().set_recovery_recorded(unit);
+        Ok(())
     }
 
     /// Starts the recover [`Array::use_spares`] left waiting for another sync to end.

@@ -59,6 +59,8 @@ pub struct SyncCheckpoints {
     at: Instant,
     /// How long after `at` the next one is due.
     wait: Duration,
+    /// How long the last one took.
+    last_took: Option<Duration>,
 }
 
 impl SyncCheckpoints {
@@ -69,25 +71,43 @@ impl SyncCheckpoints {
             pace,
             at,
             wait: pace.every,
+            last_took: None,
         }
     }
 
     /// Runs `checkpoint` if one is due, timing it to space the next one; returns what
-    /// it returned, or `None` when none was due.
-    pub fn take_if_due<T>(&mut self, checkpoint: impl FnOnce() -> T) -> Option<T> {
+    /// it returned (whether it wrote anything, as [`Array::checkpoint_sync`] says), or
+    /// `None` when none was due.
+    pub fn take_if_due<E>(
+        &mut self,
+        checkpoint: impl FnOnce() -> Result<bool, E>,
+    ) -> Option<Result<bool, E>> {
         let began = Instant::now();
         if began.duration_since(self.at) < self.wait {
             return None;
         }
         let result = checkpoint();
         self.at = Instant::now();
-        self.wait = self.pace.wait_after(self.at.duration_since(began));
+        let took = self.at.duration_since(began);
+        if matches!(result, Ok(false)) {
+            // Nothing written, nothing to space out.
+            self.wait = self.pace.every;
+        } else {
+            self.wait = self.pace.wait_after(took);
+            self.last_took = Some(took);
+        }
         Some(result)
     }
 
     /// How long after the last checkpoint the next one is due.
     pub fn wait(&self) -> Duration {
         self.wait
+    }
+
+    /// How long the last checkpoint that wrote something (or failed) took: the
+    /// clients waited through it.
+    pub fn last_took(&self) -> Option<Duration> {
+        self.last_took
     }
 }
 
@@ -248,7 +268,7 @@ impl Array {
             Some(Err(_)) if self.driver.engine().lost_error().is_some() => {
                 self.record_new_failures()
             }
-            Some(other) => other,
+            Some(other) => other.map(|_| ()),
         }
     }
 }
@@ -288,9 +308,20 @@ mod tests {
             spacing: 1_000,
         };
         let mut checkpoints = SyncCheckpoints::new(pace, Instant::now());
-        let took = checkpoints.take_if_due(|| std::thread::sleep(2 * MS));
-        assert_eq!(took, Some(()), "due at once");
+        let nothing = checkpoints.take_if_due(|| Ok::<_, ()>(false));
+        assert_eq!(nothing, Some(Ok(false)), "due at once");
+        assert_eq!(checkpoints.last_took(), None, "nothing was recorded");
+        let took = checkpoints.take_if_due(|| {
+            std::thread::sleep(2 * MS);
+            Ok::<_, ()>(true)
+        });
+        assert_eq!(took, Some(Ok(true)), "due again: the last one took no time");
         assert!(checkpoints.wait() >= 2_000 * MS, "{:?}", checkpoints.wait());
-        assert_eq!(checkpoints.take_if_due(|| ()), None, "spaced out");
+        assert!(checkpoints.last_took().is_some_and(|t| t >= 2 * MS));
+        assert_eq!(
+            checkpoints.take_if_due(|| Ok::<_, ()>(true)),
+            None,
+            "spaced out"
+        );
     }
 }

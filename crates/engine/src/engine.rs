@@ -158,6 +158,9 @@ pub struct Engine {
     /// rebuilt (md's recovery_offset), as the driver last said (see
     /// `sync::rebuilt_unrecorded`); a restart of the walk sets it back to 0.
     pub(crate) recovery_recorded: u64,
+    /// The running sync launches nothing new while the driver records its
+    /// checkpoint ([`Engine::hold_sync`]).
+    pub(crate) sync_held: bool,
     /// Per role, being rebuilt: units below which it was rebuilt by an earlier walk of
     /// the recover (one that started over for a newcomer, or ended early); md keeps a
     /// recovery_offset per device.
@@ -262,6 +265,7 @@ impl Engine {
             sync_flush_buf: None,
             sync_flush_rounds: 0,
             recovery_recorded: 0,
+            sync_held: false,
             rebuilt_floor: vec![0; roles],
             recorded_floor: vec![0; roles],
             resync_owed: false,
@@ -1366,6 +1370,19 @@ impl Engine {
     /// to the record, and a replay could not read their rows from them.
     pub fn set_recovery_recorded(&mut self, unit: u64) {
         self.recovery_recorded = unit;
+    }
+
+    /// Holds the running sync's new launches (`true`) while the driver records its
+    /// checkpoint, or lets it go on (`false`). A superblock update writes the members
+    /// one by one, each after the engine's I/O to it has left the kernel: with the
+    /// sync launching on meanwhile, each member's write waits for a fresh window of
+    /// sync reads (on members answering in 20 ms, most of a 150 ms checkpoint the
+    /// clients wait through). Units in flight complete; clients' requests go on.
+    pub fn hold_sync(&mut self, held: bool) {
+        self.sync_held = held;
+        if !held {
+            crate::sync::pump(self);
+        }
     }
 
     /// The unit below which the superblocks record `member`, being rebuilt, as

@@ -558,9 +558,11 @@ pub(crate) fn pump(engine: &mut Engine) {
             }
             return;
         }
-        // A unit still in flight from before a restart is not issued twice at once
-        // (it would look done when the older operation ends).
-        if s.in_flight.len() >= config.sync_window
+        // A held sync launches nothing (one whose last units are out still ends, as
+        // above). A unit still in flight from before a restart is not issued twice at
+        // once (it would look done when the older operation ends).
+        if engine.sync_held
+            || s.in_flight.len() >= config.sync_window
             || now < s.next_launch
             || s.in_flight.contains(&s.next)
         {
@@ -610,6 +612,7 @@ pub(crate) fn next_wakeup(engine: &Engine) -> Option<Nanos> {
         && s.in_flight.len() < engine.config.sync_window
         && !s.in_flight.contains(&s.next)
         && !engine.log_recovering()
+        && !engine.sync_held
         && (!due || !engine.member_io_out());
     waiting.then_some(s.next_launch)
 }

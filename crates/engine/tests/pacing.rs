@@ -73,3 +73,56 @@ fn the_arrays_own_checkpoints_do_not_make_a_sync_yield() {
         );
     }
 }
+
+/// A held sync (the driver records its checkpoint) launches no unit, while those in
+/// flight complete; let go, it runs on to its end and rebuilds every unit.
+#[test]
+fn a_held_sync_launches_nothing_until_let_go() {
+    for seed in 0..4 {
+        let (mut array, _) = filled_array(Level::Raid5, 4, seed, 0);
+        let mut config = array.engine.config();
+        config.sync_window = 2;
+        array.engine.set_config(config);
+        array.kill_member(MemberIdx(1));
+        array
+            .return_member(MemberIdx(1), true)
+            .expect("a new device");
+        array
+            .engine
+            .start_sync(SyncKind::Recover, 0)
+            .expect("recover");
+        for _ in 0..3 {
+            assert!(array.step(), "seed {seed}: the recover goes on");
+        }
+        array.engine.hold_sync(true);
+        while array.step() {}
+        let held = array.engine.sync_progress().expect("still running");
+        let launched = array.engine.stats().sync_units;
+        assert!(
+            held.done_below > 0 && held.done_below < held.total_units,
+            "seed {seed}: the units out completed, no more ({held:?})"
+        );
+        assert!(!array.step(), "seed {seed}: nothing launched while held");
+        assert_eq!(array.engine.stats().sync_units, launched);
+        array.engine.hold_sync(false);
+        while array.engine.sync_progress().is_some() {
+            assert!(array.step(), "seed {seed}: let go, the recover goes on");
+        }
+        let finished = array.take_events().into_iter().any(|e| {
+            matches!(
+                e,
+                xraid_engine::Event::SyncFinished {
+                    completed: true,
+                    unrecoverable: 0,
+                    ..
+                }
+            )
+        });
+        assert!(finished, "seed {seed}: the recover completed");
+        assert_eq!(
+            array.engine.member_states()[1],
+            xraid_engine::MemberState::Active,
+            "seed {seed}"
+        );
+    }
+}

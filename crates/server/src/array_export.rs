@@ -26,7 +26,7 @@ use xraid_nbd::{block_status_chunk, BlockDescriptor};
 use crate::handshake::BASE_ALLOCATION_ID;
 use crate::log;
 use crate::log_budget::{Fault, LogBudget, Say};
-use crate::published::{Published, PUBLISH_EVERY};
+use crate::published::{millis, Published, PUBLISH_EVERY};
 
 /// Requests of at least this many bytes take the large lane.
 const LARGE_REQUEST_BYTES: usize = crate::lane::BULK_BYTES as usize;
@@ -744,6 +744,10 @@ impl Worker {
                 "done_bytes": p.done_below * unit_bytes,
                 "total_bytes": p.total_units * unit_bytes,
                 "mismatched_units": p.mismatches,
+                // How often its progress goes to the superblocks (stretched where a
+                // checkpoint is slow), and how long the last one held the clients.
+                "checkpoint_every_ms": millis(self.checkpoints.wait()),
+                "last_checkpoint_ms": self.checkpoints.last_took().map(millis),
             })),
             "last_sync": self.last_sync,
             "stripe_log": self.array.stripe_log_sectors().is_some(),

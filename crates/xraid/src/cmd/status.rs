@@ -402,8 +402,19 @@ fn print_live(s: &serde_json::Value) {
         s["raid_disks"]
     );
     if let Some(sync) = s["sync"].as_object() {
+        // The progress record's clock, once a checkpoint has been timed.
+        let checkpoints = match (
+            sync.get("checkpoint_every_ms").and_then(|v| v.as_f64()),
+            sync.get("last_checkpoint_ms").and_then(|v| v.as_f64()),
+        ) {
+            (Some(every), Some(last)) => format!(
+                " (progress recorded every {:.0} s, the last record took {last:.0} ms)",
+                every / 1000.0
+            ),
+            _ => String::new(),
+        };
         println!(
-            "          Sync : {} {}%",
+            "          Sync : {} {}%{checkpoints}",
             sync["kind"].as_str().unwrap_or("?"),
             sync["done_percent"]
         );

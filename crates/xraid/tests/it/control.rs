@@ -325,6 +325,24 @@ fn a_member_added_live_into_a_failed_role_is_rebuilt_while_clients_are_served() 
         "{err}"
     );
     client.disconnect();
+    // Its progress goes to the superblocks every 2 s (quick checkpoints on files), and
+    // the status says how long the last record held the clients.
+    let mut timed = None;
+    while timed.is_none() {
+        let s = live_status(&disks);
+        if s["health"] != "recovering" {
+            break;
+        }
+        if let Some(last) = s["sync"]["last_checkpoint_ms"].as_u64() {
+            timed = Some((last, s["sync"]["checkpoint_every_ms"].clone()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (last, every) = timed.expect("a checkpoint was timed while the rebuild ran");
+    assert!(
+        every.as_u64() >= Some(2000).max(Some(last * 100)),
+        "{every}"
+    );
 
     let s = wait_for_health(&disks, "clean");
     for m in s["members"].as_array().expect("members") {
