@@ -122,8 +122,18 @@ fn an_offline_recover_records_its_progress_as_it_goes() {
     };
     let unit_sectors = 128;
     let mut recorded = Vec::new();
+    let stall_timeout = array.driver_ref().engine().config().stall_timeout;
+    let began = std::time::Instant::now();
     let report = array
         .sync(SyncKind::Recover, |p| {
+            // Not a timing: a sync whose units a checkpoint let go, left unsent, waited
+            // for the engine's next timer (the stall timeout) after every checkpoint,
+            // the whole recover taking minutes (a first build of the checkpoints' hold).
+            let took = u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            assert!(
+                took < stall_timeout.0,
+                "the recover stalled after a checkpoint: {took} ns in"
+            );
             let offset = read_sb(&blank).recovery_offset;
             assert!(
                 offset <= p.done_below * unit_sectors,

@@ -837,7 +837,12 @@ impl Array {
                 self.driver.engine_mut().hold_sync(true);
                 let recorded = self.record_recover_checkpoint(progress.done_below);
                 self.driver.engine_mut().hold_sync(false);
-                recorded.map(|()| true)
+                // The units let go are sent now: a caller that finds nothing in flight
+                // would otherwise sleep until the engine's next timer.
+                let sent = self.driver.pump(false);
+                recorded?;
+                sent?;
+                Ok(true)
             }
             SyncKind::Resync if self.resync_pending() => {
                 self.resync_from = Some(sector);
