@@ -839,10 +839,8 @@ impl Array {
                 self.driver.engine_mut().hold_sync(false);
                 // The units let go are sent now: a caller that finds nothing in flight
                 // would otherwise sleep until the engine's next timer.
-                let sent = self.driver.pump(false);
-                recorded?;
-                sent?;
-                Ok(true)
+                self.driver.send_queued();
+                recorded.map(|()| true)
             }
             SyncKind::Resync if self.resync_pending() => {
                 self.resync_from = Some(sector);

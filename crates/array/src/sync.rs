@@ -89,14 +89,25 @@ impl SyncCheckpoints {
         let result = checkpoint();
         self.at = Instant::now();
         let took = self.at.duration_since(began);
-        if matches!(result, Ok(false)) {
+        self.wait = match result {
             // Nothing written, nothing to space out.
-            self.wait = self.pace.every;
-        } else {
-            self.wait = self.pace.wait_after(took);
+            Ok(false) => self.pace.every,
+            Ok(true) => self.pace.wait_after(took),
+            // Nothing recorded either (a member may have stalled it out): the next
+            // try comes on the plain clock, so that the work a crash would cost stays
+            // within what a quick checkpoint's interval bounds.
+            Err(_) => self.pace.every,
+        };
+        if !matches!(result, Ok(false)) {
             self.last_took = Some(took);
         }
         Some(result)
+    }
+
+    /// The sync ended: the next one's checkpoints are timed afresh.
+    pub fn sync_ended(&mut self) {
+        self.wait = self.pace.every;
+        self.last_took = None;
     }
 
     /// How long after the last checkpoint the next one is due.
@@ -244,6 +255,10 @@ impl Array {
                     });
                 }
             }
+            // I/O the engine queued outside the driver's pump (a call made on it
+            // directly) goes out first: left queued, it would wait for the engine's
+            // next timer, which could count it stalled.
+            self.driver.send_queued();
             if !self.driver.io_in_flight() {
                 // Nothing in flight: the sync waits for its pace.
                 if let Some(wait) = self.driver.until_timer() {
@@ -323,5 +338,28 @@ mod tests {
             None,
             "spaced out"
         );
+        checkpoints.sync_ended();
+        assert_eq!(
+            checkpoints.last_took(),
+            None,
+            "a new sync's are timed afresh"
+        );
+        assert_eq!(checkpoints.wait(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_failed_checkpoint_keeps_the_plain_clock() {
+        let pace = CheckpointPace {
+            every: 5 * MS,
+            spacing: 1_000,
+        };
+        let mut checkpoints = SyncCheckpoints::new(pace, Instant::now() - 10 * MS);
+        let failed = checkpoints.take_if_due(|| {
+            std::thread::sleep(2 * MS);
+            Err::<bool, _>("stalled")
+        });
+        assert_eq!(failed, Some(Err("stalled")));
+        assert_eq!(checkpoints.wait(), 5 * MS, "not stretched");
+        assert!(checkpoints.last_took().is_some_and(|t| t >= 2 * MS));
     }
 }

@@ -686,6 +686,17 @@ impl ArrayDriver {
         }
     }
 
+    /// Sends the member I/Os the engine has queued since the last pump (a call made on
+    /// it directly, such as [`Engine::hold_sync`] letting a sync go), taking no
+    /// completion: left queued until the next pump, they are not in flight as
+    /// [`ArrayDriver::io_in_flight`] sees it, and a caller that then sleeps until the
+    /// engine's next timer may find them counted stalled.
+    pub fn send_queued(&mut self) {
+        while let Some(io) = self.engine.poll_member_io() {
+            self.dispatch(io);
+        }
+    }
+
     /// Sends one member I/O to the kernel, or performs it inline for members that have
     /// no descriptor (in-memory members).
     fn dispatch(&mut self, io: MemberIo) {

@@ -400,9 +400,9 @@ impl Story {
         let flushed = match record {
             Some(p) => {
                 // The driver holds the recover's launches while it records a
-                // checkpoint (`Engine::hold_sync`); here at odd units only, so that the
-                // stories keep their draws and the seeds that found gaps with
-                // checkpoints unheld still tell what they told.
+                // checkpoint (`Engine::hold_sync`); here at odd units only, drawing
+                // nothing, so that stories whose checkpoints fall on even units (or
+                // that take none) run as they did before.
                 let held = p.done_below % 2 == 1;
                 self.log.push(format!(
                     "  checkpoint the recover at unit {}{}",

@@ -744,10 +744,14 @@ impl Worker {
                 "done_bytes": p.done_below * unit_bytes,
                 "total_bytes": p.total_units * unit_bytes,
                 "mismatched_units": p.mismatches,
-                // How often its progress goes to the superblocks (stretched where a
-                // checkpoint is slow), and how long the last one held the clients.
-                "checkpoint_every_ms": millis(self.checkpoints.wait()),
-                "last_checkpoint_ms": self.checkpoints.last_took().map(millis),
+                // A recover's: how often its progress goes to the superblocks
+                // (stretched where a checkpoint is slow), and how long the last one
+                // held the clients. Other syncs record none while they run.
+                "checkpoint_every_ms": (p.kind == SyncKind::Recover)
+                    .then(|| millis(self.checkpoints.wait())),
+                "last_checkpoint_ms": self.checkpoints.last_took()
+                    .filter(|_| p.kind == SyncKind::Recover)
+                    .map(millis),
             })),
             "last_sync": self.last_sync,
             "stripe_log": self.array.stripe_log_sectors().is_some(),
@@ -1349,6 +1353,7 @@ impl Worker {
                         last["listed_sectors_left"] = listed.into();
                     }
                     self.last_sync = Some(last);
+                    self.checkpoints.sync_ended();
                     let skipped = if skipped > 0 {
                         format!("; visited {visited} units of {total}, skipped {skipped} clean in the write-intent bitmap")
                     } else {

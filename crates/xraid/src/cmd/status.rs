@@ -408,7 +408,7 @@ fn print_live(s: &serde_json::Value) {
             sync.get("last_checkpoint_ms").and_then(|v| v.as_f64()),
         ) {
             (Some(every), Some(last)) => format!(
-                " (progress recorded every {:.0} s, the last record took {last:.0} ms)",
+                " (progress recorded every {} s, the last record took {last:.0} ms)",
                 every / 1000.0
             ),
             _ => String::new(),
