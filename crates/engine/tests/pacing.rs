@@ -8,16 +8,15 @@ use common::filled_array;
 use xraid_engine::{MemberIdx, Nanos, SyncKind};
 use xraid_layout::Level;
 
-/// How a recover on a RAID-5 runs, in simulated time: a minimum rate of one unit a
-/// second while clients are busy, no limit while they are idle, and after every 8th
-/// step one request (while none of its kind is out) of the kind `start` sends.
-fn recover_time(seed: u64, start: Option<fn(&mut xraid_engine::sim::SimArray)>) -> Nanos {
+/// A filled RAID-5 whose member 1 is replaced by a blank device and being recovered,
+/// its engine configured by `configure`; and when the recover started.
+fn recovering(
+    seed: u64,
+    configure: impl FnOnce(&mut xraid_engine::EngineConfig),
+) -> (xraid_engine::sim::SimArray, Nanos) {
     let (mut array, _) = filled_array(Level::Raid5, 4, seed, 0);
     let mut config = array.engine.config();
-    let unit_bytes = 16 * 512;
-    config.sync_min_bytes_per_sec = unit_bytes;
-    config.sync_max_bytes_per_sec = 0;
-    config.sync_window = 1;
+    configure(&mut config);
     array.engine.set_config(config);
     array.kill_member(MemberIdx(1));
     array
@@ -28,6 +27,19 @@ fn recover_time(seed: u64, start: Option<fn(&mut xraid_engine::sim::SimArray)>) 
         .engine
         .start_sync(SyncKind::Recover, 0)
         .expect("recover");
+    (array, began)
+}
+
+/// How a recover on a RAID-5 runs, in simulated time: a minimum rate of one unit a
+/// second while clients are busy, no limit while they are idle, and after every 8th
+/// step one request (while none of its kind is out) of the kind `start` sends.
+fn recover_time(seed: u64, start: Option<fn(&mut xraid_engine::sim::SimArray)>) -> Nanos {
+    let unit_bytes = 16 * 512;
+    let (mut array, began) = recovering(seed, |config| {
+        config.sync_min_bytes_per_sec = unit_bytes;
+        config.sync_max_bytes_per_sec = 0;
+        config.sync_window = 1;
+    });
     let mut steps = 0u64;
     while array.engine.sync_progress().is_some() {
         steps += 1;
@@ -79,18 +91,7 @@ fn the_arrays_own_checkpoints_do_not_make_a_sync_yield() {
 #[test]
 fn a_held_sync_launches_nothing_until_let_go() {
     for seed in 0..4 {
-        let (mut array, _) = filled_array(Level::Raid5, 4, seed, 0);
-        let mut config = array.engine.config();
-        config.sync_window = 2;
-        array.engine.set_config(config);
-        array.kill_member(MemberIdx(1));
-        array
-            .return_member(MemberIdx(1), true)
-            .expect("a new device");
-        array
-            .engine
-            .start_sync(SyncKind::Recover, 0)
-            .expect("recover");
+        let (mut array, _) = recovering(seed, |config| config.sync_window = 2);
         for _ in 0..3 {
             assert!(array.step(), "seed {seed}: the recover goes on");
         }
