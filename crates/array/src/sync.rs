@@ -90,13 +90,11 @@ impl SyncCheckpoints {
         self.at = Instant::now();
         let took = self.at.duration_since(began);
         self.wait = match result {
-            // Nothing written, nothing to space out.
-            Ok(false) => self.pace.every,
             Ok(true) => self.pace.wait_after(took),
-            // Nothing recorded either (a member may have stalled it out): the next
-            // try comes on the plain clock, so that the work a crash would cost stays
-            // within what a quick checkpoint's interval bounds.
-            Err(_) => self.pace.every,
+            // Nothing written, nothing to space out; or nothing recorded (a member may
+            // have stalled it out): the next try comes on the plain clock, so that the
+            // work a crash would cost stays within a quick checkpoint's interval.
+            Ok(false) | Err(_) => self.pace.every,
         };
         if !matches!(result, Ok(false)) {
             self.last_took = Some(took);
