@@ -12,14 +12,10 @@ root=$(cd "$here/../.." && pwd)
 RUNS=${RUNS:-3}
 SIZE=${SIZE:-2G}
 LATENCY=${LATENCY:-20ms}
-if [ -z "${XRAIDS:-}" ]; then
-    (cd "$root" && cargo build --release -q -p xraid)
-    XRAIDS="$root/target/release/xraid"
-fi
-out="$root/bench/runs/$(date +%Y-%m-%d)-$(hostname)"
-mkdir -p "$out"
-csv="$out/rebuild-checkpoints.csv"
-[ -f "$csv" ] || echo "date,xraid,run,size,latency,at_percent,checkpoint_ms,every_ms,rebuild_s" > "$csv"
+# shellcheck source=common.sh
+. "$here/common.sh"
+choose_builds
+csv=$(csv_file rebuild-checkpoints.csv "date,xraid,run,size,latency,at_percent,checkpoint_ms,every_ms,rebuild_s")
 work=$(mktemp -d /dev/shm/xraid-checkpoints.XXXXXX)
 server=
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }

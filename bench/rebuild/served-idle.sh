@@ -14,14 +14,10 @@ root=$(cd "$here/../.." && pwd)
 RUNS=${RUNS:-3}
 SIZE=${SIZE:-1G}
 MAX=${MAX:-200}
-if [ -z "${XRAIDS:-}" ]; then
-    (cd "$root" && cargo build --release -q -p xraid)
-    XRAIDS="$root/target/release/xraid"
-fi
-out="$root/bench/runs/$(date +%Y-%m-%d)-$(hostname)"
-mkdir -p "$out"
-csv="$out/rebuild-served-idle.csv"
-[ -f "$csv" ] || echo "date,xraid,run,size,max_mb_s,fault,seconds,mb_per_s" > "$csv"
+# shellcheck source=common.sh
+. "$here/common.sh"
+choose_builds
+csv=$(csv_file rebuild-served-idle.csv "date,xraid,run,size,max_mb_s,fault,seconds,mb_per_s")
 work=$(mktemp -d /dev/shm/xraid-served-idle.XXXXXX)
 server=
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
