@@ -1161,6 +1161,18 @@ impl Array {
         self.failed_while_closing(lost_at_start).map_or(Ok(()), Err)
     }
 
+    /// Whether the superblock of a role whose member is in service (`states`: not
+    /// failed) is one that `matches`.
+    fn serving_superblock(
+        &self,
+        states: &[MemberState],
+        matches: impl Fn(&Superblock) -> bool,
+    ) -> bool {
+        self.superblocks.iter().zip(states).any(|(s, state)| {
+            *state != MemberState::Failed && s.as_ref().is_some_and(|(_, sb)| matches(sb))
+        })
+    }
+
     /// Refuses a newcomer whose superblock (`ours`: this array's) is a serving member's
     /// own: a second name (a hard link) for that member.
     fn refuse_a_serving_members_other_name(
@@ -1173,16 +1185,7 @@ impl Array {
         let Some(sb) = ours else {
             return Ok(());
         };
-        let serving = self
-            .superblocks
-            .iter()
-            .enumerate()
-            .filter(|(role, _)| states[*role] != MemberState::Failed)
-            .any(|(_, s)| {
-                s.as_ref()
-                    .is_some_and(|(_, m)| m.device_uuid == sb.device_uuid)
-            });
-        if serving {
+        if self.serving_superblock(states, |m| m.device_uuid == sb.device_uuid) {
             return Err(ArrayError::AlreadyActive {
                 path: new.to_path_buf(),
                 name: name.to_owned(),
@@ -2009,12 +2012,7 @@ impl Array {
                     .ok_or_else(not_in_array)?;
                 // A second name (a hard link) of a member in service is not removable.
                 let states = self.driver.engine().member_states();
-                let serving = self.superblocks.iter().enumerate().any(|(r, s)| {
-                    states[r] != MemberState::Failed
-                        && s.as_ref()
-                            .is_some_and(|(_, m)| m.device_uuid == sb.device_uuid)
-                });
-                if serving {
+                if self.serving_superblock(states, |m| m.device_uuid == sb.device_uuid) {
                     return Err(ArrayError::StillActive {
                         path: path.to_path_buf(),
                     });
@@ -2033,15 +2031,7 @@ impl Array {
             self.release_spare(&spare_path);
         }
         self.left_out.retain(|l| canonical(&l.path) != wanted);
-        let taken_by_present = self
-            .superblocks
-            .iter()
-            .enumerate()
-            .filter(|(r, _)| states[*r] != MemberState::Failed)
-            .any(|(_, s)| {
-                s.as_ref()
-                    .is_some_and(|(_, sb)| sb.dev_number as usize == dev)
-            });
+        let taken_by_present = self.serving_superblock(&states, |sb| sb.dev_number as usize == dev);
         if let Some(entry) = self.freshest.dev_roles.get_mut(dev) {
             if !taken_by_present {
                 *entry = xraid_format::ROLE_SPARE;
